@@ -1,0 +1,1 @@
+"""Command-line interface: chat, demo, memory inspection and embedded services."""

@@ -1,0 +1,107 @@
+"""Run-time configuration of the memory agent: one `Context` dataclass.
+
+Every field left at its default is filled from the environment variable of the same
+name, upper-cased (``WINDOW_SIZE=8`` sets ``window_size``), so the same knobs work from
+Studio's form, from the CLI and from ``langgraph.json``'s ``env`` file.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Annotated, Any
+
+from stores.ids import validate_id
+
+
+def _default_model() -> str:
+    """Pick the chat model: OpenAI when a key is configured, else the offline one."""
+    return "openai:gpt-4o-mini" if os.environ.get("OPENAI_API_KEY") else "local:smollm2"
+
+
+def _default_embedding_model() -> str:
+    """Pick the embedding model: OpenAI when a key is configured, else local MiniLM."""
+    if os.environ.get("OPENAI_API_KEY"):
+        return "openai:text-embedding-3-small"
+    return "local:all-minilm-l6-v2"
+
+
+@dataclass(kw_only=True)
+class Context:
+    """Knobs of the memory agent, shown as a form in LangGraph Studio."""
+
+    user_id: str = field(
+        default="default-user",
+        metadata={"description": "Whose memory this run reads and writes (1-64 of [A-Za-z0-9_.@-])."},
+    )
+    model: Annotated[str, {"__template_metadata__": {"kind": "llm"}}] = field(
+        default="",
+        metadata={
+            "description": "Chat model as 'provider:model' (e.g. 'openai:gpt-4o-mini'); "
+            "'local:smollm2' runs SmolLM2-135M in-process. Empty picks OpenAI when "
+            "OPENAI_API_KEY is set, else the local model."
+        },
+    )
+    embedding_model: str = field(
+        default="",
+        metadata={
+            "description": "Embeddings as 'provider:model'; 'local:all-minilm-l6-v2' is the "
+            "offline default (384-d). The vector table follows the dimension."
+        },
+    )
+    window_size: int = field(
+        default=20, metadata={"description": "Messages kept in the Redis working window."}
+    )
+    summary_batch: int = field(
+        default=5, metadata={"description": "Pending messages needed before summarizing."}
+    )
+    reflect_after: int = field(
+        default=10, metadata={"description": "Summaries since the last reflection that trigger one."}
+    )
+    recall_k: int = field(default=5, metadata={"description": "Memories recalled per turn (top-k)."})
+    min_similarity: float = field(
+        default=0.2, metadata={"description": "Cosine similarity below which a memory is ignored."}
+    )
+    memory_token_budget: int = field(
+        default=1800, metadata={"description": "Token cap of the recalled-memories block."}
+    )
+    profile_ttl_days: int = field(
+        default=30, metadata={"description": "Profile hash expiry, refreshed on every write."}
+    )
+    min_fact_importance: float = field(
+        default=0.5, metadata={"description": "Extracted facts below this importance are dropped."}
+    )
+    model_timeout_s: float = field(
+        default=60.0, metadata={"description": "Timeout of background model calls (summary, facts)."}
+    )
+
+    def __post_init__(self) -> None:
+        """Fill defaults from the environment, resolve auto models and validate."""
+        for f in fields(self):
+            if f.default is MISSING or getattr(self, f.name) != f.default:
+                continue
+            raw = os.environ.get(f.name.upper())
+            if raw is not None and raw != "":
+                setattr(self, f.name, _coerce(raw, type(f.default), f.name))
+        if not self.model:
+            self.model = _default_model()
+        if not self.embedding_model:
+            self.embedding_model = _default_embedding_model()
+        self.user_id = validate_id(self.user_id, "user_id")
+        for name in ("window_size", "summary_batch", "reflect_after", "recall_k"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 <= self.min_similarity <= 1.0:
+            raise ValueError(f"min_similarity must be in [0, 1], got {self.min_similarity}")
+        if self.memory_token_budget < 0:
+            raise ValueError("memory_token_budget must be >= 0")
+
+
+def _coerce(raw: str, kind: type, name: str) -> Any:
+    """Convert an environment string to the field's type with a clear error."""
+    try:
+        if kind is bool:
+            return raw.strip().lower() in {"1", "true", "yes", "on"}
+        return kind(raw)
+    except ValueError as exc:
+        raise ValueError(f"environment variable {name.upper()}={raw!r} is not a valid {kind.__name__}") from exc

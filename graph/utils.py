@@ -1,0 +1,91 @@
+"""Small helpers shared by nodes: ids of the run, rendering, guarded model calls."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AnyMessage, HumanMessage
+from langgraph.config import get_config
+from pydantic import BaseModel, ValidationError
+
+from stores.ids import validate_id
+
+log = logging.getLogger(__name__)
+T = TypeVar("T", bound=BaseModel)
+
+DEFAULT_THREAD = "default"
+
+
+def current_thread_id() -> str:
+    """The run's thread id (``configurable.thread_id``), validated; ``default`` if unset."""
+    configurable = get_config().get("configurable", {})
+    return validate_id(str(configurable.get("thread_id") or DEFAULT_THREAD), "thread_id")
+
+
+def latest_human_text(messages: list[AnyMessage]) -> str:
+    """Text of the newest human message, or '' if there is none."""
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            return message.text if not isinstance(message.content, str) else message.content
+    return ""
+
+
+def render_profile(profile: dict[str, dict[str, Any]]) -> str:
+    """Profile facts as ``key: value`` lines, most important first."""
+    if not profile:
+        return "(nothing known yet)"
+    return "\n".join(f"{key}: {fact.get('value', '')}" for key, fact in profile.items())
+
+
+def render_memory(memory: dict[str, Any]) -> str:
+    """One recalled memory as a line of data."""
+    day = str(memory.get("created_at", ""))[:10]
+    return f"- [{memory.get('kind')} {day}] {memory.get('text', '')}"
+
+
+def render_memories(recalled: list[dict[str, Any]]) -> str:
+    """The recalled block, in rank order."""
+    return "\n".join(render_memory(m) for m in recalled) if recalled else "(none)"
+
+
+def now_iso() -> str:
+    """Current UTC time, ISO-8601."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def limit_words(text: str, max_words: int) -> str:
+    """Cut ``text`` to at most ``max_words`` words."""
+    words = text.split()
+    return text.strip() if len(words) <= max_words else " ".join(words[:max_words])
+
+
+async def invoke_text(model: BaseChatModel, prompt: str, timeout_s: float) -> str:
+    """Call the model with one user prompt; raise on timeout, error or empty output."""
+    reply = await asyncio.wait_for(model.ainvoke([HumanMessage(prompt)]), timeout_s)
+    text = reply.text if not isinstance(reply.content, str) else reply.content
+    if not text.strip():
+        raise ValueError("model returned an empty answer")
+    return text.strip()
+
+
+async def invoke_structured(
+    model: BaseChatModel, schema: type[T], prompt: str, timeout_s: float
+) -> T | None:
+    """Call the model constrained by ``schema``; ``None`` (logged) on any failure."""
+    try:
+        runnable = model.with_structured_output(schema)
+        result = await asyncio.wait_for(runnable.ainvoke([HumanMessage(prompt)]), timeout_s)
+        if isinstance(result, dict):
+            result = schema.model_validate(result)
+        if not isinstance(result, schema):
+            raise ValueError(f"expected {schema.__name__}, got {type(result).__name__}")
+        return result
+    except (TimeoutError, ValidationError, ValueError, NotImplementedError) as exc:
+        log.warning("structured call for %s failed: %s", schema.__name__, exc)
+    except Exception as exc:  # model/provider errors must not break the memory pipeline
+        log.warning("structured call for %s raised %s: %s", schema.__name__, type(exc).__name__, exc)
+    return None

@@ -1,0 +1,1 @@
+"""One async node per file: the memory lifecycle of the agent."""

@@ -1,0 +1,95 @@
+"""consolidate: store the summary durably, then acknowledge pending, then extract facts."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+from langgraph.runtime import Runtime
+
+from graph.context import Context
+from graph.models import load_chat_model
+from graph.prompts import EXTRACT_FACTS_PROMPT
+from graph.schemas import FactList
+from graph.state import State
+from graph.utils import invoke_structured, limit_words
+from stores.memories import Memory
+from stores.profile import Fact
+from stores.services import get_services
+
+log = logging.getLogger(__name__)
+
+THREAD_SUMMARY_WORDS = 250
+
+
+def _parse_ts(value: str) -> datetime:
+    try:
+        ts = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        return datetime.now(UTC)
+    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
+
+
+def merge_thread_summary(previous: str, new: str) -> str:
+    """Append the new summary; keep the newest ``THREAD_SUMMARY_WORDS`` words."""
+    words = f"{previous} {new}".split()
+    return " ".join(words[-THREAD_SUMMARY_WORDS:])
+
+
+async def consolidate(state: State, runtime: Runtime[Context]) -> dict:
+    """Upsert the summary under a deterministic id, ack its messages, update the profile.
+
+    If Postgres is unavailable the messages stay in the pending list and are retried on
+    a later turn; the deterministic id makes the retry an upsert, never a duplicate.
+    """
+    ctx = runtime.context
+    summary = state.get("summary")
+    events = list(state.get("memory_events", []))
+    if not summary:
+        return {"summary": None}
+    services = await get_services(ctx.embedding_model)
+    memory = Memory(
+        user_id=summary["user_id"],
+        thread_id=summary["thread_id"],
+        kind="summary",
+        text=summary["text"],
+        importance=summary["importance"],
+        source_ids=summary["source_ids"],
+        created_at=_parse_ts(summary["created_at"]),
+    )
+    try:
+        await services.memories.add(memory)
+    except Exception as exc:  # keep the batch pending; nothing is lost
+        log.warning("storing summary failed (%s: %s); batch stays pending", type(exc).__name__, exc)
+        events.append("consolidate: storage failed, batch kept pending for retry")
+        return {"summary": None, "summary_stored": False, "memory_events": events}
+    acked = await services.window.ack(summary["user_id"], summary["thread_id"], summary["source_ids"])
+    events.append(f"consolidate: summary {memory.id[:8]} stored, {acked} pending acked")
+
+    written: list[str] = []
+    if summary.get("mode") == "llm":
+        extracted = await invoke_structured(
+            load_chat_model(ctx.model),
+            FactList,
+            EXTRACT_FACTS_PROMPT.format(summary=summary["text"]),
+            ctx.model_timeout_s,
+        )
+        facts = [
+            Fact(f.key, f.value, f.importance, source_ids=[memory.id])
+            for f in (extracted.facts if extracted else [])
+            if f.importance >= ctx.min_fact_importance
+        ]
+        written = await services.profile.upsert(ctx.user_id, facts, ctx.profile_ttl_days)
+        events.append(f"consolidate: profile facts written: {written or 'none'}")
+    since = await services.memories.summaries_since_reflection(ctx.user_id)
+    pending = await services.window.pending_len(summary["user_id"], summary["thread_id"])
+    return {
+        "summary": None,
+        "summary_stored": True,
+        "thread_summary": merge_thread_summary(
+            state.get("thread_summary", ""), limit_words(summary["text"], 100)
+        ),
+        "summaries_since_reflection": len(since),
+        "pending_count": pending,
+        "memory_events": events,
+    }

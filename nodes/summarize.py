@@ -1,0 +1,49 @@
+"""summarize: compress the thread's pending messages into one summary with provenance."""
+
+from __future__ import annotations
+
+import logging
+
+from langgraph.runtime import Runtime
+
+from graph.context import Context
+from graph.models import load_chat_model
+from graph.prompts import SUMMARIZE_PROMPT
+from graph.state import State
+from graph.utils import current_thread_id, invoke_text, limit_words, now_iso
+from stores.services import get_services
+
+log = logging.getLogger(__name__)
+
+MAX_BATCH = 50
+LLM_IMPORTANCE = 0.5
+FALLBACK_IMPORTANCE = 0.3
+
+
+async def summarize(state: State, runtime: Runtime[Context]) -> dict:
+    """Summarize the oldest pending messages (≤ 100 words); raw text if the model fails."""
+    ctx = runtime.context
+    thread_id = current_thread_id()
+    services = await get_services(ctx.embedding_model)
+    batch = [m for _, m in await services.window.pending(ctx.user_id, thread_id, MAX_BATCH)]
+    if not batch:
+        return {"summary": None}
+    transcript = "\n".join(m.render() for m in batch)
+    try:
+        model = load_chat_model(ctx.model)
+        text = await invoke_text(model, SUMMARIZE_PROMPT.format(transcript=transcript), ctx.model_timeout_s)
+        text, importance, mode = limit_words(text, 100), LLM_IMPORTANCE, "llm"
+    except Exception as exc:  # timeouts, provider errors, empty output: keep the raw text
+        log.warning("summarizer failed (%s: %s); storing raw text", type(exc).__name__, exc)
+        text, importance, mode = transcript, FALLBACK_IMPORTANCE, "fallback"
+    summary = {
+        "text": text,
+        "importance": importance,
+        "mode": mode,
+        "source_ids": [m.id for m in batch],
+        "user_id": ctx.user_id,
+        "thread_id": thread_id,
+        "created_at": batch[-1].ts or now_iso(),
+    }
+    event = f"summarize: {len(batch)} messages -> {mode} summary (importance {importance})"
+    return {"summary": summary, "memory_events": [*state.get("memory_events", []), event]}

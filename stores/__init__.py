@@ -1,0 +1,1 @@
+"""Storage tiers behind small classes: Redis window/pending/profile, pgvector memories."""

@@ -1,0 +1,278 @@
+"""Long-term memories (summaries and reflections) in Postgres + pgvector.
+
+Built on `langchain_postgres.PGVectorStore`: one table per embedding dimension
+(``memories_384``) with real metadata columns, so every search is filtered by
+``user_id`` in SQL. Bookkeeping the vector store has no API for (access counters,
+listing, reflection progress) is plain parameterised SQL on the same engine.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from langchain_core.embeddings import Embeddings
+from langchain_postgres import Column, PGEngine, PGVectorStore
+from langchain_postgres.v2.indexes import DistanceStrategy, QueryOptions
+from sqlalchemy import text
+from sqlalchemy.exc import ProgrammingError
+
+from stores.ids import validate_id
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["summary", "reflection"]
+_NAMESPACE = uuid.UUID("6f1c2d1e-8a4b-4c36-9a57-3b8f0e2d7c11")
+
+METADATA_COLUMNS = [
+    Column("user_id", "TEXT", nullable=False),
+    Column("thread_id", "TEXT"),
+    Column("kind", "TEXT", nullable=False),
+    Column("importance", "DOUBLE PRECISION", nullable=False),
+    Column("created_at", "TIMESTAMPTZ", nullable=False),
+    Column("last_accessed_at", "TIMESTAMPTZ"),
+    Column("access_count", "INTEGER"),
+    Column("source_ids", "TEXT[]"),
+]
+_META_NAMES = [c.name for c in METADATA_COLUMNS]
+
+
+def memory_id(user_id: str, thread_id: str | None, kind: str, source_ids: list[str]) -> str:
+    """Deterministic id: the same sources always map to the same row (idempotent retry)."""
+    return str(uuid.uuid5(_NAMESPACE, "|".join([user_id, thread_id or "", kind, *source_ids])))
+
+
+@dataclass
+class Memory:
+    """One stored memory with its provenance."""
+
+    user_id: str
+    kind: Kind
+    text: str
+    importance: float
+    source_ids: list[str]
+    thread_id: str | None = None
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    id: str = ""
+    last_accessed_at: datetime | None = None
+    access_count: int = 0
+    similarity: float | None = None
+
+    def __post_init__(self) -> None:
+        validate_id(self.user_id, "user_id")
+        if not self.id:
+            self.id = memory_id(self.user_id, self.thread_id, self.kind, self.source_ids)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly view (for state, Studio and the CLI)."""
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "text": self.text,
+            "importance": self.importance,
+            "similarity": None if self.similarity is None else round(self.similarity, 4),
+            "thread_id": self.thread_id,
+            "created_at": self.created_at.isoformat(),
+            "access_count": self.access_count,
+            "source_ids": list(self.source_ids),
+        }
+
+
+class _IterativeHNSW(QueryOptions):
+    """HNSW query options with pgvector >= 0.8 iterative scans.
+
+    Without iterative scans an HNSW search filtered by user can return fewer than k rows
+    when other users' vectors crowd the candidate list.
+    """
+
+    def __init__(self, ef_search: int = 100, iterative: bool = True) -> None:
+        self.ef_search = ef_search
+        self.iterative = iterative
+
+    def to_parameter(self) -> list[str]:
+        params = [f"hnsw.ef_search = {self.ef_search}"]
+        if self.iterative:
+            params.append("hnsw.iterative_scan = relaxed_order")
+        return params
+
+    def to_string(self) -> str:
+        return ", ".join(self.to_parameter())
+
+
+class MemoryStore:
+    """Summaries and reflections of every user, always queried per user."""
+
+    def __init__(self, engine: PGEngine, vectors: PGVectorStore, table: str) -> None:
+        self.engine = engine
+        self.vectors = vectors
+        self.table = table
+
+    @classmethod
+    async def open(cls, engine: PGEngine, embeddings: Embeddings, dim: int) -> MemoryStore:
+        """Create the table and indexes if needed, then return the store."""
+        table = f"memories_{dim}"
+        exists = await _run(engine, f"SELECT to_regclass('public.{table}') IS NOT NULL AS ok")
+        if not exists[0]["ok"]:
+            try:
+                await engine.ainit_vectorstore_table(
+                    table_name=table, vector_size=dim, metadata_columns=list(METADATA_COLUMNS)
+                )
+            except ProgrammingError as exc:  # another process created it first
+                if "already exists" not in str(exc):
+                    raise
+        await _run(
+            engine,
+            f'ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS stored_at TIMESTAMPTZ '
+            "NOT NULL DEFAULT clock_timestamp()",
+            f'CREATE INDEX IF NOT EXISTS "{table}_user_kind" ON "{table}" (user_id, kind, stored_at)',
+            f'CREATE INDEX IF NOT EXISTS "{table}_hnsw" ON "{table}" '
+            "USING hnsw (embedding vector_cosine_ops)",
+        )
+        version = await _run(engine, "SELECT extversion FROM pg_extension WHERE extname='vector'")
+        iterative = _version_tuple(version[0]["extversion"]) >= (0, 8) if version else False
+        vectors = await PGVectorStore.create(
+            engine,
+            embedding_service=embeddings,
+            table_name=table,
+            metadata_columns=_META_NAMES,
+            distance_strategy=DistanceStrategy.COSINE_DISTANCE,
+            index_query_options=_IterativeHNSW(iterative=iterative),
+        )
+        return cls(engine, vectors, table)
+
+    async def add(self, memory: Memory, vector: list[float] | None = None) -> str:
+        """Upsert a memory under its deterministic id; returns the id."""
+        if vector is None:
+            vector = (await self.vectors.embeddings.aembed_documents([memory.text]))[0]
+        metadata = {
+            "user_id": memory.user_id,
+            "thread_id": memory.thread_id,
+            "kind": memory.kind,
+            "importance": float(memory.importance),
+            "created_at": memory.created_at,
+            "last_accessed_at": memory.last_accessed_at,
+            "access_count": memory.access_count,
+            "source_ids": list(memory.source_ids),
+        }
+        await self.vectors.aadd_embeddings(
+            [memory.text], [vector], metadatas=[metadata], ids=[memory.id]
+        )
+        return memory.id
+
+    async def search(
+        self, user_id: str, vector: list[float], k: int, min_similarity: float = 0.0
+    ) -> list[Memory]:
+        """Top-k of this user's memories by cosine similarity, above ``min_similarity``."""
+        validate_id(user_id, "user_id")
+        hits = await self.vectors.asimilarity_search_with_score_by_vector(
+            embedding=vector, k=k, filter={"user_id": {"$eq": user_id}}
+        )
+        out = []
+        for doc, distance in hits:
+            similarity = 1.0 - float(distance)
+            if similarity < min_similarity:
+                continue
+            out.append(_from_metadata(doc.id, doc.page_content, doc.metadata, similarity))
+        return out
+
+    async def touch(self, user_id: str, ids: list[str]) -> None:
+        """Record that these memories were recalled (recency and frequency signals)."""
+        if not ids:
+            return
+        await _run(
+            self.engine,
+            (
+                f'UPDATE "{self.table}" SET last_accessed_at = now(), '
+                "access_count = COALESCE(access_count, 0) + 1 "
+                "WHERE user_id = :user_id AND langchain_id = ANY(CAST(:ids AS uuid[]))",
+                {"user_id": user_id, "ids": ids},
+            ),
+        )
+
+    async def list(self, user_id: str, kind: Kind | None = None, limit: int = 200) -> list[Memory]:
+        """The user's memories, newest first."""
+        validate_id(user_id, "user_id")
+        where = "user_id = :user_id" + (" AND kind = :kind" if kind else "")
+        rows = await _run(
+            self.engine,
+            (
+                f'SELECT langchain_id, content, {", ".join(_META_NAMES)} FROM "{self.table}" '
+                f"WHERE {where} ORDER BY stored_at DESC LIMIT :limit",
+                {"user_id": user_id, "kind": kind, "limit": limit},
+            ),
+        )
+        return [_from_metadata(str(r["langchain_id"]), r["content"], r, None) for r in rows]
+
+    async def summaries_since_reflection(self, user_id: str) -> list[Memory]:
+        """Summaries stored after the user's latest reflection, oldest first."""
+        validate_id(user_id, "user_id")
+        rows = await _run(
+            self.engine,
+            (
+                f'SELECT langchain_id, content, {", ".join(_META_NAMES)} FROM "{self.table}" s '
+                "WHERE s.user_id = :user_id AND s.kind = 'summary' AND s.stored_at > COALESCE("
+                f'(SELECT max(stored_at) FROM "{self.table}" r '
+                "WHERE r.user_id = :user_id AND r.kind = 'reflection'), '-infinity') "
+                "ORDER BY s.stored_at",
+                {"user_id": user_id},
+            ),
+        )
+        return [_from_metadata(str(r["langchain_id"]), r["content"], r, None) for r in rows]
+
+    async def count(self, user_id: str) -> dict[str, int]:
+        """Number of memories of the user per kind."""
+        rows = await _run(
+            self.engine,
+            (
+                f'SELECT kind, count(*) AS n FROM "{self.table}" WHERE user_id = :user_id '
+                "GROUP BY kind",
+                {"user_id": validate_id(user_id, "user_id")},
+            ),
+        )
+        return {r["kind"]: int(r["n"]) for r in rows}
+
+
+def _from_metadata(
+    mid: str | None, content: str, meta: Any, similarity: float | None
+) -> Memory:
+    created = meta.get("created_at") or datetime.now(UTC)
+    return Memory(
+        id=str(mid),
+        user_id=meta["user_id"],
+        thread_id=meta.get("thread_id"),
+        kind=meta["kind"],
+        text=content,
+        importance=float(meta.get("importance") or 0.0),
+        created_at=created,
+        last_accessed_at=meta.get("last_accessed_at"),
+        access_count=int(meta.get("access_count") or 0),
+        source_ids=list(meta.get("source_ids") or []),
+        similarity=similarity,
+    )
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+
+
+async def _run(engine: PGEngine, *statements: str | tuple[str, dict[str, Any]]) -> list[Any]:
+    """Run statements in one transaction on the engine's loop; return the last rows.
+
+    `PGEngine` owns a background event loop; running our SQL there (like the vector
+    store does) keeps connections valid whichever loop the caller is on.
+    """
+
+    async def go() -> list[Any]:
+        rows: list[Any] = []
+        async with engine._pool.connect() as conn:
+            for stmt in statements:
+                sql, params = (stmt, {}) if isinstance(stmt, str) else stmt
+                result = await conn.execute(text(sql), params)
+                rows = [dict(r) for r in result.mappings()] if result.returns_rows else []
+            await conn.commit()
+        return rows
+
+    return await engine._run_as_async(go())

@@ -1,0 +1,91 @@
+"""Process-wide connections to Redis and Postgres, opened lazily, never at import.
+
+With ``REDIS_URL`` / ``DATABASE_URL`` set, those services are used; otherwise the
+embedded ones (`stores.embedded`) are started or reused. Redis clients are bound to an
+event loop, so one `Services` is kept per running loop; the Postgres engine runs on its
+own background loop and is shared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import weakref
+from dataclasses import dataclass
+
+from langchain_core.embeddings import Embeddings
+from langchain_postgres import PGEngine
+from redis.asyncio import Redis
+
+from graph.models import load_embeddings
+from stores.embedded import ensure_services
+from stores.memories import MemoryStore
+from stores.profile import ProfileStore
+from stores.window import WindowStore
+
+log = logging.getLogger(__name__)
+
+
+def key_prefix() -> str:
+    """Prefix of every Redis key of this project (``MEMORY_KEY_PREFIX``, default ``mem``)."""
+    return os.environ.get("MEMORY_KEY_PREFIX", "mem")
+
+
+def sqlalchemy_url(url: str) -> str:
+    """Turn a libpq URL into the psycopg 3 async SQLAlchemy URL."""
+    for scheme in ("postgresql+psycopg://", "postgresql://", "postgres://"):
+        if url.startswith(scheme):
+            return "postgresql+psycopg://" + url[len(scheme) :]
+    raise ValueError(f"DATABASE_URL must be a postgresql:// URL, got {url.split('://')[0]}://...")
+
+
+@dataclass
+class Services:
+    """Everything a node needs to touch memory."""
+
+    redis: Redis
+    window: WindowStore
+    profile: ProfileStore
+    memories: MemoryStore
+    embeddings: Embeddings
+
+
+_engines: dict[str, PGEngine] = {}
+_engine_lock = threading.Lock()
+_per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Services]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def pg_engine(database_url: str) -> PGEngine:
+    """The shared `PGEngine` of a database URL (one per process)."""
+    with _engine_lock:
+        if database_url not in _engines:
+            _engines[database_url] = PGEngine.from_connection_string(
+                sqlalchemy_url(database_url), pool_pre_ping=True
+            )
+        return _engines[database_url]
+
+
+async def get_services(embedding_model: str) -> Services:
+    """Connect (once per event loop and embedding model) and return the stores."""
+    loop = asyncio.get_running_loop()
+    cache = _per_loop.setdefault(loop, {})
+    if embedding_model in cache:
+        return cache[embedding_model]
+    urls = await asyncio.to_thread(ensure_services)
+    embeddings, dim = await asyncio.to_thread(load_embeddings, embedding_model)
+    redis = Redis.from_url(urls.redis_url, decode_responses=True)
+    memories = await MemoryStore.open(pg_engine(urls.database_url), embeddings, dim)
+    prefix = key_prefix()
+    services = Services(
+        redis=redis,
+        window=WindowStore(redis, prefix),
+        profile=ProfileStore(redis, prefix),
+        memories=memories,
+        embeddings=embeddings,
+    )
+    cache[embedding_model] = services
+    return services

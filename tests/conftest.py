@@ -1,0 +1,114 @@
+"""Shared fixtures: the embedded Redis/Postgres started once, a fresh database and key
+prefix per test session, unique user ids per test, and scripted fake chat models."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from langchain_core.messages import HumanMessage
+
+from graph.builder import build_graph
+from graph.context import Context
+from graph.models import register_chat_model
+from stores.embedded import ensure_services
+from tests.fakes import ScriptedChatModel
+
+EMBEDDING = "local:all-minilm-l6-v2"
+
+
+def _with_db(url: str, db: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{db}"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def memory_env() -> Iterator[dict[str, str]]:
+    """Real servers (embedded unless REDIS_URL/DATABASE_URL are set), a fresh database."""
+    urls = ensure_services()
+    db = f"test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(urls.database_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{db}"')
+    env = {
+        "REDIS_URL": urls.redis_url,
+        "DATABASE_URL": _with_db(urls.database_url, db),
+        "MEMORY_KEY_PREFIX": f"test-{db}",
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield env
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        import redis
+
+        r = redis.Redis.from_url(urls.redis_url)
+        for key in r.scan_iter(match=f"{env['MEMORY_KEY_PREFIX']}:*", count=1000):
+            r.delete(key)
+        r.close()
+        with psycopg.connect(urls.database_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+
+
+@pytest.fixture
+def user_id() -> str:
+    """A user id no other test uses."""
+    return f"u-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def fake_model() -> ScriptedChatModel:
+    return ScriptedChatModel()
+
+
+@pytest.fixture
+def make_context(fake_model: ScriptedChatModel, user_id: str):
+    """Build a `Context` for the test's user and fake model; overrides as kwargs."""
+    spec = register_chat_model(f"fake-{uuid.uuid4().hex[:8]}", fake_model)
+
+    def make(**overrides) -> Context:
+        fields = {"user_id": user_id, "model": spec, "embedding_model": EMBEDDING}
+        fields.update(overrides)
+        if "model_obj" in fields:
+            fields["model"] = register_chat_model(f"fake-{uuid.uuid4().hex[:8]}", fields.pop("model_obj"))
+        return Context(**fields)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+async def checkpointer(memory_env: dict[str, str]) -> AsyncIterator:
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    async with AsyncPostgresSaver.from_conn_string(memory_env["DATABASE_URL"]) as saver:
+        await saver.setup()
+        yield saver
+
+
+@pytest.fixture(scope="session")
+def agent(checkpointer):
+    return build_graph(checkpointer=checkpointer)
+
+
+@pytest.fixture
+async def services(memory_env):
+    from stores.services import get_services
+
+    return await get_services(EMBEDDING)
+
+
+async def say(agent, context: Context, thread_id: str, text: str) -> dict:
+    """Run one user turn through the compiled graph."""
+    return await agent.ainvoke(
+        {"messages": [HumanMessage(text)]},
+        {"configurable": {"thread_id": thread_id}},
+        context=context,
+    )

@@ -1,0 +1,165 @@
+"""The compiled graph end to end on the real embedded Redis and Postgres/pgvector."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+
+from langchain_core.messages import HumanMessage
+
+from tests.conftest import say
+from tests.fakes import ScriptedChatModel, block, default_handler, prompt_text
+
+IDENTITY = "Hi! My name is Zhang San, I'm a VIP customer in Berlin and I prefer Go."
+TOPICS = [
+    "weather on Mars", "sourdough bread", "chess openings", "the history of jazz",
+    "tide pools", "bicycle gears", "origami cranes", "volcano types", "tea ceremonies",
+    "migrating birds", "roman aqueducts", "crossword tips", "coral reefs", "paper money",
+    "glacier speed", "kite flying", "lighthouse keepers", "cactus care", "comet tails",
+    "board game design", "fountain pens", "desert foxes", "marathon pacing",
+    "maple syrup", "pinhole cameras", "sea otters", "stained glass", "jigsaw puzzles",
+    "rainbow physics", "yo-yo tricks",
+]
+
+
+def _thread() -> str:
+    return f"t-{uuid.uuid4().hex[:8]}"
+
+
+async def test_identity_survives_eviction_and_stays_with_its_user(agent, make_context, fake_model):
+    ctx = make_context()
+    thread = _thread()
+    first = await say(agent, ctx, thread, IDENTITY)
+    first_id = first["messages"][0].id
+    for topic in TOPICS:
+        state = await say(agent, ctx, thread, f"Tell me one fact about {topic}.")
+    # turn 1 left the window (and the graph state) ...
+    assert first_id not in {m.id for m in state["messages"]}
+    assert len(state["messages"]) <= ctx.window_size
+    # ... yet the prompt of the last turn still carries the identity, in the profile block
+    last_system = fake_model.system_prompts()[-1]
+    profile_block = block(last_system, "profile")
+    assert "Zhang San" in profile_block and "Berlin" in profile_block
+
+    # a new thread of the same user starts with the identity too
+    await say(agent, ctx, _thread(), "Do you remember who I am?")
+    assert "Zhang San" in fake_model.system_prompts()[-1]
+
+    # another user never sees it
+    other_model = ScriptedChatModel()
+    other = make_context(user_id=f"u-{uuid.uuid4().hex[:10]}", model_obj=other_model)
+    await say(agent, other, _thread(), "Do you remember who I am? I'm Zhang San, right?")
+    assert "Zhang San" not in other_model.system_prompts()[-1].split("Current time")[0]
+
+
+async def test_every_evicted_message_is_in_exactly_one_summary(agent, make_context, services):
+    ctx = make_context(window_size=6, summary_batch=3)
+    thread = _thread()
+    for i in range(25):
+        await say(agent, ctx, thread, f"message number {i} about {TOPICS[i]}")
+    seen = await services.redis.smembers(f"{services.window.prefix}:seen:{ctx.user_id}:{thread}")
+    window = {m.id for m in await services.window.window(ctx.user_id, thread)}
+    pending = {m.id for _, m in await services.window.pending(ctx.user_id, thread)}
+    left = set(seen) - window
+    assert len(seen) == 50 and len(left) >= 40
+    summaries = await services.memories.list(ctx.user_id, kind="summary")
+    counts = Counter(sid for s in summaries for sid in s.source_ids)
+    assert max(counts.values()) == 1, "a message is in two summaries"
+    assert set(counts) == left - pending, "an evicted message is in no summary"
+    assert len(pending) < ctx.summary_batch
+
+
+async def test_summarizer_failure_falls_back_to_raw_text_with_lower_importance(agent, make_context, services):
+    def broken_summarizer(messages):
+        if prompt_text(messages).startswith("Summarize"):
+            raise RuntimeError("provider down")
+        return default_handler(messages)
+
+    ctx = make_context(window_size=2, summary_batch=2, model_obj=ScriptedChatModel(handler=broken_summarizer))
+    thread = _thread()
+    for text in ["I live in Lisbon.", "I have two cats.", "I play the cello."]:
+        await say(agent, ctx, thread, text)
+    summaries = await services.memories.list(ctx.user_id, kind="summary")
+    assert summaries and all(s.importance == 0.3 for s in summaries)
+    assert any("I live in Lisbon." in s.text for s in summaries)  # raw text, nothing lost
+
+
+async def test_llm_summary_has_importance_half_and_provenance(agent, make_context, services):
+    ctx = make_context(window_size=2, summary_batch=2)
+    thread = _thread()
+    r1 = await say(agent, ctx, thread, "I collect vinyl records.")
+    await say(agent, ctx, thread, "My favourite band is Can.")
+    (summary,) = await services.memories.list(ctx.user_id, kind="summary")
+    assert summary.importance == 0.5
+    assert summary.thread_id == thread and summary.user_id == ctx.user_id
+    assert summary.source_ids == [m.id for m in r1["messages"][:2]]
+    assert "vinyl" in summary.text
+
+
+async def test_reflection_triggers_at_threshold_and_not_before(agent, make_context, services):
+    ctx = make_context(window_size=2, summary_batch=2, reflect_after=3)
+    thread = _thread()
+    await say(agent, ctx, thread, "turn zero")
+    for i in range(1, 3):
+        state = await say(agent, ctx, thread, f"turn {i}")
+    assert await services.memories.count(ctx.user_id) == {"summary": 2}
+    assert state["summaries_since_reflection"] == 2
+    state = await say(agent, ctx, thread, "turn 3")
+    counts = await services.memories.count(ctx.user_id)
+    assert counts == {"summary": 3, "reflection": 1}
+    (reflection,) = await services.memories.list(ctx.user_id, kind="reflection")
+    summary_ids = {s.id for s in await services.memories.list(ctx.user_id, kind="summary")}
+    assert set(reflection.source_ids) == summary_ids and reflection.importance == 0.9
+    assert state["summaries_since_reflection"] == 0
+
+
+async def test_reflection_model_failure_is_skipped_and_retried(agent, make_context, services):
+    calls = {"n": 0}
+
+    def flaky_reflector(messages):
+        if prompt_text(messages).startswith("Here are summaries"):
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise RuntimeError("model overloaded")
+        return default_handler(messages)
+
+    ctx = make_context(window_size=2, summary_batch=2, reflect_after=2, model_obj=ScriptedChatModel(handler=flaky_reflector))
+    thread = _thread()
+    for i in range(3):
+        await say(agent, ctx, thread, f"turn {i}")
+    assert await services.memories.count(ctx.user_id) == {"summary": 2}  # skipped, nothing lost
+    await say(agent, ctx, thread, "turn 3")
+    counts = await services.memories.count(ctx.user_id)
+    assert counts["reflection"] == 1 and counts["summary"] == 3
+
+
+async def test_recall_puts_relevant_memories_in_the_prompt(agent, make_context, fake_model, services):
+    ctx = make_context(window_size=2, summary_batch=2)
+    thread = _thread()
+    await say(agent, ctx, thread, "My sister Anna lives in Oslo and works as a marine biologist.")
+    await say(agent, ctx, thread, "unrelated: how do I boil an egg?")
+    state = await say(agent, ctx, _thread(), "What does my sister do for a living?")
+    assert state["recalled"], "the summary about the sister should be recalled"
+    top = state["recalled"][0]
+    assert "marine biologist" in top["text"] and top["similarity"] >= ctx.min_similarity
+    memories_block = block(fake_model.system_prompts()[-1], "memories")
+    assert "marine biologist" in memories_block
+    (stored,) = [m for m in await services.memories.list(ctx.user_id) if m.id == top["id"]]
+    assert stored.access_count == 1 and stored.last_accessed_at is not None
+
+
+async def test_memory_budget_caps_the_recalled_block(agent, make_context, fake_model):
+    ctx = make_context(window_size=2, summary_batch=2, memory_token_budget=10)
+    thread = _thread()
+    await say(agent, ctx, thread, "My sister Anna lives in Oslo and works as a marine biologist.")
+    await say(agent, ctx, thread, "anything else")
+    state = await say(agent, ctx, _thread(), "What does my sister do?")
+    assert state["recalled"] == []
+    assert "<memories>\n(none)\n</memories>" in fake_model.system_prompts()[-1]
+
+
+async def test_turn_without_human_message_is_rejected(agent, make_context):
+    import pytest
+
+    with pytest.raises(ValueError, match="human message"):
+        await agent.ainvoke({"messages": []}, {"configurable": {"thread_id": _thread()}}, context=make_context())
