@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from langgraph.runtime import Runtime
 
 from graph.context import Context
+from graph.guards import fact_is_grounded
 from graph.models import load_chat_model
 from graph.prompts import EXTRACT_FACTS_PROMPT
 from graph.schemas import FactList
@@ -66,21 +67,20 @@ async def consolidate(state: State, runtime: Runtime[Context]) -> dict:
     acked = await services.window.ack(summary["user_id"], summary["thread_id"], summary["source_ids"])
     events.append(f"consolidate: summary {memory.id[:8]} stored, {acked} pending acked")
 
-    written: list[str] = []
-    if summary.get("mode") == "llm":
-        extracted = await invoke_structured(
-            load_chat_model(ctx.model),
-            FactList,
-            EXTRACT_FACTS_PROMPT.format(summary=summary["text"]),
-            ctx.model_timeout_s,
-        )
-        facts = [
-            Fact(f.key, f.value, f.importance, source_ids=[memory.id])
-            for f in (extracted.facts if extracted else [])
-            if f.importance >= ctx.min_fact_importance
-        ]
-        written = await services.profile.upsert(ctx.user_id, facts, ctx.profile_ttl_days)
-        events.append(f"consolidate: profile facts written: {written or 'none'}")
+    source = limit_words(summary["text"], 600)
+    extracted = await invoke_structured(
+        load_chat_model(ctx.model),
+        FactList,
+        EXTRACT_FACTS_PROMPT.format(summary=source),
+        ctx.model_timeout_s,
+    )
+    facts = [
+        Fact(f.key, f.value, f.importance, source_ids=[memory.id])
+        for f in (extracted.facts if extracted else [])
+        if f.importance >= ctx.min_fact_importance and fact_is_grounded(f.value, source)
+    ]
+    written = await services.profile.upsert(ctx.user_id, facts, ctx.profile_ttl_days)
+    events.append(f"consolidate: profile facts written: {written or 'none'}")
     since = await services.memories.summaries_since_reflection(ctx.user_id)
     pending = await services.window.pending_len(summary["user_id"], summary["thread_id"])
     return {

@@ -7,6 +7,7 @@ import logging
 from langgraph.runtime import Runtime
 
 from graph.context import Context
+from graph.guards import summary_is_faithful
 from graph.models import load_chat_model
 from graph.prompts import SUMMARIZE_PROMPT
 from graph.state import State
@@ -29,10 +30,14 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
     if not batch:
         return {"summary": None}
     transcript = "\n".join(m.render() for m in batch)
+    said = "\n".join(m.content for m in batch if m.role == "human")
     try:
         model = load_chat_model(ctx.model)
         text = await invoke_text(model, SUMMARIZE_PROMPT.format(transcript=transcript), ctx.model_timeout_s)
-        text, importance, mode = limit_words(text, 100), LLM_IMPORTANCE, "llm"
+        text = limit_words(text, 100)
+        if not summary_is_faithful(text, said):
+            raise ValueError(f"summary not grounded in the conversation: {text[:80]!r}")
+        importance, mode = LLM_IMPORTANCE, "llm"
     except Exception as exc:  # timeouts, provider errors, empty output: keep the raw text
         log.warning("summarizer failed (%s: %s); storing raw text", type(exc).__name__, exc)
         text, importance, mode = transcript, FALLBACK_IMPORTANCE, "fallback"

@@ -856,7 +856,9 @@ def _ensure_vector(url: str) -> str:
                 "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
             ).fetchone()
     except psycopg.Error as exc:
-        raise EmbeddedServiceError(f"Cannot enable pgvector in the embedded PostgreSQL: {exc}")
+        raise EmbeddedServiceError(
+            f"Cannot enable pgvector in the embedded PostgreSQL: {exc}"
+        ) from exc
     version = row[0] if row else ""
     parts = tuple(int(p) for p in re.findall(r"\d+", version)[:2])
     if parts < MIN_PGVECTOR:

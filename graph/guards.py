@@ -1,0 +1,57 @@
+"""Checks that model output is grounded in what the user actually said.
+
+Small local models (SmolLM2-135M is the offline default) summarise and extract poorly:
+they drop names and invent entities. A summary that loses most of the salient terms
+of the conversation, or introduces many new ones, is treated as a failed call (the
+raw text is stored instead); an extracted fact whose value is not in the source text
+is dropped. Both checks are cheap and model-agnostic.
+"""
+
+from __future__ import annotations
+
+import re
+
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9+#'.-]*")
+_COMMON = {
+    "i", "i'm", "im", "the", "a", "an", "and", "or", "but", "so", "my", "me", "you", "your",
+    "it", "is", "are", "was", "what", "who", "how", "why", "when", "where", "which", "tell",
+    "hi", "hello", "hey", "thanks", "thank", "ok", "okay", "yes", "no", "please", "do",
+    "can", "could", "would", "should", "this", "that", "these", "those", "we", "they",
+    "he", "she", "user", "assistant", "human", "ai", "sure", "nice", "great", "well",
+}
+MIN_COVERAGE = 0.5
+MAX_NOVELTY = 0.5
+
+
+def salient_terms(text: str) -> set[str]:
+    """Capitalised words and words with digits: names, places, products, numbers, dates."""
+    out = set()
+    for word in _WORD.findall(text):
+        w = word.strip(".'-")
+        if not w or w.lower() in _COMMON:
+            continue
+        if w[0].isupper() or any(ch.isdigit() for ch in w):
+            out.add(w.lower())
+    return out
+
+
+def summary_is_faithful(summary: str, source: str) -> bool:
+    """Whether ``summary`` keeps most salient terms of ``source`` and invents few."""
+    wanted = salient_terms(source)
+    got = salient_terms(summary)
+    if not summary.strip():
+        return False
+    low = summary.lower()
+    if wanted and sum(1 for t in wanted if t in low) / len(wanted) < MIN_COVERAGE:
+        return False
+    source_low = source.lower()
+    novel = [t for t in got if t not in source_low]
+    return not got or len(novel) / len(got) <= MAX_NOVELTY
+
+
+def fact_is_grounded(value: str, source: str) -> bool:
+    """Whether every content word of a fact's value occurs in ``source``."""
+    words = [w.lower().strip(".'-") for w in _WORD.findall(value)]
+    words = [w for w in words if len(w) >= 3 and w not in _COMMON]
+    source_low = source.lower()
+    return bool(words) and all(w in source_low for w in words)
