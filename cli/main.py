@@ -1,0 +1,146 @@
+"""The ``memory-agent`` console script.
+
+Commands: ``chat``, ``demo``, ``memory show``, ``services up|down|status``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import uuid
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+
+
+def _quiet_libraries() -> None:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("LANGSMITH_TRACING", os.environ.get("LANGSMITH_TRACING", "false"))
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+
+async def _chat(args: argparse.Namespace) -> int:
+    from cli.session import open_agent, run_turn
+    from graph.context import Context
+
+    context = Context(user_id=args.user)
+    thread = args.thread or f"t-{uuid.uuid4().hex[:8]}"
+    console.print(f"[bold]user[/] {context.user_id}  [bold]thread[/] {thread}  [bold]model[/] {context.model}")
+    console.print("Type a message; '/new' starts a new thread, '/quit' exits.")
+    async with open_agent() as agent:
+        while True:
+            try:
+                text = await asyncio.to_thread(input, "you> ")
+            except EOFError:
+                break
+            if text.strip() == "/quit":
+                break
+            if text.strip() == "/new":
+                thread = f"t-{uuid.uuid4().hex[:8]}"
+                console.print(f"[dim]new thread {thread}[/]")
+                continue
+            if not text.strip():
+                console.print("[yellow]empty message ignored[/]")
+                continue
+            state = await run_turn(agent, context, thread, text)
+            console.print(f"[green]agent>[/] {state['messages'][-1].content}")
+            for event in state.get("memory_events", []):
+                console.print(f"  [dim]{event}[/]")
+    return 0
+
+
+async def _memory_show(args: argparse.Namespace) -> int:
+    from graph.context import Context
+    from stores.services import get_services
+
+    context = Context(user_id=args.user)
+    services = await get_services(context.embedding_model)
+    profile = await services.profile.get(context.user_id)
+    memories = await services.memories.list(context.user_id, limit=args.limit)
+    threads = await services.window.threads(context.user_id)
+    pending = {t: await services.window.pending_len(context.user_id, t) for t in threads}
+    if args.json:
+        print(json.dumps({"user_id": context.user_id, "profile": profile,
+                          "memories": [m.as_dict() for m in memories], "pending": pending}, indent=2, default=str))
+        return 0
+    table = Table(title=f"profile of {context.user_id}")
+    for col in ("key", "value", "importance", "updated", "source"):
+        table.add_column(col)
+    for key, fact in profile.items():
+        table.add_row(key, fact["value"], str(fact["importance"]), fact["updated_at"][:19],
+                      ",".join(s[:8] for s in fact.get("source_ids", [])))
+    console.print(table)
+    table = Table(title="summaries and reflections (newest first)")
+    for col in ("kind", "created", "imp.", "thread", "text", "sources"):
+        table.add_column(col)
+    for m in memories:
+        table.add_row(m.kind, m.created_at.isoformat()[:19], f"{m.importance:.2f}", m.thread_id or "-",
+                      m.text[:160], f"{len(m.source_ids)}: " + ",".join(s[:8] for s in m.source_ids[:3]))
+    console.print(table)
+    console.print(f"threads: {threads or 'none'}  pending per thread: {pending}")
+    return 0
+
+
+def _services(args: argparse.Namespace) -> int:
+    from stores import embedded
+
+    if args.action == "up":
+        urls = embedded.ensure_services()
+        console.print(f"REDIS_URL={urls.redis_url}\nDATABASE_URL={urls.database_url}")
+    elif args.action == "down":
+        embedded.stop_services()
+        console.print("embedded services stopped")
+    else:
+        console.print_json(json.dumps(embedded.status(), default=str))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the console script."""
+    parser = argparse.ArgumentParser(prog="memory-agent", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    chat = sub.add_parser("chat", help="talk to the agent interactively")
+    chat.add_argument("--user", required=True)
+    chat.add_argument("--thread", default=None)
+    demo = sub.add_parser("demo", help="run the scripted 30+ turn demo")
+    demo.add_argument("--turns", type=int, default=30, help="unrelated turns after the introduction")
+    memory = sub.add_parser("memory", help="inspect stored memory")
+    msub = memory.add_subparsers(dest="memory_command", required=True)
+    show = msub.add_parser("show", help="profile, summaries and reflections with provenance")
+    show.add_argument("--user", required=True)
+    show.add_argument("--limit", type=int, default=50)
+    show.add_argument("--json", action="store_true")
+    services = sub.add_parser("services", help="embedded Redis and Postgres")
+    services.add_argument("action", choices=["up", "down", "status"])
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``memory-agent``."""
+    _quiet_libraries()
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "services":
+            return _services(args)
+        if args.command == "chat":
+            return asyncio.run(_chat(args))
+        if args.command == "memory":
+            return asyncio.run(_memory_show(args))
+        from cli.demo import run_demo
+
+        return asyncio.run(run_demo(args.turns))
+    except (ValueError, RuntimeError) as exc:
+        console.print(f"[red]error:[/] {exc}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
