@@ -42,11 +42,12 @@ def _block(prompt: str, tag: str) -> str:
     return prompt.split(f"\n<{tag}>\n", 1)[1].split(f"\n</{tag}>", 1)[0]
 
 
-async def run_demo(turns: int = 30) -> int:
+async def run_demo(turns: int = 30, window_size: int = 10) -> int:
     """Run the scripted conversation and print what memory did at every turn."""
     run = uuid.uuid4().hex[:6]
-    zhang = Context(user_id=f"zhang-san-{run}")
-    other = Context(user_id=f"li-si-{run}")
+    # A 10-message window (default 20) lets the introduction leave it sooner.
+    zhang = Context(user_id=f"zhang-san-{run}", window_size=window_size)
+    other = Context(user_id=f"li-si-{run}", window_size=window_size)
     thread = f"demo-{run}"
     console.rule("[bold]memory-graph-agent demo")
     console.print(

@@ -112,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--thread", default=None)
     demo = sub.add_parser("demo", help="run the scripted 30+ turn demo")
     demo.add_argument("--turns", type=int, default=30, help="unrelated turns after the introduction")
+    demo.add_argument("--window-size", type=int, default=10, help="messages kept in the window")
     memory = sub.add_parser("memory", help="inspect stored memory")
     msub = memory.add_subparsers(dest="memory_command", required=True)
     show = msub.add_parser("show", help="profile, summaries and reflections with provenance")
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(_memory_show(args))
         from cli.demo import run_demo
 
-        return asyncio.run(run_demo(args.turns))
+        return asyncio.run(run_demo(args.turns, args.window_size))
     except (ValueError, RuntimeError) as exc:
         console.print(f"[red]error:[/] {exc}")
         return 2

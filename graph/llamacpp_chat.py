@@ -13,9 +13,11 @@ every call into a given instance is serialised with a lock, because llama.cpp
 contexts are not thread-safe.
 
 Structured output is implemented with llama.cpp's grammar-constrained JSON
-(``response_format={"type": "json_object", "schema": ...}``) and validated with
-pydantic; invalid output raises :class:`StructuredOutputError` (a
-``ValueError`` subclass).
+(``response_format={"type": "json_object", "schema": ...}``), with the JSON
+schema also stated in the system prompt (a 135M model needs the hint), and
+validated with pydantic; invalid output (typically truncated at
+``max_tokens``) raises :class:`StructuredOutputError` (a ``ValueError``
+subclass).
 
 Example:
     >>> from graph.llamacpp_chat import load_local_chat_model
@@ -167,6 +169,24 @@ _LOAD_LOCK = threading.Lock()
 _MODELS: dict[_CacheKey, tuple[Llama, threading.Lock]] = {}
 
 
+def _default_threads() -> int:
+    """Return the default llama.cpp thread count: half the usable CPUs (min 1).
+
+    This matches llama-cpp-python's default for generation. We also use it for
+    prompt processing (llama-cpp-python would use *all* CPUs there): llama.cpp
+    threads busy-wait, so oversubscribing a shared machine (embeddings, the
+    database and other requests run in the same box) slows it down badly.
+
+    Returns:
+        The number of threads.
+    """
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not available on macOS/Windows
+        cpus = os.cpu_count() or 1
+    return max(cpus // 2, 1)
+
+
 def _get_llama(model_path: str, n_ctx: int, n_threads: int | None) -> tuple[Llama, threading.Lock]:
     """Load (once) and return a cached ``Llama`` plus its call lock.
 
@@ -177,7 +197,8 @@ def _get_llama(model_path: str, n_ctx: int, n_threads: int | None) -> tuple[Llam
     Args:
         model_path: Path to the GGUF file.
         n_ctx: Context window size in tokens.
-        n_threads: Number of CPU threads, or ``None`` for llama.cpp's default.
+        n_threads: Number of CPU threads for both prompt processing and
+            generation, or ``None`` for :func:`_default_threads`.
 
     Returns:
         The ``Llama`` instance and the lock that must be held while using it.
@@ -203,10 +224,12 @@ def _get_llama(model_path: str, n_ctx: int, n_threads: int | None) -> tuple[Llam
             ) from exc
         if not os.path.isfile(key[0]):
             raise FileNotFoundError(f"GGUF model file not found: {key[0]}")
+        threads = n_threads or _default_threads()
         llama = Llama(
             model_path=key[0],
             n_ctx=n_ctx,
-            n_threads=n_threads,
+            n_threads=threads,
+            n_threads_batch=threads,
             verbose=False,
         )
         _MODELS[key] = (llama, threading.Lock())
@@ -322,7 +345,9 @@ class LlamaCppChatModel(BaseChatModel):
         max_tokens: Maximum number of tokens to generate per call.
         temperature: Sampling temperature; ``0.0`` means greedy decoding.
         seed: Sampling seed, for reproducibility.
-        n_threads: CPU threads for llama.cpp; ``None`` uses its default.
+        n_threads: CPU threads for llama.cpp (prompt processing and
+            generation); ``None`` uses half the usable CPUs. Setting it to all
+            cores is usually *slower* on a busy machine.
     """
 
     model_path: str

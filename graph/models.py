@@ -45,7 +45,8 @@ def _build_chat_model(provider: str, name: str) -> BaseChatModel:
     if provider == "local":
         from graph.llamacpp_chat import load_local_chat_model
 
-        return load_local_chat_model(name)
+        # Short answers keep the window (and so every prompt) small for a CPU model.
+        return load_local_chat_model(name, max_tokens=96)
     from langchain.chat_models import init_chat_model  # optional dependency
 
     return init_chat_model(name, model_provider=provider, temperature=0)

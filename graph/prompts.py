@@ -17,7 +17,7 @@ Use it to personalise your answer; if it does not help, ignore it.
 {summary}
 </summary>
 
-Current time: {time}."""
+Today is {today}."""
 
 SUMMARIZE_PROMPT = """Summarize this part of a conversation in at most 100 words.
 Keep every fact, preference, name, place, number and date the user mentioned.

@@ -18,7 +18,7 @@ def build_system_prompt(state: State) -> str:
         profile=render_profile(state.get("profile") or {}),
         memories=render_memories(state.get("recalled") or []),
         summary=state.get("thread_summary") or "(none)",
-        time=now_iso(),
+        today=now_iso()[:10],  # date only: keeps the prompt prefix cacheable all day
     )
 
 

@@ -48,9 +48,7 @@ def llm() -> LlamaCppChatModel:
 @needs_model
 def test_chat_turn_returns_text(llm: LlamaCppChatModel) -> None:
     """One real chat turn yields a non-empty AIMessage with usage metadata."""
-    msg = llm.invoke(
-        [SystemMessage("You are a helpful assistant."), HumanMessage("Say hello.")]
-    )
+    msg = llm.invoke([SystemMessage("You are a helpful assistant."), HumanMessage("Say hello.")])
     assert isinstance(msg, AIMessage)
     assert isinstance(msg.content, str) and msg.content.strip()
     assert msg.usage_metadata is not None
@@ -74,6 +72,7 @@ def test_structured_output_invalid_raises_value_error(llm: LlamaCppChatModel) ->
         extractor.invoke("Extract the user's city from: I live in Berlin")
     assert isinstance(excinfo.value, StructuredOutputError)
     assert "Fact" in str(excinfo.value)
+    assert "max_tokens" in str(excinfo.value)
 
 
 @needs_model
