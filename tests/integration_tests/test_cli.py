@@ -1,0 +1,70 @@
+"""The console script: memory show, services status, bad ids, and the demo itself."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from cli.main import main
+from graph.models import register_chat_model
+from tests.conftest import say
+from tests.fakes import ScriptedChatModel
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+async def test_memory_show_prints_profile_and_summaries_with_provenance(agent, make_context, capsys):
+    ctx = make_context(window_size=2, summary_batch=2)
+    thread = f"t-{uuid.uuid4().hex[:6]}"
+    await say(agent, ctx, thread, "Hi! My name is Zhang San and I live in Berlin.")
+    await say(agent, ctx, thread, "What is a haiku?")
+    code = await asyncio.to_thread(main, ["memory", "show", "--user", ctx.user_id, "--json"])
+    assert code == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["profile"]["name"]["value"] == "Zhang San"
+    (summary,) = shown["memories"]
+    assert summary["kind"] == "summary" and len(summary["source_ids"]) == 2
+    assert shown["profile"]["name"]["source_ids"] == [summary["id"]]
+
+
+def test_memory_show_rejects_a_hostile_user_id():
+    result = _cli("memory", "show", "--user", "a:*")
+    assert result.returncode == 2
+    assert "invalid user_id" in result.stdout
+
+
+def test_services_status_reports_both_servers():
+    result = _cli("services", "status")
+    assert result.returncode == 0, result.stderr
+    status = json.loads(result.stdout)
+    assert status["redis"]["running"] and status["postgres"]["running"]
+
+
+async def test_demo_keeps_identity_across_threads_and_users(monkeypatch, capsys):
+    monkeypatch.setenv("MODEL", register_chat_model(f"demo-{uuid.uuid4().hex[:6]}", ScriptedChatModel()))
+    from cli.demo import run_demo
+
+    code = await run_demo(turns=12, window_size=6)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "has Zhang San's identity in its prompt: YES" in out
+    assert "sees Zhang San's memory: NO" in out
+
+
+@pytest.mark.local_model
+async def test_one_graph_turn_with_the_real_local_model(agent, make_context, services):
+    ctx = make_context(model="local:smollm2")
+    thread = f"t-{uuid.uuid4().hex[:6]}"
+    state = await say(agent, ctx, thread, "Hello! Say hi back in a few words.")
+    reply = state["messages"][-1]
+    assert reply.type == "ai" and str(reply.content).strip()
+    assert [m.id for m in await services.window.window(ctx.user_id, thread)] == [m.id for m in state["messages"]]
