@@ -19,12 +19,14 @@ from rich.table import Table
 console = Console()
 
 
-def _quiet_libraries() -> None:
+def _quiet_libraries(verbose: bool) -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("LANGSMITH_TRACING", os.environ.get("LANGSMITH_TRACING", "false"))
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # Memory fallbacks are shown as per-turn events; -v adds the library logs.
+    level = logging.INFO if verbose else logging.ERROR
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
 
 
 async def _chat(args: argparse.Namespace) -> int:
@@ -106,6 +108,7 @@ def _services(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the console script."""
     parser = argparse.ArgumentParser(prog="memory-agent", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="show library logs")
     sub = parser.add_subparsers(dest="command", required=True)
     chat = sub.add_parser("chat", help="talk to the agent interactively")
     chat.add_argument("--user", required=True)
@@ -126,8 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``memory-agent``."""
-    _quiet_libraries()
     args = build_parser().parse_args(argv)
+    _quiet_libraries(args.verbose)
     try:
         if args.command == "services":
             return _services(args)

@@ -55,3 +55,12 @@ def fact_is_grounded(value: str, source: str) -> bool:
     words = [w for w in words if len(w) >= 3 and w not in _COMMON]
     source_low = source.lower()
     return bool(words) and all(w in source_low for w in words)
+
+
+_PLACEHOLDER_KEY_WORDS = {"attribute", "snake", "short", "such", "example", "key", "value", "fact", "e.g"}
+
+
+def fact_key_is_valid(key: str) -> bool:
+    """A real attribute name: 1-4 words, no schema placeholder copied by a small model."""
+    parts = [p for p in key.lower().replace("-", "_").replace(" ", "_").split("_") if p]
+    return 0 < len(parts) <= 4 and not (set(parts) & _PLACEHOLDER_KEY_WORDS)

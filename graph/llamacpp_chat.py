@@ -353,6 +353,7 @@ class LlamaCppChatModel(BaseChatModel):
     model_path: str
     n_ctx: int = 4096
     max_tokens: int = 256
+    structured_max_tokens: int = 384
     temperature: float = 0.0
     seed: int = 0
     n_threads: int | None = None
@@ -541,6 +542,7 @@ class LlamaCppChatModel(BaseChatModel):
                 f"BaseModel subclasses, got {schema!r}"
             )
         kwargs.pop("method", None)  # Only grammar-constrained JSON is supported.
+        kwargs.setdefault("max_tokens", self.structured_max_tokens)
         kwargs.pop("strict", None)
         json_schema = schema.model_json_schema()
         response_format = {"type": "json_object", "schema": json_schema}

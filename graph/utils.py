@@ -85,7 +85,9 @@ async def invoke_structured(
             raise ValueError(f"expected {schema.__name__}, got {type(result).__name__}")
         return result
     except (TimeoutError, ValidationError, ValueError, NotImplementedError) as exc:
-        log.warning("structured call for %s failed: %s", schema.__name__, exc)
+        log.warning("structured call for %s failed: %s", schema.__name__, str(exc)[:200])
     except Exception as exc:  # model/provider errors must not break the memory pipeline
-        log.warning("structured call for %s raised %s: %s", schema.__name__, type(exc).__name__, exc)
+        log.warning(
+            "structured call for %s raised %s: %s", schema.__name__, type(exc).__name__, str(exc)[:200]
+        )
     return None

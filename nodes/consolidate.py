@@ -8,14 +8,14 @@ from datetime import UTC, datetime
 from langgraph.runtime import Runtime
 
 from graph.context import Context
-from graph.guards import fact_is_grounded
+from graph.guards import fact_is_grounded, fact_key_is_valid
 from graph.models import load_chat_model
 from graph.prompts import EXTRACT_FACTS_PROMPT
 from graph.schemas import FactList
 from graph.state import State
 from graph.utils import invoke_structured, limit_words
 from stores.memories import Memory
-from stores.profile import Fact
+from stores.profile import Fact, normalize_fact_key
 from stores.services import get_services
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,23 @@ def merge_thread_summary(previous: str, new: str) -> str:
     """Append the new summary; keep the newest ``THREAD_SUMMARY_WORDS`` words."""
     words = f"{previous} {new}".split()
     return " ".join(words[-THREAD_SUMMARY_WORDS:])
+
+
+async def _extract_facts(ctx: Context, source: str, memory_id: str) -> list[Fact]:
+    """Candidate facts, schema-constrained, grounded in ``source``, one per key."""
+    extracted = await invoke_structured(
+        load_chat_model(ctx.model), FactList, EXTRACT_FACTS_PROMPT.format(summary=source), ctx.model_timeout_s
+    )
+    best: dict[str, Fact] = {}
+    for f in extracted.facts if extracted else []:
+        if f.importance < ctx.min_fact_importance or not fact_key_is_valid(f.key):
+            continue
+        if not fact_is_grounded(f.value, source):
+            continue
+        key = normalize_fact_key(f.key)
+        if key not in best or f.importance > best[key].importance:
+            best[key] = Fact(key, f.value, f.importance, source_ids=[memory_id])
+    return list(best.values())
 
 
 async def consolidate(state: State, runtime: Runtime[Context]) -> dict:
@@ -67,18 +84,9 @@ async def consolidate(state: State, runtime: Runtime[Context]) -> dict:
     acked = await services.window.ack(summary["user_id"], summary["thread_id"], summary["source_ids"])
     events.append(f"consolidate: summary {memory.id[:8]} stored, {acked} pending acked")
 
-    source = limit_words(summary["text"], 600)
-    extracted = await invoke_structured(
-        load_chat_model(ctx.model),
-        FactList,
-        EXTRACT_FACTS_PROMPT.format(summary=source),
-        ctx.model_timeout_s,
-    )
-    facts = [
-        Fact(f.key, f.value, f.importance, source_ids=[memory.id])
-        for f in (extracted.facts if extracted else [])
-        if f.importance >= ctx.min_fact_importance and fact_is_grounded(f.value, source)
-    ]
+    # Facts come from what the user said: the faithful summary, or their own words.
+    source = summary["text"] if summary.get("mode") == "llm" else summary.get("user_text", "")
+    facts = await _extract_facts(ctx, limit_words(source, 600), memory.id) if source else []
     written = await services.profile.upsert(ctx.user_id, facts, ctx.profile_ttl_days)
     events.append(f"consolidate: profile facts written: {written or 'none'}")
     since = await services.memories.summaries_since_reflection(ctx.user_id)

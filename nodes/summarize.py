@@ -46,6 +46,7 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
         "importance": importance,
         "mode": mode,
         "source_ids": [m.id for m in batch],
+        "user_text": limit_words(said, 600),
         "user_id": ctx.user_id,
         "thread_id": thread_id,
         "created_at": batch[-1].ts or now_iso(),
