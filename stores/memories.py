@@ -144,7 +144,24 @@ class MemoryStore:
         return cls(engine, vectors, table)
 
     async def add(self, memory: Memory, vector: list[float] | None = None) -> str:
-        """Upsert a memory under its deterministic id; returns the id."""
+        """Upsert a memory under its deterministic id; returns the id.
+
+        A replayed write keeps the stored row's creation time and access statistics
+        (the vector store's upsert would otherwise overwrite every metadata column).
+        """
+        existing = await _run(
+            self.engine,
+            (
+                f'SELECT created_at, last_accessed_at, access_count FROM "{self.table}" '
+                "WHERE langchain_id = CAST(:id AS uuid) AND user_id = :user_id",
+                {"id": memory.id, "user_id": memory.user_id},
+            ),
+        )
+        if existing:
+            row = existing[0]
+            memory.created_at = row["created_at"] or memory.created_at
+            memory.last_accessed_at = row["last_accessed_at"]
+            memory.access_count = int(row["access_count"] or 0)
         if vector is None:
             vector = (await self.vectors.embeddings.aembed_documents([memory.text]))[0]
         metadata = {
@@ -163,7 +180,7 @@ class MemoryStore:
         return memory.id
 
     async def search(
-        self, user_id: str, vector: list[float], k: int, min_similarity: float = 0.0
+        self, user_id: str, vector: list[float], k: int, min_similarity: float | None = None
     ) -> list[Memory]:
         """Top-k of this user's memories by cosine similarity, above ``min_similarity``."""
         validate_id(user_id, "user_id")
@@ -173,7 +190,7 @@ class MemoryStore:
         out = []
         for doc, distance in hits:
             similarity = 1.0 - float(distance)
-            if similarity < min_similarity:
+            if min_similarity is not None and similarity < min_similarity:
                 continue
             out.append(_from_metadata(doc.id, doc.page_content, doc.metadata, similarity))
         return out

@@ -22,7 +22,7 @@ _KEY = re.compile(r"[^a-z0-9_]+")
 
 def normalize_fact_key(key: str) -> str:
     """Lower-case snake_case fact key, at most 48 characters (``"Home City"`` → ``home_city``)."""
-    return _KEY.sub("_", key.strip().lower()).strip("_")[:48]
+    return _KEY.sub("_", key.strip().lower()).strip("_")[:48].rstrip("_")
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,8 @@ class StoredMessage:
     def from_json(cls, raw: str | bytes) -> StoredMessage:
         """Parse the JSON stored in Redis."""
         data = json.loads(raw)
+        if data.get("role") not in _ROLES:
+            raise ValueError(f"unsupported message role {data.get('role')!r}")
         return cls(**data)
 
     def to_message(self) -> AnyMessage:
@@ -183,6 +185,8 @@ class WindowStore:
         self, user_id: str, thread_id: str, limit: int = -1
     ) -> list[tuple[str, StoredMessage]]:
         """The oldest pending messages (``limit`` of them, all if -1) with raw values."""
+        if limit == 0:
+            return []
         end = -1 if limit < 0 else limit - 1
         raws = await self.redis.lrange(self._key("pending", user_id, thread_id), 0, end)
         out = []

@@ -1,0 +1,436 @@
+"""WindowStore and StoredMessage on the real Redis (no mocks)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+import pytest
+from langchain_core.messages import (
+    AIMessage,
+    ChatMessage,
+    FunctionMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+
+from stores.ids import InvalidIdError
+from stores.window import StoredMessage, turn_boundary_cut
+
+TS = "2026-01-02T03:04:05+00:00"
+
+
+def _thread() -> str:
+    return f"t-{uuid.uuid4().hex[:8]}"
+
+
+def msg(role: str, mid: str | None = None, content: str = "", tool_calls=None, tool_call_id=None):
+    mid = mid or f"{role}-{uuid.uuid4().hex[:8]}"
+    return StoredMessage(
+        id=mid,
+        role=role,
+        content=content or f"{role} {mid}",
+        ts=TS,
+        tool_calls=list(tool_calls or []),
+        tool_call_id=tool_call_id,
+    )
+
+
+def tc(call_id: str) -> dict:
+    return {"name": "lookup", "args": {"q": call_id}, "id": call_id, "type": "tool_call"}
+
+
+def pairs(n: int, tag: str = "") -> list[StoredMessage]:
+    """n human/ai pairs with readable ids h0,a0,h1,a1,..."""
+    out = []
+    for i in range(n):
+        out += [msg("human", f"h{i}{tag}"), msg("ai", f"a{i}{tag}")]
+    return out
+
+
+def tool_conversation() -> list[list[StoredMessage]]:
+    """Turns (lists of messages) mixing plain turns and tool-call turns."""
+    turns: list[list[StoredMessage]] = []
+    for t in range(6):
+        h = msg("human", f"h{t}")
+        if t % 2 == 0:
+            calls = [tc(f"c{t}a"), tc(f"c{t}b")] if t % 4 == 0 else [tc(f"c{t}a")]
+            ai_call = msg("ai", f"call{t}", content="", tool_calls=calls)
+            results = [msg("tool", f"r{c['id']}", tool_call_id=c["id"]) for c in calls]
+            turns.append([h, ai_call, *results, msg("ai", f"a{t}")])
+        else:
+            turns.append([h, msg("ai", f"a{t}")])
+    return turns
+
+
+def ids(messages) -> list[str]:
+    return [m.id for m in messages]
+
+
+async def _state(
+    services, user_id: str, thread: str
+) -> tuple[list[StoredMessage], list[StoredMessage]]:
+    window = await services.window.window(user_id, thread)
+    pending = [m for _, m in await services.window.pending(user_id, thread)]
+    return pending, window
+
+
+def assert_tool_groups_intact(pending: list[StoredMessage], window: list[StoredMessage]) -> None:
+    """Every AI tool call sits in the same list as all of its tool results."""
+    where: dict[str, str] = {}
+    for name, lst in (("pending", pending), ("window", window)):
+        for m in lst:
+            where[m.id] = name
+    for lst in (pending, window):
+        for m in lst:
+            for call in m.tool_calls:
+                for r in pending + window:
+                    if r.role == "tool" and r.tool_call_id == call["id"]:
+                        assert where[r.id] == where[m.id], (
+                            f"tool call {m.id} in {where[m.id]} but result {r.id} in {where[r.id]}"
+                        )
+    if pending and window:
+        last, first = pending[-1], window[0]
+        assert not (last.role == "ai" and last.tool_calls and first.role == "tool"), (
+            "pending ends with a tool-call AI message whose results stayed in the window"
+        )
+    assert not window or window[0].role != "tool", "window starts with an orphan tool result"
+
+
+# ---------------------------------------------------------------- turn_boundary_cut
+
+
+def roles(spec: str) -> list[StoredMessage]:
+    """'h a T t a' -> human, ai, ai-with-tool-call, tool, ai."""
+    out = []
+    for i, r in enumerate(spec.split()):
+        if r == "h":
+            out.append(msg("human", f"m{i}"))
+        elif r == "a":
+            out.append(msg("ai", f"m{i}"))
+        elif r == "T":
+            out.append(msg("ai", f"m{i}", tool_calls=[tc(f"c{i}")]))
+        elif r == "t":
+            out.append(msg("tool", f"m{i}", tool_call_id=f"c{i - 1}"))
+        elif r == "s":
+            out.append(msg("system", f"m{i}"))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("spec", "size", "expected"),
+    [
+        ("", 3, 0),  # empty
+        ("h a", 3, 0),  # under the limit
+        ("h a h", 3, 0),  # exactly at the limit
+        ("h a h a", 3, 2),  # cut before the second human
+        ("h a h a h a", 3, 4),  # excess 3 -> next human at 4
+        ("h a h a h a", 4, 2),  # excess 2 lands exactly on a human
+        ("h a a a a a", 3, 3),  # no human after excess: any non-tool boundary
+        ("h T t a", 2, 3),  # never between T and t; after the tool result is fine
+        ("h T t t a", 3, 4),  # two results stay with their call
+        ("h T t", 1, 0),  # no safe cut yet
+        ("h T t t", 2, 0),  # no safe cut yet: only cuts inside the tool group remain
+        ("h a T t t", 2, 0),  # cut after 'a' would be below excess; rest is one group
+        ("h T t h a", 2, 3),  # cut after the whole tool group, before the human
+        ("s h a h a", 2, 3),  # system message moves like any other message
+    ],
+)
+def test_turn_boundary_cut_table(spec, size, expected):
+    items = roles(spec)
+    cut = turn_boundary_cut(items, size)
+    assert cut == expected
+    if cut:
+        assert len(items) - cut <= size
+        assert items[cut].role != "tool"
+        assert not (items[cut - 1].role == "ai" and items[cut - 1].tool_calls)
+
+
+def test_turn_boundary_cut_never_splits_tool_groups_for_any_size():
+    items = [m for turn in tool_conversation() for m in turn]
+    for size in range(1, len(items) + 2):
+        cut = turn_boundary_cut(items, size)
+        assert 0 <= cut < max(len(items), 1)
+        if cut:
+            assert_tool_groups_intact(items[:cut], items[cut:])
+            assert len(items) - cut <= size
+
+
+# ---------------------------------------------------------------- push
+
+
+async def test_push_is_idempotent(services, user_id):
+    thread = _thread()
+    batch = pairs(2)
+    assert await services.window.push(user_id, thread, batch) == 4
+    assert await services.window.push(user_id, thread, batch) == 0
+    assert await services.window.push(user_id, thread, [batch[0], batch[0]]) == 0
+    assert ids(await services.window.window(user_id, thread)) == ids(batch)
+    # duplicates inside one call are pushed once
+    dup = msg("human", "dup")
+    assert await services.window.push(user_id, thread, [dup, dup, dup]) == 1
+    assert ids(await services.window.window(user_id, thread)) == [*ids(batch), "dup"]
+    assert await services.window.push(user_id, thread, []) == 0
+
+
+async def test_push_after_eviction_does_not_resurrect_message(services, user_id):
+    thread = _thread()
+    batch = pairs(3)
+    await services.window.push(user_id, thread, batch)
+    moved = await services.window.overflow(user_id, thread, 2)
+    assert moved
+    assert await services.window.push(user_id, thread, batch) == 0
+    pending, window = await _state(services, user_id, thread)
+    assert ids(pending) + ids(window) == ids(batch)
+
+
+async def test_push_rejects_hostile_ids(services):
+    with pytest.raises(InvalidIdError):
+        await services.window.push("a:*", "t", [msg("human")])
+    with pytest.raises(InvalidIdError):
+        await services.window.window("u", "../x")
+
+
+# ---------------------------------------------------------------- overflow
+
+
+async def test_overflow_moves_oldest_on_turn_boundary_in_order(services, user_id):
+    thread = _thread()
+    batch = pairs(3)  # h0 a0 h1 a1 h2 a2
+    await services.window.push(user_id, thread, batch)
+    moved = await services.window.overflow(user_id, thread, 3)
+    assert ids(moved) == ["h0", "a0", "h1", "a1"]
+    pending, window = await _state(services, user_id, thread)
+    assert ids(pending) == ["h0", "a0", "h1", "a1"]
+    assert ids(window) == ["h2", "a2"]
+    assert await services.window.pending_len(user_id, thread) == 4
+    # nothing more to move; a second overflow is a no-op
+    assert await services.window.overflow(user_id, thread, 3) == []
+    # the next turns append after the earlier pending messages, order kept
+    await services.window.push(user_id, thread, pairs(2, tag="x"))
+    moved = await services.window.overflow(user_id, thread, 3)
+    assert ids(moved) == ["h2", "a2", "h0x", "a0x"]
+    pending, window = await _state(services, user_id, thread)
+    assert ids(pending) == ["h0", "a0", "h1", "a1", "h2", "a2", "h0x", "a0x"]
+    assert ids(window) == ["h1x", "a1x"]
+
+
+async def test_overflow_under_limit_and_empty_window_move_nothing(services, user_id):
+    thread = _thread()
+    assert await services.window.overflow(user_id, thread, 3) == []
+    await services.window.push(user_id, thread, pairs(1))
+    assert await services.window.overflow(user_id, thread, 3) == []
+    assert await services.window.pending_len(user_id, thread) == 0
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 7])
+@pytest.mark.parametrize("granularity", ["turn", "message"])
+async def test_overflow_never_separates_tool_calls_from_results(
+    services, user_id, size, granularity
+):
+    thread = _thread()
+    turns = tool_conversation()
+    pushed: list[StoredMessage] = []
+    chunks = turns if granularity == "turn" else [[m] for t in turns for m in t]
+    for chunk in chunks:
+        await services.window.push(user_id, thread, chunk)
+        pushed += chunk
+        await services.window.overflow(user_id, thread, size)
+        pending, window = await _state(services, user_id, thread)
+        assert ids(pending) + ids(window) == ids(pushed), "order changed or message lost"
+        assert_tool_groups_intact(pending, window)
+    pending, window = await _state(services, user_id, thread)
+    assert pending, "overflow should have evicted something"
+
+
+async def test_concurrent_overflow_neither_duplicates_nor_loses(services, user_id):
+    thread = _thread()
+    batch = pairs(30)  # 60 messages
+    await services.window.push(user_id, thread, batch)
+    sizes = [50, 40, 30, 20, 10, 6, 4, 2, 2, 2, 2, 2]
+    results = await asyncio.gather(*(services.window.overflow(user_id, thread, s) for s in sizes))
+    moved = [m.id for r in results for m in r]
+    assert len(moved) == len(set(moved)), "a message was moved twice"
+    pending, window = await _state(services, user_id, thread)
+    assert sorted(moved) == sorted(ids(pending))
+    assert ids(pending) + ids(window) == ids(batch)
+    assert len(window) <= 2
+
+
+async def test_concurrent_push_and_overflow_keep_every_message_once(services, user_id):
+    thread = _thread()
+    batches = [pairs(3, tag=f"b{i}") for i in range(10)]
+    jobs = []
+    for b in batches:
+        jobs.append(services.window.push(user_id, thread, b))
+        jobs.append(services.window.overflow(user_id, thread, 4))
+    await asyncio.gather(*jobs)
+    await services.window.overflow(user_id, thread, 4)
+    pending, window = await _state(services, user_id, thread)
+    every = ids(pending) + ids(window)
+    expected = {m.id for b in batches for m in b}
+    assert len(every) == len(set(every)) == len(expected)
+    assert set(every) == expected
+    assert len(window) <= 4
+    # each batch (pushed atomically) keeps its internal order
+    pos = {mid: i for i, mid in enumerate(every)}
+    for b in batches:
+        assert [pos[m.id] for m in b] == sorted(pos[m.id] for m in b)
+
+
+# ---------------------------------------------------------------- ack
+
+
+async def test_ack_removes_only_given_ids_and_only_when_called(services, user_id):
+    thread = _thread()
+    await services.window.push(user_id, thread, pairs(4))
+    await services.window.overflow(user_id, thread, 2)
+    pending, window = await _state(services, user_id, thread)
+    assert ids(pending) == ["h0", "a0", "h1", "a1", "h2", "a2"]
+    # pending survives reads and further overflow calls until acked
+    await services.window.pending(user_id, thread, 2)
+    await services.window.overflow(user_id, thread, 2)
+    assert await services.window.pending_len(user_id, thread) == 6
+
+    assert await services.window.ack(user_id, thread, []) == 0
+    assert await services.window.ack(user_id, thread, ["nope", "h3"]) == 0  # h3 is in the window
+    assert await services.window.ack(user_id, thread, ["a0", "h1"]) == 2
+    pending2, window2 = await _state(services, user_id, thread)
+    assert ids(pending2) == ["h0", "a1", "h2", "a2"]
+    assert ids(window2) == ids(window) == ["h3", "a3"]
+    assert await services.window.ack(user_id, thread, ["a0", "h1"]) == 0  # already gone
+    assert await services.window.ack(user_id, thread, ["h0", "a1", "h2", "a2"]) == 4
+    assert await services.window.pending_len(user_id, thread) == 0
+
+
+async def test_pending_limit_returns_oldest_first(services, user_id):
+    thread = _thread()
+    await services.window.push(user_id, thread, pairs(4))
+    await services.window.overflow(user_id, thread, 2)
+    assert [m.id for _, m in await services.window.pending(user_id, thread, 3)] == [
+        "h0",
+        "a0",
+        "h1",
+    ]
+    raw, first = (await services.window.pending(user_id, thread, 1))[0]
+    assert StoredMessage.from_json(raw) == first
+
+
+async def test_threads_lists_window_and_pending_threads_of_user_only(services, user_id):
+    t1, t2 = _thread(), _thread()
+    await services.window.push(user_id, t1, pairs(1))
+    await services.window.push(user_id, t2, pairs(3))
+    await services.window.overflow(user_id, t2, 1)
+    await services.window.push(f"{user_id}x", _thread(), pairs(1))
+    assert await services.window.threads(user_id) == sorted([t1, t2])
+
+
+# ---------------------------------------------------------------- StoredMessage
+
+
+def _round_trip(message):
+    stored = StoredMessage.from_message(message, ts=TS)
+    raw = stored.to_json()
+    json.loads(raw)  # valid JSON
+    again = StoredMessage.from_json(raw)
+    assert again == stored
+    assert StoredMessage.from_json(raw.encode()) == stored
+    return stored, again.to_message()
+
+
+def test_round_trip_human():
+    original = HumanMessage("héllo ✓", id="h1", name="alice")
+    stored, back = _round_trip(original)
+    assert stored.role == "human" and stored.ts == TS
+    assert isinstance(back, HumanMessage)
+    assert (back.id, back.content, back.name) == ("h1", "héllo ✓", "alice")
+    assert "\\u" not in stored.to_json()  # stored as UTF-8, not escaped
+
+
+def test_round_trip_ai_with_tool_calls():
+    calls = [
+        tc("call_1"),
+        {"name": "other", "args": {"x": [1, 2]}, "id": "call_2", "type": "tool_call"},
+    ]
+    original = AIMessage("", id="a1", tool_calls=calls)
+    stored, back = _round_trip(original)
+    assert stored.role == "ai" and len(stored.tool_calls) == 2
+    assert isinstance(back, AIMessage)
+    assert back.id == "a1" and back.content == ""
+    assert [(c["name"], c["args"], c["id"]) for c in back.tool_calls] == [
+        (c["name"], c["args"], c["id"]) for c in calls
+    ]
+
+
+def test_round_trip_ai_without_tool_calls_omits_them():
+    stored, back = _round_trip(AIMessage("plain", id="a2"))
+    assert "tool_calls" not in json.loads(stored.to_json())
+    assert isinstance(back, AIMessage) and back.tool_calls == [] and back.content == "plain"
+
+
+def test_round_trip_tool():
+    original = ToolMessage("42 degrees", tool_call_id="call_1", id="t1", name="lookup")
+    stored, back = _round_trip(original)
+    assert stored.role == "tool" and stored.tool_call_id == "call_1"
+    assert isinstance(back, ToolMessage)
+    assert (back.id, back.content, back.tool_call_id, back.name) == (
+        "t1",
+        "42 degrees",
+        "call_1",
+        "lookup",
+    )
+
+
+def test_round_trip_system_and_list_content():
+    _, back = _round_trip(SystemMessage("be brief", id="s1"))
+    assert isinstance(back, SystemMessage) and back.content == "be brief"
+    stored = StoredMessage.from_message(
+        HumanMessage([{"type": "text", "text": "part one"}], id="h2"), ts=TS
+    )
+    assert stored.content == "part one"
+
+
+def test_timestamp_from_additional_kwargs_or_now():
+    stored = StoredMessage.from_message(
+        HumanMessage("x", id="h", additional_kwargs={"timestamp": TS})
+    )
+    assert stored.ts == TS
+    assert StoredMessage.from_message(HumanMessage("x", id="h")).ts[:2] == "20"
+
+
+def test_message_without_id_rejected():
+    with pytest.raises(ValueError, match="id"):
+        StoredMessage.from_message(HumanMessage("no id"))
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        ChatMessage(content="x", role="wizard", id="c1"),
+        FunctionMessage(content="x", name="f", id="f1"),
+    ],
+)
+def test_unknown_role_rejected(message):
+    with pytest.raises(ValueError, match="unsupported message role"):
+        StoredMessage.from_message(message)
+
+
+def test_render_line():
+    assert msg("human", "h", content="hello").render() == "[2026-01-02T03:04] human: hello"
+
+
+# ---------------------------------------------------------------- known gaps (see report)
+
+
+async def test_pending_limit_zero_returns_nothing(services, user_id):
+    thread = _thread()
+    await services.window.push(user_id, thread, pairs(3))
+    await services.window.overflow(user_id, thread, 2)
+    assert await services.window.pending(user_id, thread, 0) == []
+
+
+def test_from_json_rejects_unknown_role():
+    with pytest.raises(ValueError, match="role"):
+        StoredMessage.from_json('{"id":"x","role":"bogus","content":"c","ts":"t"}')
