@@ -23,17 +23,36 @@ INTRODUCTION = [
     "For programming I prefer Go over Java.",
 ]
 SMALL_TALK = [
-    "What is a good name for a cat?", "How do tides work?", "Give me a tip for sleeping well.",
-    "What is the capital of Canada?", "How many legs does a spider have?",
-    "Suggest a healthy breakfast.", "Why is the sky blue?", "What is a haiku?",
-    "Name a famous painter.", "How do I make tea?", "What is photosynthesis?",
-    "Recommend a board game.", "How far is the Moon?", "What do bees eat?",
-    "Tell me a fun fact about octopuses.", "What is a prime number?",
-    "How do rainbows form?", "Suggest a name for a boat.", "What is jazz?",
-    "How do I stay focused?", "What is the tallest mountain?", "How do plants drink water?",
-    "What is a sonnet?", "Give me a stretching tip.", "What is a comet?",
-    "How do birds migrate?", "What is origami?", "Name a classic novel.",
-    "How does a compass work?", "What is the speed of sound?",
+    "What is a good name for a cat?",
+    "How do tides work?",
+    "Give me a tip for sleeping well.",
+    "What is the capital of Canada?",
+    "How many legs does a spider have?",
+    "Suggest a healthy breakfast.",
+    "Why is the sky blue?",
+    "What is a haiku?",
+    "Name a famous painter.",
+    "How do I make tea?",
+    "What is photosynthesis?",
+    "Recommend a board game.",
+    "How far is the Moon?",
+    "What do bees eat?",
+    "Tell me a fun fact about octopuses.",
+    "What is a prime number?",
+    "How do rainbows form?",
+    "Suggest a name for a boat.",
+    "What is jazz?",
+    "How do I stay focused?",
+    "What is the tallest mountain?",
+    "How do plants drink water?",
+    "What is a sonnet?",
+    "Give me a stretching tip.",
+    "What is a comet?",
+    "How do birds migrate?",
+    "What is origami?",
+    "Name a classic novel.",
+    "How does a compass work?",
+    "What is the speed of sound?",
 ]
 RECALL_QUESTION = "Hi again! Do you remember my name, where I live and which language I prefer?"
 
@@ -57,7 +76,16 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
     services = await get_services(zhang.embedding_model)
     script = INTRODUCTION + (SMALL_TALK * (turns // len(SMALL_TALK) + 1))[:turns]
     table = Table(title="per-turn memory activity")
-    for col in ("turn", "user says", "window", "pending", "summaries", "profile", "recalled", "events"):
+    for col in (
+        "turn",
+        "user says",
+        "window",
+        "pending",
+        "summaries",
+        "profile",
+        "recalled",
+        "events",
+    ):
         table.add_column(col, overflow="fold")
     started = time.perf_counter()
     async with open_agent() as agent:
@@ -65,20 +93,40 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
             state = await run_turn(agent, zhang, thread, text)
             window = await services.window.window(zhang.user_id, thread)
             counts = await services.memories.count(zhang.user_id)
-            events = [e for e in state.get("memory_events", []) if e.startswith(("summarize", "reflect:", "consolidate: profile"))]
+            events = [
+                e
+                for e in state.get("memory_events", [])
+                if e.startswith(("summarize", "reflect:", "consolidate: profile"))
+            ]
             table.add_row(
-                str(i), text[:40], str(len(window)), str(state.get("pending_count", 0)),
-                str(counts.get("summary", 0)), ",".join(state.get("profile", {})) or "-",
-                str(len(state.get("recalled", []))), "; ".join(events)[:90],
+                str(i),
+                text[:40],
+                str(len(window)),
+                str(state.get("pending_count", 0)),
+                str(counts.get("summary", 0)),
+                ",".join(state.get("profile", {})) or "-",
+                str(len(state.get("recalled", []))),
+                "; ".join(events)[:90],
             )
-            console.print(f"[dim]turn {i:>2}[/] you: {text}\n         agent: {str(state['messages'][-1].content)[:120]}")
+            console.print(
+                f"[dim]turn {i:>2}[/] you: {text}\n"
+                f"         agent: {str(state['messages'][-1].content)[:120]}"
+            )
         console.print(table)
-        intro_ids = set()
         first = await services.window.window(zhang.user_id, thread)
-        console.print(f"Oldest message still in the window: {first[0].content[:60]!r}" if first else "")
-        for summary in await services.memories.list(zhang.user_id, kind="summary"):
-            if any("Zhang San" in t for t in [summary.text]):
-                intro_ids.update(summary.source_ids)
+        if first:
+            console.print(f"oldest message still in the window: {first[0].content[:60]!r}")
+        holders = [
+            m
+            for m in await services.memories.list(zhang.user_id, kind="summary")
+            if "zhang san" in m.text.lower()
+        ]
+        console.print(
+            f"the introduction now lives in {len(holders)} stored summary(ies): "
+            + ", ".join(
+                f"{m.id[:8]} ({m.importance}, {len(m.source_ids)} sources)" for m in holders
+            )
+        )
 
         console.rule("[bold]new thread, same user")
         state = await run_turn(agent, zhang, f"demo-{run}-new", RECALL_QUESTION)
@@ -96,9 +144,13 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
         leaks = "zhang san" in (_block(prompt, "profile") + _block(prompt, "memories")).lower()
 
     console.rule("[bold]result")
-    console.print(f"new thread of {zhang.user_id} has Zhang San's identity in its prompt: "
-                  f"[bold]{'YES' if knows else 'NO'}[/]")
+    console.print(
+        f"new thread of {zhang.user_id} has Zhang San's identity in its prompt: "
+        f"[bold]{'YES' if knows else 'NO'}[/]"
+    )
     console.print(f"{other.user_id} sees Zhang San's memory: [bold]{'YES' if leaks else 'NO'}[/]")
-    console.print(f"{len(script) + 2} turns in {time.perf_counter() - started:.0f} s. "
-                  f"Inspect with: memory-agent memory show --user {zhang.user_id}")
+    console.print(
+        f"{len(script) + 2} turns in {time.perf_counter() - started:.0f} s. "
+        f"Inspect with: memory-agent memory show --user {zhang.user_id}"
+    )
     return 0 if knows and not leaks else 1

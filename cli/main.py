@@ -35,7 +35,9 @@ async def _chat(args: argparse.Namespace) -> int:
 
     context = Context(user_id=args.user)
     thread = args.thread or f"t-{uuid.uuid4().hex[:8]}"
-    console.print(f"[bold]user[/] {context.user_id}  [bold]thread[/] {thread}  [bold]model[/] {context.model}")
+    console.print(
+        f"[bold]user[/] {context.user_id}  [bold]thread[/] {thread}  [bold]model[/] {context.model}"
+    )
     console.print("Type a message; '/new' starts a new thread, '/quit' exits.")
     async with open_agent() as agent:
         while True:
@@ -70,22 +72,43 @@ async def _memory_show(args: argparse.Namespace) -> int:
     threads = await services.window.threads(context.user_id)
     pending = {t: await services.window.pending_len(context.user_id, t) for t in threads}
     if args.json:
-        print(json.dumps({"user_id": context.user_id, "profile": profile,
-                          "memories": [m.as_dict() for m in memories], "pending": pending}, indent=2, default=str))
+        print(
+            json.dumps(
+                {
+                    "user_id": context.user_id,
+                    "profile": profile,
+                    "memories": [m.as_dict() for m in memories],
+                    "pending": pending,
+                },
+                indent=2,
+                default=str,
+            )
+        )
         return 0
     table = Table(title=f"profile of {context.user_id}")
     for col in ("key", "value", "importance", "updated", "source"):
         table.add_column(col)
     for key, fact in profile.items():
-        table.add_row(key, fact["value"], str(fact["importance"]), fact["updated_at"][:19],
-                      ",".join(s[:8] for s in fact.get("source_ids", [])))
+        table.add_row(
+            key,
+            fact["value"],
+            str(fact["importance"]),
+            fact["updated_at"][:19],
+            ",".join(s[:8] for s in fact.get("source_ids", [])),
+        )
     console.print(table)
     table = Table(title="summaries and reflections (newest first)")
     for col in ("kind", "created", "imp.", "thread", "text", "sources"):
         table.add_column(col)
     for m in memories:
-        table.add_row(m.kind, m.created_at.isoformat()[:19], f"{m.importance:.2f}", m.thread_id or "-",
-                      m.text[:160], f"{len(m.source_ids)}: " + ",".join(s[:8] for s in m.source_ids[:3]))
+        table.add_row(
+            m.kind,
+            m.created_at.isoformat()[:19],
+            f"{m.importance:.2f}",
+            m.thread_id or "-",
+            m.text[:160],
+            f"{len(m.source_ids)}: " + ",".join(s[:8] for s in m.source_ids[:3]),
+        )
     console.print(table)
     console.print(f"threads: {threads or 'none'}  pending per thread: {pending}")
     return 0
@@ -114,7 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--user", required=True)
     chat.add_argument("--thread", default=None)
     demo = sub.add_parser("demo", help="run the scripted 30+ turn demo")
-    demo.add_argument("--turns", type=int, default=30, help="unrelated turns after the introduction")
+    demo.add_argument(
+        "--turns", type=int, default=30, help="unrelated turns after the introduction"
+    )
     demo.add_argument("--window-size", type=int, default=10, help="messages kept in the window")
     memory = sub.add_parser("memory", help="inspect stored memory")
     msub = memory.add_subparsers(dest="memory_command", required=True)

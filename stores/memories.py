@@ -127,7 +127,8 @@ class MemoryStore:
             engine,
             f'ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS stored_at TIMESTAMPTZ '
             "NOT NULL DEFAULT clock_timestamp()",
-            f'CREATE INDEX IF NOT EXISTS "{table}_user_kind" ON "{table}" (user_id, kind, stored_at)',
+            f'CREATE INDEX IF NOT EXISTS "{table}_user_kind" '
+            f'ON "{table}" (user_id, kind, stored_at)',
             f'CREATE INDEX IF NOT EXISTS "{table}_hnsw" ON "{table}" '
             "USING hnsw (embedding vector_cosine_ops)",
         )
@@ -252,9 +253,7 @@ class MemoryStore:
         return {r["kind"]: int(r["n"]) for r in rows}
 
 
-def _from_metadata(
-    mid: str | None, content: str, meta: Any, similarity: float | None
-) -> Memory:
+def _from_metadata(mid: str | None, content: str, meta: Any, similarity: float | None) -> Memory:
     created = meta.get("created_at") or datetime.now(UTC)
     return Memory(
         id=str(mid),

@@ -154,9 +154,7 @@ class WindowStore:
         raws = await self.redis.lrange(self._key("window", user_id, thread_id), 0, -1)
         return [StoredMessage.from_json(r) for r in raws]
 
-    async def overflow(
-        self, user_id: str, thread_id: str, window_size: int
-    ) -> list[StoredMessage]:
+    async def overflow(self, user_id: str, thread_id: str, window_size: int) -> list[StoredMessage]:
         """Move the oldest messages beyond ``window_size`` to pending, atomically.
 
         The cut is computed on a snapshot under ``WATCH``; the moves (one ``LMOVE`` each)
