@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from rich.table import Table
+from rich.markup import escape
 
 from cli.main import console
 from cli.session import open_agent, run_turn
@@ -75,18 +75,6 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
     )
     services = await get_services(zhang.embedding_model)
     script = INTRODUCTION + (SMALL_TALK * (turns // len(SMALL_TALK) + 1))[:turns]
-    table = Table(title="per-turn memory activity")
-    for col in (
-        "turn",
-        "user says",
-        "window",
-        "pending",
-        "summaries",
-        "profile",
-        "recalled",
-        "events",
-    ):
-        table.add_column(col, overflow="fold")
     started = time.perf_counter()
     async with open_agent() as agent:
         for i, text in enumerate(script, 1):
@@ -98,24 +86,20 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
                 for e in state.get("memory_events", [])
                 if e.startswith(("summarize", "reflect:", "consolidate: profile"))
             ]
-            table.add_row(
-                str(i),
-                text[:40],
-                str(len(window)),
-                str(state.get("pending_count", 0)),
-                str(counts.get("summary", 0)),
-                ",".join(state.get("profile", {})) or "-",
-                str(len(state.get("recalled", []))),
-                "; ".join(events)[:90],
-            )
             console.print(
-                f"[dim]turn {i:>2}[/] you: {text}\n"
-                f"         agent: {str(state['messages'][-1].content)[:120]}"
+                f"[bold]turn {i:>2}[/] you: {escape(text)}\n"
+                f"        agent: {escape(str(state['messages'][-1].content)[:100])}\n"
+                f"        [cyan]memory:[/] window {len(window)}, "
+                f"pending {state.get('pending_count', 0)}, "
+                f"summaries {counts.get('summary', 0)}, "
+                f"reflections {counts.get('reflection', 0)}, "
+                f"profile [{', '.join(state.get('profile', {})) or '-'}], "
+                f"recalled {len(state.get('recalled', []))}"
+                + (f"\n        [cyan]events:[/] {escape('; '.join(events))}" if events else "")
             )
-        console.print(table)
         first = await services.window.window(zhang.user_id, thread)
         if first:
-            console.print(f"oldest message still in the window: {first[0].content[:60]!r}")
+            console.print(f"oldest message still in the window: {escape(first[0].content[:60])!r}")
         holders = [
             m
             for m in await services.memories.list(zhang.user_id, kind="summary")
@@ -131,16 +115,17 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
         console.rule("[bold]new thread, same user")
         state = await run_turn(agent, zhang, f"demo-{run}-new", RECALL_QUESTION)
         prompt = build_system_prompt(state)
-        console.print(f"[bold]profile in prompt:[/]\n{_block(prompt, 'profile')}")
-        console.print(f"[bold]recalled memories in prompt:[/]\n{_block(prompt, 'memories')[:900]}")
-        console.print(f"[bold]agent:[/] {state['messages'][-1].content}")
+        console.print(f"[bold]profile in prompt:[/]\n{escape(_block(prompt, 'profile'))}")
+        memories = escape(_block(prompt, "memories")[:900])
+        console.print(f"[bold]recalled memories in prompt:[/]\n{memories}")
+        console.print(f"[bold]agent:[/] {escape(str(state['messages'][-1].content))}")
         knows = "zhang san" in (_block(prompt, "profile") + _block(prompt, "memories")).lower()
 
         console.rule("[bold]another user asks the same")
         state = await run_turn(agent, other, f"demo-{run}-other", RECALL_QUESTION)
         prompt = build_system_prompt(state)
-        console.print(f"[bold]profile in prompt:[/] {_block(prompt, 'profile')}")
-        console.print(f"[bold]recalled memories in prompt:[/] {_block(prompt, 'memories')}")
+        console.print(f"[bold]profile in prompt:[/] {escape(_block(prompt, 'profile'))}")
+        console.print(f"[bold]recalled memories in prompt:[/] {escape(_block(prompt, 'memories'))}")
         leaks = "zhang san" in (_block(prompt, "profile") + _block(prompt, "memories")).lower()
 
     console.rule("[bold]result")

@@ -14,6 +14,7 @@ import sys
 import uuid
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 console = Console()
@@ -55,9 +56,9 @@ async def _chat(args: argparse.Namespace) -> int:
                 console.print("[yellow]empty message ignored[/]")
                 continue
             state = await run_turn(agent, context, thread, text)
-            console.print(f"[green]agent>[/] {state['messages'][-1].content}")
+            console.print(f"[green]agent>[/] {escape(str(state['messages'][-1].content))}")
             for event in state.get("memory_events", []):
-                console.print(f"  [dim]{event}[/]")
+                console.print(f"  [dim]{escape(event)}[/]")
     return 0
 
 
@@ -91,7 +92,7 @@ async def _memory_show(args: argparse.Namespace) -> int:
     for key, fact in profile.items():
         table.add_row(
             key,
-            fact["value"],
+            escape(fact["value"]),
             str(fact["importance"]),
             fact["updated_at"][:19],
             ",".join(s[:8] for s in fact.get("source_ids", [])),
@@ -106,7 +107,7 @@ async def _memory_show(args: argparse.Namespace) -> int:
             m.created_at.isoformat()[:19],
             f"{m.importance:.2f}",
             m.thread_id or "-",
-            m.text[:160],
+            escape(m.text[:160]),
             f"{len(m.source_ids)}: " + ",".join(s[:8] for s in m.source_ids[:3]),
         )
     console.print(table)
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return asyncio.run(run_demo(args.turns, args.window_size))
     except (ValueError, RuntimeError) as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {escape(str(exc))}")
         return 2
 
 

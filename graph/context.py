@@ -32,7 +32,9 @@ class Context:
 
     user_id: str = field(
         default="default-user",
-        metadata={"description": "Whose memory this run reads and writes (1-64 of [A-Za-z0-9_.@-])."},
+        metadata={
+            "description": "Whose memory this run reads and writes (1-64 of [A-Za-z0-9_.@-])."
+        },
     )
     model: Annotated[str, {"__template_metadata__": {"kind": "llm"}}] = field(
         default="",
@@ -56,9 +58,12 @@ class Context:
         default=5, metadata={"description": "Pending messages needed before summarizing."}
     )
     reflect_after: int = field(
-        default=10, metadata={"description": "Summaries since the last reflection that trigger one."}
+        default=10,
+        metadata={"description": "Summaries since the last reflection that trigger one."},
     )
-    recall_k: int = field(default=5, metadata={"description": "Memories recalled per turn (top-k)."})
+    recall_k: int = field(
+        default=5, metadata={"description": "Memories recalled per turn (top-k)."}
+    )
     min_similarity: float = field(
         default=0.2, metadata={"description": "Cosine similarity below which a memory is ignored."}
     )
@@ -72,7 +77,8 @@ class Context:
         default=0.5, metadata={"description": "Extracted facts below this importance are dropped."}
     )
     model_timeout_s: float = field(
-        default=60.0, metadata={"description": "Timeout of background model calls (summary, facts)."}
+        default=60.0,
+        metadata={"description": "Timeout of background model calls (summary, facts)."},
     )
 
     def __post_init__(self) -> None:
@@ -104,4 +110,6 @@ def _coerce(raw: str, kind: type, name: str) -> Any:
             return raw.strip().lower() in {"1", "true", "yes", "on"}
         return kind(raw)
     except ValueError as exc:
-        raise ValueError(f"environment variable {name.upper()}={raw!r} is not a valid {kind.__name__}") from exc
+        raise ValueError(
+            f"environment variable {name.upper()}={raw!r} is not a valid {kind.__name__}"
+        ) from exc

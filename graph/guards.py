@@ -13,11 +13,63 @@ import re
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9+#'.-]*")
 _COMMON = {
-    "i", "i'm", "im", "the", "a", "an", "and", "or", "but", "so", "my", "me", "you", "your",
-    "it", "is", "are", "was", "what", "who", "how", "why", "when", "where", "which", "tell",
-    "hi", "hello", "hey", "thanks", "thank", "ok", "okay", "yes", "no", "please", "do",
-    "can", "could", "would", "should", "this", "that", "these", "those", "we", "they",
-    "he", "she", "user", "assistant", "human", "ai", "sure", "nice", "great", "well",
+    "i",
+    "i'm",
+    "im",
+    "the",
+    "a",
+    "an",
+    "and",
+    "or",
+    "but",
+    "so",
+    "my",
+    "me",
+    "you",
+    "your",
+    "it",
+    "is",
+    "are",
+    "was",
+    "what",
+    "who",
+    "how",
+    "why",
+    "when",
+    "where",
+    "which",
+    "tell",
+    "hi",
+    "hello",
+    "hey",
+    "thanks",
+    "thank",
+    "ok",
+    "okay",
+    "yes",
+    "no",
+    "please",
+    "do",
+    "can",
+    "could",
+    "would",
+    "should",
+    "this",
+    "that",
+    "these",
+    "those",
+    "we",
+    "they",
+    "he",
+    "she",
+    "user",
+    "assistant",
+    "human",
+    "ai",
+    "sure",
+    "nice",
+    "great",
+    "well",
 }
 MIN_COVERAGE = 0.5
 MAX_NOVELTY = 0.5
@@ -49,15 +101,42 @@ def summary_is_faithful(summary: str, source: str) -> bool:
     return not got or len(novel) / len(got) <= MAX_NOVELTY
 
 
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_SELF = re.compile(r"\b(i|i'm|im|i've|i'd|my|me|mine|we|our|user|user's)\b", re.IGNORECASE)
+
+
+def self_statements(text: str) -> list[str]:
+    """Sentences in which the user states something about themself (not questions)."""
+    return [
+        s
+        for s in (p.strip() for p in _SENTENCE.split(text))
+        if s and not s.endswith("?") and _SELF.search(s)
+    ]
+
+
 def fact_is_grounded(value: str, source: str) -> bool:
-    """Whether every content word of a fact's value occurs in ``source``."""
+    """Whether every content word of a fact's value occurs in one self-statement of ``source``.
+
+    "What is jazz?" grounds nothing; "I live in Berlin" grounds ``city=Berlin``.
+    """
     words = [w.lower().strip(".'-") for w in _WORD.findall(value)]
     words = [w for w in words if len(w) >= 3 and w not in _COMMON]
-    source_low = source.lower()
-    return bool(words) and all(w in source_low for w in words)
+    if not words:
+        return False
+    return any(all(w in s.lower() for w in words) for s in self_statements(source))
 
 
-_PLACEHOLDER_KEY_WORDS = {"attribute", "snake", "short", "such", "example", "key", "value", "fact", "e.g"}
+_PLACEHOLDER_KEY_WORDS = {
+    "attribute",
+    "snake",
+    "short",
+    "such",
+    "example",
+    "key",
+    "value",
+    "fact",
+    "e.g",
+}
 
 
 def fact_key_is_valid(key: str) -> bool:

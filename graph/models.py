@@ -89,7 +89,9 @@ def load_embeddings(spec: str) -> tuple[Embeddings, int]:
     provider, _, name = spec.partition(":")
     if provider == "local":
         if name not in LOCAL_EMBEDDING_DIMS:
-            raise ValueError(f"unknown local embedding model {name!r}; known: {list(LOCAL_EMBEDDING_DIMS)}")
+            raise ValueError(
+                f"unknown local embedding model {name!r}; known: {list(LOCAL_EMBEDDING_DIMS)}"
+            )
         return LocalEmbeddings(), LOCAL_EMBEDDING_DIMS[name]
     if provider == "openai":
         from langchain_openai import OpenAIEmbeddings

@@ -88,6 +88,9 @@ async def invoke_structured(
         log.warning("structured call for %s failed: %s", schema.__name__, str(exc)[:200])
     except Exception as exc:  # model/provider errors must not break the memory pipeline
         log.warning(
-            "structured call for %s raised %s: %s", schema.__name__, type(exc).__name__, str(exc)[:200]
+            "structured call for %s raised %s: %s",
+            schema.__name__,
+            type(exc).__name__,
+            str(exc)[:200],
         )
     return None
