@@ -16,7 +16,7 @@ def test_summary_that_keeps_the_names_is_faithful():
 
 def test_summary_that_drops_names_or_invents_entities_is_not():
     assert not summary_is_faithful("The conversation was about music.", SAID)
-    assert not summary_is_faithful("Zhang San from Berlin met Sulfite, Oslo and Kraków.", SAID)
+    assert not summary_is_faithful("Zhang San met Sulfite, Oslo, Kraków and Lima in Peru.", SAID)
     assert not summary_is_faithful("   ", SAID)
 
 
