@@ -76,6 +76,13 @@ class Context:
     min_fact_importance: float = field(
         default=0.5, metadata={"description": "Extracted facts below this importance are dropped."}
     )
+    summary_mode: str = field(
+        default="llm",
+        metadata={
+            "description": "'llm' compresses evicted messages with the chat model; 'raw' "
+            "stores their raw text (no model call, e.g. for benchmarks)."
+        },
+    )
     model_timeout_s: float = field(
         default=60.0,
         metadata={"description": "Timeout of background model calls (summary, facts)."},
@@ -99,6 +106,8 @@ class Context:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not 0.0 <= self.min_similarity <= 1.0:
             raise ValueError(f"min_similarity must be in [0, 1], got {self.min_similarity}")
+        if self.summary_mode not in ("llm", "raw"):
+            raise ValueError(f"summary_mode must be 'llm' or 'raw', got {self.summary_mode!r}")
         if self.memory_token_budget < 0:
             raise ValueError("memory_token_budget must be >= 0")
 

@@ -40,7 +40,10 @@ def merge_thread_summary(previous: str, new: str) -> str:
 async def _extract_facts(ctx: Context, source: str, memory_id: str) -> list[Fact]:
     """Candidate facts, schema-constrained, grounded in ``source``, one per key."""
     extracted = await invoke_structured(
-        load_chat_model(ctx.model), FactList, EXTRACT_FACTS_PROMPT.format(summary=source), ctx.model_timeout_s
+        load_chat_model(ctx.model),
+        FactList,
+        EXTRACT_FACTS_PROMPT.format(summary=source),
+        ctx.model_timeout_s,
     )
     best: dict[str, Fact] = {}
     for f in extracted.facts if extracted else []:
@@ -81,14 +84,17 @@ async def consolidate(state: State, runtime: Runtime[Context]) -> dict:
         log.warning("storing summary failed (%s: %s); batch stays pending", type(exc).__name__, exc)
         events.append("consolidate: storage failed, batch kept pending for retry")
         return {"summary": None, "summary_stored": False, "memory_events": events}
-    acked = await services.window.ack(summary["user_id"], summary["thread_id"], summary["source_ids"])
+    acked = await services.window.ack(
+        summary["user_id"], summary["thread_id"], summary["source_ids"]
+    )
     events.append(f"consolidate: summary {memory.id[:8]} stored, {acked} pending acked")
 
-    # Facts come from what the user said: the faithful summary, or their own words.
-    source = summary["text"] if summary.get("mode") == "llm" else summary.get("user_text", "")
-    facts = await _extract_facts(ctx, limit_words(source, 600), memory.id) if source else []
-    written = await services.profile.upsert(ctx.user_id, facts, ctx.profile_ttl_days)
-    events.append(f"consolidate: profile facts written: {written or 'none'}")
+    if summary.get("mode") != "raw":  # raw mode never calls the model
+        # Facts come from what the user said: the faithful summary, or their own words.
+        source = summary["text"] if summary["mode"] == "llm" else summary.get("user_text", "")
+        facts = await _extract_facts(ctx, limit_words(source, 600), memory.id) if source else []
+        written = await services.profile.upsert(ctx.user_id, facts, ctx.profile_ttl_days)
+        events.append(f"consolidate: profile facts written: {written or 'none'}")
     since = await services.memories.summaries_since_reflection(ctx.user_id)
     pending = await services.window.pending_len(summary["user_id"], summary["thread_id"])
     return {

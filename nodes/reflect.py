@@ -31,7 +31,9 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict:
     listing = "\n".join(f"- ({m.created_at:%Y-%m-%d}) {m.text}" for m in since)
     try:
         text = await invoke_text(
-            load_chat_model(ctx.model), REFLECT_PROMPT.format(summaries=listing), ctx.model_timeout_s
+            load_chat_model(ctx.model),
+            REFLECT_PROMPT.format(summaries=listing),
+            ctx.model_timeout_s,
         )
     except Exception as exc:  # nothing is lost: the summaries stay counted for next time
         log.warning("reflection failed (%s: %s); will retry later", type(exc).__name__, exc)

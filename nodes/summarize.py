@@ -31,16 +31,10 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
         return {"summary": None}
     transcript = "\n".join(m.render() for m in batch)
     said = "\n".join(m.content for m in batch if m.role == "human")
-    try:
-        model = load_chat_model(ctx.model)
-        text = await invoke_text(model, SUMMARIZE_PROMPT.format(transcript=transcript), ctx.model_timeout_s)
-        text = limit_words(text, 100)
-        if not summary_is_faithful(text, said):
-            raise ValueError(f"summary not grounded in the conversation: {text[:80]!r}")
-        importance, mode = LLM_IMPORTANCE, "llm"
-    except Exception as exc:  # timeouts, provider errors, empty output: keep the raw text
-        log.warning("summarizer failed (%s: %s); storing raw text", type(exc).__name__, exc)
-        text, importance, mode = transcript, FALLBACK_IMPORTANCE, "fallback"
+    if ctx.summary_mode == "raw":
+        text, importance, mode = transcript, LLM_IMPORTANCE, "raw"
+    else:
+        text, importance, mode = await _compress(ctx, transcript, said)
     summary = {
         "text": text,
         "importance": importance,
@@ -53,3 +47,17 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
     }
     event = f"summarize: {len(batch)} messages -> {mode} summary (importance {importance})"
     return {"summary": summary, "memory_events": [*state.get("memory_events", []), event]}
+
+
+async def _compress(ctx: Context, transcript: str, said: str) -> tuple[str, float, str]:
+    """LLM summary (importance 0.5), or the raw transcript (0.3) if the model fails."""
+    try:
+        model = load_chat_model(ctx.model)
+        prompt = SUMMARIZE_PROMPT.format(transcript=transcript)
+        text = limit_words(await invoke_text(model, prompt, ctx.model_timeout_s), 100)
+        if not summary_is_faithful(text, said):
+            raise ValueError(f"summary not grounded in the conversation: {text[:80]!r}")
+        return text, LLM_IMPORTANCE, "llm"
+    except Exception as exc:  # timeouts, provider errors, empty or invented output
+        log.warning("summarizer failed (%s: %s); storing raw text", type(exc).__name__, exc)
+        return transcript, FALLBACK_IMPORTANCE, "fallback"

@@ -78,7 +78,9 @@ def make_context(fake_model: ScriptedChatModel, user_id: str):
         fields = {"user_id": user_id, "model": spec, "embedding_model": EMBEDDING}
         fields.update(overrides)
         if "model_obj" in fields:
-            fields["model"] = register_chat_model(f"fake-{uuid.uuid4().hex[:8]}", fields.pop("model_obj"))
+            fields["model"] = register_chat_model(
+                f"fake-{uuid.uuid4().hex[:8]}", fields.pop("model_obj")
+            )
         return Context(**fields)
 
     return make

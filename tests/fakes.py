@@ -62,9 +62,13 @@ class ScriptedChatModel(GenericFakeChatModel):
     handler: Handler = default_handler
     prompts: list[list[BaseMessage]] = Field(default_factory=list)
 
-    def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kwargs) -> ChatResult:  # noqa: ANN001
+    def _generate(
+        self, messages: list[BaseMessage], stop=None, run_manager=None, **kwargs
+    ) -> ChatResult:  # noqa: ANN001
         self.prompts.append(list(messages))
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=self.handler(messages)))])
+        return ChatResult(
+            generations=[ChatGeneration(message=AIMessage(content=self.handler(messages)))]
+        )
 
     async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:  # noqa: ANN001
         return self._generate(messages, stop=stop, **kwargs)

@@ -22,7 +22,9 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-async def test_memory_show_prints_profile_and_summaries_with_provenance(agent, make_context, capsys):
+async def test_memory_show_prints_profile_and_summaries_with_provenance(
+    agent, make_context, capsys
+):
     ctx = make_context(window_size=2, summary_batch=2)
     thread = f"t-{uuid.uuid4().hex[:6]}"
     await say(agent, ctx, thread, "Hi! My name is Zhang San and I live in Berlin.")
@@ -50,7 +52,9 @@ def test_services_status_reports_both_servers():
 
 
 async def test_demo_keeps_identity_across_threads_and_users(monkeypatch, capsys):
-    monkeypatch.setenv("MODEL", register_chat_model(f"demo-{uuid.uuid4().hex[:6]}", ScriptedChatModel()))
+    monkeypatch.setenv(
+        "MODEL", register_chat_model(f"demo-{uuid.uuid4().hex[:6]}", ScriptedChatModel())
+    )
     from cli.demo import run_demo
 
     code = await run_demo(turns=12, window_size=6)
@@ -67,4 +71,6 @@ async def test_one_graph_turn_with_the_real_local_model(agent, make_context, ser
     state = await say(agent, ctx, thread, "Hello! Say hi back in a few words.")
     reply = state["messages"][-1]
     assert reply.type == "ai" and str(reply.content).strip()
-    assert [m.id for m in await services.window.window(ctx.user_id, thread)] == [m.id for m in state["messages"]]
+    assert [m.id for m in await services.window.window(ctx.user_id, thread)] == [
+        m.id for m in state["messages"]
+    ]

@@ -5,20 +5,41 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 
-from langchain_core.messages import HumanMessage
-
 from tests.conftest import say
 from tests.fakes import ScriptedChatModel, block, default_handler, prompt_text
 
 IDENTITY = "Hi! My name is Zhang San, I'm a VIP customer in Berlin and I prefer Go."
 TOPICS = [
-    "weather on Mars", "sourdough bread", "chess openings", "the history of jazz",
-    "tide pools", "bicycle gears", "origami cranes", "volcano types", "tea ceremonies",
-    "migrating birds", "roman aqueducts", "crossword tips", "coral reefs", "paper money",
-    "glacier speed", "kite flying", "lighthouse keepers", "cactus care", "comet tails",
-    "board game design", "fountain pens", "desert foxes", "marathon pacing",
-    "maple syrup", "pinhole cameras", "sea otters", "stained glass", "jigsaw puzzles",
-    "rainbow physics", "yo-yo tricks",
+    "weather on Mars",
+    "sourdough bread",
+    "chess openings",
+    "the history of jazz",
+    "tide pools",
+    "bicycle gears",
+    "origami cranes",
+    "volcano types",
+    "tea ceremonies",
+    "migrating birds",
+    "roman aqueducts",
+    "crossword tips",
+    "coral reefs",
+    "paper money",
+    "glacier speed",
+    "kite flying",
+    "lighthouse keepers",
+    "cactus care",
+    "comet tails",
+    "board game design",
+    "fountain pens",
+    "desert foxes",
+    "marathon pacing",
+    "maple syrup",
+    "pinhole cameras",
+    "sea otters",
+    "stained glass",
+    "jigsaw puzzles",
+    "rainbow physics",
+    "yo-yo tricks",
 ]
 
 
@@ -69,13 +90,17 @@ async def test_every_evicted_message_is_in_exactly_one_summary(agent, make_conte
     assert len(pending) < ctx.summary_batch
 
 
-async def test_summarizer_failure_falls_back_to_raw_text_with_lower_importance(agent, make_context, services):
+async def test_summarizer_failure_falls_back_to_raw_text_with_lower_importance(
+    agent, make_context, services
+):
     def broken_summarizer(messages):
         if prompt_text(messages).startswith("Summarize"):
             raise RuntimeError("provider down")
         return default_handler(messages)
 
-    ctx = make_context(window_size=2, summary_batch=2, model_obj=ScriptedChatModel(handler=broken_summarizer))
+    ctx = make_context(
+        window_size=2, summary_batch=2, model_obj=ScriptedChatModel(handler=broken_summarizer)
+    )
     thread = _thread()
     for text in ["I live in Lisbon.", "I have two cats.", "I play the cello."]:
         await say(agent, ctx, thread, text)
@@ -123,7 +148,12 @@ async def test_reflection_model_failure_is_skipped_and_retried(agent, make_conte
                 raise RuntimeError("model overloaded")
         return default_handler(messages)
 
-    ctx = make_context(window_size=2, summary_batch=2, reflect_after=2, model_obj=ScriptedChatModel(handler=flaky_reflector))
+    ctx = make_context(
+        window_size=2,
+        summary_batch=2,
+        reflect_after=2,
+        model_obj=ScriptedChatModel(handler=flaky_reflector),
+    )
     thread = _thread()
     for i in range(3):
         await say(agent, ctx, thread, f"turn {i}")
@@ -133,7 +163,9 @@ async def test_reflection_model_failure_is_skipped_and_retried(agent, make_conte
     assert counts["reflection"] == 1 and counts["summary"] == 3
 
 
-async def test_recall_puts_relevant_memories_in_the_prompt(agent, make_context, fake_model, services):
+async def test_recall_puts_relevant_memories_in_the_prompt(
+    agent, make_context, fake_model, services
+):
     ctx = make_context(window_size=2, summary_batch=2)
     thread = _thread()
     await say(agent, ctx, thread, "My sister Anna lives in Oslo and works as a marine biologist.")
@@ -162,4 +194,19 @@ async def test_turn_without_human_message_is_rejected(agent, make_context):
     import pytest
 
     with pytest.raises(ValueError, match="human message"):
-        await agent.ainvoke({"messages": []}, {"configurable": {"thread_id": _thread()}}, context=make_context())
+        await agent.ainvoke(
+            {"messages": []}, {"configurable": {"thread_id": _thread()}}, context=make_context()
+        )
+
+
+async def test_raw_summary_mode_stores_raw_text_without_calling_the_model(
+    agent, make_context, fake_model, services
+):
+    ctx = make_context(window_size=2, summary_batch=2, summary_mode="raw")
+    thread = _thread()
+    await say(agent, ctx, thread, "I live in Lisbon.")
+    await say(agent, ctx, thread, "I have two cats.")
+    (summary,) = await services.memories.list(ctx.user_id, kind="summary")
+    assert "human: I live in Lisbon." in summary.text and summary.importance == 0.5
+    prompts = [p[-1].content for p in fake_model.prompts]
+    assert not any(str(p).startswith(("Summarize", "Extract")) for p in prompts)
