@@ -93,7 +93,7 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
                 f"pending {state.get('pending_count', 0)}, "
                 f"summaries {counts.get('summary', 0)}, "
                 f"reflections {counts.get('reflection', 0)}, "
-                f"profile [{', '.join(state.get('profile', {})) or '-'}], "
+                f"profile: {escape(', '.join(state.get('profile', {})) or '-')}, "
                 f"recalled {len(state.get('recalled', []))}"
                 + (f"\n        [cyan]events:[/] {escape('; '.join(events))}" if events else "")
             )
