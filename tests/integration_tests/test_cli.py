@@ -74,3 +74,20 @@ async def test_one_graph_turn_with_the_real_local_model(agent, make_context, ser
     assert [m.id for m in await services.window.window(ctx.user_id, thread)] == [
         m.id for m in state["messages"]
     ]
+
+
+@pytest.mark.local_model
+async def test_interactive_chat_runs_turns_and_rejects_empty_input(services):
+    user, thread = f"u-{uuid.uuid4().hex[:8]}", f"t-{uuid.uuid4().hex[:6]}"
+    result = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "cli.main", "chat", "--user", user, "--thread", thread],
+        input="Hello there!\n   \n/quit\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "agent>" in result.stdout and "empty message ignored" in result.stdout
+    window = await services.window.window(user, thread)
+    assert [m.role for m in window] == ["human", "ai"] and window[0].content == "Hello there!"
