@@ -64,9 +64,10 @@ def _block(prompt: str, tag: str) -> str:
 async def run_demo(turns: int = 30, window_size: int = 10) -> int:
     """Run the scripted conversation and print what memory did at every turn."""
     run = uuid.uuid4().hex[:6]
-    # A 10-message window (default 20) lets the introduction leave it sooner.
-    zhang = Context(user_id=f"zhang-san-{run}", window_size=window_size)
-    other = Context(user_id=f"li-si-{run}", window_size=window_size)
+    # A 10-message window (default 20) lets the introduction leave it sooner;
+    # reflect_after=5 (default 10) so the demo also shows a reflection.
+    zhang = Context(user_id=f"zhang-san-{run}", window_size=window_size, reflect_after=5)
+    other = Context(user_id=f"li-si-{run}", window_size=window_size, reflect_after=5)
     thread = f"demo-{run}"
     console.rule("[bold]memory-graph-agent demo")
     console.print(

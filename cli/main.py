@@ -1,6 +1,8 @@
 """The ``memory-agent`` console script.
 
-Commands: ``chat``, ``demo``, ``memory show``, ``services up|down|status``.
+Commands: ``chat``, ``demo``, ``memory show``, ``services up|down|status``, ``metrics``.
+``chat`` and ``demo`` take ``--metrics-port N`` to serve Prometheus metrics on
+``http://127.0.0.1:N/metrics`` while they run.
 """
 
 from __future__ import annotations
@@ -12,12 +14,15 @@ import logging
 import os
 import sys
 import uuid
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 console = Console()
+
+METRICS_PORT_HELP = "serve Prometheus metrics on http://127.0.0.1:PORT/metrics"
 
 
 def _quiet_libraries(verbose: bool) -> None:
@@ -28,6 +33,27 @@ def _quiet_libraries(verbose: bool) -> None:
     # Memory fallbacks are shown as per-turn events; -v adds the library logs.
     level = logging.INFO if verbose else logging.ERROR
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+
+
+def _serve_metrics(port: int | None) -> Any:
+    """Start the Prometheus endpoint on 127.0.0.1 when ``--metrics-port`` was given.
+
+    Returns the HTTP server (``None`` without a port); it runs in a daemon thread.
+    """
+    if port is None:
+        return None
+    from graph.metrics import start_metrics_server
+
+    server, _ = start_metrics_server(port)
+    console.print(f"[dim]metrics on http://127.0.0.1:{server.server_port}/metrics[/]")
+    return server
+
+
+def _metrics() -> int:
+    from graph.metrics import exposition
+
+    sys.stdout.write(exposition().decode())
+    return 0
 
 
 async def _chat(args: argparse.Namespace) -> int:
@@ -137,11 +163,13 @@ def build_parser() -> argparse.ArgumentParser:
     chat = sub.add_parser("chat", help="talk to the agent interactively")
     chat.add_argument("--user", required=True)
     chat.add_argument("--thread", default=None)
+    chat.add_argument("--metrics-port", type=int, default=None, help=METRICS_PORT_HELP)
     demo = sub.add_parser("demo", help="run the scripted 30+ turn demo")
     demo.add_argument(
         "--turns", type=int, default=30, help="unrelated turns after the introduction"
     )
     demo.add_argument("--window-size", type=int, default=10, help="messages kept in the window")
+    demo.add_argument("--metrics-port", type=int, default=None, help=METRICS_PORT_HELP)
     memory = sub.add_parser("memory", help="inspect stored memory")
     msub = memory.add_subparsers(dest="memory_command", required=True)
     show = msub.add_parser("show", help="profile, summaries and reflections with provenance")
@@ -150,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true")
     services = sub.add_parser("services", help="embedded Redis and Postgres")
     services.add_argument("action", choices=["up", "down", "status"])
+    sub.add_parser("metrics", help="print the Prometheus text exposition of this process")
     return parser
 
 
@@ -160,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "services":
             return _services(args)
+        if args.command == "metrics":
+            return _metrics()
+        if args.command in ("chat", "demo"):
+            _serve_metrics(args.metrics_port)
         if args.command == "chat":
             return asyncio.run(_chat(args))
         if args.command == "memory":

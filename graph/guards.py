@@ -76,29 +76,42 @@ MAX_NOVELTY = 0.5
 
 
 def salient_terms(text: str) -> set[str]:
-    """Capitalised words and words with digits: names, places, products, numbers, dates."""
-    out = set()
-    for word in _WORD.findall(text):
-        w = word.strip(".'-")
+    """Capitalised words and words with digits: names, places, products, numbers, dates.
+
+    A capitalised word that only ever starts a sentence ("Over", "Tell") is not salient.
+    """
+    initial: set[str] = set()
+    inner: set[str] = set()
+    for match in _WORD.finditer(text):
+        w = match.group().strip(".'-")
         if not w or w.lower() in _COMMON:
             continue
-        if w[0].isupper() or any(ch.isdigit() for ch in w):
-            out.add(w.lower())
-    return out
+        if any(ch.isdigit() for ch in w):
+            inner.add(w.lower())
+        elif w[0].isupper():
+            before = text[: match.start()].rstrip(" \t\"'(*")
+            starts = not before or before[-1] in ".!?:\n-]"
+            (initial if starts else inner).add(w.lower())
+    return inner | {w for w in initial if w in inner}
+
+
+def invents_few_entities(text: str, source: str) -> bool:
+    """Whether at most half of the salient terms of ``text`` are absent from ``source``."""
+    got = salient_terms(text)
+    source_low = source.lower()
+    novel = [t for t in got if t not in source_low]
+    return not got or len(novel) / len(got) <= MAX_NOVELTY
 
 
 def summary_is_faithful(summary: str, source: str) -> bool:
     """Whether ``summary`` keeps most salient terms of ``source`` and invents few."""
     wanted = salient_terms(source)
-    got = salient_terms(summary)
     if not summary.strip():
         return False
     low = summary.lower()
     if wanted and sum(1 for t in wanted if t in low) / len(wanted) < MIN_COVERAGE:
         return False
-    source_low = source.lower()
-    novel = [t for t in got if t not in source_low]
-    return not got or len(novel) / len(got) <= MAX_NOVELTY
+    return invents_few_entities(summary, source)
 
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 from langgraph.runtime import Runtime
 
+from graph import metrics
 from graph.context import Context
 from graph.guards import fact_is_grounded, fact_key_is_valid
 from graph.models import load_chat_model
@@ -83,6 +84,7 @@ async def consolidate(state: State, runtime: Runtime[Context]) -> dict:
     except Exception as exc:  # keep the batch pending; nothing is lost
         log.warning("storing summary failed (%s: %s); batch stays pending", type(exc).__name__, exc)
         events.append("consolidate: storage failed, batch kept pending for retry")
+        metrics.record_summary("failed")
         return {"summary": None, "summary_stored": False, "memory_events": events}
     acked = await services.window.ack(
         summary["user_id"], summary["thread_id"], summary["source_ids"]
@@ -97,6 +99,7 @@ async def consolidate(state: State, runtime: Runtime[Context]) -> dict:
         events.append(f"consolidate: profile facts written: {written or 'none'}")
     since = await services.memories.summaries_since_reflection(ctx.user_id)
     pending = await services.window.pending_len(summary["user_id"], summary["thread_id"])
+    metrics.set_pending(pending)
     return {
         "summary": None,
         "summary_stored": True,

@@ -6,6 +6,7 @@ from langchain_core.messages import SystemMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langgraph.runtime import Runtime
 
+from graph import metrics
 from graph.context import Context
 from graph.state import State
 from graph.utils import latest_human_text, render_memory
@@ -17,8 +18,9 @@ async def recall(state: State, runtime: Runtime[Context]) -> dict:
     ctx = runtime.context
     query = latest_human_text(state["messages"])
     services = await get_services(ctx.embedding_model)
-    vector = await services.embeddings.aembed_query(query)
-    hits = await services.memories.search(ctx.user_id, vector, ctx.recall_k, ctx.min_similarity)
+    with metrics.observe_retrieval():
+        vector = await services.embeddings.aembed_query(query)
+        hits = await services.memories.search(ctx.user_id, vector, ctx.recall_k, ctx.min_similarity)
     recalled, used = [], 0
     for memory in hits:
         item = memory.as_dict()
@@ -28,6 +30,7 @@ async def recall(state: State, runtime: Runtime[Context]) -> dict:
         used += cost
         item["tokens"] = cost
         recalled.append(item)
+    metrics.record_similarities(recalled)
     await services.memories.touch(ctx.user_id, [m["id"] for m in recalled])
     event = f"recall: {len(recalled)} of {len(hits)} hits kept ({used} tokens)"
     return {"recalled": recalled, "memory_events": [*state.get("memory_events", []), event]}

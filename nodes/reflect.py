@@ -7,6 +7,7 @@ import logging
 from langgraph.runtime import Runtime
 
 from graph.context import Context
+from graph.guards import invents_few_entities
 from graph.models import load_chat_model
 from graph.prompts import REFLECT_PROMPT
 from graph.state import State
@@ -35,6 +36,8 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict:
             REFLECT_PROMPT.format(summaries=listing),
             ctx.model_timeout_s,
         )
+        if not invents_few_entities(text, listing):
+            raise ValueError(f"reflection not grounded in the summaries: {text[:80]!r}")
     except Exception as exc:  # nothing is lost: the summaries stay counted for next time
         log.warning("reflection failed (%s: %s); will retry later", type(exc).__name__, exc)
         events.append("reflect: model failed, skipped")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from langchain_core.messages import SystemMessage
 from langgraph.runtime import Runtime
 
+from graph import metrics
 from graph.context import Context
 from graph.models import load_chat_model
 from graph.prompts import SYSTEM_PROMPT
@@ -26,5 +27,8 @@ async def respond(state: State, runtime: Runtime[Context]) -> dict:
     """Call the chat model on the system prompt followed by the window messages."""
     model = load_chat_model(runtime.context.model)
     prompt = [SystemMessage(build_system_prompt(state)), *state["messages"]]
+    metrics.record_prompt_hits(
+        len(state["messages"]), state.get("recalled") or [], state.get("profile")
+    )
     reply = await model.ainvoke(prompt)
     return {"messages": [reply]}

@@ -6,6 +6,7 @@ import logging
 
 from langgraph.runtime import Runtime
 
+from graph import metrics
 from graph.context import Context
 from graph.guards import summary_is_faithful
 from graph.models import load_chat_model
@@ -35,6 +36,7 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
         text, importance, mode = transcript, LLM_IMPORTANCE, "raw"
     else:
         text, importance, mode = await _compress(ctx, transcript, said)
+    metrics.record_summary(mode)
     summary = {
         "text": text,
         "importance": importance,

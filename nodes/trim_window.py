@@ -5,6 +5,7 @@ from __future__ import annotations
 from langchain_core.messages import RemoveMessage
 from langgraph.runtime import Runtime
 
+from graph import metrics
 from graph.context import Context
 from graph.state import State
 from graph.utils import current_thread_id
@@ -27,6 +28,7 @@ async def trim_window(state: State, runtime: Runtime[Context]) -> dict:
     )
     moved = await services.window.overflow(ctx.user_id, thread_id, ctx.window_size)
     pending = await services.window.pending_len(ctx.user_id, thread_id)
+    metrics.set_pending(pending)
     in_state = {m.id for m in messages}
     removals = [RemoveMessage(id=m.id) for m in moved if m.id in in_state]
     event = f"window: +{pushed} messages, {len(moved)} evicted to pending (pending={pending})"

@@ -210,3 +210,22 @@ async def test_raw_summary_mode_stores_raw_text_without_calling_the_model(
     assert "human: I live in Lisbon." in summary.text and summary.importance == 0.5
     prompts = [p[-1].content for p in fake_model.prompts]
     assert not any(str(p).startswith(("Summarize", "Extract")) for p in prompts)
+
+
+async def test_reflection_that_invents_entities_is_skipped(agent, make_context, services):
+    def inventive(messages):
+        if prompt_text(messages).startswith("Here are summaries"):
+            return "The user adores Paris, Tokyo, Rome, Lima and Kraków."
+        return default_handler(messages)
+
+    ctx = make_context(
+        window_size=2,
+        summary_batch=2,
+        reflect_after=2,
+        model_obj=ScriptedChatModel(handler=inventive),
+    )
+    thread = _thread()
+    for i in range(3):
+        state = await say(agent, ctx, thread, f"turn {i}")
+    assert await services.memories.count(ctx.user_id) == {"summary": 2}
+    assert any("reflect: model failed" in e for e in state["memory_events"])

@@ -21,7 +21,10 @@ def test_summary_that_drops_names_or_invents_entities_is_not():
 
 
 def test_self_statements_skip_questions_and_non_personal_sentences():
-    assert self_statements(SAID) == ["My name is Zhang San.", "I'm a VIP customer and I live in Berlin."]
+    assert self_statements(SAID) == [
+        "My name is Zhang San.",
+        "I'm a VIP customer and I live in Berlin.",
+    ]
 
 
 def test_fact_values_must_come_from_a_self_statement():
@@ -38,3 +41,11 @@ def test_placeholder_keys_copied_from_the_schema_are_rejected():
     assert not fact_key_is_valid("short snake_case attribute")
     assert not fact_key_is_valid("")
     assert not fact_key_is_valid("a_b_c_d_e")
+
+
+def test_reflection_that_invents_entities_is_rejected():
+    from graph.guards import invents_few_entities
+
+    summaries = "- The user Zhang San lives in Berlin and prefers Go."
+    assert invents_few_entities("Zhang San, based in Berlin, likes Go.", summaries)
+    assert not invents_few_entities("The user loves Paris, Rome, Tokyo and Java.", summaries)
