@@ -15,6 +15,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from graph.metrics import redis_op
 from stores.ids import validate_id
 
 _KEY = re.compile(r"[^a-z0-9_]+")
@@ -47,6 +48,7 @@ class ProfileStore:
         """The Redis key of a user's profile."""
         return f"{self.prefix}:profile:{validate_id(user_id, 'user_id')}"
 
+    @redis_op("profile_get")
     async def get(self, user_id: str) -> dict[str, dict[str, Any]]:
         """All facts of the user, ``{key: {value, importance, updated_at, source_ids}}``."""
         raw = await self.redis.hgetall(self.key(user_id))
@@ -56,6 +58,7 @@ class ProfileStore:
             out[name] = json.loads(v)
         return dict(sorted(out.items(), key=lambda kv: -float(kv[1].get("importance", 0))))
 
+    @redis_op("profile_upsert")
     async def upsert(self, user_id: str, facts: list[Fact], ttl_days: int) -> list[str]:
         """Write facts (the newest value of a key wins) and refresh the TTL.
 

@@ -29,6 +29,7 @@ from langchain_core.messages import (
 from redis.asyncio import Redis
 from redis.exceptions import WatchError
 
+from graph.metrics import redis_op
 from stores.ids import validate_id
 
 _ROLES = {"human": HumanMessage, "ai": AIMessage, "tool": ToolMessage, "system": SystemMessage}
@@ -139,6 +140,7 @@ class WindowStore:
         validate_id(thread_id, "thread_id")
         return f"{self.prefix}:{kind}:{user_id}:{thread_id}"
 
+    @redis_op("push")
     async def push(self, user_id: str, thread_id: str, messages: list[StoredMessage]) -> int:
         """Append messages to the window, each at most once. Returns how many were new."""
         if not messages:
@@ -149,11 +151,13 @@ class WindowStore:
         keys = [self._key("seen", user_id, thread_id), self._key("window", user_id, thread_id)]
         return int(await self._push_once(keys=keys, args=args))
 
+    @redis_op("window")
     async def window(self, user_id: str, thread_id: str) -> list[StoredMessage]:
         """The window, oldest first."""
         raws = await self.redis.lrange(self._key("window", user_id, thread_id), 0, -1)
         return [StoredMessage.from_json(r) for r in raws]
 
+    @redis_op("overflow")
     async def overflow(self, user_id: str, thread_id: str, window_size: int) -> list[StoredMessage]:
         """Move the oldest messages beyond ``window_size`` to pending, atomically.
 
@@ -179,6 +183,7 @@ class WindowStore:
                 except WatchError:
                     continue
 
+    @redis_op("pending")
     async def pending(
         self, user_id: str, thread_id: str, limit: int = -1
     ) -> list[tuple[str, StoredMessage]]:
@@ -193,10 +198,12 @@ class WindowStore:
             out.append((raw, StoredMessage.from_json(raw)))
         return out
 
+    @redis_op("pending_len")
     async def pending_len(self, user_id: str, thread_id: str) -> int:
         """Number of messages waiting to be summarized."""
         return int(await self.redis.llen(self._key("pending", user_id, thread_id)))
 
+    @redis_op("ack")
     async def ack(self, user_id: str, thread_id: str, ids: list[str]) -> int:
         """Remove these messages from pending (call only after their durable write)."""
         wanted = set(ids)
@@ -212,6 +219,7 @@ class WindowStore:
             removed = await pipe.execute()
         return int(sum(removed))
 
+    @redis_op("threads")
     async def threads(self, user_id: str) -> list[str]:
         """Thread ids that have a window or pending list for this user."""
         validate_id(user_id, "user_id")

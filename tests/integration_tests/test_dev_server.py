@@ -10,6 +10,7 @@ store its summary in pgvector.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -156,6 +157,13 @@ async def test_two_turns_through_the_server_reach_redis_and_pgvector(
     events = outputs[-1].get("memory_events") or []
     assert any(e.startswith("summarize:") for e in events), events
     assert any("stored" in e for e in events if e.startswith("consolidate:")), events
+
+    # the server process exposes the agent's Prometheus metrics; its two runs counted
+    scrape = httpx.get(f"{server_url}/metrics", timeout=10)
+    retrievals = re.search(r"^agent_memory_retrieval_seconds_count (\S+)$", scrape.text, re.M)
+    assert scrape.status_code == 200 and retrievals and float(retrievals.group(1)) >= 2, (
+        scrape.text[-3000:]
+    )
 
     prefix = memory_env["MEMORY_KEY_PREFIX"]
     r = redis.Redis.from_url(memory_env["REDIS_URL"], decode_responses=True)
