@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -34,17 +35,25 @@ def latest_human_text(messages: list[AnyMessage]) -> str:
     return ""
 
 
+_FENCE_TAG = re.compile(r"<\s*/?\s*(profile|memories|summary)\b[^>]*>", re.IGNORECASE)
+
+
+def defang(text: str) -> str:
+    """Neutralise our fence tags inside stored text so it cannot close or open a fence."""
+    return _FENCE_TAG.sub(lambda m: m.group().replace("<", "(").replace(">", ")"), text)
+
+
 def render_profile(profile: dict[str, dict[str, Any]]) -> str:
     """Profile facts as ``key: value`` lines, most important first."""
     if not profile:
         return "(nothing known yet)"
-    return "\n".join(f"{key}: {fact.get('value', '')}" for key, fact in profile.items())
+    return "\n".join(defang(f"{key}: {fact.get('value', '')}") for key, fact in profile.items())
 
 
 def render_memory(memory: dict[str, Any]) -> str:
     """One recalled memory as a line of data."""
     day = str(memory.get("created_at", ""))[:10]
-    return f"- [{memory.get('kind')} {day}] {memory.get('text', '')}"
+    return f"- [{memory.get('kind')} {day}] {defang(str(memory.get('text', '')))}"
 
 
 def render_memories(recalled: list[dict[str, Any]]) -> str:

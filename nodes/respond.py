@@ -10,7 +10,11 @@ from graph.context import Context
 from graph.models import load_chat_model
 from graph.prompts import SYSTEM_PROMPT
 from graph.state import State
-from graph.utils import now_iso, render_memories, render_profile
+from graph.utils import defang, now_iso, render_memories, render_profile
+
+
+class ModelUnavailableError(RuntimeError):
+    """The chat model could not answer; the user's message stays in the thread state."""
 
 
 def build_system_prompt(state: State) -> str:
@@ -18,7 +22,7 @@ def build_system_prompt(state: State) -> str:
     return SYSTEM_PROMPT.format(
         profile=render_profile(state.get("profile") or {}),
         memories=render_memories(state.get("recalled") or []),
-        summary=state.get("thread_summary") or "(none)",
+        summary=defang(state.get("thread_summary") or "(none)"),
         today=now_iso()[:10],  # date only: keeps the prompt prefix cacheable all day
     )
 
@@ -30,5 +34,11 @@ async def respond(state: State, runtime: Runtime[Context]) -> dict:
     metrics.record_prompt_hits(
         len(state["messages"]), state.get("recalled") or [], state.get("profile")
     )
-    reply = await model.ainvoke(prompt)
+    try:
+        reply = await model.ainvoke(prompt)
+    except Exception as exc:  # provider down, bad key, local model missing...
+        raise ModelUnavailableError(
+            f"chat model {runtime.context.model!r} is unavailable ({type(exc).__name__}: {exc}); "
+            "your message was kept and will be answered with the next turn"
+        ) from exc
     return {"messages": [reply]}
