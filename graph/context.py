@@ -83,6 +83,16 @@ class Context:
             "stores their raw text (no model call, e.g. for benchmarks)."
         },
     )
+    lease_seconds: float = field(
+        default=120.0,
+        metadata={"description": "How long a claimed batch stays leased to its worker."},
+    )
+    max_attempts: int = field(
+        default=5, metadata={"description": "Failed stores of a batch before it is dead-lettered."}
+    )
+    retry_backoff_s: float = field(
+        default=2.0, metadata={"description": "First retry delay; doubles with each failure."}
+    )
     model_timeout_s: float = field(
         default=60.0,
         metadata={"description": "Timeout of background model calls (summary, facts)."},

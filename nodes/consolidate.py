@@ -1,4 +1,4 @@
-"""consolidate: store the summary durably, then acknowledge pending, then extract facts."""
+"""consolidate: store the summary durably, then acknowledge its batch, then extract facts."""
 
 from __future__ import annotations
 
@@ -61,8 +61,9 @@ async def _extract_facts(ctx: Context, source: str, memory_id: str) -> list[Fact
 async def consolidate(state: State, runtime: Runtime[Context]) -> dict:
     """Upsert the summary under a deterministic id, ack its messages, update the profile.
 
-    If Postgres is unavailable the messages stay in the pending list and are retried on
-    a later turn; the deterministic id makes the retry an upsert, never a duplicate.
+    If Postgres is unavailable the batch stays claimed and is retried with exponential
+    backoff on later turns (dead-lettered after ``max_attempts``); the deterministic id
+    makes every retry an upsert, never a duplicate.
     """
     ctx = runtime.context
     summary = state.get("summary")
@@ -79,17 +80,25 @@ async def consolidate(state: State, runtime: Runtime[Context]) -> dict:
         source_ids=summary["source_ids"],
         created_at=_parse_ts(summary["created_at"]),
     )
+    user, thread, worker = summary["user_id"], summary["thread_id"], summary.get("worker", "")
     try:
         await services.memories.add(memory)
-    except Exception as exc:  # keep the batch pending; nothing is lost
-        log.warning("storing summary failed (%s: %s); batch stays pending", type(exc).__name__, exc)
-        events.append("consolidate: storage failed, batch kept pending for retry")
+        await services.episodes.mark_summarized(user, thread, summary["source_ids"])
+    except Exception as exc:  # nothing is lost: the batch stays claimed for a retry
+        log.warning("storing summary failed (%s: %s)", type(exc).__name__, exc)
+        outcome = await services.queue.fail(
+            user,
+            thread,
+            worker,
+            f"{type(exc).__name__}: {exc}",
+            max_attempts=ctx.max_attempts,
+            backoff_s=ctx.retry_backoff_s,
+        )
+        events.append(f"consolidate: storage failed, batch {outcome}")
         metrics.record_summary("failed")
         return {"summary": None, "summary_stored": False, "memory_events": events}
-    acked = await services.window.ack(
-        summary["user_id"], summary["thread_id"], summary["source_ids"]
-    )
-    events.append(f"consolidate: summary {memory.id[:8]} stored, {acked} pending acked")
+    acked = await services.queue.complete(user, thread, worker)
+    events.append(f"consolidate: summary {memory.id[:8]} stored, {acked} acked")
 
     if summary.get("mode") != "raw":  # raw mode never calls the model
         # Facts come from what the user said: the faithful summary, or their own words.
@@ -98,7 +107,7 @@ async def consolidate(state: State, runtime: Runtime[Context]) -> dict:
         written = await services.profile.upsert(ctx.user_id, facts, ctx.profile_ttl_days)
         events.append(f"consolidate: profile facts written: {written or 'none'}")
     since = await services.memories.summaries_since_reflection(ctx.user_id)
-    pending = await services.window.pending_len(summary["user_id"], summary["thread_id"])
+    pending = await services.queue.backlog(user, thread)
     metrics.set_pending(pending)
     return {
         "summary": None,

@@ -1,8 +1,13 @@
-"""summarize: compress the thread's pending messages into one summary with provenance."""
+"""summarize: claim a batch of the thread's overflow and compress it, with provenance.
+
+The batch is leased (`stores.queue.PendingQueue.claim`): if this run dies before
+`consolidate` acknowledges it, the lease expires and a later run gets the same batch.
+"""
 
 from __future__ import annotations
 
 import logging
+import uuid
 
 from langgraph.runtime import Runtime
 
@@ -27,9 +32,19 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
     ctx = runtime.context
     thread_id = current_thread_id()
     services = await get_services(ctx.embedding_model)
-    batch = [m for _, m in await services.window.pending(ctx.user_id, thread_id, MAX_BATCH)]
-    if not batch:
-        return {"summary": None}
+    worker = uuid.uuid4().hex
+    claim = await services.queue.claim(
+        ctx.user_id,
+        thread_id,
+        worker,
+        min_batch=ctx.summary_batch,
+        max_batch=max(MAX_BATCH, ctx.summary_batch),
+        lease_s=ctx.lease_seconds,
+    )
+    batch = claim.messages
+    if not batch:  # too few, leased by another worker, or backing off after a failure
+        event = f"summarize: nothing claimed ({claim.status})"
+        return {"summary": None, "memory_events": [*state.get("memory_events", []), event]}
     transcript = "\n".join(m.render() for m in batch)
     said = "\n".join(m.content for m in batch if m.role == "human")
     if ctx.summary_mode == "raw":
@@ -46,8 +61,12 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
         "user_id": ctx.user_id,
         "thread_id": thread_id,
         "created_at": batch[-1].ts or now_iso(),
+        "worker": worker,
     }
-    event = f"summarize: {len(batch)} messages -> {mode} summary (importance {importance})"
+    event = (
+        f"summarize: {len(batch)} messages ({claim.status}) -> {mode} summary "
+        f"(importance {importance})"
+    )
     return {"summary": summary, "memory_events": [*state.get("memory_events", []), event]}
 
 

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import logging
+
 from langchain_core.messages import RemoveMessage
 from langgraph.runtime import Runtime
+from sqlalchemy.exc import SQLAlchemyError
 
 from graph import metrics
 from graph.context import Context
 from graph.state import State
 from graph.utils import current_thread_id
-from stores.services import get_services
+from stores.services import Services, get_services
 from stores.window import StoredMessage
+
+log = logging.getLogger(__name__)
 
 
 async def trim_window(state: State, runtime: Runtime[Context]) -> dict:
@@ -23,17 +28,49 @@ async def trim_window(state: State, runtime: Runtime[Context]) -> dict:
     thread_id = current_thread_id()
     services = await get_services(ctx.embedding_model)
     messages = state["messages"]
+    user = ctx.user_id
     pushed = await services.window.push(
-        ctx.user_id, thread_id, [StoredMessage.from_message(m) for m in messages]
+        user, thread_id, [StoredMessage.from_message(m) for m in messages]
     )
-    moved = await services.window.overflow(ctx.user_id, thread_id, ctx.window_size)
-    pending = await services.window.pending_len(ctx.user_id, thread_id)
+    events = list(state.get("memory_events", []))
+    window = await services.window.window(user, thread_id)
+    try:
+        # Nothing may leave the window before it is in the episodic log.
+        await services.episodes.append(user, thread_id, window)
+        requeued = await _requeue_lost(services, user, thread_id, len(window))
+        if requeued:
+            events.append(f"window: {requeued} messages lost by Redis re-queued from the log")
+        moved = await services.window.overflow(user, thread_id, ctx.window_size)
+    except SQLAlchemyError as exc:  # Postgres down: keep everything in the window for now
+        log.warning("episodic log unavailable (%s); eviction deferred", type(exc).__name__)
+        events.append("window: episodic log unavailable, eviction deferred")
+        moved = []
+    pending = await services.queue.backlog(user, thread_id)
     metrics.set_pending(pending)
     in_state = {m.id for m in messages}
     removals = [RemoveMessage(id=m.id) for m in moved if m.id in in_state]
-    event = f"window: +{pushed} messages, {len(moved)} evicted to pending (pending={pending})"
-    return {
-        "messages": removals,
-        "pending_count": pending,
-        "memory_events": [*state.get("memory_events", []), event],
-    }
+    events.append(
+        f"window: +{pushed} messages, {len(moved)} evicted to pending (pending={pending})"
+    )
+    return {"messages": removals, "pending_count": pending, "memory_events": events}
+
+
+async def _requeue_lost(services: Services, user: str, thread_id: str, window_len: int) -> int:
+    """Re-queue logged, unsummarized messages that no Redis list holds any more.
+
+    Cheap when nothing was lost: one count in Postgres against list lengths in Redis.
+    """
+    open_count = await services.episodes.open_count(user, thread_id)
+    held = window_len + await services.queue.backlog(user, thread_id)
+    if open_count <= held:
+        return 0
+    held += await services.queue.dead_count(user, thread_id)
+    if open_count <= held:
+        return 0
+    present = {m.id for m in await services.window.window(user, thread_id)}
+    present |= {m.id for _, m in await services.window.pending(user, thread_id)}
+    present |= {m.id for m in await services.queue.processing(user, thread_id)}
+    for entry in await services.queue.dead_letters(user, thread_id):
+        present |= {m.id for m in entry["items"]}
+    lost = [m for m in await services.episodes.unsummarized(user, thread_id) if m.id not in present]
+    return await services.queue.requeue(user, thread_id, lost)

@@ -21,8 +21,10 @@ from redis.asyncio import Redis
 
 from graph.models import load_embeddings
 from stores.embedded import ensure_services
+from stores.episodes import EpisodeLog
 from stores.memories import MemoryStore
 from stores.profile import ProfileStore
+from stores.queue import PendingQueue
 from stores.window import WindowStore
 
 log = logging.getLogger(__name__)
@@ -47,8 +49,10 @@ class Services:
 
     redis: Redis
     window: WindowStore
+    queue: PendingQueue
     profile: ProfileStore
     memories: MemoryStore
+    episodes: EpisodeLog
     embeddings: Embeddings
 
 
@@ -78,13 +82,17 @@ async def get_services(embedding_model: str) -> Services:
     urls = await asyncio.to_thread(ensure_services)
     embeddings, dim = await asyncio.to_thread(load_embeddings, embedding_model)
     redis = Redis.from_url(urls.redis_url, decode_responses=True)
-    memories = await MemoryStore.open(pg_engine(urls.database_url), embeddings, dim)
+    engine = pg_engine(urls.database_url)
+    memories = await MemoryStore.open(engine, embeddings, dim)
+    episodes = await EpisodeLog.open(engine)
     prefix = key_prefix()
     services = Services(
         redis=redis,
         window=WindowStore(redis, prefix),
+        queue=PendingQueue(redis, prefix),
         profile=ProfileStore(redis, prefix),
         memories=memories,
+        episodes=episodes,
         embeddings=embeddings,
     )
     cache[embedding_model] = services

@@ -225,7 +225,7 @@ async def test_summarize_builds_summary_with_provenance_and_keeps_pending(
 ):
     thread = _thread()
     moved = await fill_pending(services, user_id, thread, 2)
-    out = await run_node(summarize, {"messages": []}, make_context(), thread)
+    out = await run_node(summarize, {"messages": []}, make_context(summary_batch=4), thread)
     s = out["summary"]
     assert s["source_ids"] == moved == ["h0", "a0", "h1", "a1"]
     assert (s["user_id"], s["thread_id"], s["mode"], s["importance"]) == (
@@ -236,8 +236,9 @@ async def test_summarize_builds_summary_with_provenance_and_keeps_pending(
     )
     assert s["created_at"] == TS
     assert "topic 0" in s["text"] and "topic 1" in s["text"]
-    # summarize never acknowledges: pending is only cleared by consolidate
-    assert await services.window.pending_len(user_id, thread) == 4
+    # summarize only claims (leases) the batch: consolidate acknowledges it
+    assert await services.queue.backlog(user_id, thread) == 4
+    assert [m.id for m in await services.queue.processing(user_id, thread)] == moved
 
 
 async def test_summarize_falls_back_to_raw_transcript(services, make_context, user_id):
@@ -249,7 +250,7 @@ async def test_summarize_falls_back_to_raw_transcript(services, make_context, us
     out = await run_node(
         summarize,
         {"messages": []},
-        make_context(model_obj=ScriptedChatModel(handler=broken)),
+        make_context(summary_batch=2, model_obj=ScriptedChatModel(handler=broken)),
         thread,
     )
     s = out["summary"]
@@ -262,7 +263,9 @@ async def test_summarize_falls_back_to_raw_transcript(services, make_context, us
 
 async def _summary_for(services, make_context, user_id, thread, mode="llm", text=None):
     await fill_pending(services, user_id, thread, 2)
-    s = (await run_node(summarize, {"messages": []}, make_context(), thread))["summary"]
+    s = (await run_node(summarize, {"messages": []}, make_context(summary_batch=4), thread))[
+        "summary"
+    ]
     s["mode"] = mode
     if text:
         s["text"] = text
@@ -289,13 +292,13 @@ async def test_consolidate_storage_failure_keeps_pending_then_retry_succeeds(
     out = await run_node(consolidate, {"messages": [], "summary": s}, ctx, thread)
     assert out["summary_stored"] is False and out["summary"] is None
     assert "storage failed" in out["memory_events"][-1]
-    assert await services.window.pending_len(user_id, thread) == 4  # nothing acked, nothing lost
+    assert await services.queue.backlog(user_id, thread) == 4  # nothing acked, nothing lost
     monkeypatch.undo()
     assert await services.memories.count(user_id) == {}
 
     out = await run_node(consolidate, {"messages": [], "summary": s}, ctx, thread)
     assert out["summary_stored"] is True
-    assert out["pending_count"] == 0 and await services.window.pending_len(user_id, thread) == 0
+    assert out["pending_count"] == 0 and await services.queue.backlog(user_id, thread) == 0
     assert out["summaries_since_reflection"] == 1
     (stored_summary,) = await services.memories.list(user_id)
     assert stored_summary.source_ids == s["source_ids"] and stored_summary.thread_id == thread
@@ -303,7 +306,7 @@ async def test_consolidate_storage_failure_keeps_pending_then_retry_succeeds(
     # replaying the same summary (e.g. a retried run) upserts, never duplicates
     out = await run_node(consolidate, {"messages": [], "summary": s}, ctx, thread)
     assert await services.memories.count(user_id) == {"summary": 1}
-    assert "0 pending acked" in out["memory_events"][-2]
+    assert "0 acked" in out["memory_events"][-2]
 
 
 async def test_consolidate_extracts_facts_above_importance_threshold(

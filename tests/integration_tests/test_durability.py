@@ -1,0 +1,158 @@
+"""The durable overflow pipeline: leases, retries, dead letters, the episodic log."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import Counter
+
+from tests.conftest import say
+
+
+def _thread() -> str:
+    return f"t-{uuid.uuid4().hex[:8]}"
+
+
+async def _assert_exactly_once(services, user: str, thread: str) -> None:
+    """Every logged message is in the window, the backlog, a dead letter or ONE summary."""
+    logged = {m.id for m in await services.episodes.history(user, thread)}
+    window = {m.id for m in await services.window.window(user, thread)}
+    backlog = {m.id for _, m in await services.window.pending(user, thread)}
+    backlog |= {m.id for m in await services.queue.processing(user, thread)}
+    dead = {m.id for e in await services.queue.dead_letters(user, thread) for m in e["items"]}
+    counts = Counter(
+        sid
+        for s in await services.memories.list(user, kind="summary", limit=10_000)
+        for sid in s.source_ids
+    )
+    assert not counts or max(counts.values()) == 1, "a message is in two summaries"
+    assert set(counts) | window | backlog | dead == logged, "a message is nowhere"
+    assert not (set(counts) & (window | backlog | dead)), "a message is in two places"
+
+
+async def test_every_message_is_logged_before_it_can_leave_the_window(
+    agent, make_context, services
+):
+    ctx = make_context(window_size=4, summary_batch=2)
+    thread = _thread()
+    for i in range(8):
+        await say(agent, ctx, thread, f"message {i}")
+    history = await services.episodes.history(ctx.user_id, thread)
+    assert [m.content for m in history if m.role == "human"] == [f"message {i}" for i in range(8)]
+    assert len(history) == 16
+    open_ids = {m.id for m in await services.episodes.unsummarized(ctx.user_id, thread)}
+    assert open_ids == {m.id for m in await services.window.window(ctx.user_id, thread)}
+    await _assert_exactly_once(services, ctx.user_id, thread)
+
+
+async def test_a_crashed_worker_batch_is_reclaimed_after_its_lease_and_stored_once(
+    agent, make_context, services
+):
+    ctx = make_context(window_size=2, summary_batch=4, lease_seconds=0.3)
+    user, thread = ctx.user_id, _thread()
+    await say(agent, ctx, thread, "one")
+    await say(agent, ctx, thread, "two")  # 2 messages evicted, below the batch size
+    # a worker claims them and dies before acknowledging
+    crashed = await services.queue.claim(
+        user, thread, "dead-worker", min_batch=1, max_batch=50, lease_s=0.3
+    )
+    assert crashed.status == "claimed" and len(crashed.messages) == 2
+    # while its lease holds, nobody else can take the batch
+    other = await services.queue.claim(user, thread, "w2", min_batch=1, max_batch=50, lease_s=5)
+    assert (other.status, other.messages) == ("leased", [])
+    await asyncio.sleep(0.4)  # the lease expires
+    state = await say(agent, ctx, thread, "three")
+    assert any("(reclaimed)" in e for e in state["memory_events"])
+    await say(agent, ctx, thread, "four")
+    crashed_ids = [m.id for m in crashed.messages]
+    summaries = await services.memories.list(user, kind="summary")
+    assert [s.source_ids for s in summaries].count(crashed_ids) == 1
+    assert await services.queue.processing(user, thread) == []
+    await _assert_exactly_once(services, user, thread)
+
+
+async def test_storage_failures_back_off_then_dead_letter_then_redrive(
+    agent, make_context, services, monkeypatch
+):
+    ctx = make_context(window_size=2, summary_batch=2, max_attempts=3, retry_backoff_s=0.5)
+    thread = _thread()
+    real_add = services.memories.add
+
+    async def postgres_down(memory, vector=None):
+        raise ConnectionError("connection refused")
+
+    monkeypatch.setattr(services.memories, "add", postgres_down)
+    await say(agent, ctx, thread, "remember the blue door")
+    state = await say(agent, ctx, thread, "and the red key")
+    assert any("storage failed, batch retry" in e for e in state["memory_events"])
+    # immediately after a failure the batch backs off
+    state = await say(agent, ctx, thread, "third")
+    assert any("nothing claimed (backoff)" in e for e in state["memory_events"])
+    for i in range(3):
+        await asyncio.sleep(1.1)  # past the doubling backoff (0.5 s, then 1 s)
+        state = await say(agent, ctx, thread, f"more {i}")
+    dead = await services.queue.dead_letters(ctx.user_id, thread)
+    assert dead and dead[0]["attempts"] == 3 and "ConnectionError" in dead[0]["error"]
+    assert "remember the blue door" in [m.content for m in dead[0]["items"]]
+    await _assert_exactly_once(services, ctx.user_id, thread)
+
+    monkeypatch.setattr(services.memories, "add", real_add)
+    moved = await services.queue.redrive(ctx.user_id, thread)
+    assert moved >= 2 and await services.queue.dead_letters(ctx.user_id, thread) == []
+    for i in range(3):
+        await say(agent, ctx, thread, f"after redrive {i}")
+    texts = " ".join(s.text for s in await services.memories.list(ctx.user_id, kind="summary"))
+    assert "remember the blue door" in texts
+    await _assert_exactly_once(services, ctx.user_id, thread)
+
+
+async def test_messages_lost_by_redis_are_requeued_from_the_episodic_log(
+    agent, make_context, services
+):
+    ctx = make_context(window_size=4, summary_batch=4)
+    thread = _thread()
+    for i in range(3):
+        await say(agent, ctx, thread, f"before loss {i}")
+    pending = [m.id for _, m in await services.window.pending(ctx.user_id, thread)]
+    assert pending, "some messages wait in pending"
+    # Redis loses the pending list (e.g. a crash before its AOF was written)
+    await services.redis.delete(services.queue.key("pending", ctx.user_id, thread))
+    state = await say(agent, ctx, thread, "after loss")
+    assert any("re-queued from the log" in e for e in state["memory_events"])
+    for i in range(4):
+        await say(agent, ctx, thread, f"later {i}")
+    summarized = {
+        sid
+        for s in await services.memories.list(ctx.user_id, kind="summary")
+        for sid in s.source_ids
+    }
+    assert set(pending) <= summarized
+    await _assert_exactly_once(services, ctx.user_id, thread)
+
+
+async def test_episodic_log_outage_defers_eviction_and_loses_nothing(
+    agent, make_context, services, monkeypatch
+):
+    from sqlalchemy.exc import OperationalError
+
+    ctx = make_context(window_size=2, summary_batch=2)
+    thread = _thread()
+    real_append = services.episodes.append
+
+    async def postgres_down(*args, **kwargs):
+        raise OperationalError("INSERT", {}, ConnectionRefusedError("connection refused"))
+
+    monkeypatch.setattr(services.episodes, "append", postgres_down)
+    for i in range(3):
+        state = await say(agent, ctx, thread, f"during outage {i}")
+    assert any("eviction deferred" in e for e in state["memory_events"])
+    assert len(await services.window.window(ctx.user_id, thread)) == 6  # kept, not evicted
+    monkeypatch.setattr(services.episodes, "append", real_append)
+    for i in range(3):
+        await say(agent, ctx, thread, f"after outage {i}")
+    assert len(await services.window.window(ctx.user_id, thread)) <= 2
+    await _assert_exactly_once(services, ctx.user_id, thread)
+    history = [
+        m.content for m in await services.episodes.history(ctx.user_id, thread) if m.role == "human"
+    ]
+    assert history[:3] == [f"during outage {i}" for i in range(3)]
