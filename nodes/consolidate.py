@@ -15,6 +15,7 @@ from graph.prompts import EXTRACT_FACTS_PROMPT
 from graph.schemas import FactList
 from graph.state import State
 from graph.utils import invoke_structured, limit_words
+from stores.failsafe import POSTGRES_DOWN, REDIS_DOWN, outages
 from stores.memories import Memory
 from stores.profile import Fact, normalize_fact_key
 from stores.services import get_services
@@ -86,28 +87,41 @@ async def consolidate(state: State, runtime: Runtime[Context]) -> dict:
         await services.episodes.mark_summarized(user, thread, summary["source_ids"])
     except Exception as exc:  # nothing is lost: the batch stays claimed for a retry
         log.warning("storing summary failed (%s: %s)", type(exc).__name__, exc)
-        outcome = await services.queue.fail(
-            user,
-            thread,
-            worker,
-            f"{type(exc).__name__}: {exc}",
-            max_attempts=ctx.max_attempts,
-            backoff_s=ctx.retry_backoff_s,
-        )
+        try:
+            outcome = await services.queue.fail(
+                user,
+                thread,
+                worker,
+                f"{type(exc).__name__}: {exc}",
+                max_attempts=ctx.max_attempts,
+                backoff_s=ctx.retry_backoff_s,
+            )
+        except REDIS_DOWN:  # the lease will expire and the batch be reclaimed
+            outcome = "left leased"
         events.append(f"consolidate: storage failed, batch {outcome}")
         metrics.record_summary("failed")
         return {"summary": None, "summary_stored": False, "memory_events": events}
-    acked = await services.queue.complete(user, thread, worker)
+    try:
+        acked = await services.queue.complete(user, thread, worker)
+    except REDIS_DOWN as exc:  # stored already; a reclaim after the lease is an upsert
+        outages.failed("redis", exc)
+        events.append(f"consolidate: summary {memory.id[:8]} stored, ack deferred (Redis down)")
+        return {"summary": None, "summary_stored": False, "memory_events": events}
     events.append(f"consolidate: summary {memory.id[:8]} stored, {acked} acked")
 
-    if summary.get("mode") != "raw":  # raw mode never calls the model
-        # Facts come from what the user said: the faithful summary, or their own words.
-        source = summary["text"] if summary["mode"] == "llm" else summary.get("user_text", "")
-        facts = await _extract_facts(ctx, limit_words(source, 600), memory.id) if source else []
-        written = await services.profile.upsert(ctx.user_id, facts, ctx.profile_ttl_days)
-        events.append(f"consolidate: profile facts written: {written or 'none'}")
-    since = await services.memories.summaries_since_reflection(ctx.user_id)
-    pending = await services.queue.backlog(user, thread)
+    try:
+        if summary.get("mode") != "raw":  # raw mode never calls the model
+            # Facts come from what the user said: the faithful summary, or their own words.
+            source = summary["text"] if summary["mode"] == "llm" else summary.get("user_text", "")
+            facts = await _extract_facts(ctx, limit_words(source, 600), memory.id) if source else []
+            written = await services.profile.upsert(ctx.user_id, facts, ctx.profile_ttl_days)
+            events.append(f"consolidate: profile facts written: {written or 'none'}")
+        since = await services.memories.summaries_since_reflection(ctx.user_id)
+        pending = await services.queue.backlog(user, thread)
+    except (*REDIS_DOWN, *POSTGRES_DOWN) as exc:  # the summary is safe; facts can wait
+        outages.failed("redis" if isinstance(exc, REDIS_DOWN) else "postgres", exc)
+        events.append("consolidate: profile/reflection bookkeeping skipped (service down)")
+        return {"summary": None, "summary_stored": False, "memory_events": events}
     metrics.set_pending(pending)
     return {
         "summary": None,

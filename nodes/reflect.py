@@ -12,6 +12,7 @@ from graph.models import load_chat_model
 from graph.prompts import REFLECT_PROMPT
 from graph.state import State
 from graph.utils import invoke_text, limit_words
+from stores.failsafe import POSTGRES_DOWN, outages
 from stores.memories import Memory
 from stores.services import get_services
 
@@ -25,7 +26,12 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict:
     ctx = runtime.context
     events = list(state.get("memory_events", []))
     services = await get_services(ctx.embedding_model)
-    since = await services.memories.summaries_since_reflection(ctx.user_id)
+    try:
+        since = await services.memories.summaries_since_reflection(ctx.user_id)
+    except POSTGRES_DOWN as exc:
+        outages.failed("postgres", exc)
+        events.append("reflect: skipped (Postgres unavailable)")
+        return {"memory_events": events}
     if len(since) < ctx.reflect_after:
         events.append(f"reflect: skipped ({len(since)} < {ctx.reflect_after} summaries)")
         return {"summaries_since_reflection": len(since), "memory_events": events}
@@ -49,6 +55,11 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict:
         importance=REFLECTION_IMPORTANCE,
         source_ids=[m.id for m in since],
     )
-    await services.memories.add(reflection)
+    try:
+        await services.memories.add(reflection)
+    except POSTGRES_DOWN as exc:  # the summaries stay counted; reflect again later
+        outages.failed("postgres", exc)
+        events.append("reflect: storing failed, will retry")
+        return {"summaries_since_reflection": len(since), "memory_events": events}
     events.append(f"reflect: reflection {reflection.id[:8]} from {len(since)} summaries")
     return {"summaries_since_reflection": 0, "memory_events": events}

@@ -18,6 +18,7 @@ from graph.models import load_chat_model
 from graph.prompts import SUMMARIZE_PROMPT
 from graph.state import State
 from graph.utils import current_thread_id, invoke_text, limit_words, now_iso
+from stores.failsafe import REDIS_DOWN, outages
 from stores.services import get_services
 
 log = logging.getLogger(__name__)
@@ -33,14 +34,19 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
     thread_id = current_thread_id()
     services = await get_services(ctx.embedding_model)
     worker = uuid.uuid4().hex
-    claim = await services.queue.claim(
-        ctx.user_id,
-        thread_id,
-        worker,
-        min_batch=ctx.summary_batch,
-        max_batch=max(MAX_BATCH, ctx.summary_batch),
-        lease_s=ctx.lease_seconds,
-    )
+    try:
+        claim = await services.queue.claim(
+            ctx.user_id,
+            thread_id,
+            worker,
+            min_batch=ctx.summary_batch,
+            max_batch=max(MAX_BATCH, ctx.summary_batch),
+            lease_s=ctx.lease_seconds,
+        )
+    except REDIS_DOWN as exc:  # the backlog waits in Redis for a later turn
+        outages.failed("redis", exc)
+        event = "summarize: Redis unavailable, backlog kept for later"
+        return {"summary": None, "memory_events": [*state.get("memory_events", []), event]}
     batch = claim.messages
     if not batch:  # too few, leased by another worker, or backing off after a failure
         event = f"summarize: nothing claimed ({claim.status})"

@@ -6,12 +6,12 @@ import logging
 
 from langchain_core.messages import RemoveMessage
 from langgraph.runtime import Runtime
-from sqlalchemy.exc import SQLAlchemyError
 
 from graph import metrics
 from graph.context import Context
 from graph.state import State
 from graph.utils import current_thread_id
+from stores.failsafe import POSTGRES_DOWN, REDIS_DOWN, outages, window_buffer
 from stores.services import Services, get_services
 from stores.window import StoredMessage
 
@@ -27,32 +27,45 @@ async def trim_window(state: State, runtime: Runtime[Context]) -> dict:
     ctx = runtime.context
     thread_id = current_thread_id()
     services = await get_services(ctx.embedding_model)
-    messages = state["messages"]
     user = ctx.user_id
-    pushed = await services.window.push(
-        user, thread_id, [StoredMessage.from_message(m) for m in messages]
-    )
     events = list(state.get("memory_events", []))
-    window = await services.window.window(user, thread_id)
+    incoming = [StoredMessage.from_message(m) for m in state["messages"]]
+    buffered = window_buffer.take(user, thread_id)
     try:
-        # Nothing may leave the window before it is in the episodic log.
-        await services.episodes.append(user, thread_id, window)
-        requeued = await _requeue_lost(services, user, thread_id, len(window))
-        if requeued:
-            events.append(f"window: {requeued} messages lost by Redis re-queued from the log")
-        moved = await services.window.overflow(user, thread_id, ctx.window_size)
-    except SQLAlchemyError as exc:  # Postgres down: keep everything in the window for now
-        log.warning("episodic log unavailable (%s); eviction deferred", type(exc).__name__)
-        events.append("window: episodic log unavailable, eviction deferred")
-        moved = []
-    pending = await services.queue.backlog(user, thread_id)
+        pushed = await services.window.push(user, thread_id, buffered + incoming)
+        moved = await _evict(services, ctx, user, thread_id, events)
+        pending = await services.queue.backlog(user, thread_id)
+        outages.ok("redis")
+    except REDIS_DOWN as exc:  # the turn still completes; the checkpoint keeps the messages
+        outages.failed("redis", exc)
+        window_buffer.put_back(user, thread_id, buffered + incoming)
+        events.append(f"window: Redis unavailable, {len(window_buffer)} messages buffered")
+        return {"pending_count": 0, "memory_events": events}
     metrics.set_pending(pending)
-    in_state = {m.id for m in messages}
+    in_state = {m.id for m in state["messages"]}
     removals = [RemoveMessage(id=m.id) for m in moved if m.id in in_state]
     events.append(
         f"window: +{pushed} messages, {len(moved)} evicted to pending (pending={pending})"
     )
     return {"messages": removals, "pending_count": pending, "memory_events": events}
+
+
+async def _evict(
+    services: Services, ctx: Context, user: str, thread_id: str, events: list[str]
+) -> list[StoredMessage]:
+    """Log the window to Postgres, then move its overflow to pending (never before)."""
+    window = await services.window.window(user, thread_id)
+    try:
+        await services.episodes.append(user, thread_id, window)
+        requeued = await _requeue_lost(services, user, thread_id, len(window))
+        outages.ok("postgres")
+    except POSTGRES_DOWN as exc:  # keep everything in the window until the log has it
+        outages.failed("postgres", exc)
+        events.append("window: episodic log unavailable, eviction deferred")
+        return []
+    if requeued:
+        events.append(f"window: {requeued} messages lost by Redis re-queued from the log")
+    return await services.window.overflow(user, thread_id, ctx.window_size)
 
 
 async def _requeue_lost(services: Services, user: str, thread_id: str, window_len: int) -> int:

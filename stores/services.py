@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from langchain_core.embeddings import Embeddings
 from langchain_postgres import PGEngine
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 
 from graph.models import load_embeddings
 from stores.embedded import ensure_services
@@ -77,11 +79,23 @@ async def get_services(embedding_model: str) -> Services:
     """Connect (once per event loop and embedding model) and return the stores."""
     loop = asyncio.get_running_loop()
     cache = _per_loop.setdefault(loop, {})
-    if embedding_model in cache:
-        return cache[embedding_model]
+    # Keyed by the configured URLs too, so pointing the env elsewhere reconnects.
+    key = "|".join(
+        [embedding_model, os.environ.get("REDIS_URL", ""), os.environ.get("DATABASE_URL", "")]
+    )
+    if key in cache:
+        return cache[key]
     urls = await asyncio.to_thread(ensure_services)
     embeddings, dim = await asyncio.to_thread(load_embeddings, embedding_model)
-    redis = Redis.from_url(urls.redis_url, decode_responses=True)
+    # Fail fast when Redis is down (degraded mode takes over) instead of the client's
+    # default retries with backoff, which would stall every node of the turn.
+    redis = Redis.from_url(
+        urls.redis_url,
+        decode_responses=True,
+        retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), retries=1),
+        socket_connect_timeout=2,
+        socket_timeout=10,
+    )
     engine = pg_engine(urls.database_url)
     memories = await MemoryStore.open(engine, embeddings, dim)
     episodes = await EpisodeLog.open(engine)
@@ -95,5 +109,5 @@ async def get_services(embedding_model: str) -> Services:
         episodes=episodes,
         embeddings=embeddings,
     )
-    cache[embedding_model] = services
+    cache[key] = services
     return services

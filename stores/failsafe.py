@@ -1,0 +1,105 @@
+"""Degraded mode: keep turns working while Redis or Postgres is unreachable.
+
+`outages` logs one warning when a service goes down and one line when it is back (not
+one per call); the Prometheus counters in `graph.metrics` count every failed call.
+`WindowBuffer` holds, in process and bounded, the messages that could not be pushed to
+Redis; they are pushed first when Redis answers again (idempotently: the window's
+seen-set drops anything already there).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict, deque
+
+import psycopg
+from redis.exceptions import RedisError
+from sqlalchemy.exc import SQLAlchemyError
+
+from stores.window import StoredMessage
+
+log = logging.getLogger(__name__)
+
+REDIS_DOWN = (RedisError, ConnectionError, OSError, TimeoutError)
+POSTGRES_DOWN = (SQLAlchemyError, psycopg.Error, ConnectionError, OSError, TimeoutError)
+
+
+class Outages:
+    """Which backing services are down, with one log line per transition."""
+
+    def __init__(self) -> None:
+        self._down: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def failed(self, service: str, exc: BaseException) -> None:
+        """Record a failed call; warn only on the first one of an outage."""
+        with self._lock:
+            first = service not in self._down
+            self._down[service] = f"{type(exc).__name__}: {exc}"
+        if first:
+            log.warning(
+                "%s unavailable (%s: %s); running degraded", service, type(exc).__name__, exc
+            )
+
+    def ok(self, service: str) -> None:
+        """Record a successful call; log once when an outage ends."""
+        if service in self._down:
+            with self._lock:
+                self._down.pop(service, None)
+            log.warning("%s is back", service)
+
+    def is_down(self, service: str) -> bool:
+        """Whether the last call to ``service`` failed."""
+        return service in self._down
+
+
+class WindowBuffer:
+    """Bounded in-process buffer of messages waiting for Redis, per (user, thread)."""
+
+    def __init__(self, max_messages: int = 10_000) -> None:
+        self.max_messages = max_messages
+        self._threads: OrderedDict[tuple[str, str], deque[StoredMessage]] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def add(self, user_id: str, thread_id: str, messages: list[StoredMessage]) -> int:
+        """Buffer messages (not already buffered); returns how many were dropped to stay bounded."""
+        dropped = 0
+        with self._lock:
+            buf = self._threads.setdefault((user_id, thread_id), deque())
+            known = {m.id for m in buf}
+            for m in messages:
+                if m.id in known:
+                    continue
+                buf.append(m)
+                known.add(m.id)
+                self._size += 1
+            while self._size > self.max_messages:  # oldest thread's oldest message goes
+                key, oldest = next(iter(self._threads.items()))
+                oldest.popleft()
+                self._size -= 1
+                dropped += 1
+                if not oldest:
+                    del self._threads[key]
+        if dropped:
+            log.error("window buffer full: %d messages dropped (still in the checkpoint)", dropped)
+        return dropped
+
+    def take(self, user_id: str, thread_id: str) -> list[StoredMessage]:
+        """Remove and return the buffered messages of a thread, oldest first."""
+        with self._lock:
+            buf = self._threads.pop((user_id, thread_id), deque())
+            self._size -= len(buf)
+        return list(buf)
+
+    def put_back(self, user_id: str, thread_id: str, messages: list[StoredMessage]) -> None:
+        """Return messages taken by `take` after a failed flush."""
+        self.add(user_id, thread_id, messages)
+
+    def __len__(self) -> int:
+        return self._size
+
+
+outages = Outages()
+window_buffer = WindowBuffer()
