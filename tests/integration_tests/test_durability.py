@@ -5,8 +5,13 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
+from typing import Any
+
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
 
 from tests.conftest import say
+from tests.fakes import ScriptedChatModel
 
 
 def _thread() -> str:
@@ -156,3 +161,47 @@ async def test_episodic_log_outage_defers_eviction_and_loses_nothing(
         m.content for m in await services.episodes.history(ctx.user_id, thread) if m.role == "human"
     ]
     assert history[:3] == [f"during outage {i}" for i in range(3)]
+
+
+class ChaoticModel(ScriptedChatModel):
+    """Raises, times out or returns garbage on ~30% of calls (seeded)."""
+
+    rng: Any = None
+
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+        roll = self.rng.random()
+        if roll < 0.1:
+            raise RuntimeError("provider error")
+        if roll < 0.2:
+            await asyncio.sleep(0.5)  # longer than model_timeout_s
+        if roll < 0.3:
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(content="{not json"))])
+        return self._generate(messages)
+
+
+async def test_random_model_failures_never_lose_or_duplicate_a_message(
+    agent, make_context, services
+):
+    import random
+
+    from nodes.respond import ModelUnavailableError
+
+    model = ChaoticModel(rng=random.Random(1234))
+    ctx = make_context(
+        window_size=4, summary_batch=2, reflect_after=3, model_timeout_s=0.2, model_obj=model
+    )
+    thread = _thread()
+    failed_turns = 0
+    for i in range(40):
+        try:
+            await say(agent, ctx, thread, f"turn {i} about topic {i}")
+        except ModelUnavailableError:
+            failed_turns += 1  # the reply path has its own clear error; the message is kept
+    assert failed_turns > 0
+    await _assert_exactly_once(services, ctx.user_id, thread)
+    humans = [
+        m.content for m in await services.episodes.history(ctx.user_id, thread) if m.role == "human"
+    ]
+    assert humans == [f"turn {i} about topic {i}" for i in range(40)]
+    counts = await services.memories.count(ctx.user_id)
+    assert counts.get("summary", 0) > 5
