@@ -116,7 +116,7 @@ async def consolidate(state: State, runtime: Runtime[Context]) -> dict:
             facts = await _extract_facts(ctx, limit_words(source, 600), memory.id) if source else []
             written = await services.profile.upsert(ctx.user_id, facts, ctx.profile_ttl_days)
             events.append(f"consolidate: profile facts written: {written or 'none'}")
-        since = await services.memories.summaries_since_reflection(ctx.user_id)
+        since = await services.memories.count_since_reflection(ctx.user_id)
         pending = await services.queue.backlog(user, thread)
     except (*REDIS_DOWN, *POSTGRES_DOWN) as exc:  # the summary is safe; facts can wait
         outages.failed("redis" if isinstance(exc, REDIS_DOWN) else "postgres", exc)
@@ -129,7 +129,7 @@ async def consolidate(state: State, runtime: Runtime[Context]) -> dict:
         "thread_summary": merge_thread_summary(
             state.get("thread_summary", ""), limit_words(summary["text"], 100)
         ),
-        "summaries_since_reflection": len(since),
+        "summaries_since_reflection": since,
         "pending_count": pending,
         "memory_events": events,
     }

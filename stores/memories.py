@@ -105,10 +105,13 @@ class _IterativeHNSW(QueryOptions):
 class MemoryStore:
     """Summaries and reflections of every user, always queried per user."""
 
-    def __init__(self, engine: PGEngine, vectors: PGVectorStore, table: str) -> None:
+    def __init__(
+        self, engine: PGEngine, vectors: PGVectorStore, table: str, query_options: list[str]
+    ) -> None:
         self.engine = engine
         self.vectors = vectors
         self.table = table
+        self.query_options = query_options
 
     @classmethod
     async def open(cls, engine: PGEngine, embeddings: Embeddings, dim: int) -> MemoryStore:
@@ -125,6 +128,9 @@ class MemoryStore:
                     raise
         await _run(
             engine,
+            # Keep the 1.5 KB vectors in the row: out-of-line (TOAST) storage makes every
+            # distance computation fetch a second tuple and steers the planner off HNSW.
+            f'ALTER TABLE "{table}" ALTER COLUMN embedding SET STORAGE PLAIN',
             f'ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS stored_at TIMESTAMPTZ '
             "NOT NULL DEFAULT clock_timestamp()",
             f'CREATE INDEX IF NOT EXISTS "{table}_user_kind" '
@@ -134,15 +140,16 @@ class MemoryStore:
         )
         version = await _run(engine, "SELECT extversion FROM pg_extension WHERE extname='vector'")
         iterative = _version_tuple(version[0]["extversion"]) >= (0, 8) if version else False
+        query_options = _IterativeHNSW(iterative=iterative)
         vectors = await PGVectorStore.create(
             engine,
             embedding_service=embeddings,
             table_name=table,
             metadata_columns=_META_NAMES,
             distance_strategy=DistanceStrategy.COSINE_DISTANCE,
-            index_query_options=_IterativeHNSW(iterative=iterative),
+            index_query_options=query_options,
         )
-        return cls(engine, vectors, table)
+        return cls(engine, vectors, table, query_options.to_parameter())
 
     async def add(self, memory: Memory, vector: list[float] | None = None) -> str:
         """Upsert a memory under its deterministic id; returns the id.
@@ -183,25 +190,43 @@ class MemoryStore:
     async def search(
         self, user_id: str, vector: list[float], k: int, min_similarity: float | None = None
     ) -> list[Memory]:
-        """Top-k of this user's memories by cosine similarity, above ``min_similarity``."""
+        """Top-k of this user's memories by cosine similarity, above ``min_similarity``.
+
+        One statement with stable parameter names (the vector store's own search names
+        its filter parameter randomly, so Postgres re-plans it on every call), run with
+        the HNSW options of `_IterativeHNSW` in the same transaction.
+        """
         validate_id(user_id, "user_id")
-        hits = await self.vectors.asimilarity_search_with_score_by_vector(
-            embedding=vector, k=k, filter={"user_id": {"$eq": user_id}}
+        options = [f"SET LOCAL {p}" for p in self.query_options]
+        rows = await _run(
+            self.engine,
+            *options,
+            (
+                f"SELECT langchain_id, content, {', '.join(_META_NAMES)}, "
+                "embedding <=> CAST(:q AS vector) AS distance "
+                f'FROM "{self.table}" WHERE user_id = :user_id '
+                "ORDER BY embedding <=> CAST(:q AS vector) LIMIT :k",
+                {"user_id": user_id, "q": _vector_literal(vector), "k": k},
+            ),
         )
         out = []
-        for doc, distance in hits:
-            similarity = 1.0 - float(distance)
+        for row in rows:
+            similarity = 1.0 - float(row["distance"])
             if min_similarity is not None and similarity < min_similarity:
                 continue
-            out.append(_from_metadata(doc.id, doc.page_content, doc.metadata, similarity))
+            out.append(_from_metadata(str(row["langchain_id"]), row["content"], row, similarity))
         return out
 
     async def touch(self, user_id: str, ids: list[str]) -> None:
-        """Record that these memories were recalled (recency and frequency signals)."""
+        """Record that these memories were recalled (recency and frequency signals).
+
+        Best-effort statistics: committed without waiting for the WAL flush.
+        """
         if not ids:
             return
         await _run(
             self.engine,
+            "SET LOCAL synchronous_commit = off",
             (
                 f'UPDATE "{self.table}" SET last_accessed_at = now(), '
                 "access_count = COALESCE(access_count, 0) + 1 "
@@ -209,6 +234,20 @@ class MemoryStore:
                 {"user_id": user_id, "ids": ids},
             ),
         )
+
+    async def count_since_reflection(self, user_id: str) -> int:
+        """How many summaries the user stored after the latest reflection."""
+        rows = await _run(
+            self.engine,
+            (
+                f'SELECT count(*) AS n FROM "{self.table}" s '
+                "WHERE s.user_id = :user_id AND s.kind = 'summary' AND s.stored_at > COALESCE("
+                f'(SELECT max(stored_at) FROM "{self.table}" r '
+                "WHERE r.user_id = :user_id AND r.kind = 'reflection'), '-infinity')",
+                {"user_id": validate_id(user_id, "user_id")},
+            ),
+        )
+        return int(rows[0]["n"])
 
     async def list(self, user_id: str, kind: Kind | None = None, limit: int = 200) -> list[Memory]:
         """The user's memories, newest first."""
@@ -268,6 +307,10 @@ def _from_metadata(mid: str | None, content: str, meta: Any, similarity: float |
         source_ids=list(meta.get("source_ids") or []),
         similarity=similarity,
     )
+
+
+def _vector_literal(vector: list[float]) -> str:
+    return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:

@@ -1,0 +1,1 @@
+"""Benchmarks of the memory graph (overhead, throughput, LoCoMo)."""

@@ -1,0 +1,410 @@
+"""Throughput of concurrent conversations through the compiled memory graph.
+
+    python -m bench.throughput [--concurrency 1,10,50] [--turns 100] [--out bench/out]
+
+For each concurrency level C, C conversations (each its own user and thread) run their
+``--turns`` turns at the same time through ``graph.builder.build_graph`` compiled with
+the Postgres checkpointer (``AsyncPostgresSaver`` on a psycopg connection pool, as a
+server would run it; ``--checkpointer memory`` for ``InMemorySaver``), an instant fake
+chat model and local MiniLM embeddings, on a fresh database and Redis key prefix
+(dropped afterwards). Reported per level: turns/s (all turns / wall time), p50/p95/p99
+turn latency, the query-embedding call time (it includes waiting for the embedding
+lock/thread pool, which is where concurrent turns queue) and errors.
+
+After each level every conversation is checked: each message that left its window is
+in exactly one summary's ``source_ids`` or still pending (0 lost, 0 duplicated).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+
+from bench._common import (
+    CURRENT_TURN,
+    EMBEDDING,
+    TurnRecord,
+    connect_services,
+    fmt,
+    instrument,
+    isolated_services,
+    machine_info,
+    ms_stats,
+    parse_ints,
+    pyplot,
+    quiet_logs,
+    register_instant_model,
+    user_question,
+    verify_conversation,
+    write_json,
+)
+from graph.builder import build_graph
+from graph.context import Context
+
+VERIFY_KEYS = (
+    "pushed",
+    "left_window",
+    "summarized",
+    "pending",
+    "summaries",
+    "lost",
+    "duplicated",
+    "foreign",
+)
+
+
+def _say(quiet: bool, *args: Any) -> None:
+    if not quiet:
+        print(*args, file=sys.stderr, flush=True)
+
+
+async def _open_checkpointer(
+    kind: str, database_url: str, pool_size: int, stack: contextlib.AsyncExitStack
+) -> Any:
+    if kind == "memory":
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        return InMemorySaver()
+    if kind != "postgres":
+        raise ValueError(f"checkpointer must be postgres|memory, got {kind!r}")
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool
+
+    pool = AsyncConnectionPool(
+        conninfo=database_url,
+        min_size=1,
+        max_size=pool_size,
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        open=False,
+    )
+    await pool.open()
+    stack.push_async_callback(pool.close)
+    saver = AsyncPostgresSaver(conn=pool)
+    await saver.setup()
+    return saver
+
+
+async def _conversation(
+    agent: Any,
+    ctx: Context,
+    thread: str,
+    turns: int,
+    rng: random.Random,
+    latencies: list[float],
+    records: list[TurnRecord],
+    errors: list[str],
+) -> None:
+    for t in range(turns):
+        text = f"{user_question(rng)} (turn {t})"
+        rec = TurnRecord()
+        token = CURRENT_TURN.set(rec)
+        start = time.perf_counter()
+        try:
+            await agent.ainvoke(
+                {"messages": [HumanMessage(text)]},
+                {"configurable": {"thread_id": thread}},
+                context=ctx,
+            )
+            latencies.append(time.perf_counter() - start)
+            records.append(rec)
+        except Exception as exc:  # noqa: BLE001 - counted and reported
+            errors.append(f"{ctx.user_id}/{thread} turn {t}: {type(exc).__name__}: {exc}"[:300])
+        finally:
+            CURRENT_TURN.reset(token)
+
+
+async def run_throughput(
+    concurrency: list[int] | tuple[int, ...] = (1, 10, 50),
+    turns: int = 100,
+    out: str | Path = "bench/out",
+    *,
+    checkpointer: str = "postgres",
+    pool_size: int = 20,
+    summary_mode: str = "llm",
+    warmup: int = 3,
+    seed: int = 7,
+    database_url: str | None = None,
+    redis_url: str | None = None,
+    key_prefix: str | None = None,
+    quiet: bool = False,
+) -> dict[str, Any]:
+    """Run the throughput benchmark; write ``throughput.json`` / ``throughput.png``.
+
+    ``turns`` is per conversation. Without ``database_url`` a fresh database and key
+    prefix are used and dropped at the end; with them (pytest) they are used as is.
+    """
+    out = Path(out)
+    tag = uuid.uuid4().hex[:8]
+    levels: list[dict[str, Any]] = []
+    async with contextlib.AsyncExitStack() as stack:
+        env = await stack.enter_async_context(
+            isolated_services(database_url, redis_url, key_prefix, tag="bench_throughput")
+        )
+        _say(
+            quiet,
+            f"[throughput] database {env.database_url.split('?')[0]}, prefix {env.key_prefix}",
+        )
+        services = await connect_services(env)
+        info = await machine_info(env.database_url)
+        stack.enter_context(instrument(services))
+        saver = await _open_checkpointer(checkpointer, env.database_url, pool_size, stack)
+        agent = build_graph(checkpointer=saver)
+        spec, _model = register_instant_model()
+
+        def context(user: str) -> Context:
+            return Context(
+                user_id=user, model=spec, embedding_model=EMBEDDING, summary_mode=summary_mode
+            )
+
+        if warmup:
+            _say(quiet, f"[throughput] {warmup} warm-up turns")
+            await _conversation(
+                agent,
+                context(f"warm-{tag}"),
+                f"warm-{tag}",
+                warmup,
+                random.Random(seed),
+                [],
+                [],
+                [],
+            )
+
+        for c in concurrency:
+            _say(quiet, f"[throughput] concurrency {c}: {c} conversations x {turns} turns")
+            latencies: list[float] = []
+            records: list[TurnRecord] = []
+            errors: list[str] = []
+            # thread ids must be unique across users: the checkpointer keys state by thread only
+            convs = [(f"tp{c}-{i}-{tag}", f"t{c}-{i}-{tag}") for i in range(c)]
+            start = time.perf_counter()
+            await asyncio.gather(
+                *(
+                    _conversation(
+                        agent,
+                        context(user),
+                        thread,
+                        turns,
+                        random.Random(f"{seed}:{c}:{i}"),
+                        latencies,
+                        records,
+                        errors,
+                    )
+                    for i, (user, thread) in enumerate(convs)
+                )
+            )
+            elapsed = time.perf_counter() - start
+            checks = [await verify_conversation(services, u, t) for u, t in convs]
+            verification = {k: sum(ch[k] for ch in checks) for k in VERIFY_KEYS}
+            verification["conversations"] = len(checks)
+            verification["ok"] = (
+                verification["lost"] == 0
+                and verification["duplicated"] == 0
+                and verification["foreign"] == 0
+            )
+            embed = [x for r in records for x in r.parts.get("embed_query", ())]
+            embed_docs = [x for r in records for x in r.parts.get("embed_documents", ())]
+            compute = [x for r in records for x in r.parts.get("embed_compute", ())]
+            level = {
+                "concurrency": c,
+                "turns": len(latencies),
+                "turns_per_conversation": turns,
+                "elapsed_s": round(elapsed, 3),
+                "turns_per_s": round(len(latencies) / elapsed, 3) if elapsed else None,
+                "latency": ms_stats(latencies),
+                "embed_query_call": ms_stats(embed),
+                "embed_documents_call": ms_stats(embed_docs),
+                "embed_compute": ms_stats(compute),
+                # share of the wall time MiniLM was computing (embeddings are serialized
+                # by LocalEmbeddings' lock: close to 1.0 means embedding-bound)
+                "embedding_busy_fraction": round(sum(compute) / elapsed, 3) if elapsed else None,
+                "search_call": ms_stats([x for r in records for x in r.parts.get("search", ())]),
+                "errors": len(errors),
+                "error_samples": errors[:5],
+                "verification": verification,
+            }
+            levels.append(level)
+            _print_level(level)
+
+        data = {
+            "benchmark": "throughput",
+            "machine": info,
+            "config": {
+                "concurrency": list(concurrency),
+                "turns_per_conversation": turns,
+                "checkpointer": checkpointer,
+                "pool_size": pool_size,
+                "summary_mode": summary_mode,
+                "warmup": warmup,
+                "seed": seed,
+                "embedding_model": EMBEDDING,
+                "chat_model": "InstantChatModel (bench._common)",
+                "context": {
+                    k: getattr(context(f"x-{tag}"), k)
+                    for k in ("window_size", "summary_batch", "reflect_after", "recall_k")
+                },
+            },
+            "levels": levels,
+        }
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "throughput.json", data)
+    plot_throughput(data, out / "throughput.png")
+    _print_table(data)
+    _say(quiet, f"[throughput] wrote {out / 'throughput.json'} and {out / 'throughput.png'}")
+    return data
+
+
+def _print_level(level: dict[str, Any]) -> None:
+    v = level["verification"]
+    status = "OK" if v["ok"] else "FAILED"
+    print(
+        f"concurrency {level['concurrency']}: {level['turns']} turns in "
+        f"{level['elapsed_s']:.1f} s = {level['turns_per_s']:.2f} turns/s, "
+        f"p95 {fmt(level['latency']['p95'])} ms, errors {level['errors']}; "
+        f"{v['left_window']} messages left {v['conversations']} windows: "
+        f"{v['summarized']} in summaries, {v['pending']} pending, "
+        f"{v['lost']} lost, {v['duplicated']} duplicated [{status}]",
+        flush=True,
+    )
+
+
+def _print_table(data: dict[str, Any]) -> None:
+    print(
+        f"\n== throughput ({data['config']['checkpointer']} checkpointer, instant model, "
+        f"{data['machine']['cores']} cores) =="
+    )
+    print(
+        f"{'conc':>5} {'turns':>6} {'turns/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
+        f"{'emb p50':>8} {'emb p95':>8} {'emb busy':>8} {'errors':>6} {'lost':>5} {'dup':>4}"
+    )
+    for lv in data["levels"]:
+        lat, emb, v = lv["latency"], lv["embed_query_call"], lv["verification"]
+        print(
+            f"{lv['concurrency']:>5} {lv['turns']:>6} {fmt(lv['turns_per_s']):>8} "
+            f"{fmt(lat['p50']):>8} {fmt(lat['p95']):>8} {fmt(lat['p99']):>8} "
+            f"{fmt(emb['p50']):>8} {fmt(emb['p95']):>8} "
+            f"{fmt(100 * (lv['embedding_busy_fraction'] or 0), 0) + '%':>8} "
+            f"{lv['errors']:>6} {v['lost']:>5} "
+            f"{v['duplicated']:>4}"
+        )
+    bad = [lv["concurrency"] for lv in data["levels"] if not lv["verification"]["ok"]]
+    total_lost = sum(lv["verification"]["lost"] for lv in data["levels"])
+    total_dup = sum(lv["verification"]["duplicated"] for lv in data["levels"])
+    print(
+        f"verification: {total_lost} lost / {total_dup} duplicated"
+        + (
+            f" -- FAILED at concurrency {bad}"
+            if bad
+            else " (every evicted message is in exactly one summary or still pending)"
+        )
+    )
+
+
+def plot_throughput(data: dict[str, Any], path: Path) -> None:
+    """turns/s (bars) and p50/p95 turn latency (lines) per concurrency level."""
+    plt = pyplot()
+    lv = data["levels"]
+    labels = [str(x["concurrency"]) for x in lv]
+    fig, ax = plt.subplots(figsize=(8, 5))
+    ax.bar(
+        labels, [x["turns_per_s"] or 0 for x in lv], color="tab:blue", alpha=0.7, label="turns/s"
+    )
+    ax.set_xlabel("concurrent conversations")
+    ax.set_ylabel("turns/s", color="tab:blue")
+    ax2 = ax.twinx()
+    ax2.plot(
+        labels,
+        [x["latency"]["p50"] for x in lv],
+        "o-",
+        color="tab:orange",
+        label="p50 turn latency",
+    )
+    ax2.plot(
+        labels, [x["latency"]["p95"] for x in lv], "s--", color="tab:red", label="p95 turn latency"
+    )
+    ax2.plot(
+        labels,
+        [x["embed_query_call"]["p95"] for x in lv],
+        "^:",
+        color="tab:green",
+        label="p95 query-embedding call (incl. queueing)",
+    )
+    ax2.set_ylabel("ms")
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper left")
+    m = data["machine"]
+    ax.set_title(
+        f"memory graph throughput ({data['config']['checkpointer']} checkpointer)\n"
+        f"{m['cpu_model']}, {m['cores']} cores, Python {m['python']}, "
+        f"pgvector {m['pgvector']}",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse flags and run."""
+    p = argparse.ArgumentParser(
+        prog="python -m bench.throughput",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument(
+        "--concurrency",
+        default="1,10,50",
+        help="concurrent conversations per level, comma-separated",
+    )
+    p.add_argument("--turns", type=int, default=100, help="turns per conversation")
+    p.add_argument("--out", default="bench/out", help="output folder (JSON + PNG)")
+    p.add_argument("--checkpointer", choices=("postgres", "memory"), default="postgres")
+    p.add_argument(
+        "--pool-size",
+        type=int,
+        default=20,
+        help="max connections of the checkpointer's psycopg pool",
+    )
+    p.add_argument("--summary-mode", choices=("llm", "raw"), default="llm")
+    p.add_argument("--warmup", type=int, default=3, help="unmeasured warm-up turns")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument(
+        "--database-url",
+        default=None,
+        help="use this database as is (default: a fresh one, dropped afterwards)",
+    )
+    p.add_argument("--redis-url", default=None)
+    p.add_argument("--key-prefix", default=None)
+    a = p.parse_args(argv)
+    quiet_logs()
+    data = asyncio.run(
+        run_throughput(
+            parse_ints(a.concurrency),
+            a.turns,
+            a.out,
+            checkpointer=a.checkpointer,
+            pool_size=a.pool_size,
+            summary_mode=a.summary_mode,
+            warmup=a.warmup,
+            seed=a.seed,
+            database_url=a.database_url,
+            redis_url=a.redis_url,
+            key_prefix=a.key_prefix,
+        )
+    )
+    ok = all(lv["verification"]["ok"] and not lv["errors"] for lv in data["levels"])
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

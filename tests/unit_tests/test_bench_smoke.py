@@ -1,0 +1,97 @@
+"""Both benchmarks at tiny sizes, in-process, against the real embedded Redis/Postgres.
+
+No timing thresholds: only that the runs complete, write their JSON and PNG, and that
+the numbers are sane (positive, p95 >= p50, nothing lost or duplicated).
+"""
+
+from __future__ import annotations
+
+import json
+
+from bench.overhead import run_overhead
+from bench.throughput import run_throughput
+
+
+def _sane(stats: dict, n: int | None = None) -> None:
+    assert stats["n"] > 0, stats
+    if n is not None:
+        assert stats["n"] == n, stats
+    assert stats["p50"] > 0 and stats["p95"] >= stats["p50"] and stats["max"] >= stats["p95"]
+
+
+def _outputs(tmp_path, name: str) -> dict:
+    png = tmp_path / f"{name}.png"
+    assert png.exists() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    return json.loads((tmp_path / f"{name}.json").read_text())
+
+
+async def test_overhead_benchmark_tiny(memory_env, tmp_path):
+    await run_overhead(
+        [200],
+        20,
+        tmp_path,
+        warmup=2,
+        other_users=2,
+        per_other_user=100,
+        pool=64,
+        search_queries=20,
+        database_url=memory_env["DATABASE_URL"],
+        redis_url=memory_env["REDIS_URL"],
+        key_prefix=memory_env["MEMORY_KEY_PREFIX"],
+        quiet=True,
+    )
+    data = _outputs(tmp_path, "overhead")
+    machine = data["machine"]
+    assert machine["cores"] >= 1 and machine["cpu_model"] and machine["python"]
+    assert machine["pgvector"]
+    (size,) = data["sizes"]
+    assert size["size"] == 200
+    assert sum(size["bench_user_memories"].values()) >= 200
+    assert size["index"]["table_rows"] >= 400 and size["index"]["build_s"] > 0
+    assert "custom_plan" in size["explain"] and "uses_hnsw" in size["explain"]["custom_plan"]
+
+    full, base = size["full"], size["baseline"]
+    _sane(full["turn"], 20)
+    _sane(base["turn"], 20)
+    _sane(base["respond"], 20)
+    for node in ("load_profile", "recall", "respond", "trim_window"):
+        _sane(full["nodes"][node], 20)
+    assert full["nodes"]["summarize"]["ran_in_turns"] > 0  # 44 messages, window of 20
+    _sane(full["embed_query"], 20)
+    _sane(full["calls"]["search"], 20)
+    _sane(full["memory_excl_embedding"], 20)
+    _sane(size["search_only_pre_embedded"], 20)
+    assert full["recall_excl_embedding"]["min"] > 0  # the embedding is timed inside recall
+    assert full["memory"]["min"] > full["memory_excl_embedding"]["min"] > 0
+    assert full["turn"]["min"] >= full["memory"]["min"]
+
+
+async def test_throughput_benchmark_tiny(memory_env, tmp_path, monkeypatch):
+    # small window and batches (Context reads them from the environment) so messages
+    # leave the windows, get summarized and reflected within 5 turns
+    monkeypatch.setenv("WINDOW_SIZE", "4")
+    monkeypatch.setenv("SUMMARY_BATCH", "2")
+    monkeypatch.setenv("REFLECT_AFTER", "2")
+    await run_throughput(
+        [1, 3],
+        5,
+        tmp_path,
+        warmup=1,
+        database_url=memory_env["DATABASE_URL"],
+        redis_url=memory_env["REDIS_URL"],
+        key_prefix=memory_env["MEMORY_KEY_PREFIX"],
+        quiet=True,
+    )
+    data = _outputs(tmp_path, "throughput")
+    assert data["machine"]["cores"] >= 1 and data["machine"]["pgvector"]
+    assert [lv["concurrency"] for lv in data["levels"]] == [1, 3]
+    for lv in data["levels"]:
+        c = lv["concurrency"]
+        assert lv["errors"] == 0, lv["error_samples"]
+        assert lv["turns"] == 5 * c and lv["turns_per_s"] > 0
+        _sane(lv["latency"], 5 * c)
+        _sane(lv["embed_query_call"], 5 * c)
+        v = lv["verification"]
+        assert v["conversations"] == c and v["pushed"] == 10 * c
+        assert v["left_window"] > 0 and v["summarized"] > 0
+        assert v["lost"] == 0 and v["duplicated"] == 0 and v["foreign"] == 0 and v["ok"]
