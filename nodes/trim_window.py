@@ -55,9 +55,10 @@ async def _evict(
 ) -> list[StoredMessage]:
     """Log the window to Postgres, then move its overflow to pending (never before)."""
     window = await services.window.window(user, thread_id)
+    evicting = len(window) > ctx.window_size  # then the log write must be durable first
     try:
-        await services.episodes.append(user, thread_id, window)
-        requeued = await _requeue_lost(services, user, thread_id, len(window))
+        open_count = await services.episodes.append(user, thread_id, window, durable=evicting)
+        requeued = await _requeue_lost(services, user, thread_id, len(window), open_count)
         outages.ok("postgres")
     except POSTGRES_DOWN as exc:  # keep everything in the window until the log has it
         outages.failed("postgres", exc)
@@ -68,12 +69,13 @@ async def _evict(
     return await services.window.overflow(user, thread_id, ctx.window_size)
 
 
-async def _requeue_lost(services: Services, user: str, thread_id: str, window_len: int) -> int:
+async def _requeue_lost(
+    services: Services, user: str, thread_id: str, window_len: int, open_count: int
+) -> int:
     """Re-queue logged, unsummarized messages that no Redis list holds any more.
 
-    Cheap when nothing was lost: one count in Postgres against list lengths in Redis.
+    Cheap when nothing was lost: the log's open count against list lengths in Redis.
     """
-    open_count = await services.episodes.open_count(user, thread_id)
     held = window_len + await services.queue.backlog(user, thread_id)
     if open_count <= held:
         return 0

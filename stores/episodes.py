@@ -58,34 +58,51 @@ class EpisodeLog:
                 raise
         return cls(engine)
 
-    async def append(self, user_id: str, thread_id: str, messages: list[StoredMessage]) -> int:
-        """Log messages (each once; re-logging is a no-op). Returns rows inserted."""
+    async def append(
+        self, user_id: str, thread_id: str, messages: list[StoredMessage], *, durable: bool = True
+    ) -> int:
+        """Log messages (each once; re-logging is a no-op) and return the open count.
+
+        The open count is how many logged messages of the thread are not summarized yet
+        (the recovery check compares it with what Redis holds). ``durable=False`` skips
+        waiting for the WAL flush: fine while the messages are still in the window.
+        """
         validate_id(user_id, "user_id")
         validate_id(thread_id, "thread_id")
-        if not messages:
-            return 0
-        rows = await _run(
-            self.engine,
+        params = {
+            "user_id": user_id,
+            "thread_id": thread_id,
+            "ids": [m.id for m in messages],
+            "roles": [m.role for m in messages],
+            "names": [m.name for m in messages],
+            # Postgres text cannot hold NUL; the Redis copy keeps the original.
+            "contents": [m.content.replace("\x00", "") for m in messages],
+            "ts": [_ts(m.ts) for m in messages],
+        }
+        statements: list = [] if durable else ["SET LOCAL synchronous_commit = off"]
+        if messages:
+            statements.append(
+                (
+                    "INSERT INTO episodes "
+                    "(user_id, thread_id, message_id, role, name, content, ts) "
+                    "SELECT :user_id, :thread_id, m.id, m.role, m.name, m.content, m.ts "
+                    "FROM unnest(CAST(:ids AS text[]), CAST(:roles AS text[]), "
+                    "CAST(:names AS text[]), CAST(:contents AS text[]), "
+                    "CAST(:ts AS timestamptz[])) "
+                    "WITH ORDINALITY AS m(id, role, name, content, ts, ord) ORDER BY m.ord "
+                    "ON CONFLICT DO NOTHING",
+                    params,
+                )
+            )
+        statements.append(
             (
-                "INSERT INTO episodes (user_id, thread_id, message_id, role, name, content, ts) "
-                "SELECT :user_id, :thread_id, m.id, m.role, m.name, m.content, m.ts "
-                "FROM unnest(CAST(:ids AS text[]), CAST(:roles AS text[]), "
-                "CAST(:names AS text[]), CAST(:contents AS text[]), CAST(:ts AS timestamptz[])) "
-                "WITH ORDINALITY AS m(id, role, name, content, ts, ord) ORDER BY m.ord "
-                "ON CONFLICT DO NOTHING RETURNING 1",
-                {
-                    "user_id": user_id,
-                    "thread_id": thread_id,
-                    "ids": [m.id for m in messages],
-                    "roles": [m.role for m in messages],
-                    "names": [m.name for m in messages],
-                    # Postgres text cannot hold NUL; the Redis copy keeps the original.
-                    "contents": [m.content.replace("\x00", "") for m in messages],
-                    "ts": [_ts(m.ts) for m in messages],
-                },
-            ),
+                "SELECT count(*) AS n FROM episodes WHERE user_id = :user_id "
+                "AND thread_id = :thread_id AND NOT summarized",
+                params,
+            )
         )
-        return len(rows)
+        rows = await _run(self.engine, *statements)
+        return int(rows[0]["n"])
 
     async def open_count(self, user_id: str, thread_id: str) -> int:
         """How many logged messages of the thread are not summarized yet."""
