@@ -1,8 +1,9 @@
 """The ``memory-agent`` console script.
 
-Commands: ``chat``, ``demo``, ``memory show``, ``services up|down|status``, ``metrics``.
-``chat`` and ``demo`` take ``--metrics-port N`` to serve Prometheus metrics on
-``http://127.0.0.1:N/metrics`` while they run.
+Commands: ``chat``, ``send``, ``demo``, ``memory show``, ``forget``,
+``services up|down|status``, ``metrics``. ``chat`` and ``demo`` take
+``--metrics-port N`` to serve Prometheus metrics on ``http://127.0.0.1:N/metrics``
+while they run. Bad arguments or input print ``error: ...`` and exit with status 2.
 """
 
 from __future__ import annotations
@@ -57,11 +58,14 @@ def _metrics() -> int:
 
 
 async def _chat(args: argparse.Namespace) -> int:
-    from cli.session import open_agent, run_turn
+    from cli.session import check_thread_owner, open_agent, run_turn
     from graph.context import Context
+    from graph.validation import InvalidInputError, check_id
 
     context = Context(user_id=args.user)
-    thread = args.thread or f"t-{uuid.uuid4().hex[:8]}"
+    thread = check_id(args.thread or f"t-{uuid.uuid4().hex[:8]}", "thread_id")
+    if args.thread:
+        await check_thread_owner(context, thread)
     console.print(
         f"[bold]user[/] {context.user_id}  [bold]thread[/] {thread}  [bold]model[/] {context.model}"
     )
@@ -81,10 +85,88 @@ async def _chat(args: argparse.Namespace) -> int:
             if not text.strip():
                 console.print("[yellow]empty message ignored[/]")
                 continue
-            state = await run_turn(agent, context, thread, text)
+            try:
+                state = await run_turn(agent, context, thread, text)
+            except InvalidInputError as exc:
+                console.print(f"[red]error:[/] {escape(str(exc))} (message not sent)")
+                continue
             console.print(f"[green]agent>[/] {escape(str(state['messages'][-1].content))}")
             for event in state.get("memory_events", []):
                 console.print(f"  [dim]{escape(event)}[/]")
+    return 0
+
+
+def _read_message(arg: str) -> str:
+    """The message of ``send``: the argument, or stdin (strict UTF-8) when it is ``-``."""
+    from graph.validation import InvalidInputError
+
+    if arg != "-":
+        return arg
+    raw = sys.stdin.buffer.read()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(
+            f"stdin is not valid UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start}"
+        ) from None
+
+
+async def _send(args: argparse.Namespace) -> int:
+    from cli.session import check_thread_owner, check_turn, open_agent, run_turn
+    from graph.context import Context
+
+    context = Context(user_id=args.user)
+    thread = args.thread or f"t-{uuid.uuid4().hex[:8]}"
+    text = check_turn(context, thread, _read_message(args.message))  # before any service
+    if args.thread:
+        await check_thread_owner(context, thread)
+    async with open_agent() as agent:
+        state = await run_turn(agent, context, thread, text)
+    if args.json:
+        reply = state["messages"][-1]
+        print(json.dumps({"user_id": context.user_id, "thread_id": thread, "reply": reply.text}))
+    else:
+        console.print(f"[dim]thread {thread}[/]")
+        console.print(escape(str(state["messages"][-1].content)))
+    return 0
+
+
+async def _forget(args: argparse.Namespace) -> int:
+    from cli.session import forget
+    from graph.validation import check_id
+
+    user = check_id(args.user, "user_id")
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise ValueError(
+                f"refusing to forget user {user!r} without confirmation: stdin is not a "
+                "terminal; re-run with --yes"
+            )
+        console.print(
+            f"This deletes everything stored about user [bold]{user}[/]: window, pending, "
+            "profile, summaries, reflections, episodes and the checkpoints of their threads."
+        )
+        answer = await asyncio.to_thread(input, "Type the user id to confirm: ")
+        if answer.strip() != user:
+            console.print("aborted; nothing was deleted")
+            return 1
+    report = await forget(user)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    memories = sum(report["memories"].values())
+    checkpoints = sum(report["checkpoints"].values())
+    episodes = "no table" if report["episodes"] is None else report["episodes"]
+    console.print(
+        f"forgot user {user}: {report['redis_keys']} redis keys, {memories} memories, "
+        f"episodes: {episodes}, {checkpoints} checkpoint rows of "
+        f"{len(report['threads'])} threads"
+    )
+    if report["shared_threads"]:
+        console.print(
+            "[yellow]warning:[/] these threads were also used by another user and their "
+            f"checkpoints were deleted too: {', '.join(report['shared_threads'])}"
+        )
     return 0
 
 
@@ -155,6 +237,16 @@ def _services(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_int(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {raw!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the console script."""
     parser = argparse.ArgumentParser(prog="memory-agent", description=__doc__)
@@ -162,8 +254,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     chat = sub.add_parser("chat", help="talk to the agent interactively")
     chat.add_argument("--user", required=True)
-    chat.add_argument("--thread", default=None)
+    chat.add_argument("--thread", default=None, help="default: a new thread")
     chat.add_argument("--metrics-port", type=int, default=None, help=METRICS_PORT_HELP)
+    send = sub.add_parser("send", help="send one message and print the reply")
+    send.add_argument("--user", required=True)
+    send.add_argument("--thread", default=None, help="default: a new thread")
+    send.add_argument("--json", action="store_true")
+    send.add_argument("message", help="the message; '-' reads it from stdin (UTF-8)")
     demo = sub.add_parser("demo", help="run the scripted 30+ turn demo")
     demo.add_argument(
         "--turns", type=int, default=30, help="unrelated turns after the introduction"
@@ -174,8 +271,14 @@ def build_parser() -> argparse.ArgumentParser:
     msub = memory.add_subparsers(dest="memory_command", required=True)
     show = msub.add_parser("show", help="profile, summaries and reflections with provenance")
     show.add_argument("--user", required=True)
-    show.add_argument("--limit", type=int, default=50)
+    show.add_argument("--limit", type=_positive_int, default=50)
     show.add_argument("--json", action="store_true")
+    forget = sub.add_parser(
+        "forget", help="delete everything stored about one user (asks for confirmation)"
+    )
+    forget.add_argument("--user", required=True)
+    forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    forget.add_argument("--json", action="store_true", help="print the counts as JSON")
     services = sub.add_parser("services", help="embedded Redis and Postgres")
     services.add_argument("action", choices=["up", "down", "status"])
     sub.add_parser("metrics", help="print the Prometheus text exposition of this process")
@@ -195,6 +298,10 @@ def main(argv: list[str] | None = None) -> int:
             _serve_metrics(args.metrics_port)
         if args.command == "chat":
             return asyncio.run(_chat(args))
+        if args.command == "send":
+            return asyncio.run(_send(args))
+        if args.command == "forget":
+            return asyncio.run(_forget(args))
         if args.command == "memory":
             return asyncio.run(_memory_show(args))
         from cli.demo import run_demo

@@ -1,4 +1,9 @@
-"""Open the agent for the CLI: services up, Postgres checkpointer, compiled graph."""
+"""Open the agent for the CLI: services up, Postgres checkpointer, compiled graph.
+
+Thread ids created by the CLI (``t-<random>``, ``demo-...``) belong to one user: the
+checkpointer keys threads by ``thread_id`` only, so never reuse a thread id for another
+user (``forget`` deletes the checkpoints of every thread of the forgotten user).
+"""
 
 from __future__ import annotations
 
@@ -13,8 +18,14 @@ from langgraph.graph.state import CompiledStateGraph
 
 from graph.builder import build_graph
 from graph.context import Context
+from graph.validation import (
+    InvalidInputError,
+    check_id,
+    discard_rejected,
+    limits_of,
+    validate_user_text,
+)
 from stores.embedded import ensure_services
-from stores.ids import validate_id
 
 
 @asynccontextmanager
@@ -26,12 +37,70 @@ async def open_agent() -> AsyncIterator[CompiledStateGraph]:
         yield build_graph(checkpointer=saver)
 
 
+def check_turn(context: Context, thread_id: str, text: object) -> str:
+    """Validate a CLI turn before it reaches the graph; returns the text.
+
+    Raises `InvalidInputError` (a `ValueError`) for a bad thread id or message, so a
+    rejected line never enters the thread's checkpoint.
+    """
+    check_id(thread_id, "thread_id")
+    return validate_user_text(text, max_chars=limits_of(context)[0])
+
+
 async def run_turn(
     agent: CompiledStateGraph, context: Context, thread_id: str, text: str, **extra: Any
 ) -> dict[str, Any]:
-    """Send one user message; return the final state of the turn."""
-    if not text or not text.strip():
-        raise ValueError("message is empty")
+    """Send one user message; return the final state of the turn.
+
+    A turn the graph rejects (`InvalidInputError`) is removed from the thread's
+    checkpoint before the error is re-raised, so the next turn starts clean.
+    """
+    text = check_turn(context, thread_id, text)
     message = HumanMessage(text, **extra)
-    config = {"configurable": {"thread_id": validate_id(thread_id, "thread_id")}}
-    return await agent.ainvoke({"messages": [message]}, config, context=context)
+    config = {"configurable": {"thread_id": thread_id}}
+    try:
+        return await agent.ainvoke({"messages": [message]}, config, context=context)
+    except InvalidInputError as exc:
+        if agent.checkpointer is not None:
+            await discard_rejected(agent, config, exc)
+        raise
+
+
+async def check_thread_owner(context: Context, thread_id: str) -> None:
+    """Refuse a thread id that another user already has memory in.
+
+    The checkpointer keys threads by id only, so a shared id would show one user's
+    conversation to the other and copy it into their memory.
+    """
+    from redis.asyncio import Redis
+
+    from stores.forget import thread_users
+    from stores.services import key_prefix
+
+    check_id(thread_id, "thread_id")
+    urls = await asyncio.to_thread(ensure_services)
+    redis = Redis.from_url(urls.redis_url, decode_responses=True)
+    try:
+        others = await thread_users(redis, key_prefix(), thread_id) - {context.user_id}
+    finally:
+        await redis.aclose()
+    if others:
+        raise InvalidInputError(
+            f"thread_id {thread_id!r} belongs to another user; thread ids are not "
+            "namespaced by user, so pick a new thread (omit --thread)"
+        )
+
+
+async def forget(user_id: str) -> dict[str, Any]:
+    """Delete everything stored about ``user_id`` (see `stores.forget.forget_user`)."""
+    from redis.asyncio import Redis
+
+    from stores.forget import forget_user
+
+    check_id(user_id, "user_id")
+    urls = await asyncio.to_thread(ensure_services)
+    redis = Redis.from_url(urls.redis_url, decode_responses=True)
+    try:
+        return await forget_user(user_id, redis=redis, database_url=urls.database_url)
+    finally:
+        await redis.aclose()

@@ -83,6 +83,13 @@ class Context:
             "stores their raw text (no model call, e.g. for benchmarks)."
         },
     )
+    max_message_chars: int = field(
+        default=32_000,
+        metadata={"description": "Longer messages are rejected (nothing is cut or stored)."},
+    )
+    max_turn_messages: int = field(
+        default=100, metadata={"description": "New messages one turn may add."}
+    )
     lease_seconds: float = field(
         default=120.0,
         metadata={"description": "How long a claimed batch stays leased to its worker."},
@@ -111,7 +118,14 @@ class Context:
         if not self.embedding_model:
             self.embedding_model = _default_embedding_model()
         self.user_id = validate_id(self.user_id, "user_id")
-        for name in ("window_size", "summary_batch", "reflect_after", "recall_k"):
+        for name in (
+            "window_size",
+            "summary_batch",
+            "reflect_after",
+            "recall_k",
+            "max_message_chars",
+            "max_turn_messages",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not 0.0 <= self.min_similarity <= 1.0:

@@ -1,20 +1,54 @@
-"""load_profile: read the user's profile (hard memory) from Redis into state."""
+"""load_profile: validate the turn's input, then read the user's profile from Redis."""
 
 from __future__ import annotations
 
-from langchain_core.messages import HumanMessage
+from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from graph.context import Context
 from graph.state import State
+from graph.utils import DEFAULT_THREAD
+from graph.validation import ThreadOwnershipError, check_id, limits_of, validate_turn
+from stores.failsafe import REDIS_DOWN, outages
 from stores.services import get_services
 
 
 async def load_profile(state: State, runtime: Runtime[Context]) -> dict:
-    """Validate the turn's input and load the profile of ``context.user_id``."""
+    """Validate the turn's new messages and load the profile of ``context.user_id``.
+
+    This is the first node, so a rejected turn raises `InvalidInputError` before any
+    node wrote anything. A thread belongs to the first user who wrote to it
+    (``{prefix}:owner:{thread}``); another user's turn on it is rejected, so nobody
+    reads someone else's conversation through a guessed thread id. "New" messages are
+    those of the state not yet in the thread's Redis window (their ids are not in its seen-set): the caller's input, plus any
+    message an earlier failed turn left in the checkpointed thread.
+    """
+    ctx = runtime.context
+    user_id = check_id(ctx.user_id, "user_id")
+    configurable = get_config().get("configurable", {})
+    thread_id = check_id(str(configurable.get("thread_id") or DEFAULT_THREAD), "thread_id")
     messages = state.get("messages") or []
-    if not messages or not isinstance(messages[-1], HumanMessage):
-        raise ValueError("a turn must end with a human message (role 'user' / 'human')")
-    services = await get_services(runtime.context.embedding_model)
-    profile = await services.profile.get(runtime.context.user_id)
+    max_chars, max_messages = limits_of(ctx)
+    validate_turn(messages, messages[-1:], max_chars=max_chars, max_messages=max_messages)
+    services = await get_services(ctx.embedding_model)
+    seen_key = f"{services.window.prefix}:seen:{user_id}:{thread_id}"
+    owner_key = f"{services.window.prefix}:owner:{thread_id}"
+    try:
+        async with services.redis.pipeline(transaction=False) as pipe:
+            pipe.set(owner_key, user_id, nx=True)
+            pipe.get(owner_key)
+            pipe.smismember(seen_key, [m.id for m in messages])
+            _, owner, stored = await pipe.execute()
+        if owner != user_id:
+            raise ThreadOwnershipError(
+                f"thread {thread_id!r} belongs to another user; use a thread id of your own",
+                [m.id for m, is_stored in zip(messages, stored, strict=True) if not is_stored],
+            )
+        new = [m for m, is_stored in zip(messages, stored, strict=True) if not is_stored]
+        validate_turn(messages, new, max_chars=max_chars, max_messages=max_messages)
+        profile = await services.profile.get(user_id)
+        outages.ok("redis")
+    except REDIS_DOWN as exc:  # answer without the profile rather than not at all
+        outages.failed("redis", exc)
+        return {"profile": {}, "memory_events": ["profile: Redis unavailable, none loaded"]}
     return {"profile": profile, "memory_events": [f"profile: {len(profile)} facts loaded"]}

@@ -97,6 +97,14 @@ class WindowBuffer:
         """Return messages taken by `take` after a failed flush."""
         self.add(user_id, thread_id, messages)
 
+    def drop_user(self, user_id: str) -> int:
+        """Forget every buffered message of a user; returns how many."""
+        with self._lock:
+            keys = [k for k in self._threads if k[0] == user_id]
+            dropped = sum(len(self._threads.pop(k)) for k in keys)
+            self._size -= dropped
+        return dropped
+
     def __len__(self) -> int:
         return self._size
 

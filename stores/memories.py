@@ -63,6 +63,7 @@ class Memory:
 
     def __post_init__(self) -> None:
         validate_id(self.user_id, "user_id")
+        self.text = self.text.replace("\x00", "")  # Postgres text cannot hold NUL
         if not self.id:
             self.id = memory_id(self.user_id, self.thread_id, self.kind, self.source_ids)
 

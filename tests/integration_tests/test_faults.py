@@ -83,7 +83,9 @@ async def test_redis_killed_mid_conversation_then_restarted(private_servers, age
     await _invariant(ctx.user_id, thread, 64)
 
 
-async def test_postgres_stopped_mid_conversation_then_restarted(private_servers, agent, make_context):
+async def test_postgres_stopped_mid_conversation_then_restarted(
+    private_servers, agent, make_context
+):
     layout, restart = private_servers
     ctx = make_context(window_size=4, summary_batch=2, retry_backoff_s=0.01)
     thread = f"t-{uuid.uuid4().hex[:8]}"
