@@ -179,7 +179,17 @@ async def _memory_show(args: argparse.Namespace) -> int:
     profile = await services.profile.get(context.user_id)
     memories = await services.memories.list(context.user_id, limit=args.limit)
     threads = await services.window.threads(context.user_id)
-    pending = {t: await services.window.pending_len(context.user_id, t) for t in threads}
+    pending = {t: await services.queue.backlog(context.user_id, t) for t in threads}
+    dead = {}
+    for thread in threads:
+        for entry in await services.queue.dead_letters(context.user_id, thread):
+            dead.setdefault(thread, []).append(
+                {
+                    "error": entry.get("error"),
+                    "attempts": entry.get("attempts"),
+                    "message_ids": [m.id for m in entry["items"]],
+                }
+            )
     if args.json:
         print(
             json.dumps(
@@ -188,6 +198,7 @@ async def _memory_show(args: argparse.Namespace) -> int:
                     "profile": profile,
                     "memories": [m.as_dict() for m in memories],
                     "pending": pending,
+                    "dead_letters": dead,
                 },
                 indent=2,
                 default=str,
@@ -220,6 +231,25 @@ async def _memory_show(args: argparse.Namespace) -> int:
         )
     console.print(table)
     console.print(f"threads: {threads or 'none'}  pending per thread: {pending}")
+    for thread, entries in dead.items():
+        for entry in entries:
+            console.print(
+                f"[red]dead letter[/] thread {thread}: {len(entry['message_ids'])} messages, "
+                f"{entry['attempts']} attempts, last error {escape(str(entry['error']))} "
+                f"(re-drive: memory-agent memory redrive --user {context.user_id})"
+            )
+    return 0
+
+
+async def _memory_redrive(args: argparse.Namespace) -> int:
+    from graph.context import Context
+    from stores.services import get_services
+
+    context = Context(user_id=args.user)
+    services = await get_services(context.embedding_model)
+    threads = [args.thread] if args.thread else await services.window.threads(context.user_id)
+    moved = {t: await services.queue.redrive(context.user_id, t) for t in threads}
+    console.print(f"re-queued dead-lettered messages per thread: {moved}")
     return 0
 
 
@@ -273,6 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--user", required=True)
     show.add_argument("--limit", type=_positive_int, default=50)
     show.add_argument("--json", action="store_true")
+    redrive = msub.add_parser("redrive", help="put dead-lettered batches back on the queue")
+    redrive.add_argument("--user", required=True)
+    redrive.add_argument("--thread", default=None)
     forget = sub.add_parser(
         "forget", help="delete everything stored about one user (asks for confirmation)"
     )
@@ -302,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(_send(args))
         if args.command == "forget":
             return asyncio.run(_forget(args))
+        if args.command == "memory" and args.memory_command == "redrive":
+            return asyncio.run(_memory_redrive(args))
         if args.command == "memory":
             return asyncio.run(_memory_show(args))
         from cli.demo import run_demo

@@ -224,7 +224,7 @@ class WindowStore:
         """Thread ids that have a window or pending list for this user."""
         validate_id(user_id, "user_id")
         found: set[str] = set()
-        for kind in ("window", "pending"):
+        for kind in ("window", "pending", "processing", "dead"):
             async for key in self.redis.scan_iter(match=f"{self.prefix}:{kind}:{user_id}:*"):
                 k = key.decode() if isinstance(key, bytes) else key
                 found.add(k.rsplit(":", 1)[1])

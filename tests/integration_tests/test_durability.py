@@ -205,3 +205,29 @@ async def test_random_model_failures_never_lose_or_duplicate_a_message(
     assert humans == [f"turn {i} about topic {i}" for i in range(40)]
     counts = await services.memories.count(ctx.user_id)
     assert counts.get("summary", 0) > 5
+
+
+async def test_dead_letters_are_visible_in_memory_show_and_redriven_by_the_cli(
+    agent, make_context, services, monkeypatch, capsys
+):
+    import json
+
+    from cli.main import main
+
+    ctx = make_context(window_size=2, summary_batch=2, max_attempts=1)
+
+    async def postgres_down(memory, vector=None):
+        raise ConnectionError("connection refused")
+
+    monkeypatch.setattr(services.memories, "add", postgres_down)
+    thread = _thread()
+    await say(agent, ctx, thread, "first")
+    await say(agent, ctx, thread, "second")
+    monkeypatch.undo()
+    assert await asyncio.to_thread(main, ["memory", "show", "--user", ctx.user_id, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    (entry,) = shown["dead_letters"][thread]
+    assert entry["attempts"] == 1 and len(entry["message_ids"]) == 2
+    assert await asyncio.to_thread(main, ["memory", "redrive", "--user", ctx.user_id]) == 0
+    assert await services.queue.dead_letters(ctx.user_id, thread) == []
+    assert await services.queue.backlog(ctx.user_id, thread) == 2
