@@ -13,7 +13,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from langchain_core.messages import HumanMessage
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.graph.state import CompiledStateGraph
 
 from graph.builder import build_graph
@@ -26,14 +25,14 @@ from graph.validation import (
     validate_user_text,
 )
 from stores.embedded import ensure_services
+from stores.services import open_checkpointer
 
 
 @asynccontextmanager
 async def open_agent() -> AsyncIterator[CompiledStateGraph]:
     """Yield the memory agent compiled with a Postgres checkpointer."""
     urls = await asyncio.to_thread(ensure_services)
-    async with AsyncPostgresSaver.from_conn_string(urls.database_url) as saver:
-        await saver.setup()
+    async with open_checkpointer(urls.database_url) as saver:
         yield build_graph(checkpointer=saver)
 
 

@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import atexit
 import importlib.util
 import json
 import os
@@ -185,6 +186,19 @@ def _default_threads() -> int:
     except AttributeError:  # pragma: no cover - not available on macOS/Windows
         cpus = os.cpu_count() or 1
     return max(cpus // 2, 1)
+
+
+@atexit.register
+def _close_models() -> None:
+    """Free loaded models while the interpreter is still whole.
+
+    Without this, ``Llama.__del__`` runs during interpreter teardown, after the
+    llama.cpp bindings were cleared, and prints a ``TypeError`` at exit.
+    """
+    for llama, lock in list(_MODELS.values()):
+        with lock:
+            llama.close()
+    _MODELS.clear()
 
 
 def _get_llama(model_path: str, n_ctx: int, n_threads: int | None) -> tuple[Llama, threading.Lock]:

@@ -13,10 +13,15 @@ import logging
 import os
 import threading
 import weakref
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from langchain_core.embeddings import Embeddings
 from langchain_postgres import PGEngine
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
@@ -111,3 +116,27 @@ async def get_services(embedding_model: str) -> Services:
     )
     cache[key] = services
     return services
+
+
+@asynccontextmanager
+async def open_checkpointer(database_url: str) -> AsyncIterator[AsyncPostgresSaver]:
+    """A Postgres checkpointer on a small pool that checks connections before use.
+
+    A single connection (``AsyncPostgresSaver.from_conn_string``) dies for good when
+    Postgres restarts; the pool replaces broken connections.
+    """
+    pool = AsyncConnectionPool(
+        database_url,
+        min_size=1,
+        max_size=8,
+        open=False,
+        check=AsyncConnectionPool.check_connection,
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+    )
+    await pool.open(wait=True)
+    try:
+        saver = AsyncPostgresSaver(pool)
+        await saver.setup()
+        yield saver
+    finally:
+        await pool.close()

@@ -88,10 +88,9 @@ def make_context(fake_model: ScriptedChatModel, user_id: str):
 
 @pytest.fixture(scope="session")
 async def checkpointer(memory_env: dict[str, str]) -> AsyncIterator:
-    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from stores.services import open_checkpointer
 
-    async with AsyncPostgresSaver.from_conn_string(memory_env["DATABASE_URL"]) as saver:
-        await saver.setup()
+    async with open_checkpointer(memory_env["DATABASE_URL"]) as saver:
         yield saver
 
 
