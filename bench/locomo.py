@@ -8,7 +8,9 @@ id=dia_id)`` stamped with their session's date; the summarizer runs in raw-text 
 so no chat model is needed. Then every question goes through the project's ``recall``
 node and is scored by **evidence recall**: the fraction of the question's evidence
 dialog ids present in the context the agent would get, i.e. the live Redis window plus
-the provenance (``source_ids``) of the recalled memories.
+the provenance (``source_ids``) of the recalled memories. Recall is hybrid: dense search
+over the raw summaries, dense and full-text search over the raw turns (``episode``
+items, provenance = the turn's dialog id, indexed by ``consolidate``), fused by RRF.
 
 Baselines on the same turns, the same MiniLM embeddings and the same token budget:
 the last ``window_size`` turns, dense top-k over raw turns, BM25, hybrid RRF
@@ -26,7 +28,8 @@ Writes ``<out>/locomo.json`` (numbers, data defects, config, machine) and
   ``[<ts>] <speaker>: <text>``, the pipeline's transcript format); the window costs
   its messages. Budgets are filled greedily in rank order, skipping an item that does
   not fit (the recall node's rule).
-* ``memory``: recall with ``recall_k`` 50 (the default 5 cannot fill the budget) and
+* ``memory``: recall with the default ``recall_k`` (5: it bounds the summaries
+  channel; the episode channels are sized from the budget) and
   ``memory_token_budget`` = budget, plus the window on top, so its context is larger
   than the budget; ``memory_in_budget`` gives recall only what the window leaves.
 * The replay graph has no checkpointer: the Redis window is the source of truth, and
@@ -92,14 +95,16 @@ from stores.window import StoredMessage
 DEFAULT_DATA = os.environ.get("LOCOMO_DATA", "/work/shared/data/locomo/locomo8.json")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 SCORED_CATEGORIES = (1, 2, 3, 4)
-RECALL_K = 50
+RECALL_K = 5
+"""The `Context` default: the token budget, not ``recall_k``, limits hybrid recall."""
 CHUNK_TURNS = 5
 RRF_K = 60
 BM25_K1, BM25_B = 1.5, 0.75
 NO_REFLECTION = 10**6
 
 METHODS = {
-    "memory": "memory pipeline: window + recall (recall fills the budget)",
+    "memory": "memory pipeline: window + hybrid recall (RRF of dense summaries, dense and "
+    "full-text raw turns; recall fills the budget)",
     "memory_in_budget": "memory pipeline: window + recall within budget - window tokens",
     "window": "last window_size turns only",
     "dense": "dense top-k over raw turns (MiniLM, cosine), budget-filled",

@@ -9,9 +9,10 @@ Creating them opens no connection and starts no thread.
 Metrics (no label ever carries a user or thread id):
 
 - ``agent_memory_retrieval_seconds``: histogram, time of the recall node's retrieval
-  (embedding the query + the pgvector search).
+  (embedding the query + the concurrent dense and full-text searches).
 - ``agent_memory_hit_total{tier}``: what reached the prompt, per turn: ``window``
-  messages, recalled ``summary`` and ``reflection`` memories, ``profile`` facts.
+  messages, recalled raw ``episode`` turns, ``summary`` and ``reflection`` memories,
+  ``profile`` facts.
 - ``agent_memory_pending_queue_size``: gauge, length of the pending list of the thread
   last trimmed or consolidated by this process.
 - ``agent_memory_vector_similarity``: histogram of the cosine similarity of recalled items.
@@ -44,7 +45,7 @@ from redis.exceptions import RedisError
 P = ParamSpec("P")
 R = TypeVar("R")
 
-TIERS = ("window", "summary", "reflection", "profile")
+TIERS = ("window", "episode", "summary", "reflection", "profile")
 SUMMARY_OUTCOMES = ("llm", "fallback", "raw", "failed")
 REDIS_OPS = (
     "push",
@@ -66,8 +67,8 @@ RETRIEVAL_SECONDS = Histogram(
 )
 HITS = Counter(
     "agent_memory_hit_total",
-    "Items that reached the prompt, per tier (window messages, recalled summaries, "
-    "recalled reflections, profile facts).",
+    "Items that reached the prompt, per tier (window messages, recalled episodes, "
+    "recalled summaries, recalled reflections, profile facts).",
     ["tier"],
 )
 PENDING_QUEUE_SIZE = Gauge(
@@ -137,6 +138,7 @@ def record_prompt_hits(
     """Count what one turn put in the prompt, per tier."""
     kinds = [item.get("kind") for item in recalled]
     HITS.labels(tier="window").inc(window_messages)
+    HITS.labels(tier="episode").inc(kinds.count("episode"))
     HITS.labels(tier="summary").inc(kinds.count("summary"))
     HITS.labels(tier="reflection").inc(kinds.count("reflection"))
     HITS.labels(tier="profile").inc(len(profile or {}))

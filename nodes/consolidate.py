@@ -101,6 +101,14 @@ async def consolidate(state: State, runtime: Runtime[Context]) -> dict:
         events.append(f"consolidate: storage failed, batch {outcome}")
         metrics.record_summary("failed")
         return {"summary": None, "summary_stored": False, "memory_events": events}
+    try:  # make the batch's raw turns searchable; best effort (`EpisodeLog.backfill`)
+        indexed = await services.episodes.index_batch(
+            user, thread, summary["source_ids"], services.embeddings
+        )
+        events.append(f"consolidate: {indexed} turns indexed for recall")
+    except Exception as exc:  # the summary is stored: a missing vector loses nothing
+        log.warning("indexing episodes failed (%s: %s)", type(exc).__name__, exc)
+        events.append("consolidate: turn indexing skipped (EpisodeLog.backfill indexes later)")
     try:
         acked = await services.queue.complete(user, thread, worker)
     except REDIS_DOWN as exc:  # stored already; a reclaim after the lease is an upsert

@@ -103,7 +103,7 @@ async def get_services(embedding_model: str) -> Services:
     )
     engine = pg_engine(urls.database_url)
     memories = await MemoryStore.open(engine, embeddings, dim)
-    episodes = await EpisodeLog.open(engine)
+    episodes = await EpisodeLog.open(engine, dim)
     prefix = key_prefix()
     services = Services(
         redis=redis,

@@ -1,0 +1,113 @@
+"""Reciprocal-rank fusion and budget filling (pure functions, no services)."""
+
+from __future__ import annotations
+
+import pytest
+
+from stores.fusion import RRF_K, fill_budget, rrf
+
+
+def keys(fused) -> list:
+    return [f.key for f in fused]
+
+
+def test_rrf_scores_are_the_sum_of_reciprocal_ranks():
+    fused = rrf({"dense": ["a", "b", "c"], "keyword": ["c", "a"]})
+    by_key = {f.key: f for f in fused}
+    assert by_key["a"].score == pytest.approx(1 / (RRF_K + 1) + 1 / (RRF_K + 2))
+    assert by_key["c"].score == pytest.approx(1 / (RRF_K + 3) + 1 / (RRF_K + 1))
+    assert by_key["b"].score == pytest.approx(1 / (RRF_K + 2))
+    assert by_key["a"].ranks == {"dense": 1, "keyword": 2}
+    assert by_key["b"].ranks == {"dense": 2}
+    assert keys(fused) == ["a", "c", "b"]
+
+
+def test_rrf_agreement_beats_a_single_top_rank():
+    # "both" is second in two channels; "solo" is first in one only
+    fused = rrf({"x": ["solo", "both"], "y": ["other", "both"]})
+    assert keys(fused)[0] == "both"
+
+
+def test_rrf_dedupes_within_a_channel_at_the_best_rank():
+    fused = rrf({"dense": ["a", "a", "b"]})
+    assert keys(fused) == ["a", "b"]
+    assert fused[0].ranks == {"dense": 1}
+    assert fused[1].ranks == {"dense": 2}  # the duplicate does not take a rank
+    assert fused[0].score == pytest.approx(1 / (RRF_K + 1))
+
+
+def test_rrf_ties_go_to_the_better_rank_then_the_first_channel():
+    # b and x both have exactly 1/(k+1): the channel listed first wins
+    assert keys(rrf({"first": ["b"], "second": ["x"]})) == ["b", "x"]
+    assert keys(rrf({"second": ["x"], "first": ["b"]})) == ["x", "b"]
+    # a and c tie exactly (1 + 1/3), both with a best rank of 1: a's is in channel p
+    fused = rrf({"p": ["a", "b", "c"], "q": ["c", "b", "a"]}, k=0)
+    assert keys(fused) == ["a", "c", "b"]
+
+
+def test_rrf_weights_and_empty_input():
+    assert rrf({}) == []
+    assert rrf({"a": []}) == []
+    fused = rrf({"dense": ["a"], "keyword": ["b"]}, weights={"keyword": 2.0})
+    assert keys(fused) == ["b", "a"]
+    with pytest.raises(ValueError):
+        rrf({"a": ["x"]}, k=-1)
+
+
+def episode(tokens: int, mid: str, text: str = "", speaker: str = "Ann") -> dict:
+    return {
+        "kind": "episode",
+        "tokens": tokens,
+        "source_ids": [mid],
+        "text": f"{speaker}: {text or 'turn ' + mid}",
+    }
+
+
+def summary(tokens: int, text: str, *mids: str) -> dict:
+    return {"kind": "summary", "tokens": tokens, "source_ids": list(mids), "text": text}
+
+
+def test_fill_budget_skips_what_does_not_fit_and_keeps_order():
+    items = [episode(50, "a"), episode(100, "b"), episode(30, "c"), episode(20, "d")]
+    taken, used = fill_budget(items, 100)
+    assert taken == [items[0], items[2], items[3]]
+    assert used == 100
+    assert fill_budget(items, 0) == ([], 0)
+
+
+RAW = "[2023-05-08T13:56] Ann: I adopted a dog\n[2023-05-08T13:57] Bob: What breed?"
+
+
+def test_fill_budget_skips_turns_a_taken_raw_summary_quotes():
+    raw = summary(40, RAW, "m1", "m2")
+    dog = episode(10, "m1", "I adopted a dog")
+    other = episode(10, "m3")
+    taken, used = fill_budget([raw, dog, other], 1000)
+    assert taken == [raw, other] and used == 50
+    assert fill_budget([raw, dog], 1000, dedupe=False)[0] == [raw, dog]
+
+
+def test_fill_budget_gives_back_turns_a_later_raw_summary_quotes():
+    dog = episode(10, "m1", "I adopted a dog")
+    other = episode(10, "m9")
+    raw = summary(40, RAW, "m1", "m2")
+    taken, used = fill_budget([dog, other, raw], 1000)
+    assert taken == [other, raw] and used == 50
+    # the freed tokens count: 10 + 10 used, the summary needs 40, the budget is 50
+    assert fill_budget([dog, other, raw], 50)[0] == [other, raw]
+
+
+def test_fill_budget_keeps_turns_an_llm_summary_paraphrases():
+    llm = summary(30, "The user adopted a puppy.", "m1", "m2")
+    dog = episode(10, "m1", "I adopted a dog")
+    assert fill_budget([llm, dog], 1000)[0] == [llm, dog]
+    assert fill_budget([dog, llm], 1000)[0] == [dog, llm]
+    # provenance matters too: the same words from another message are not a duplicate
+    quoted = summary(40, RAW, "m7", "m8")
+    assert fill_budget([quoted, dog], 1000)[0] == [quoted, dog]
+
+
+def test_fill_budget_excludes_window_messages():
+    items = [episode(10, "w1"), summary(10, "x", "w1", "old"), episode(10, "m2")]
+    taken, _ = fill_budget(items, 1000, exclude={"w1"})
+    assert taken == items[1:]  # partly outside the window: kept
