@@ -20,8 +20,9 @@ async def load_profile(state: State, runtime: Runtime[Context]) -> dict:
     node wrote anything. A thread belongs to the first user who wrote to it
     (``{prefix}:owner:{thread}``); another user's turn on it is rejected, so nobody
     reads someone else's conversation through a guessed thread id. "New" messages are
-    those of the state not yet in the thread's Redis window (their ids are not in its seen-set): the caller's input, plus any
-    message an earlier failed turn left in the checkpointed thread.
+    those of the state not yet in the thread's Redis window (their ids are not in its
+    seen-set): the caller's input, plus any message an earlier failed turn left in the
+    checkpointed thread.
     """
     ctx = runtime.context
     user_id = check_id(ctx.user_id, "user_id")
