@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
 
 from langgraph.runtime import Runtime
 
@@ -19,18 +18,11 @@ from stores.failsafe import POSTGRES_DOWN, REDIS_DOWN, outages
 from stores.memories import Memory
 from stores.profile import Fact, normalize_fact_key
 from stores.services import get_services
+from stores.window import parse_ts
 
 log = logging.getLogger(__name__)
 
 THREAD_SUMMARY_WORDS = 250
-
-
-def _parse_ts(value: str) -> datetime:
-    try:
-        ts = datetime.fromisoformat(value)
-    except (TypeError, ValueError):
-        return datetime.now(UTC)
-    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
 
 
 def merge_thread_summary(previous: str, new: str) -> str:
@@ -79,7 +71,7 @@ async def consolidate(state: State, runtime: Runtime[Context]) -> dict:
         text=summary["text"],
         importance=summary["importance"],
         source_ids=summary["source_ids"],
-        created_at=_parse_ts(summary["created_at"]),
+        created_at=parse_ts(summary["created_at"]),
     )
     user, thread, worker = summary["user_id"], summary["thread_id"], summary.get("worker", "")
     try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
@@ -22,7 +22,7 @@ from langchain_postgres import PGEngine
 
 from stores.ids import validate_id
 from stores.memories import _run, _vector_literal, _version_tuple
-from stores.window import StoredMessage
+from stores.window import StoredMessage, parse_ts
 
 _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS episodes (
@@ -129,12 +129,17 @@ def _hit(row: dict[str, Any]) -> EpisodeHit:
     )
 
 
-def _ts(value: str) -> datetime:
-    try:
-        ts = datetime.fromisoformat(value)
-    except (TypeError, ValueError):
-        return datetime.now(UTC)
-    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
+_ts = parse_ts
+
+
+def _to_message(row: dict) -> StoredMessage:
+    return StoredMessage(
+        id=row["message_id"],
+        role=row["role"],
+        name=row["name"],
+        content=row["content"],
+        ts=row["ts"].isoformat(),
+    )
 
 
 class EpisodeLog:
@@ -250,16 +255,7 @@ class EpisodeLog:
                 {"user_id": validate_id(user_id, "user_id"), "thread_id": thread_id},
             ),
         )
-        return [
-            StoredMessage(
-                id=r["message_id"],
-                role=r["role"],
-                name=r["name"],
-                content=r["content"],
-                ts=r["ts"].isoformat(),
-            )
-            for r in rows
-        ]
+        return [_to_message(r) for r in rows]
 
     async def history(self, user_id: str, thread_id: str | None = None) -> list[StoredMessage]:
         """The raw conversation(s) of a user, oldest first (audit and replay)."""
@@ -272,16 +268,7 @@ class EpisodeLog:
                 {"user_id": validate_id(user_id, "user_id"), "thread_id": thread_id},
             ),
         )
-        return [
-            StoredMessage(
-                id=r["message_id"],
-                role=r["role"],
-                name=r["name"],
-                content=r["content"],
-                ts=r["ts"].isoformat(),
-            )
-            for r in rows
-        ]
+        return [_to_message(r) for r in rows]
 
     # ------------------------------------------------------------------ search index
 
@@ -307,16 +294,7 @@ class EpisodeLog:
                 },
             ),
         )
-        return [
-            StoredMessage(
-                id=r["message_id"],
-                role=r["role"],
-                name=r["name"],
-                content=r["content"],
-                ts=r["ts"].isoformat(),
-            )
-            for r in rows
-        ]
+        return [_to_message(r) for r in rows]
 
     async def index(
         self,

@@ -108,6 +108,15 @@ class StoredMessage:
         return f"[{self.ts[:16]}] {who}: {self.content}"
 
 
+def parse_ts(value: str) -> datetime:
+    """A stored ISO timestamp as an aware datetime (UTC if naive; now if unparsable)."""
+    try:
+        ts = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        return datetime.now(UTC)
+    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
+
+
 def turn_boundary_cut(items: list[StoredMessage], window_size: int) -> int:
     """How many of the oldest messages to move out so at most ``window_size`` remain.
 
