@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import numpy as np
 import psycopg
@@ -275,12 +275,6 @@ class BenchEnv:
     """True when this run created the database/prefix and drops them at the end."""
 
 
-def with_database(url: str, db: str) -> str:
-    """The same libpq URL pointing at another database."""
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{db}"))
-
-
 @contextlib.asynccontextmanager
 async def isolated_services(
     database_url: str | None = None,
@@ -294,6 +288,7 @@ async def isolated_services(
     `stores.services.get_services` connects there; restores them on exit.
     """
     from stores.embedded import ensure_services
+    from stores.services import with_database
 
     owned = database_url is None
     server_url = None

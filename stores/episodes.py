@@ -218,18 +218,6 @@ class EpisodeLog:
         rows = await _run(self.engine, *statements)
         return int(rows[0]["n"])
 
-    async def open_count(self, user_id: str, thread_id: str) -> int:
-        """How many logged messages of the thread are not summarized yet."""
-        rows = await _run(
-            self.engine,
-            (
-                "SELECT count(*) AS n FROM episodes WHERE user_id = :user_id "
-                "AND thread_id = :thread_id AND NOT summarized",
-                {"user_id": validate_id(user_id, "user_id"), "thread_id": thread_id},
-            ),
-        )
-        return int(rows[0]["n"])
-
     async def mark_summarized(self, user_id: str, thread_id: str, ids: list[str]) -> int:
         """Advance the extracted-up-to marker over these messages."""
         if not ids:

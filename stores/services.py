@@ -16,6 +16,7 @@ import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
 
 from langchain_core.embeddings import Embeddings
 from langchain_postgres import PGEngine
@@ -48,6 +49,12 @@ def sqlalchemy_url(url: str) -> str:
         if url.startswith(scheme):
             return "postgresql+psycopg://" + url[len(scheme) :]
     raise ValueError(f"DATABASE_URL must be a postgresql:// URL, got {url.split('://')[0]}://...")
+
+
+def with_database(url: str, db: str) -> str:
+    """The same libpq URL pointing at another database."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{db}"))
 
 
 @dataclass

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -16,14 +15,10 @@ from graph.builder import build_graph
 from graph.context import Context
 from graph.models import register_chat_model
 from stores.embedded import ensure_services
+from stores.services import with_database
 from tests.fakes import ScriptedChatModel
 
 EMBEDDING = "local:all-minilm-l6-v2"
-
-
-def _with_db(url: str, db: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{db}"))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -35,7 +30,7 @@ def memory_env() -> Iterator[dict[str, str]]:
         conn.execute(f'CREATE DATABASE "{db}"')
     env = {
         "REDIS_URL": urls.redis_url,
-        "DATABASE_URL": _with_db(urls.database_url, db),
+        "DATABASE_URL": with_database(urls.database_url, db),
         "MEMORY_KEY_PREFIX": f"test-{db}",
     }
     saved = {k: os.environ.get(k) for k in env}
