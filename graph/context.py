@@ -104,6 +104,89 @@ class Context:
         default=60.0,
         metadata={"description": "Timeout of background model calls (summary, facts)."},
     )
+    # --- recall ranking (score = relevance + recency + importance, each in [0, 1]) ---
+    recall_mode: str = field(
+        default="auto",
+        metadata={
+            "description": "'auto': recall searches every turn; 'tool': the model searches "
+            "through the search_memory tool; 'flat': inject the user's hottest memories "
+            "by importance, no search. Same token budget in all modes."
+        },
+    )
+    weight_relevance: float = field(
+        default=1.0, metadata={"description": "Weight of the fused (vector + keyword) relevance."}
+    )
+    weight_recency: float = field(
+        default=0.5,
+        metadata={"description": "Weight of recency (exponential decay since last access)."},
+    )
+    weight_importance: float = field(
+        default=0.5, metadata={"description": "Weight of the memory's importance."}
+    )
+    recency_half_life_days: float = field(
+        default=30.0, metadata={"description": "Days after which the recency signal halves."}
+    )
+    # --- consolidation, reflection, decay ---
+    merge_similarity: float = field(
+        default=0.8,
+        metadata={
+            "description": "A new summary this close (cosine) to an existing memory is "
+            "merged/updated/strengthened/discarded by the model instead of just created."
+        },
+    )
+    reflect_importance_threshold: float = field(
+        default=5.0,
+        metadata={
+            "description": "Summed importance of memories since the last reflection that "
+            "triggers one (or reflect_after summaries, whichever comes first)."
+        },
+    )
+    ttl_policy: str = field(
+        default="0.9:never,0.5:30,0:7",
+        metadata={
+            "description": "Expiry by importance, 'min_importance:days|never' pairs: facts "
+            "and memories at or above a threshold live that long; pinned items never expire."
+        },
+    )
+    change_note_days: int = field(
+        default=7,
+        metadata={"description": "Profile changes this recent are noted in the prompt."},
+    )
+    evict_below_importance: float = field(
+        default=0.1, metadata={"description": "Maintenance evicts memories below this importance"}
+    )
+    evict_after_days: int = field(
+        default=180, metadata={"description": "... and older than this many days."}
+    )
+    duplicate_similarity: float = field(
+        default=0.95,
+        metadata={"description": "Maintenance compacts active memories at least this similar."},
+    )
+    # --- short-term compression by tokens ---
+    context_window_tokens: int = field(
+        default=8192, metadata={"description": "Context size of the chat model, in tokens."}
+    )
+    trigger_ratio: float = field(
+        default=0.8,
+        metadata={
+            "description": "Compress the window when the prompt exceeds this share of "
+            "context_window_tokens."
+        },
+    )
+    keep_recent_turns: int = field(
+        default=5, metadata={"description": "Turns kept verbatim when compressing."}
+    )
+    # --- memory tools ---
+    memory_tools: bool = field(
+        default=True,
+        metadata={
+            "description": "Bind search_memory/remember/forget/pin/unpin to the model when it "
+            "supports tool calling."
+        },
+    )
+    max_tool_rounds: int = field(
+        default=4, metadata={"description": "Tool-call rounds allowed per turn."}
+    )
 
     def __post_init__(self) -> None:
         """Fill defaults from the environment, resolve auto models and validate."""
@@ -125,6 +208,9 @@ class Context:
             "recall_k",
             "max_message_chars",
             "max_turn_messages",
+            "keep_recent_turns",
+            "context_window_tokens",
+            "max_tool_rounds",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -134,6 +220,51 @@ class Context:
             raise ValueError(f"summary_mode must be 'llm' or 'raw', got {self.summary_mode!r}")
         if self.memory_token_budget < 0:
             raise ValueError("memory_token_budget must be >= 0")
+        if self.recall_mode not in ("auto", "tool", "flat"):
+            raise ValueError(
+                f"recall_mode must be 'auto', 'tool' or 'flat', got {self.recall_mode!r}"
+            )
+        if not 0.0 < self.trigger_ratio <= 1.0:
+            raise ValueError(f"trigger_ratio must be in (0, 1], got {self.trigger_ratio}")
+        for name in ("weight_relevance", "weight_recency", "weight_importance"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.recency_half_life_days <= 0:
+            raise ValueError("recency_half_life_days must be > 0")
+        self._ttl_rules = parse_ttl_policy(self.ttl_policy)
+
+    def ttl_days(self, importance: float, pinned: bool = False) -> float | None:
+        """Days an item of this importance lives (``None``: never expires)."""
+        if pinned:
+            return None
+        for threshold, days in self._ttl_rules:
+            if importance >= threshold:
+                return days
+        return self._ttl_rules[-1][1]
+
+
+def parse_ttl_policy(policy: str) -> list[tuple[float, float | None]]:
+    """Parse ``"0.9:never,0.5:30,0:7"`` into rules sorted by threshold, highest first."""
+    rules: list[tuple[float, float | None]] = []
+    for part in policy.split(","):
+        if not part.strip():
+            continue
+        try:
+            threshold, days = part.split(":")
+            rule = (
+                float(threshold),
+                None if days.strip().lower() == "never" else float(days),
+            )
+        except ValueError as exc:
+            raise ValueError(
+                f"ttl_policy must look like '0.9:never,0.5:30,0:7', got {policy!r}"
+            ) from exc
+        if rule[1] is not None and rule[1] <= 0:
+            raise ValueError(f"ttl_policy days must be > 0, got {part!r}")
+        rules.append(rule)
+    if not rules:
+        raise ValueError("ttl_policy needs at least one 'min_importance:days' rule")
+    return sorted(rules, key=lambda r: -r[0])
 
 
 def _coerce(raw: str, kind: type, name: str) -> Any:

@@ -37,7 +37,16 @@ METADATA_COLUMNS = [
     Column("access_count", "INTEGER"),
     Column("source_ids", "TEXT[]"),
 ]
-_META_NAMES = [c.name for c in METADATA_COLUMNS]
+LIFECYCLE_COLUMNS = [
+    # Added by ALTER TABLE so tables created by earlier versions gain them too.
+    ("status", "TEXT NOT NULL DEFAULT 'active'"),  # active | superseded
+    ("superseded_by", "TEXT"),
+    ("pinned", "BOOLEAN NOT NULL DEFAULT false"),
+    ("expires_at", "TIMESTAMPTZ"),  # NULL: never expires
+]
+_META_NAMES = [c.name for c in METADATA_COLUMNS] + [name for name, _ in LIFECYCLE_COLUMNS]
+ACTIVE = "status = 'active' AND (expires_at IS NULL OR expires_at > now())"
+"""SQL predicate of memories that recall, reflection and listing by default consider."""
 
 
 def memory_id(user_id: str, thread_id: str | None, kind: str, source_ids: list[str]) -> str:
@@ -60,6 +69,10 @@ class Memory:
     last_accessed_at: datetime | None = None
     access_count: int = 0
     similarity: float | None = None
+    status: str = "active"
+    superseded_by: str | None = None
+    pinned: bool = False
+    expires_at: datetime | None = None
 
     def __post_init__(self) -> None:
         validate_id(self.user_id, "user_id")
@@ -79,6 +92,10 @@ class Memory:
             "created_at": self.created_at.isoformat(),
             "access_count": self.access_count,
             "source_ids": list(self.source_ids),
+            "status": self.status,
+            "superseded_by": self.superseded_by,
+            "pinned": self.pinned,
+            "expires_at": None if self.expires_at is None else self.expires_at.isoformat(),
         }
 
 
@@ -134,6 +151,10 @@ class MemoryStore:
             f'ALTER TABLE "{table}" ALTER COLUMN embedding SET STORAGE PLAIN',
             f'ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS stored_at TIMESTAMPTZ '
             "NOT NULL DEFAULT clock_timestamp()",
+            *(
+                f'ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS {name} {decl}'
+                for name, decl in LIFECYCLE_COLUMNS
+            ),
             f'CREATE INDEX IF NOT EXISTS "{table}_user_kind" '
             f'ON "{table}" (user_id, kind, stored_at)',
             f'CREATE INDEX IF NOT EXISTS "{table}_hnsw" ON "{table}" '
@@ -182,6 +203,10 @@ class MemoryStore:
             "last_accessed_at": memory.last_accessed_at,
             "access_count": memory.access_count,
             "source_ids": list(memory.source_ids),
+            "status": memory.status,
+            "superseded_by": memory.superseded_by,
+            "pinned": memory.pinned,
+            "expires_at": memory.expires_at,
         }
         await self.vectors.aadd_embeddings(
             [memory.text], [vector], metadatas=[metadata], ids=[memory.id]
@@ -307,6 +332,10 @@ def _from_metadata(mid: str | None, content: str, meta: Any, similarity: float |
         access_count=int(meta.get("access_count") or 0),
         source_ids=list(meta.get("source_ids") or []),
         similarity=similarity,
+        status=meta.get("status") or "active",
+        superseded_by=meta.get("superseded_by"),
+        pinned=bool(meta.get("pinned")),
+        expires_at=meta.get("expires_at"),
     )
 
 
