@@ -99,3 +99,12 @@ def load_embeddings(spec: str) -> tuple[Embeddings, int]:
         emb = OpenAIEmbeddings(model=name)
         return emb, len(emb.embed_query("dimension probe"))
     raise ValueError(f"unsupported embedding provider in {spec!r} (use 'local:' or 'openai:')")
+
+
+def supports_tool_calling(model: BaseChatModel) -> bool:
+    """Whether ``model`` can bind tools (the offline SmolLM2 model cannot)."""
+    try:
+        model.bind_tools([])
+    except NotImplementedError:
+        return False
+    return True
