@@ -162,6 +162,14 @@ class Context:
         default=0.95,
         metadata={"description": "Maintenance compacts active memories at least this similar."},
     )
+    fact_rules: str = field(
+        default="auto",
+        metadata={
+            "description": "Rule-based extraction of explicit self-statements (name, city, "
+            "preferred language...) merged with the model's facts: 'on', 'off', or 'auto' "
+            "(on for local models, which map statements to keys unreliably)."
+        },
+    )
     # --- short-term compression by tokens ---
     context_window_tokens: int = field(
         default=8192, metadata={"description": "Context size of the chat model, in tokens."}
@@ -224,6 +232,8 @@ class Context:
             raise ValueError(
                 f"recall_mode must be 'auto', 'tool' or 'flat', got {self.recall_mode!r}"
             )
+        if self.fact_rules not in ("auto", "on", "off"):
+            raise ValueError(f"fact_rules must be 'auto', 'on' or 'off', got {self.fact_rules!r}")
         if not 0.0 < self.trigger_ratio <= 1.0:
             raise ValueError(f"trigger_ratio must be in (0, 1], got {self.trigger_ratio}")
         for name in ("weight_relevance", "weight_recency", "weight_importance"):
