@@ -64,6 +64,9 @@ RULES = [
     ),
 ]
 
+RULE_KEYS = frozenset(rule.key for rule in RULES)
+"""Keys the rules decide alone when they are enabled."""
+
 
 @dataclass(frozen=True)
 class RuleFact:

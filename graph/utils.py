@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -43,11 +44,24 @@ def defang(text: str) -> str:
     return _FENCE_TAG.sub(lambda m: m.group().replace("<", "(").replace(">", ")"), text)
 
 
-def render_profile(profile: dict[str, dict[str, Any]]) -> str:
-    """Profile facts as ``key: value`` lines, most important first."""
-    if not profile:
-        return "(nothing known yet)"
-    return "\n".join(defang(f"{key}: {fact.get('value', '')}") for key, fact in profile.items())
+MAX_CHANGE_NOTES = 5
+
+
+def render_profile(
+    profile: dict[str, dict[str, Any]], changes: Sequence[dict[str, Any]] | None = ()
+) -> str:
+    """Profile facts as ``key: value`` lines, most important first, then change notes.
+
+    Each recent change (``{key, old, new, at}``, oldest first; the newest
+    ``MAX_CHANGE_NOTES`` are shown) becomes ``changed: key old → new (YYYY-MM-DD)`` so
+    the agent can acknowledge it.
+    """
+    lines = [f"{key}: {fact.get('value', '')}" for key, fact in profile.items()]
+    lines += [
+        f"changed: {c['key']} {c.get('old')} → {c.get('new')} ({str(c.get('at', ''))[:10]})"
+        for c in list(changes or ())[-MAX_CHANGE_NOTES:]
+    ]
+    return "\n".join(defang(line) for line in lines) if lines else "(nothing known yet)"
 
 
 def render_memory(memory: dict[str, Any]) -> str:

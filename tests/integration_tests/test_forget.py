@@ -32,7 +32,8 @@ async def _user_tables(database_url: str) -> list[str]:
     rows = await _pg(
         database_url,
         "SELECT table_name FROM information_schema.columns WHERE table_schema = 'public' "
-        "AND column_name = 'user_id' AND (table_name ~ '^memories_' OR table_name = 'episodes')",
+        "AND column_name = 'user_id' AND (table_name ~ '^memories_' "
+        "OR table_name IN ('episodes', 'memory_decisions'))",
     )
     return sorted(r[0] for r in rows)
 
@@ -100,15 +101,18 @@ async def test_forget_deletes_one_user_and_nothing_of_another(two_users, service
     # extra keys of A of kinds the agent may add later, e.g. dead letters
     await services.redis.rpush(f"{prefix}:dead:{a}:{a_threads[0]}", "{}")
     await services.redis.set(f"{prefix}:custom:{a}", "x")
+    assert await services.profile.forget(a, "city")  # the forgotten value stays in history
 
     before_a = await snapshot(services, db, a, a_threads)
     before_b = await snapshot(services, db, b, b_threads)
     assert before_a["redis"] and before_b["redis"]
     assert any(f"{prefix}:profile:{a}" == k for k in before_a["redis"]), "A has a profile"
+    assert f"{prefix}:profile_history:{a}" in before_a["redis"], "A has a profile history"
     for snap in (before_a, before_b):
         memories = sum(n for t, n in snap["rows"].items() if t.startswith("memories_"))
         assert memories >= 3, snap["rows"]  # summaries and a reflection
         assert snap["checkpoints"]["checkpoints"] > 0
+        assert snap["rows"]["memory_decisions"] >= 3  # a decision per summary and reflection
 
     report = await forget_user(a, redis=services.redis, database_url=db, prefix=prefix)
 
@@ -121,6 +125,7 @@ async def test_forget_deletes_one_user_and_nothing_of_another(two_users, service
     if "episodes" in before_a["rows"]:
         assert report["episodes"] == before_a["rows"]["episodes"] > 0
     assert report["checkpoints"] == before_a["checkpoints"]
+    assert report["decisions"] == before_a["rows"]["memory_decisions"]
 
     after_a = await snapshot(services, db, a, a_threads)
     assert after_a["redis"] == {}, "a Redis key containing A's id survived"

@@ -209,7 +209,9 @@ async def test_redis_failures_are_counted_per_op_and_reraised():
         "ack": lambda: window.ack("u1", "t1", ["m1"]),  # calls pending() inside: one count
         "threads": lambda: window.threads("u1"),
         "profile_get": lambda: profile.get("u1"),
-        "profile_upsert": lambda: profile.upsert("u1", [Fact("city", "Rome", 0.9)], 30),
+        "profile_upsert": lambda: profile.upsert(
+            "u1", [Fact("city", "Rome", 0.9)], lambda importance, pinned: 30
+        ),
     }
     assert set(calls) == set(REDIS_OPS)
     try:

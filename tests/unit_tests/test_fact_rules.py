@@ -40,3 +40,43 @@ def test_moving_and_employer() -> None:
         "city": "Paris",
         "employer": "Acme Corp",
     }
+
+
+def test_rule_facts_win_over_a_model_mis_assignment() -> None:
+    from graph.facts import merge_rule_facts
+    from stores.profile import Fact
+
+    model = [
+        Fact("city", "Zhang San", 0.9),  # the small model's classic mistake
+        Fact("name", "Zhang", 0.9),
+        Fact("nickname", "Zhang San", 0.9),
+        Fact("hobby", "chess", 0.6),
+    ]
+    merged = merge_rule_facts(model, "My name is Zhang San. I play chess.", ["s1"])
+    assert {(f.key, f.value) for f in merged} == {("name", "Zhang San"), ("hobby", "chess")}
+    assert all(f.source_ids == ["s1"] for f in merged if f.key == "name")
+
+
+def test_rule_keys_are_never_taken_from_the_model_when_rules_are_on() -> None:
+    from graph.facts import merge_rule_facts
+    from stores.profile import Fact
+
+    # a batch of small talk: no rule fires, and the model's "name" is still refused
+    model = [Fact("name", "The user's preference for a healthy breakfast", 0.9)]
+    assert merge_rule_facts(model, "Suggest a healthy breakfast.", ["s2"]) == []
+
+
+@pytest.mark.parametrize(
+    ("fact_rules", "model", "on"),
+    [
+        ("auto", "local:smollm2", True),
+        ("auto", "openai:gpt-4o-mini", False),
+        ("off", "local:x", False),
+        ("on", "openai:x", True),
+    ],
+)
+def test_rules_enabled(fact_rules: str, model: str, on: bool) -> None:
+    from graph.context import Context
+    from graph.facts import rules_enabled
+
+    assert rules_enabled(Context(fact_rules=fact_rules, model=model)) is on
