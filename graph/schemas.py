@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 
@@ -19,3 +21,34 @@ class FactList(BaseModel):
     """Facts extracted from one summary."""
 
     facts: list[ExtractedFact] = Field(default_factory=list, max_length=5)
+
+
+ConsolidationAction = Literal["created", "merged", "updated", "strengthened", "discarded"]
+
+
+class ConsolidationDecision(BaseModel):
+    """What to do with a new memory given the similar memories already stored."""
+
+    action: ConsolidationAction = Field(
+        description="created: new information, keep both; merged: same topic, combine "
+        "both into merged_text; updated: the new one replaces (corrects) the old one; "
+        "strengthened: the new one confirms the old one; discarded: a duplicate"
+    )
+    target_id: str = Field(
+        default="", max_length=64, description="id of the existing memory the action is about"
+    )
+    merged_text: str | None = Field(
+        default=None, max_length=2000, description="the combined text, for 'merged' only"
+    )
+    reason: str = Field(default="", max_length=300, description="one short sentence")
+
+
+class ReflectionOut(BaseModel):
+    """A reflection over recent summaries, with the stable facts it supports."""
+
+    insight: str = Field(description="the user's long-term preferences, habits and goals")
+    facts: list[ExtractedFact] = Field(
+        default_factory=list,
+        max_length=3,
+        description="stable traits the summaries state outright (profile facts)",
+    )

@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from langgraph.runtime import Runtime
 
 from graph import metrics
+from graph.consolidation import consolidate_memory, record_fact_changes
 from graph.context import Context
-from graph.guards import fact_is_grounded, fact_key_is_valid
-from graph.models import load_chat_model
-from graph.prompts import EXTRACT_FACTS_PROMPT
-from graph.schemas import FactList
+from graph.facts import extract_facts
 from graph.state import State
-from graph.utils import invoke_structured, limit_words
+from graph.utils import limit_words
 from stores.failsafe import POSTGRES_DOWN, REDIS_DOWN, outages
 from stores.memories import Memory
-from stores.profile import Fact, normalize_fact_key
 from stores.services import get_services
 from stores.window import parse_ts
 
@@ -29,26 +27,6 @@ def merge_thread_summary(previous: str, new: str) -> str:
     """Append the new summary; keep the newest ``THREAD_SUMMARY_WORDS`` words."""
     words = f"{previous} {new}".split()
     return " ".join(words[-THREAD_SUMMARY_WORDS:])
-
-
-async def _extract_facts(ctx: Context, source: str, memory_id: str) -> list[Fact]:
-    """Candidate facts, schema-constrained, grounded in ``source``, one per key."""
-    extracted = await invoke_structured(
-        load_chat_model(ctx.model),
-        FactList,
-        EXTRACT_FACTS_PROMPT.format(summary=source),
-        ctx.model_timeout_s,
-    )
-    best: dict[str, Fact] = {}
-    for f in extracted.facts if extracted else []:
-        if f.importance < ctx.min_fact_importance or not fact_key_is_valid(f.key):
-            continue
-        if not fact_is_grounded(f.value, source):
-            continue
-        key = normalize_fact_key(f.key)
-        if key not in best or f.importance > best[key].importance:
-            best[key] = Fact(key, f.value, f.importance, source_ids=[memory_id])
-    return list(best.values())
 
 
 async def consolidate(state: State, runtime: Runtime[Context]) -> dict:
@@ -75,7 +53,11 @@ async def consolidate(state: State, runtime: Runtime[Context]) -> dict:
     )
     user, thread, worker = summary["user_id"], summary["thread_id"], summary.get("worker", "")
     try:
-        await services.memories.add(memory)
+        # one embedding serves the similarity search and the stored row
+        vector = (await services.embeddings.aembed_documents([memory.text]))[0]
+        decision = await consolidate_memory(
+            ctx, services, memory, vector, use_model=summary.get("mode") != "raw"
+        )
         await services.episodes.mark_summarized(user, thread, summary["source_ids"])
     except Exception as exc:  # nothing is lost: the batch stays claimed for a retry
         log.warning("storing summary failed (%s: %s)", type(exc).__name__, exc)
@@ -107,16 +89,26 @@ async def consolidate(state: State, runtime: Runtime[Context]) -> dict:
         outages.failed("redis", exc)
         events.append(f"consolidate: summary {memory.id[:8]} stored, ack deferred (Redis down)")
         return {"summary": None, "summary_stored": False, "memory_events": events}
-    events.append(f"consolidate: summary {memory.id[:8]} stored, {acked} acked")
+    target = f" into {decision.target_id[:8]}" if decision.target_id else ""
+    events.append(
+        f"consolidate: summary {memory.id[:8]} stored ({decision.action}{target}), {acked} acked"
+    )
+    decisions = [*state.get("memory_decisions", []), decision.as_dict()]
 
     try:
         if summary.get("mode") != "raw":  # raw mode never calls the model
             # Facts come from what the user said: the faithful summary, or their own words.
             source = summary["text"] if summary["mode"] == "llm" else summary.get("user_text", "")
-            facts = await _extract_facts(ctx, limit_words(source, 600), memory.id) if source else []
-            written = await services.profile.upsert(ctx.user_id, facts, ctx.profile_ttl_days)
-            events.append(f"consolidate: profile facts written: {written or 'none'}")
+            said = summary.get("user_text", "")
+            facts = await extract_facts(ctx, source, [memory.id], said) if source else []
+            # stated when the batch's last message was sent: a retried older batch loses
+            facts = [replace(f, updated_at=summary["created_at"]) for f in facts]
+            changes = await services.profile.upsert(ctx.user_id, facts, ctx.ttl_days)
+            written = [f"{c.key} {c.action}" for c in changes]
+            events.append(f"consolidate: profile facts: {', '.join(written) or 'none'}")
+            decisions += await record_fact_changes(services, user, thread, memory.id, changes)
         since = await services.memories.count_since_reflection(ctx.user_id)
+        importance = await services.memories.importance_since_reflection(ctx.user_id)
         pending = await services.queue.backlog(user, thread)
     except (*REDIS_DOWN, *POSTGRES_DOWN) as exc:  # the summary is safe; facts can wait
         outages.failed("redis" if isinstance(exc, REDIS_DOWN) else "postgres", exc)
@@ -130,6 +122,8 @@ async def consolidate(state: State, runtime: Runtime[Context]) -> dict:
             state.get("thread_summary", ""), limit_words(summary["text"], 100)
         ),
         "summaries_since_reflection": since,
+        "importance_since_reflection": importance,
+        "memory_decisions": decisions,
         "pending_count": pending,
         "memory_events": events,
     }

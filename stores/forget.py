@@ -10,6 +10,8 @@ What is deleted, for one ``user_id``:
   their embeddings), and of the ``episodes`` table when it exists (it is append-only
   for the agent; the deleting transaction sets ``memory_agent.forget_user`` to the
   user id, so a guard trigger can allow exactly this erasure);
+- the user's rows of ``memory_decisions`` (what consolidation, reflection and
+  maintenance decided about their memories);
 - the LangGraph checkpoints (``checkpoints``, ``checkpoint_blobs``,
   ``checkpoint_writes``) of the user's threads. Checkpoints are keyed by ``thread_id``
   only, so the user's threads are collected from the Redis key names and from the
@@ -184,7 +186,7 @@ async def forget_user(
 
     Returns:
         ``{"user_id", "threads", "shared_threads", "redis_keys", "memories": {table: n},
-        "episodes": n or None (no table), "checkpoints": {table: n},
+        "episodes": n or None (no table), "decisions": n, "checkpoints": {table: n},
         "buffered_messages"}`` (the last: dropped from this process's degraded-mode
         buffer of messages waiting for Redis).
     """
@@ -221,6 +223,11 @@ async def forget_user(
                 report["memories"][table] = await _delete(conn, table, "user_id", user_id)
             report["episodes"] = (
                 await _delete(conn, "episodes", "user_id", user_id) if has_episodes else None
+            )
+            report["decisions"] = (
+                await _delete(conn, "memory_decisions", "user_id", user_id)
+                if await _table_exists(conn, "memory_decisions")
+                else 0
             )
             for table in CHECKPOINT_TABLES:
                 report["checkpoints"][table] = (

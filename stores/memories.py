@@ -47,6 +47,13 @@ LIFECYCLE_COLUMNS = [
 _META_NAMES = [c.name for c in METADATA_COLUMNS] + [name for name, _ in LIFECYCLE_COLUMNS]
 ACTIVE = "status = 'active' AND (expires_at IS NULL OR expires_at > now())"
 """SQL predicate of memories that recall, reflection and listing by default consider."""
+_SINCE_REFLECTION = (
+    "s.user_id = :user_id AND s.kind = 'summary' AND "
+    + ACTIVE.replace("status", "s.status").replace("expires_at", "s.expires_at")
+    + " AND s.stored_at > COALESCE("
+    "(SELECT max(r.stored_at) FROM {table} r "
+    "WHERE r.user_id = :user_id AND r.kind = 'reflection'), '-infinity')"
+)
 
 
 def memory_id(user_id: str, thread_id: str | None, kind: str, source_ids: list[str]) -> str:
@@ -176,13 +183,13 @@ class MemoryStore:
     async def add(self, memory: Memory, vector: list[float] | None = None) -> str:
         """Upsert a memory under its deterministic id; returns the id.
 
-        A replayed write keeps the stored row's creation time and access statistics
+        A replayed write keeps the stored row's creation time, access statistics and pin
         (the vector store's upsert would otherwise overwrite every metadata column).
         """
         existing = await _run(
             self.engine,
             (
-                f'SELECT created_at, last_accessed_at, access_count FROM "{self.table}" '
+                f'SELECT created_at, last_accessed_at, access_count, pinned FROM "{self.table}" '
                 "WHERE langchain_id = CAST(:id AS uuid) AND user_id = :user_id",
                 {"id": memory.id, "user_id": memory.user_id},
             ),
@@ -192,6 +199,8 @@ class MemoryStore:
             memory.created_at = row["created_at"] or memory.created_at
             memory.last_accessed_at = row["last_accessed_at"]
             memory.access_count = int(row["access_count"] or 0)
+            if row["pinned"]:  # a pin (the user's choice) survives a replayed write
+                memory.pinned, memory.expires_at = True, None
         if vector is None:
             vector = (await self.vectors.embeddings.aembed_documents([memory.text]))[0]
         metadata = {
@@ -216,23 +225,58 @@ class MemoryStore:
     async def search(
         self, user_id: str, vector: list[float], k: int, min_similarity: float | None = None
     ) -> list[Memory]:
-        """Top-k of this user's memories by cosine similarity, above ``min_similarity``.
+        """Top-k of this user's active memories by cosine similarity (recall's search).
 
-        One statement with stable parameter names (the vector store's own search names
-        its filter parameter randomly, so Postgres re-plans it on every call), run with
-        the HNSW options of `_IterativeHNSW` in the same transaction.
+        Superseded and expired memories are never returned (`ACTIVE`). One statement with
+        stable parameter names (the vector store's own search names its filter parameter
+        randomly, so Postgres re-plans it on every call), run with the HNSW options of
+        `_IterativeHNSW` in the same transaction.
         """
+        return await self._nearest(user_id, vector, k, min_similarity)
+
+    async def similar(
+        self,
+        user_id: str,
+        vector: list[float],
+        k: int,
+        min_similarity: float,
+        kind: Kind | None = None,
+        exclude_ids: list[str] | None = None,
+    ) -> list[Memory]:
+        """Consolidation candidates: like `search`, of one ``kind``, without ``exclude_ids``."""
+        return await self._nearest(user_id, vector, k, min_similarity, kind, exclude_ids)
+
+    async def _nearest(
+        self,
+        user_id: str,
+        vector: list[float],
+        k: int,
+        min_similarity: float | None = None,
+        kind: Kind | None = None,
+        exclude_ids: list[str] | None = None,
+    ) -> list[Memory]:
         validate_id(user_id, "user_id")
         options = [f"SET LOCAL {p}" for p in self.query_options]
+        where = f"user_id = :user_id AND {ACTIVE}"
+        if kind:
+            where += " AND kind = :kind"
+        if exclude_ids:
+            where += " AND NOT langchain_id = ANY(CAST(:exclude AS uuid[]))"
         rows = await _run(
             self.engine,
             *options,
             (
                 f"SELECT langchain_id, content, {', '.join(_META_NAMES)}, "
                 "embedding <=> CAST(:q AS vector) AS distance "
-                f'FROM "{self.table}" WHERE user_id = :user_id '
+                f'FROM "{self.table}" WHERE {where} '
                 "ORDER BY embedding <=> CAST(:q AS vector) LIMIT :k",
-                {"user_id": user_id, "q": _vector_literal(vector), "k": k},
+                {
+                    "user_id": user_id,
+                    "q": _vector_literal(vector),
+                    "k": k,
+                    "kind": kind,
+                    "exclude": list(exclude_ids or []),
+                },
             ),
         )
         out = []
@@ -262,23 +306,44 @@ class MemoryStore:
         )
 
     async def count_since_reflection(self, user_id: str) -> int:
-        """How many summaries the user stored after the latest reflection."""
+        """How many active summaries the user stored after the latest reflection."""
         rows = await _run(
             self.engine,
             (
-                f'SELECT count(*) AS n FROM "{self.table}" s '
-                "WHERE s.user_id = :user_id AND s.kind = 'summary' AND s.stored_at > COALESCE("
-                f'(SELECT max(stored_at) FROM "{self.table}" r '
-                "WHERE r.user_id = :user_id AND r.kind = 'reflection'), '-infinity')",
+                f'SELECT count(*) AS n FROM "{self.table}" s WHERE {self._since_reflection()}',
                 {"user_id": validate_id(user_id, "user_id")},
             ),
         )
         return int(rows[0]["n"])
 
-    async def list(self, user_id: str, kind: Kind | None = None, limit: int = 200) -> list[Memory]:
-        """The user's memories, newest first."""
+    async def importance_since_reflection(self, user_id: str) -> float:
+        """Summed importance of the active summaries stored after the latest reflection."""
+        rows = await _run(
+            self.engine,
+            (
+                f'SELECT COALESCE(sum(importance), 0) AS total FROM "{self.table}" s '
+                f"WHERE {self._since_reflection()}",
+                {"user_id": validate_id(user_id, "user_id")},
+            ),
+        )
+        return float(rows[0]["total"])
+
+    async def list(
+        self,
+        user_id: str,
+        kind: Kind | None = None,
+        limit: int = 200,
+        active_only: bool = False,
+    ) -> list[Memory]:
+        """The user's memories, newest first.
+
+        Every status by default (superseded rows are the provenance of what replaced
+        them); ``active_only`` keeps what recall and reflection would consider.
+        """
         validate_id(user_id, "user_id")
         where = "user_id = :user_id" + (" AND kind = :kind" if kind else "")
+        if active_only:
+            where += f" AND {ACTIVE}"
         rows = await _run(
             self.engine,
             (
@@ -289,18 +354,179 @@ class MemoryStore:
         )
         return [_from_metadata(str(r["langchain_id"]), r["content"], r, None) for r in rows]
 
+    async def get(self, user_id: str, ids: list[str]) -> list[Memory]:
+        """The user's memories with these ids (any status), in no particular order."""
+        validate_id(user_id, "user_id")
+        if not ids:
+            return []
+        rows = await _run(
+            self.engine,
+            (
+                f'SELECT langchain_id, content, {", ".join(_META_NAMES)} FROM "{self.table}" '
+                "WHERE user_id = :user_id AND langchain_id = ANY(CAST(:ids AS uuid[]))",
+                {"user_id": user_id, "ids": ids},
+            ),
+        )
+        return [_from_metadata(str(r["langchain_id"]), r["content"], r, None) for r in rows]
+
     async def summaries_since_reflection(self, user_id: str) -> list[Memory]:
-        """Summaries stored after the user's latest reflection, oldest first."""
+        """Active summaries stored after the user's latest reflection, oldest first."""
         validate_id(user_id, "user_id")
         rows = await _run(
             self.engine,
             (
                 f'SELECT langchain_id, content, {", ".join(_META_NAMES)} FROM "{self.table}" s '
-                "WHERE s.user_id = :user_id AND s.kind = 'summary' AND s.stored_at > COALESCE("
-                f'(SELECT max(stored_at) FROM "{self.table}" r '
-                "WHERE r.user_id = :user_id AND r.kind = 'reflection'), '-infinity') "
-                "ORDER BY s.stored_at",
+                f"WHERE {self._since_reflection()} ORDER BY s.stored_at",
                 {"user_id": user_id},
+            ),
+        )
+        return [_from_metadata(str(r["langchain_id"]), r["content"], r, None) for r in rows]
+
+    async def supersede(self, user_id: str, ids: list[str], by_id: str) -> int:
+        """Mark these memories superseded by ``by_id`` (kept as provenance, never recalled).
+
+        Pinned memories are left alone. Returns how many rows changed.
+        """
+        validate_id(user_id, "user_id")
+        ids = [i for i in ids if i != by_id]
+        if not ids:
+            return 0
+        rows = await _run(
+            self.engine,
+            (
+                f"UPDATE \"{self.table}\" SET status = 'superseded', superseded_by = :by "
+                "WHERE user_id = :user_id AND langchain_id = ANY(CAST(:ids AS uuid[])) "
+                "AND NOT pinned RETURNING langchain_id",
+                {"user_id": user_id, "ids": ids, "by": by_id},
+            ),
+        )
+        return len(rows)
+
+    async def strengthen(
+        self, user_id: str, memory_id: str, bump: float, expires_at: datetime | None = None
+    ) -> float | None:
+        """Raise a memory's importance by ``bump`` (capped at 1) and count an access.
+
+        ``expires_at`` (when given) replaces the expiry, which follows the new importance.
+        Returns the new importance, or ``None`` when the memory does not exist.
+        """
+        validate_id(user_id, "user_id")
+        rows = await _run(
+            self.engine,
+            (
+                f'UPDATE "{self.table}" SET importance = LEAST(1.0, importance + :bump), '
+                "access_count = COALESCE(access_count, 0) + 1, last_accessed_at = now(), "
+                "expires_at = CASE WHEN pinned THEN NULL "
+                "WHEN CAST(:set_expiry AS boolean) THEN CAST(:expires AS timestamptz) "
+                "ELSE expires_at END "
+                "WHERE user_id = :user_id AND langchain_id = CAST(:id AS uuid) "
+                "RETURNING importance",
+                {
+                    "user_id": user_id,
+                    "id": memory_id,
+                    "bump": float(bump),
+                    "set_expiry": expires_at is not None,
+                    "expires": expires_at,
+                },
+            ),
+        )
+        return float(rows[0]["importance"]) if rows else None
+
+    async def set_pinned(
+        self, user_id: str, memory_id: str, pinned: bool, expires_at: datetime | None
+    ) -> bool:
+        """Pin (never expires, never evicted) or unpin a memory; set its expiry.
+
+        Returns whether the user has such a memory.
+        """
+        validate_id(user_id, "user_id")
+        rows = await _run(
+            self.engine,
+            (
+                f'UPDATE "{self.table}" SET pinned = :pinned, expires_at = :expires '
+                "WHERE user_id = :user_id AND langchain_id = CAST(:id AS uuid) "
+                "RETURNING langchain_id",
+                {
+                    "user_id": user_id,
+                    "id": memory_id,
+                    "pinned": pinned,
+                    "expires": None if pinned else expires_at,
+                },
+            ),
+        )
+        return bool(rows)
+
+    async def delete(self, user_id: str, ids: list[str]) -> int:
+        """Delete these memories of the user; returns how many rows went."""
+        validate_id(user_id, "user_id")
+        if not ids:
+            return 0
+        rows = await _run(
+            self.engine,
+            (
+                f'DELETE FROM "{self.table}" WHERE user_id = :user_id '
+                "AND langchain_id = ANY(CAST(:ids AS uuid[])) RETURNING langchain_id",
+                {"user_id": user_id, "ids": ids},
+            ),
+        )
+        return len(rows)
+
+    # --- maintenance queries -------------------------------------------------------
+
+    async def users(self) -> list[str]:
+        """Every user that has memories (for maintenance of all users)."""
+        rows = await _run(self.engine, f'SELECT DISTINCT user_id FROM "{self.table}" ORDER BY 1')
+        return [r["user_id"] for r in rows]
+
+    async def expired(self, user_id: str) -> list[Memory]:
+        """The user's memories whose expiry has passed (pinned ones never expire)."""
+        return await self._select(
+            user_id, "expires_at IS NOT NULL AND expires_at <= now() AND NOT pinned", {}
+        )
+
+    async def evictable(
+        self, user_id: str, below_importance: float, older_than_days: float
+    ) -> list[Memory]:
+        """Unpinned memories below ``below_importance`` created over ``older_than_days`` ago."""
+        return await self._select(
+            user_id,
+            "importance < :below AND NOT pinned "
+            "AND created_at < now() - make_interval(secs => :days * 86400)",
+            {"below": float(below_importance), "days": float(older_than_days)},
+        )
+
+    async def duplicate_pairs(
+        self, user_id: str, min_similarity: float
+    ) -> list[tuple[str, str, float]]:
+        """Pairs of the user's active memories of one kind at least this similar (cosine)."""
+        validate_id(user_id, "user_id")
+        active = ACTIVE.replace("status", "{t}.status").replace("expires_at", "{t}.expires_at")
+        rows = await _run(
+            self.engine,
+            (
+                "SELECT a.langchain_id AS a, b.langchain_id AS b, "
+                "1 - (a.embedding <=> b.embedding) AS similarity "
+                f'FROM "{self.table}" a JOIN "{self.table}" b '
+                "ON b.user_id = a.user_id AND b.kind = a.kind AND a.langchain_id < b.langchain_id "
+                f"WHERE a.user_id = :user_id AND {active.format(t='a')} "
+                f"AND {active.format(t='b')} "
+                "AND (a.embedding <=> b.embedding) <= 1 - :sim",
+                {"user_id": user_id, "sim": float(min_similarity)},
+            ),
+        )
+        return [(str(r["a"]), str(r["b"]), float(r["similarity"])) for r in rows]
+
+    def _since_reflection(self) -> str:
+        return _SINCE_REFLECTION.format(table=f'"{self.table}"')
+
+    async def _select(self, user_id: str, condition: str, params: dict[str, Any]) -> list[Memory]:
+        validate_id(user_id, "user_id")
+        rows = await _run(
+            self.engine,
+            (
+                f'SELECT langchain_id, content, {", ".join(_META_NAMES)} FROM "{self.table}" '
+                f"WHERE user_id = :user_id AND {condition} ORDER BY stored_at",
+                {"user_id": user_id, **params},
             ),
         )
         return [_from_metadata(str(r["langchain_id"]), r["content"], r, None) for r in rows]
@@ -316,6 +542,25 @@ class MemoryStore:
             ),
         )
         return {r["kind"]: int(r["n"]) for r in rows}
+
+    async def hot(self, user_id: str, limit: int) -> list[Memory]:
+        """The user's ``limit`` hottest active memories: most important, then most recent.
+
+        Recency is the last access, or the creation for a memory never recalled. No
+        vector is read or compared (``recall_mode='flat'``).
+        """
+        validate_id(user_id, "user_id")
+        rows = await _run(
+            self.engine,
+            (
+                f'SELECT langchain_id, content, {", ".join(_META_NAMES)} FROM "{self.table}" '
+                f"WHERE user_id = :user_id AND {ACTIVE} "
+                "ORDER BY importance DESC, COALESCE(last_accessed_at, created_at) DESC, "
+                "stored_at DESC LIMIT :limit",
+                {"user_id": user_id, "limit": max(0, int(limit))},
+            ),
+        )
+        return [_from_metadata(str(r["langchain_id"]), r["content"], r, None) for r in rows]
 
 
 def _from_metadata(mid: str | None, content: str, meta: Any, similarity: float | None) -> Memory:

@@ -28,6 +28,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
 from graph.models import load_embeddings
+from stores.decisions import DecisionLog
 from stores.embedded import ensure_services
 from stores.episodes import EpisodeLog
 from stores.memories import MemoryStore
@@ -68,6 +69,7 @@ class Services:
     memories: MemoryStore
     episodes: EpisodeLog
     embeddings: Embeddings
+    decisions: DecisionLog
 
 
 _engines: dict[str, PGEngine] = {}
@@ -110,6 +112,7 @@ async def get_services(embedding_model: str) -> Services:
     )
     engine = pg_engine(urls.database_url)
     memories = await MemoryStore.open(engine, embeddings, dim)
+    decisions = await DecisionLog.open(engine)
     episodes = await EpisodeLog.open(engine, dim)
     prefix = key_prefix()
     services = Services(
@@ -120,6 +123,7 @@ async def get_services(embedding_model: str) -> Services:
         memories=memories,
         episodes=episodes,
         embeddings=embeddings,
+        decisions=decisions,
     )
     cache[key] = services
     return services

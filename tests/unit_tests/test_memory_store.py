@@ -259,3 +259,99 @@ async def test_re_add_keeps_access_statistics(services, user_id):
     await services.memories.add(m)  # e.g. consolidate replayed after a lost ack
     (stored,) = await services.memories.list(user_id)
     assert stored.access_count == 1
+
+
+# ---------------------------------------------------------------- lifecycle
+
+
+async def test_search_and_reflection_progress_skip_superseded_and_expired(services, user_id):
+    live = summary(user_id, "The user grows tomatoes on the balcony.", importance=0.5)
+    gone = summary(user_id, "The user grows tomatoes on a balcony.", importance=0.7)
+    stale = summary(
+        user_id,
+        "The user grows tomatoes in pots.",
+        importance=0.9,
+        expires_at=datetime.now(UTC) - timedelta(minutes=1),
+    )
+    for m in (live, gone, stale):
+        await services.memories.add(m)
+    # the expired one counts for nothing already
+    assert await services.memories.importance_since_reflection(user_id) == pytest.approx(1.2)
+    assert await services.memories.supersede(user_id, [gone.id], live.id) == 1
+    vec = services.embeddings.embed_query("tomatoes")
+    assert [m.id for m in await services.memories.search(user_id, vec, k=10)] == [live.id]
+    assert await services.memories.count_since_reflection(user_id) == 1
+    assert await services.memories.importance_since_reflection(user_id) == pytest.approx(0.5)
+    assert [m.id for m in await services.memories.summaries_since_reflection(user_id)] == [live.id]
+    assert len(await services.memories.list(user_id)) == 3  # every status by default
+    assert [m.id for m in await services.memories.list(user_id, active_only=True)] == [live.id]
+    (row,) = await services.memories.get(user_id, [gone.id])
+    assert (row.status, row.superseded_by) == ("superseded", live.id)
+    assert [m.id for m in await services.memories.expired(user_id)] == [stale.id]
+
+
+async def test_similar_by_kind_and_excluding_ids(services, user_id):
+    s = summary(user_id, "The user sings in a choir.")
+    r = summary(user_id, "The user loves choir music.", kind="reflection")
+    for m in (s, r):
+        await services.memories.add(m)
+    vec = services.embeddings.embed_query("choir")
+    found = await services.memories.similar(user_id, vec, 5, 0.0, kind="summary")
+    assert [m.id for m in found] == [s.id]
+    found = await services.memories.similar(user_id, vec, 5, 0.0, exclude_ids=[s.id])
+    assert [m.id for m in found] == [r.id]
+    assert await services.memories.similar(user_id, vec, 5, 0.99) == []
+
+
+async def test_strengthen_caps_at_one_and_pins_are_never_superseded(services, user_id):
+    m = summary(user_id, "The user runs marathons.", importance=0.95)
+    pinned = summary(user_id, "The user's passport number ends in 42.", pinned=True)
+    for x in (m, pinned):
+        await services.memories.add(x)
+    assert await services.memories.strengthen(user_id, m.id, 0.1) == 1.0
+    assert (
+        await services.memories.strengthen(user_id, "00000000-0000-0000-0000-000000000000", 0.1)
+        is None
+    )
+    assert await services.memories.supersede(user_id, [pinned.id], m.id) == 0
+    by_id = {x.id: x for x in await services.memories.list(user_id)}
+    assert by_id[m.id].access_count == 1 and by_id[m.id].last_accessed_at is not None
+    assert by_id[pinned.id].status == "active"
+
+
+async def test_set_pinned_delete_and_users(services, user_id):
+    m = summary(user_id, "The user keeps a diary.", expires_at=datetime.now(UTC) - timedelta(1))
+    await services.memories.add(m)
+    assert [x.id for x in await services.memories.expired(user_id)] == [m.id]
+    assert await services.memories.set_pinned(user_id, m.id, True, None) is True
+    assert await services.memories.expired(user_id) == []
+    assert await services.memories.set_pinned(_uid(), m.id, True, None) is False  # not theirs
+    later = datetime.now(UTC) + timedelta(days=7)
+    assert await services.memories.set_pinned(user_id, m.id, False, later) is True
+    (row,) = await services.memories.list(user_id)
+    assert not row.pinned and row.expires_at == later
+    # a replayed write keeps the pin
+    await services.memories.set_pinned(user_id, m.id, True, None)
+    await services.memories.add(m)
+    (row,) = await services.memories.list(user_id)
+    assert row.pinned and row.expires_at is None
+    assert user_id in await services.memories.users()
+    assert await services.memories.delete(_uid(), [m.id]) == 0
+    assert await services.memories.delete(user_id, [m.id]) == 1
+    assert await services.memories.list(user_id) == []
+
+
+async def test_evictable_and_duplicate_pairs(services, user_id):
+    old = datetime.now(UTC) - timedelta(days=400)
+    trivia = summary(user_id, "Weather small talk.", importance=0.05, created_at=old)
+    recent = summary(user_id, "More weather small talk.", importance=0.05)
+    a = summary(user_id, "The user adopted a grey cat named Miso.", importance=0.5)
+    b = summary(user_id, "The user adopted a grey cat named Miso.", importance=0.5)
+    r = summary(user_id, "The user adopted a grey cat named Miso.", kind="reflection")
+    for m in (trivia, recent, a, b, r):
+        await services.memories.add(m)
+    evictable = await services.memories.evictable(user_id, 0.1, 180)
+    assert [m.id for m in evictable] == [trivia.id]
+    pairs = await services.memories.duplicate_pairs(user_id, 0.95)
+    assert [tuple(sorted((x, y))) for x, y, _ in pairs] == [tuple(sorted((a.id, b.id)))]
+    assert pairs[0][2] == pytest.approx(1.0)  # one kind only: the reflection is no pair

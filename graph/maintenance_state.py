@@ -1,0 +1,41 @@
+"""State of the ``maintenance`` graph: whose memories to tidy, and what was done."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from typing_extensions import TypedDict
+
+
+class MaintenanceInput(TypedDict, total=False):
+    """What a caller (CLI, cron) passes in.
+
+    Attributes:
+        user_id: Maintain this user only (default: the run context's ``user_id``).
+        all_users: Maintain every user that has memories (overrides ``user_id``).
+        dry_run: Report what would be done without changing anything.
+    """
+
+    user_id: str
+    all_users: bool
+    dry_run: bool
+
+
+class MaintenanceState(MaintenanceInput, total=False):
+    """Full state: each node appends what it did to its own key.
+
+    Attributes:
+        users: The users selected for this run.
+        expired: Memories removed because their expiry passed (``id``, ``user_id``,
+            ``kind``, ``importance``, ``text``).
+        evicted: Memories removed for low importance and old age (same fields).
+        compacted: Near-duplicate memories marked superseded (same fields plus
+            ``kept``, the id of the memory that stays, and ``similarity``).
+        report: Counts per action and per user, written last.
+    """
+
+    users: list[str]
+    expired: list[dict[str, Any]]
+    evicted: list[dict[str, Any]]
+    compacted: list[dict[str, Any]]
+    report: dict[str, Any]

@@ -1,0 +1,67 @@
+"""compact: keep one memory of each group of near-duplicates, supersede the others."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from langgraph.runtime import Runtime
+
+from graph.context import Context
+from graph.maintenance_state import MaintenanceState
+from nodes.maintenance_log import entry, log_actions
+from stores.memories import Memory
+from stores.services import get_services
+
+
+def plan_compaction(
+    memories: dict[str, Memory], pairs: list[tuple[str, str, float]]
+) -> list[tuple[Memory, Memory, float]]:
+    """``(duplicate, kept, similarity)`` for each memory to supersede.
+
+    The keeper of a group is the pinned, then most important, then oldest memory;
+    pinned memories are never superseded.
+    """
+    neighbours: dict[str, dict[str, float]] = defaultdict(dict)
+    for a, b, sim in pairs:
+        if a in memories and b in memories:
+            neighbours[a][b] = neighbours[b][a] = sim
+    order = sorted(
+        (memories[i] for i in neighbours),
+        key=lambda m: (not m.pinned, -m.importance, m.created_at, m.id),
+    )
+    rank = {m.id: i for i, m in enumerate(order)}
+    superseded: dict[str, tuple[Memory, Memory, float]] = {}
+    for keeper in order:
+        if keeper.id in superseded:
+            continue
+        for other_id, sim in neighbours[keeper.id].items():
+            other = memories[other_id]
+            # higher-ranked neighbours are keepers already (they would have taken this one)
+            if other_id not in superseded and not other.pinned and rank[other_id] > rank[keeper.id]:
+                superseded[other_id] = (other, keeper, sim)
+    return list(superseded.values())
+
+
+async def compact(state: MaintenanceState, runtime: Runtime[Context]) -> dict:
+    """Supersede each user's active memories at least ``duplicate_similarity`` alike."""
+    ctx = runtime.context
+    services = await get_services(ctx.embedding_model)
+    removed = {e["id"] for key in ("expired", "evicted") for e in state.get(key, [])}
+    out = []
+    for user in state.get("users", []):
+        pairs = await services.memories.duplicate_pairs(user, ctx.duplicate_similarity)
+        ids = {i for a, b, _ in pairs for i in (a, b)} - removed
+        memories = {m.id: m for m in await services.memories.get(user, sorted(ids))}
+        found = [
+            entry(dup, kept=kept.id, similarity=round(sim, 4))
+            for dup, kept, sim in plan_compaction(memories, pairs)
+        ]
+        if found and not state.get("dry_run"):
+            await log_actions(services, "compacted", found, target_key="kept")
+            by_keeper: dict[str, list[str]] = defaultdict(list)
+            for e in found:
+                by_keeper[e["kept"]].append(e["id"])
+            for kept, dups in by_keeper.items():
+                await services.memories.supersede(user, dups, kept)
+        out += found
+    return {"compacted": out}

@@ -1,0 +1,23 @@
+"""expire: remove memories whose expiry (set from their importance) has passed."""
+
+from __future__ import annotations
+
+from langgraph.runtime import Runtime
+
+from graph.context import Context
+from graph.maintenance_state import MaintenanceState
+from nodes.maintenance_log import entry, log_actions
+from stores.services import get_services
+
+
+async def expire(state: MaintenanceState, runtime: Runtime[Context]) -> dict:
+    """Delete each selected user's expired, unpinned memories (only report on a dry run)."""
+    services = await get_services(runtime.context.embedding_model)
+    out = []
+    for user in state.get("users", []):
+        found = [entry(m, expires_at=m.expires_at) for m in await services.memories.expired(user)]
+        if found and not state.get("dry_run"):
+            await log_actions(services, "expired", found)
+            await services.memories.delete(user, [e["id"] for e in found])
+        out += found
+    return {"expired": out}

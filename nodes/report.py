@@ -1,0 +1,34 @@
+"""report: summarise what a maintenance run did (or would do, on a dry run)."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+from langgraph.runtime import Runtime
+
+from graph.context import Context
+from graph.maintenance_state import MaintenanceState
+from graph.utils import now_iso
+
+log = logging.getLogger(__name__)
+
+ACTIONS = ("expired", "evicted", "compacted")
+
+
+async def report(state: MaintenanceState, runtime: Runtime[Context]) -> dict:
+    """Counts per action, overall and per user, in ``report``; logged too."""
+    per_user: dict[str, Counter] = {u: Counter() for u in state.get("users", [])}
+    for action in ACTIONS:
+        for e in state.get(action, []):
+            per_user.setdefault(e["user_id"], Counter())[action] += 1
+    totals = {a: len(state.get(a, [])) for a in ACTIONS}
+    out = {
+        "dry_run": bool(state.get("dry_run")),
+        "users": len(per_user),
+        **totals,
+        "per_user": {u: {a: c[a] for a in ACTIONS} for u, c in per_user.items() if c},
+        "finished_at": now_iso(),
+    }
+    log.info("maintenance %s: %s", "dry run" if out["dry_run"] else "done", totals)
+    return {"report": out}
