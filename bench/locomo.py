@@ -10,7 +10,13 @@ node and is scored by **evidence recall**: the fraction of the question's eviden
 dialog ids present in the context the agent would get, i.e. the live Redis window plus
 the provenance (``source_ids``) of the recalled memories. Recall is hybrid: dense search
 over the raw summaries, dense and full-text search over the raw turns (``episode``
-items, provenance = the turn's dialog id, indexed by ``consolidate``), fused by RRF.
+items, provenance = the turn's dialog id, indexed by ``consolidate``), fused by RRF and
+scored like a memory (relevance + recency + importance, `graph.retrieval.retrieve`: the
+node calls it, so this measures the shipped ranking with the `Context` defaults, which
+``WEIGHT_RELEVANCE``, ``WEIGHT_RECENCY``, ``WEIGHT_IMPORTANCE`` and
+``RECENCY_HALF_LIFE_DAYS`` override). Questions run in file order and each recall
+marks the summaries it returns as accessed, as in a live session: later questions see
+them as recent (LoCoMo's own dates are from 2023, so nothing else is).
 
 Baselines on the same turns, the same MiniLM embeddings and the same token budget:
 the last ``window_size`` turns, dense top-k over raw turns, BM25, hybrid RRF
@@ -31,12 +37,16 @@ Writes ``<out>/locomo.json`` (numbers, data defects, config, machine) and
 * ``memory``: recall with the default ``recall_k`` (5: it bounds the summaries
   channel; the episode channels are sized from the budget) and
   ``memory_token_budget`` = budget, plus the window on top, so its context is larger
-  than the budget; ``memory_in_budget`` gives recall only what the window leaves.
+  than the budget; ``memory_in_budget`` gives recall only what the window leaves. Per
+  question ``memory_in_budget`` runs first and its accesses are rolled back, so it sees
+  the access history (recency) that ``memory`` left over the previous questions, not
+  a second asking of the same question.
 * The replay graph has no checkpointer: the Redis window is the source of truth, and
   ``trim_window`` only emits ``RemoveMessage`` for messages present in the state (the
   current turn's), so nothing accumulates across invocations.
-* ``reflect_after`` is 10**6 and the chat model is a registered guard that counts
-  calls and raises: raw mode never calls it (``llm_calls`` in the JSON must be 0).
+* ``reflect_after`` and ``reflect_importance_threshold`` are 10**6 and the chat model
+  is a registered guard that counts calls and raises: raw mode never calls it
+  (``llm_calls`` in the JSON must be 0).
 * Evidence ids are repaired when possible (``D:11:26`` → ``D11:26``, ``D30:05`` →
   ``D30:5``, ``'D8:6; D9:17'`` split); ids that cannot be parsed or point to no turn are
   dropped; questions left without evidence are not scored. Every case is counted.
@@ -57,7 +67,7 @@ import sys
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -90,6 +100,7 @@ from nodes.recall import recall
 from nodes.reflect import reflect
 from nodes.summarize import summarize
 from nodes.trim_window import trim_window
+from stores.memories import _run
 from stores.window import StoredMessage
 
 DEFAULT_DATA = os.environ.get("LOCOMO_DATA", "/work/shared/data/locomo/locomo8.json")
@@ -607,6 +618,7 @@ def replay_context(conv: Conversation, model: str) -> Context:
         embedding_model=EMBEDDING,
         summary_mode="raw",
         reflect_after=NO_REFLECTION,
+        reflect_importance_threshold=float(NO_REFLECTION),
     )
 
 
@@ -618,6 +630,7 @@ def recall_context(conv: Conversation, model: str, budget: int, recall_k: int) -
         embedding_model=EMBEDDING,
         summary_mode="raw",
         reflect_after=NO_REFLECTION,
+        reflect_importance_threshold=float(NO_REFLECTION),
         recall_k=recall_k,
         memory_token_budget=max(0, budget),
     )
@@ -670,6 +683,38 @@ async def memory_state(services: Any, conv: Conversation) -> MemoryState:
         summarized_ids={sid for s in summaries for sid in s.source_ids},
         counts=await services.memories.count(conv.user_id),
     )
+
+
+@contextlib.asynccontextmanager
+async def accesses_rolled_back(services: Any, user_id: str) -> AsyncIterator[None]:
+    """Restore the user's memory access statistics (recency signal) on exit."""
+    table = services.memories.table
+    rows = await _run(
+        services.memories.engine,
+        (
+            f'SELECT langchain_id::text AS id, last_accessed_at, access_count FROM "{table}" '
+            "WHERE user_id = :user_id",
+            {"user_id": user_id},
+        ),
+    )
+    try:
+        yield
+    finally:
+        await _run(
+            services.memories.engine,
+            (
+                f'UPDATE "{table}" t SET last_accessed_at = s.at, access_count = s.n '
+                "FROM unnest(CAST(:ids AS uuid[]), CAST(:ats AS timestamptz[]), "
+                "CAST(:ns AS integer[])) AS s(id, at, n) "
+                "WHERE t.user_id = :user_id AND t.langchain_id = s.id",
+                {
+                    "user_id": user_id,
+                    "ids": [r["id"] for r in rows],
+                    "ats": [r["last_accessed_at"] for r in rows],
+                    "ns": [r["access_count"] for r in rows],
+                },
+            ),
+        )
 
 
 async def recall_context_ids(
@@ -780,9 +825,13 @@ async def evaluate_conversation(
     records = []
     for question, vector in zip(scored, qvecs, strict=True):
         contexts = baseline_contexts(index, question.text, vector, budget)
-        for name, ctx_q in (("memory", full_ctx), ("memory_in_budget", fit_ctx)):
-            ids, tokens = await recall_context_ids(graphs.recall, conv, ctx_q, question)
-            contexts[name] = (ids | mem.window_ids, tokens + mem.window_tokens)
+        # memory_in_budget is a probe of the same memory: its accesses are rolled back,
+        # so both methods see the access history a live session of "memory" leaves
+        async with accesses_rolled_back(services, conv.user_id):
+            ids, tokens = await recall_context_ids(graphs.recall, conv, fit_ctx, question)
+        contexts["memory_in_budget"] = (ids | mem.window_ids, tokens + mem.window_tokens)
+        ids, tokens = await recall_context_ids(graphs.recall, conv, full_ctx, question)
+        contexts["memory"] = (ids | mem.window_ids, tokens + mem.window_tokens)
         records.append(_record(conv, question, contexts))
         bar.advance(tasks["questions"])
     all_ids = {t.dia_id for t in conv.turns}

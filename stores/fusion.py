@@ -1,13 +1,17 @@
-"""Reciprocal-rank fusion of ranked candidate lists, then greedy filling of a token budget.
+"""Reciprocal-rank fusion, the memory score, and greedy filling of a token budget.
 
-Pure functions (no I/O), used by the recall node to merge its channels: dense search
-over summaries/reflections, dense and full-text search over raw episodic turns.
+Pure functions (no I/O), used by `graph.retrieval` to merge its channels (dense search
+over summaries/reflections, dense and full-text search over raw episodic turns), to
+score each candidate like a memory (relevance + recency + importance, each in [0, 1])
+and to fill the prompt's token budget in score order.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 RRF_K = 60
@@ -32,6 +36,7 @@ def rrf(
     rankings: Mapping[str, Sequence[Hashable]],
     k: int = RRF_K,
     weights: Mapping[str, float] | None = None,
+    scores: Mapping[str, Sequence[float | None]] | None = None,
 ) -> list[Fused]:
     """Fuse ranked lists: ``score(item) = sum over channels of weight / (k + rank)``.
 
@@ -40,6 +45,9 @@ def rrf(
             channel counts once, at its best rank.
         k: The RRF constant.
         weights: Optional per-channel weight (default 1.0).
+        scores: Optional channel name -> the channel's score of each key (aligned with
+            ``rankings``). Keys with equal scores share a rank (competition ranking,
+            1-2-2-4), so equally similar items are equally relevant.
 
     Returns:
         Items by descending score. Ties go to the better single rank, then to the
@@ -51,12 +59,20 @@ def rrf(
     first: dict[Hashable, tuple[int, int]] = {}
     for channel_index, (channel, keys) in enumerate(rankings.items()):
         weight = 1.0 if weights is None else float(weights.get(channel, 1.0))
-        rank = 0
-        for key in keys:
+        channel_scores = None if scores is None else scores.get(channel)
+        if channel_scores is not None and len(channel_scores) != len(keys):
+            raise ValueError(f"scores of channel {channel!r} do not match its keys")
+        rank = seen = 0
+        previous: float | None = None
+        for position, key in enumerate(keys):
             item = fused.setdefault(key, Fused(key, 0.0))
             if channel in item.ranks:  # duplicate within the channel
                 continue
-            rank += 1
+            seen += 1
+            score = None if channel_scores is None else channel_scores[position]
+            tied = score is not None and previous is not None and math.isclose(score, previous)
+            rank = rank if tied else seen
+            previous = score
             item.ranks[channel] = rank
             item.score += weight / (k + rank)
             if key not in first or (rank, channel_index) < first[key]:
@@ -117,3 +133,35 @@ def fill_budget(
         taken.append(item)
         used += cost - freed
     return taken, used
+
+
+def recency(seen_at: datetime | None, now: datetime, half_life_days: float) -> float:
+    """Exponential decay in [0, 1]: 1 when seen just now, 0.5 one half-life ago.
+
+    ``seen_at`` is when the item was last accessed (or created, if never accessed);
+    unknown times count as 0 and future times as now.
+    """
+    if seen_at is None:
+        return 0.0
+    if half_life_days <= 0:
+        raise ValueError(f"half_life_days must be > 0, got {half_life_days}")
+    age_days = max(0.0, (now - seen_at).total_seconds() / 86_400)
+    return 0.5 ** (age_days / half_life_days)
+
+
+def memory_score(
+    relevance: float,
+    recency_: float,
+    importance: float,
+    weights: tuple[float, float, float],
+) -> float:
+    """Weighted mean of relevance, recency and importance (each clamped to [0, 1]).
+
+    Dividing by the weights' sum keeps the score in [0, 1] and leaves the order as a
+    plain weighted sum would; with every weight 0 the score is the relevance.
+    """
+    parts = [min(1.0, max(0.0, float(p))) for p in (relevance, recency_, importance)]
+    total = sum(weights)
+    if total <= 0:
+        return parts[0]
+    return sum(w * p for w, p in zip(weights, parts, strict=True)) / total

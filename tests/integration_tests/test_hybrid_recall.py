@@ -152,7 +152,7 @@ async def test_the_token_budget_bounds_the_fused_list(agent, make_context, servi
     question = "What do my sister and my brother do?"
     wide = (await say(agent, ctx, _thread(), question))["recalled"]
     assert len(episodes_of({"recalled": wide})) >= 4 and len(wide) > 4
-    fused = sorted(wide, key=lambda m: -m["rrf"])  # the fused order, everything fits
+    fused = sorted(wide, key=lambda m: -m["score"])  # the scored order, everything fits
     for m in wide:
         assert m["tokens"] == count_tokens_approximately([SystemMessage(render_memory(m))])
 

@@ -1,10 +1,12 @@
-"""Reciprocal-rank fusion and budget filling (pure functions, no services)."""
+"""Reciprocal-rank fusion, the memory score and budget filling (pure functions, no services)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
-from stores.fusion import RRF_K, fill_budget, rrf
+from stores.fusion import RRF_K, fill_budget, memory_score, recency, rrf
 
 
 def keys(fused) -> list:
@@ -52,6 +54,40 @@ def test_rrf_weights_and_empty_input():
     assert keys(fused) == ["b", "a"]
     with pytest.raises(ValueError):
         rrf({"a": ["x"]}, k=-1)
+
+
+def test_rrf_equal_scores_share_a_rank():
+    fused = rrf(
+        {"dense": ["a", "b", "c", "d"], "keyword": ["x"]},
+        scores={"dense": [0.9, 0.8, 0.8, 0.7]},
+    )
+    by_key = {f.key: f for f in fused}
+    assert [by_key[k].ranks["dense"] for k in "abcd"] == [1, 2, 2, 4]  # competition ranking
+    assert by_key["b"].score == by_key["c"].score == pytest.approx(1 / (RRF_K + 2))
+    assert by_key["x"].ranks == {"keyword": 1}  # channels without scores rank as before
+    with pytest.raises(ValueError):
+        rrf({"dense": ["a", "b"]}, scores={"dense": [0.5]})
+
+
+def test_recency_halves_every_half_life():
+    now = datetime(2026, 1, 31, tzinfo=UTC)
+    assert recency(now, now, 30) == 1.0
+    assert recency(now - timedelta(days=30), now, 30) == pytest.approx(0.5)
+    assert recency(now - timedelta(days=90), now, 30) == pytest.approx(0.125)
+    assert recency(now + timedelta(days=1), now, 30) == 1.0  # clock skew: not above 1
+    assert recency(None, now, 30) == 0.0
+    assert recency(datetime(2023, 5, 1, tzinfo=UTC), now, 30) < 1e-9
+    with pytest.raises(ValueError):
+        recency(now, now, 0)
+
+
+def test_memory_score_is_a_weighted_mean_in_unit_range():
+    assert memory_score(1.0, 0.0, 0.5, (1.0, 0.5, 0.5)) == pytest.approx(1.25 / 2)
+    assert memory_score(0.2, 1.0, 1.0, (1.0, 0.0, 0.0)) == pytest.approx(0.2)
+    assert memory_score(0.2, 1.0, 1.0, (0.0, 0.0, 0.0)) == pytest.approx(0.2)  # relevance
+    assert memory_score(2.0, -1.0, 3.0, (1.0, 1.0, 1.0)) == pytest.approx(2 / 3)  # clamped
+    # equal relevance: the more important item scores higher, whatever the scale
+    assert memory_score(0.7, 0.5, 0.9, (1, 1, 1)) > memory_score(0.7, 0.5, 0.2, (1, 1, 1))
 
 
 def episode(tokens: int, mid: str, text: str = "", speaker: str = "Ann") -> dict:
