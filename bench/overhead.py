@@ -78,8 +78,15 @@ from bench._common import (
 )
 from graph.builder import build_builder
 from graph.context import Context
-from graph.routing import route_after_consolidate, route_after_summarize, route_after_trim
+from graph.routing import (
+    route_after_consolidate,
+    route_after_load_profile,
+    route_after_respond,
+    route_after_summarize,
+    route_after_trim,
+)
 from graph.state import InputState, State
+from graph.tools import build_tool_node
 from nodes.consolidate import consolidate
 from nodes.load_profile import load_profile
 from nodes.recall import recall
@@ -118,10 +125,12 @@ def build_timed_graph(checkpointer: Any = None) -> Any:
     builder = StateGraph(State, input_schema=InputState, context_schema=Context)
     for node in (load_profile, recall, respond, trim_window, summarize, consolidate, reflect):
         builder.add_node(timed_node(node))
+    builder.add_node("tools", build_tool_node())  # never runs: the bench model has no tools
     builder.add_edge(START, "load_profile")
-    builder.add_edge("load_profile", "recall")
+    builder.add_conditional_edges("load_profile", route_after_load_profile)
     builder.add_edge("recall", "respond")
-    builder.add_edge("respond", "trim_window")
+    builder.add_conditional_edges("respond", route_after_respond)
+    builder.add_edge("tools", "respond")
     builder.add_conditional_edges("trim_window", route_after_trim)
     builder.add_conditional_edges("summarize", route_after_summarize)
     builder.add_conditional_edges("consolidate", route_after_consolidate)

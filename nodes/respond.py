@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from langchain_core.messages import SystemMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from graph import metrics
+from graph.compression import messages_within_budget
 from graph.context import Context
-from graph.models import load_chat_model
-from graph.prompts import SYSTEM_PROMPT
+from graph.models import load_chat_model, supports_tool_calling
+from graph.prompts import MEMORY_TOOLS_PROMPT, SYSTEM_PROMPT, TOOL_LIMIT_REPLY
 from graph.state import State
+from graph.tools import tools_for
 from graph.utils import defang, now_iso, render_memories, render_profile
+
+REPLY_RESERVE_TOKENS = 512
+"""Tokens of the context window left free for the model's answer."""
 
 
 class ModelUnavailableError(RuntimeError):
@@ -20,25 +25,55 @@ class ModelUnavailableError(RuntimeError):
 def build_system_prompt(state: State) -> str:
     """Profile first, then recalled memories, then the running summary: all as data."""
     return SYSTEM_PROMPT.format(
-        profile=render_profile(state.get("profile") or {}),
+        profile=render_profile(state.get("profile") or {}, state.get("profile_changes")),
         memories=render_memories(state.get("recalled") or []),
         summary=defang(state.get("thread_summary") or "(none)"),
         today=now_iso()[:10],  # date only: keeps the prompt prefix cacheable all day
     )
 
 
+def tool_rounds_this_turn(messages: list[AnyMessage]) -> int:
+    """AI tool-call messages since the turn's human message: the rounds already used."""
+    rounds = 0
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            break
+        rounds += isinstance(message, AIMessage) and bool(message.tool_calls)
+    return rounds
+
+
 async def respond(state: State, runtime: Runtime[Context]) -> dict:
-    """Call the chat model on the system prompt followed by the window messages."""
-    model = load_chat_model(runtime.context.model)
-    prompt = [SystemMessage(build_system_prompt(state)), *state["messages"]]
-    metrics.record_prompt_hits(
-        len(state["messages"]), state.get("recalled") or [], state.get("profile")
-    )
+    """Call the chat model on the system prompt followed by the window messages.
+
+    With ``memory_tools`` and a model that can call tools, the memory tools are bound and
+    the graph loops ``respond → tools → respond`` for at most ``max_tool_rounds`` rounds;
+    the last call is made without tools so the turn ends with an answer.
+    """
+    ctx = runtime.context
+    model = load_chat_model(ctx.model)
+    rounds = tool_rounds_this_turn(state["messages"])
+    tools = tools_for(ctx) if rounds < ctx.max_tool_rounds else []
+    if tools and not supports_tool_calling(model):
+        tools = []
+    system = build_system_prompt(state)
+    if tools:
+        system += "\n\n" + MEMORY_TOOLS_PROMPT.format(tools=", ".join(t.name for t in tools))
+    # A single long turn can outgrow the context before trim_window compresses: send
+    # only the newest whole turns that fit (the rest stays in the window, compressed next).
+    budget = ctx.context_window_tokens - min(REPLY_RESERVE_TOKENS, ctx.context_window_tokens // 4)
+    prompt = [SystemMessage(system), *messages_within_budget(system, state["messages"], budget)]
+    if rounds == 0:  # count what the turn put in the prompt once, not once per tool round
+        metrics.record_prompt_hits(
+            len(state["messages"]), state.get("recalled") or [], state.get("profile")
+        )
     try:
-        reply = await model.ainvoke(prompt)
+        reply = await (model.bind_tools(tools) if tools else model).ainvoke(prompt)
     except Exception as exc:  # provider down, bad key, local model missing...
         raise ModelUnavailableError(
             f"chat model {runtime.context.model!r} is unavailable ({type(exc).__name__}: {exc}); "
             "your message was kept and will be answered with the next turn"
         ) from exc
-    return {"messages": [reply]}
+    if isinstance(reply, AIMessage) and reply.tool_calls and not tools:
+        # Calls nobody will run would leave the thread with unanswered tool calls.
+        reply = AIMessage(content=reply.content or TOOL_LIMIT_REPLY, id=reply.id, name=reply.name)
+    return {"messages": [reply], "tool_rounds": rounds + bool(tools and reply.tool_calls)}
