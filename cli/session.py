@@ -27,6 +27,9 @@ from graph.validation import (
 from stores.embedded import ensure_services
 from stores.services import open_checkpointer
 
+RECURSION_LIMIT = 500
+"""Graph steps a CLI run may take: draining a long backlog is two steps per batch."""
+
 
 @asynccontextmanager
 async def open_agent() -> AsyncIterator[CompiledStateGraph]:
@@ -56,13 +59,38 @@ async def run_turn(
     """
     text = check_turn(context, thread_id, text)
     message = HumanMessage(text, **extra)
-    config = {"configurable": {"thread_id": thread_id}}
+    config = {"configurable": {"thread_id": thread_id}, "recursion_limit": RECURSION_LIMIT}
     try:
         return await agent.ainvoke({"messages": [message]}, config, context=context)
     except InvalidInputError as exc:
         if agent.checkpointer is not None:
             await discard_rejected(agent, config, exc)
         raise
+
+
+async def end_session(
+    agent: CompiledStateGraph, context: Context, thread_id: str
+) -> dict[str, Any]:
+    """Archive the whole thread into long-term memory; return the final state.
+
+    Runs the graph with ``{"end_session": true}``: no answer; the window and the pending
+    backlog are summarized and stored (reflecting if due). The thread's window and
+    pending list are then empty (``pending_count == 0``), unless a service was down:
+    then the messages wait, durably, and the returned ``memory_events`` say so.
+    """
+    check_id(thread_id, "thread_id")
+    config = {"configurable": {"thread_id": thread_id}, "recursion_limit": RECURSION_LIMIT}
+    try:
+        return await agent.ainvoke({"end_session": True}, config, context=context)
+    except InvalidInputError as exc:
+        if agent.checkpointer is not None:
+            await discard_rejected(agent, config, exc)
+        raise
+
+
+def archived(state: dict[str, Any]) -> bool:
+    """Whether an `end_session` run left nothing in the thread's window or backlog."""
+    return not state.get("messages") and not state.get("pending_count")
 
 
 async def check_thread_owner(context: Context, thread_id: str) -> None:

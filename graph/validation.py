@@ -178,23 +178,31 @@ def validate_turn(
     *,
     max_chars: int = MAX_MESSAGE_CHARS,
     max_messages: int = MAX_TURN_MESSAGES,
+    end_session: bool = False,
 ) -> None:
     """Validate a turn: ``messages`` is the whole graph state, ``new`` the unstored part.
 
     ``new`` defaults to all of ``messages`` (a graph without a checkpointer). The whole
     turn is rejected: the error's ``message_ids`` are the ids of every new message.
+    A session end (``end_session``) needs no human message: it may be empty, or end
+    with the agent's reply; whatever it adds is still checked.
     """
     new = list(messages if new is None else new)
     try:
-        _validate_turn(messages, new, max_chars, max_messages)
+        _validate_turn(messages, new, max_chars, max_messages, end_session)
     except InvalidInputError as exc:
         raise InvalidInputError(str(exc), [m.id for m in new]) from None
 
 
 def _validate_turn(
-    messages: Sequence[BaseMessage], new: list[BaseMessage], max_chars: int, max_messages: int
+    messages: Sequence[BaseMessage],
+    new: list[BaseMessage],
+    max_chars: int,
+    max_messages: int,
+    end_session: bool = False,
 ) -> None:
-    if not messages or getattr(messages[-1], "type", None) != "human":
+    ends_with_human = bool(messages) and getattr(messages[-1], "type", None) == "human"
+    if not ends_with_human and not end_session:
         got = repr(getattr(messages[-1], "type", None)) if messages else "no message"
         raise InvalidInputError(
             f"a turn must end with a human message (role 'user' / 'human'); got {got}"

@@ -1,7 +1,10 @@
 """summarize: claim a batch of the thread's overflow and compress it, with provenance.
 
-The batch is leased (`stores.queue.PendingQueue.claim`): if this run dies before
-`consolidate` acknowledges it, the lease expires and a later run gets the same batch.
+A batch holds ``summary_batch`` to 50 messages, fewer when their transcript would not fit
+``trigger_ratio × context_window_tokens``; while the window is being compressed (or
+the session archived) any non-empty backlog is claimed. The batch is leased
+(`stores.queue.PendingQueue.claim`): if this run dies before `consolidate`
+acknowledges it, the lease expires and a later run gets the same batch.
 """
 
 from __future__ import annotations
@@ -9,9 +12,12 @@ from __future__ import annotations
 import logging
 import uuid
 
+from langchain_core.messages import HumanMessage
+from langchain_core.messages.utils import count_tokens_approximately
 from langgraph.runtime import Runtime
 
 from graph import metrics
+from graph.compression import batch_that_fits, trigger_budget
 from graph.context import Context
 from graph.guards import summary_is_faithful
 from graph.models import load_chat_model
@@ -19,13 +25,14 @@ from graph.prompts import SUMMARIZE_PROMPT
 from graph.state import State
 from graph.utils import current_thread_id, invoke_text, limit_words, now_iso
 from stores.failsafe import REDIS_DOWN, outages
-from stores.services import get_services
+from stores.services import Services, get_services
 
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 50
 LLM_IMPORTANCE = 0.5
 FALLBACK_IMPORTANCE = 0.3
+_PROMPT_OVERHEAD = count_tokens_approximately([HumanMessage(SUMMARIZE_PROMPT)])
 
 
 async def summarize(state: State, runtime: Runtime[Context]) -> dict:
@@ -34,15 +41,18 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
     thread_id = current_thread_id()
     services = await get_services(ctx.embedding_model)
     worker = uuid.uuid4().hex
+    draining = bool(state.get("compress") or state.get("end_session"))
     try:
+        max_batch = await _max_batch(services, ctx, thread_id)
         claim = await services.queue.claim(
             ctx.user_id,
             thread_id,
             worker,
-            min_batch=ctx.summary_batch,
-            max_batch=max(MAX_BATCH, ctx.summary_batch),
+            min_batch=1 if draining else ctx.summary_batch,
+            max_batch=max_batch,
             lease_s=ctx.lease_seconds,
         )
+        left = await services.window.pending_len(ctx.user_id, thread_id) if draining else 1
     except REDIS_DOWN as exc:  # the backlog waits in Redis for a later turn
         outages.failed("redis", exc)
         event = "summarize: Redis unavailable, backlog kept for later"
@@ -73,7 +83,24 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
         f"summarize: {len(batch)} messages ({claim.status}) -> {mode} summary "
         f"(importance {importance})"
     )
-    return {"summary": summary, "memory_events": [*state.get("memory_events", []), event]}
+    update = {"summary": summary, "memory_events": [*state.get("memory_events", []), event]}
+    if draining and not left:  # this is the last batch of the drain: compression done
+        update["compress"] = False
+    return update
+
+
+async def _max_batch(services: Services, ctx: Context, thread_id: str) -> int:
+    """Largest batch whose transcript fits the summarizer's prompt budget (at least 1).
+
+    Long messages (a compressed window) would otherwise make a 50-message transcript
+    larger than the model's context.
+    """
+    cap = max(MAX_BATCH, ctx.summary_batch)
+    oldest = [m for _, m in await services.window.pending(ctx.user_id, thread_id, cap)]
+    if not oldest:
+        return cap
+    budget = trigger_budget(ctx.context_window_tokens, ctx.trigger_ratio)
+    return min(cap, batch_that_fits(oldest, budget, overhead=_PROMPT_OVERHEAD))
 
 
 async def _compress(ctx: Context, transcript: str, said: str) -> tuple[str, float, str]:

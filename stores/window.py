@@ -14,6 +14,7 @@ after their summary was written to Postgres.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -29,6 +30,7 @@ from langchain_core.messages import (
 from redis.asyncio import Redis
 from redis.exceptions import WatchError
 
+from graph.compression import cut_to_recent_turns
 from graph.metrics import redis_op
 from stores.ids import validate_id
 
@@ -173,6 +175,36 @@ class WindowStore:
         The cut is computed on a snapshot under ``WATCH``; the moves (one ``LMOVE`` each)
         run in a single ``MULTI``. A concurrent change of the window retries.
         """
+        return await self._move_oldest(
+            user_id, thread_id, lambda items: turn_boundary_cut(items, window_size)
+        )
+
+    @redis_op("evict_before_turns")
+    async def evict_before_turns(
+        self, user_id: str, thread_id: str, keep_turns: int
+    ) -> list[StoredMessage]:
+        """Move every message before the last ``keep_turns`` turns to pending, atomically.
+
+        A turn starts at a human message, so the active tool-call chain stays in the
+        window (`graph.compression.cut_to_recent_turns`). Same ``WATCH``/``MULTI``
+        protocol as `overflow`; log the window durably before calling this.
+        """
+        return await self._move_oldest(
+            user_id, thread_id, lambda items: cut_to_recent_turns(items, keep_turns)
+        )
+
+    @redis_op("flush")
+    async def flush(self, user_id: str, thread_id: str) -> list[StoredMessage]:
+        """Move the whole window to pending, atomically (session end).
+
+        Log the window durably before calling this.
+        """
+        return await self._move_oldest(user_id, thread_id, len)
+
+    async def _move_oldest(
+        self, user_id: str, thread_id: str, cut_of: Callable[[list[StoredMessage]], int]
+    ) -> list[StoredMessage]:
+        """Move the ``cut_of(window)`` oldest messages to pending in one ``MULTI``."""
         wkey = self._key("window", user_id, thread_id)
         pkey = self._key("pending", user_id, thread_id)
         while True:
@@ -180,8 +212,8 @@ class WindowStore:
                 try:
                     await pipe.watch(wkey)
                     items = [StoredMessage.from_json(r) for r in await pipe.lrange(wkey, 0, -1)]
-                    cut = turn_boundary_cut(items, window_size)
-                    if cut == 0:
+                    cut = cut_of(items)
+                    if cut <= 0:
                         await pipe.unwatch()
                         return []
                     pipe.multi()
