@@ -1,8 +1,11 @@
 """The demo: a 30+ turn conversation whose early facts outlive the working window.
 
-Zhang San introduces themself, then talks about unrelated things until the
-introduction leaves the Redis window. Each turn prints what memory did. Then a NEW
-thread of the same user shows the agent still knows them, and another user does not.
+Zhang San introduces themself (preferring Go), then talks about unrelated things until
+the introduction leaves the Redis window, then says they now prefer Rust and ends the
+session (``/new``: the whole thread is archived into memory). Each turn prints what
+memory did. Then a NEW thread of the same user shows the agent still knows them, notes
+the changed preference (with its history), and shows the reflections written along the
+way; another user sees none of it.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import uuid
 from rich.markup import escape
 
 from cli.main import console
-from cli.session import open_agent, run_turn
+from cli.session import end_session, open_agent, run_turn
 from graph.context import Context
 from nodes.respond import build_system_prompt
 from stores.services import get_services
@@ -54,6 +57,7 @@ SMALL_TALK = [
     "How does a compass work?",
     "What is the speed of sound?",
 ]
+CHANGE = "Actually, for programming I now prefer Rust over Go."
 RECALL_QUESTION = "Hi again! Do you remember my name, where I live and which language I prefer?"
 
 
@@ -98,6 +102,16 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
                 f"recalled {len(state.get('recalled', []))}"
                 + (f"\n        [cyan]events:[/] {escape('; '.join(events))}" if events else "")
             )
+        state = await run_turn(agent, zhang, thread, CHANGE)
+        console.print(
+            f"[bold]turn {len(script) + 1:>2}[/] you: {escape(CHANGE)}\n"
+            f"        agent: {escape(str(state['messages'][-1].content)[:100])}"
+        )
+        console.rule("[bold]/new: the session ends, the whole thread is archived")
+        state = await end_session(agent, zhang, thread)
+        for event in state.get("memory_events", []):
+            if event.startswith(("summarize", "consolidate", "reflect", "window")):
+                console.print(f"        [cyan]{escape(event)}[/]")
         first = await services.window.window(zhang.user_id, thread)
         if first:
             console.print(f"oldest message still in the window: {escape(first[0].content[:60])!r}")
@@ -117,6 +131,21 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
         state = await run_turn(agent, zhang, f"demo-{run}-new", RECALL_QUESTION)
         prompt = build_system_prompt(state)
         console.print(f"[bold]profile in prompt:[/]\n{escape(_block(prompt, 'profile'))}")
+        changed = "preferred_language Go → Rust" in _block(prompt, "profile")
+        history = await services.profile.history(zhang.user_id, "preferred_language")
+        for past in history:
+            console.print(
+                f"[bold]profile history:[/] preferred_language was {escape(past['value'])!r} "
+                f"from {past['valid_from'][:19]} to {past['valid_to'][:19]} "
+                f"({past.get('reason', '')}, sources "
+                f"{', '.join(s[:8] for s in past['source_ids'])})"
+            )
+        reflections = await services.memories.list(zhang.user_id, kind="reflection")
+        for r in reflections:
+            console.print(
+                f"[bold]reflection[/] {r.id[:8]} (cites {len(r.source_ids)} summaries): "
+                f"{escape(r.text[:300])}"
+            )
         memories = escape(_block(prompt, "memories")[:900])
         console.print(f"[bold]recalled memories in prompt:[/]\n{memories}")
         console.print(f"[bold]agent:[/] {escape(str(state['messages'][-1].content))}")
@@ -134,9 +163,14 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
         f"new thread of {zhang.user_id} has Zhang San's identity in its prompt: "
         f"[bold]{'YES' if knows else 'NO'}[/]"
     )
+    console.print(
+        "the new thread's profile notes the change Go → Rust: "
+        f"[bold]{'YES' if changed else 'NO'}[/]"
+    )
+    console.print(f"reflections written: [bold]{len(reflections)}[/]")
     console.print(f"{other.user_id} sees Zhang San's memory: [bold]{'YES' if leaks else 'NO'}[/]")
     console.print(
-        f"{len(script) + 2} turns in {time.perf_counter() - started:.0f} s. "
+        f"{len(script) + 3} turns in {time.perf_counter() - started:.0f} s. "
         f"Inspect with: memory-agent memory show --user {zhang.user_id}"
     )
-    return 0 if knows and not leaks else 1
+    return 0 if knows and changed and reflections and not leaks else 1

@@ -1,6 +1,6 @@
 """The ``memory-agent`` console script.
 
-Commands: ``chat``, ``send``, ``demo``, ``memory show``, ``forget``,
+Commands: ``chat``, ``send``, ``demo``, ``memory show``, ``forget``, ``maintain``,
 ``services up|down|status``, ``metrics``. ``chat`` and ``demo`` take
 ``--metrics-port N`` to serve Prometheus metrics on ``http://127.0.0.1:N/metrics``
 while they run. Bad arguments or input print ``error: ...`` and exit with status 2.
@@ -58,7 +58,7 @@ def _metrics() -> int:
 
 
 async def _chat(args: argparse.Namespace) -> int:
-    from cli.session import check_thread_owner, open_agent, run_turn
+    from cli.session import check_thread_owner, end_session, open_agent, run_turn
     from graph.context import Context
     from graph.validation import InvalidInputError, check_id
 
@@ -69,7 +69,10 @@ async def _chat(args: argparse.Namespace) -> int:
     console.print(
         f"[bold]user[/] {context.user_id}  [bold]thread[/] {thread}  [bold]model[/] {context.model}"
     )
-    console.print("Type a message; '/new' starts a new thread, '/quit' exits.")
+    console.print(
+        "Type a message; '/new' archives this thread into memory and starts a new one, "
+        "'/quit' exits."
+    )
     async with open_agent() as agent:
         while True:
             try:
@@ -78,7 +81,15 @@ async def _chat(args: argparse.Namespace) -> int:
                 break
             if text.strip() == "/quit":
                 break
-            if text.strip() == "/new":
+            if text.strip() == "/new":  # archive this thread into memory, then start fresh
+                try:
+                    archive = await end_session(agent, context, thread)
+                except InvalidInputError as exc:
+                    console.print(f"[red]error:[/] {escape(str(exc))} (thread not archived)")
+                    continue
+                for event in archive.get("memory_events", []):
+                    console.print(f"  [dim]{escape(event)}[/]")
+                console.print(_archive_note(thread, archive))
                 thread = f"t-{uuid.uuid4().hex[:8]}"
                 console.print(f"[dim]new thread {thread}[/]")
                 continue
@@ -111,24 +122,63 @@ def _read_message(arg: str) -> str:
         ) from None
 
 
+def _archive_note(thread: str, state: dict[str, Any]) -> str:
+    """One line on the outcome of an `end_session` run (rich markup)."""
+    from cli.session import archived
+
+    if archived(state):
+        return f"[dim]thread {thread} archived into long-term memory[/]"
+    return (
+        f"[yellow]thread {thread} not fully archived[/] (a service is down; its "
+        f"{state.get('pending_count', 0)} waiting messages are kept): retry with "
+        f"memory-agent send --end-session --thread {thread} --user ..."
+    )
+
+
 async def _send(args: argparse.Namespace) -> int:
-    from cli.session import check_thread_owner, check_turn, open_agent, run_turn
+    from cli.session import (
+        archived,
+        check_thread_owner,
+        check_turn,
+        end_session,
+        open_agent,
+        run_turn,
+    )
     from graph.context import Context
+    from graph.validation import check_id
 
     context = Context(user_id=args.user)
-    thread = args.thread or f"t-{uuid.uuid4().hex[:8]}"
-    text = check_turn(context, thread, _read_message(args.message))  # before any service
+    if args.message is None and not (args.end_session and args.thread):
+        raise ValueError("send needs a message, or --end-session --thread ID to archive a thread")
+    thread = check_id(args.thread or f"t-{uuid.uuid4().hex[:8]}", "thread_id")
+    text = None
+    if args.message is not None:  # validated before any service starts
+        text = check_turn(context, thread, _read_message(args.message))
     if args.thread:
         await check_thread_owner(context, thread)
+    state = archive = None
     async with open_agent() as agent:
-        state = await run_turn(agent, context, thread, text)
+        if text is not None:
+            state = await run_turn(agent, context, thread, text)
+        if args.end_session:
+            archive = await end_session(agent, context, thread)
+    reply = state["messages"][-1] if state else None
     if args.json:
-        reply = state["messages"][-1]
-        print(json.dumps({"user_id": context.user_id, "thread_id": thread, "reply": reply.text}))
+        out: dict[str, Any] = {
+            "user_id": context.user_id,
+            "thread_id": thread,
+            "reply": reply.text if reply else None,
+        }
+        if archive is not None:
+            out["archived"] = archived(archive)
+        print(json.dumps(out))
     else:
         console.print(f"[dim]thread {thread}[/]")
-        console.print(escape(str(state["messages"][-1].content)))
-    return 0
+        if reply is not None:
+            console.print(escape(str(reply.content)))
+        if archive is not None:
+            console.print(_archive_note(thread, archive))
+    return 1 if archive is not None and not archived(archive) else 0
 
 
 async def _forget(args: argparse.Namespace) -> int:
@@ -170,14 +220,50 @@ async def _forget(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _memory_query(args: argparse.Namespace, context: Any, services: Any) -> int:
+    """``memory show --query``: the recall node's retrieval for this user, with score parts."""
+    from graph.retrieval import retrieve
+
+    found = await retrieve(services, context, args.query, "memory-show", touch=False)
+    if args.json:
+        out = {"user_id": context.user_id, "query": args.query, **vars(found)}
+        print(json.dumps(out, default=str))
+        return 0
+    weights = (context.weight_relevance, context.weight_recency, context.weight_importance)
+    console.print(f"recall for {args.query!r}: {found.describe()}")
+    console.print(
+        f"score = ({weights[0]} x relevance + {weights[1]} x recency + {weights[2]} x "
+        f"importance) / {sum(weights)}"
+    )
+
+    def part(value: Any, fmt: str = ".3f") -> str:
+        return "-" if value is None else format(value, fmt)
+
+    for n, m in enumerate(found.items, 1):
+        console.print(
+            f"{n}. [{m['kind']}] score {part(m['score'])}: relevance {part(m['relevance'])} "
+            f"(similarity {part(m['similarity'])}, dense rank {part(m['dense_rank'], 'd')}, "
+            f"keyword rank {part(m['keyword_rank'], 'd')}), recency {part(m['recency'])}, "
+            f"importance {part(m['importance'], '.2f')}; {m['tokens']} tokens",
+            markup=False,
+            soft_wrap=True,
+        )
+        console.print("   " + m["text"][:200], markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
 async def _memory_show(args: argparse.Namespace) -> int:
     from graph.context import Context
     from stores.services import get_services
 
     context = Context(user_id=args.user)
     services = await get_services(context.embedding_model)
+    if getattr(args, "query", None):
+        return await _memory_query(args, context, services)
     profile = await services.profile.get(context.user_id)
+    history = await services.profile.history(context.user_id)
     memories = await services.memories.list(context.user_id, limit=args.limit)
+    decisions = await services.decisions.list(context.user_id, limit=args.limit)
     threads = await services.window.threads(context.user_id)
     pending = {t: await services.queue.backlog(context.user_id, t) for t in threads}
     dead = {}
@@ -196,7 +282,9 @@ async def _memory_show(args: argparse.Namespace) -> int:
                 {
                     "user_id": context.user_id,
                     "profile": profile,
+                    "profile_history": history,
                     "memories": [m.as_dict() for m in memories],
+                    "decisions": [d.as_dict() for d in decisions],
                     "pending": pending,
                     "dead_letters": dead,
                 },
@@ -205,17 +293,35 @@ async def _memory_show(args: argparse.Namespace) -> int:
             )
         )
         return 0
-    table = Table(title=f"profile of {context.user_id}")
-    for col in ("key", "value", "importance", "updated", "source"):
+    table = Table(title=f"profile of {context.user_id} (past values under each key)")
+    past: dict[str, list[dict]] = {}
+    for entry in history:
+        past.setdefault(entry["key"], []).append(entry)
+    keys = [*profile, *(k for k in past if k not in profile)]
+    table.add_column("key", min_width=min(48, max(map(len, keys), default=3)))
+    for col in ("value", "imp.", "valid", "source"):
         table.add_column(col)
-    for key, fact in profile.items():
-        table.add_row(
-            key,
-            escape(fact["value"]),
-            str(fact["importance"]),
-            fact["updated_at"][:19],
-            ",".join(s[:8] for s in fact.get("source_ids", [])),
-        )
+    for key in keys:
+        fact = profile.get(key)
+        if fact:
+            expiry = "pinned" if fact["pinned"] else f"expires {fact['expires_at'] or 'never'}"
+            table.add_row(
+                key,
+                escape(fact["value"]),
+                str(fact["importance"]),
+                f"since {fact['valid_from'][:10]}, {expiry[:18]}",
+                ",".join(s[:8] for s in fact.get("source_ids", [])),
+            )
+        else:
+            table.add_row(key, "[dim](none now)[/]", "", "", "")
+        for old in reversed(past.get(key, [])):  # newest first, right under the key
+            table.add_row(
+                "",
+                f"[dim]was {escape(old['value'])}[/]",
+                str(old["importance"]),
+                f"{old['valid_from'][:10]} → {old['valid_to'][:10]} ({old['reason']})",
+                ",".join(s[:8] for s in old.get("source_ids", [])),
+            )
     console.print(table)
     table = Table(title="summaries and reflections (newest first)")
     for col in ("kind", "created", "imp.", "thread", "text", "sources"):
@@ -230,6 +336,7 @@ async def _memory_show(args: argparse.Namespace) -> int:
             f"{len(m.source_ids)}: " + ",".join(s[:8] for s in m.source_ids[:3]),
         )
     console.print(table)
+    _print_decisions(decisions)
     console.print(f"threads: {threads or 'none'}  pending per thread: {pending}")
     for thread, entries in dead.items():
         for entry in entries:
@@ -237,6 +344,51 @@ async def _memory_show(args: argparse.Namespace) -> int:
                 f"[red]dead letter[/] thread {thread}: {len(entry['message_ids'])} messages, "
                 f"{entry['attempts']} attempts, last error {escape(str(entry['error']))} "
                 f"(re-drive: memory-agent memory redrive --user {context.user_id})"
+            )
+    return 0
+
+
+def _print_decisions(decisions: list[Any]) -> None:
+    """The memory decision log (consolidation, reflection, facts, maintenance), newest first."""
+    table = Table(title="memory decisions (newest first)")
+    for col in ("when", "item", "action", "target", "detail"):
+        table.add_column(col)
+    for d in decisions:
+        detail = d.detail.get("reason") or d.detail.get("new_value") or ""
+        table.add_row(
+            d.decided_at.isoformat()[:19],
+            f"{d.item_kind} {d.item_id[:8] if d.item_kind != 'fact' else d.item_id[-24:]}",
+            d.action,
+            (d.target_id or "-")[:24],
+            escape(str(detail)[:80]),
+        )
+    console.print(table)
+
+
+async def _maintain(args: argparse.Namespace) -> int:
+    from graph.context import Context
+    from graph.maintenance import build_maintenance_graph
+
+    context = Context(user_id=args.user) if args.user else Context()
+    state = await build_maintenance_graph().ainvoke(
+        {"user_id": context.user_id, "all_users": args.all_users, "dry_run": args.dry_run},
+        context=context,
+    )
+    report = state["report"]
+    if args.json:
+        print(json.dumps(state, indent=2, default=str))
+        return 0
+    verb = "would remove/supersede" if report["dry_run"] else "removed/superseded"
+    console.print(
+        f"maintenance of {report['users']} user(s), {verb}: {report['expired']} expired, "
+        f"{report['evicted']} evicted, {report['compacted']} compacted duplicates"
+    )
+    for action in ("expired", "evicted", "compacted"):
+        for e in state.get(action, []):
+            kept = f" (kept {e['kept'][:8]})" if "kept" in e else ""
+            console.print(
+                f"  [dim]{action} {e['user_id']} {e['id'][:8]} imp {e['importance']:.2f}"
+                f"{kept}: {escape(e['text'][:60])}[/]"
             )
     return 0
 
@@ -290,7 +442,15 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument("--user", required=True)
     send.add_argument("--thread", default=None, help="default: a new thread")
     send.add_argument("--json", action="store_true")
-    send.add_argument("message", help="the message; '-' reads it from stdin (UTF-8)")
+    send.add_argument(
+        "--end-session",
+        action="store_true",
+        help="then archive the whole thread into long-term memory (no message needed "
+        "with --thread)",
+    )
+    send.add_argument(
+        "message", nargs="?", default=None, help="the message; '-' reads it from stdin (UTF-8)"
+    )
     demo = sub.add_parser("demo", help="run the scripted 30+ turn demo")
     demo.add_argument(
         "--turns", type=int, default=30, help="unrelated turns after the introduction"
@@ -303,6 +463,11 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--user", required=True)
     show.add_argument("--limit", type=_positive_int, default=50)
     show.add_argument("--json", action="store_true")
+    show.add_argument(
+        "--query",
+        default=None,
+        help="run the recall node's retrieval for this text and print each item's score parts",
+    )
     redrive = msub.add_parser("redrive", help="put dead-lettered batches back on the queue")
     redrive.add_argument("--user", required=True)
     redrive.add_argument("--thread", default=None)
@@ -312,6 +477,14 @@ def build_parser() -> argparse.ArgumentParser:
     forget.add_argument("--user", required=True)
     forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     forget.add_argument("--json", action="store_true", help="print the counts as JSON")
+    maintain = sub.add_parser(
+        "maintain", help="expire, evict and compact long-term memories (the maintenance graph)"
+    )
+    who = maintain.add_mutually_exclusive_group(required=True)
+    who.add_argument("--user", help="maintain this user's memories")
+    who.add_argument("--all-users", action="store_true", help="maintain every user")
+    maintain.add_argument("--dry-run", action="store_true", help="report, change nothing")
+    maintain.add_argument("--json", action="store_true", help="print the final state as JSON")
     services = sub.add_parser("services", help="embedded Redis and Postgres")
     services.add_argument("action", choices=["up", "down", "status"])
     sub.add_parser("metrics", help="print the Prometheus text exposition of this process")
@@ -335,6 +508,8 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(_send(args))
         if args.command == "forget":
             return asyncio.run(_forget(args))
+        if args.command == "maintain":
+            return asyncio.run(_maintain(args))
         if args.command == "memory" and args.memory_command == "redrive":
             return asyncio.run(_memory_redrive(args))
         if args.command == "memory":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from langchain_core.messages import AIMessage
 from langgraph.graph import END
 from langgraph.runtime import Runtime
 
@@ -11,9 +12,32 @@ from graph.context import Context
 from graph.state import State
 
 
+def route_after_respond(state: State) -> Literal["tools", "trim_window"]:
+    """Run the model's tool calls, then answer again; a plain answer ends the turn.
+
+    `respond` only keeps tool calls while the turn has tool rounds left, so this loop ends.
+    """
+    messages = state.get("messages") or []
+    last = messages[-1] if messages else None
+    return "tools" if isinstance(last, AIMessage) and last.tool_calls else "trim_window"
+
+
+def draining(state: State) -> bool:
+    """Whether this turn summarizes its whole backlog (compression or session end)."""
+    return bool(state.get("compress") or state.get("end_session"))
+
+
+def route_after_load_profile(state: State) -> Literal["recall", "trim_window"]:
+    """A session end skips recall and respond: it only archives the thread."""
+    return "trim_window" if state.get("end_session") else "recall"
+
+
 def route_after_trim(state: State, runtime: Runtime[Context]) -> Literal["summarize", "__end__"]:
-    """Summarize only when the pending list holds a full batch."""
-    return "summarize" if state.get("pending_count", 0) >= runtime.context.summary_batch else END
+    """Summarize when the pending list holds a full batch, or any backlog while draining."""
+    pending = state.get("pending_count", 0)
+    if pending >= runtime.context.summary_batch or (draining(state) and pending > 0):
+        return "summarize"
+    return END
 
 
 def route_after_summarize(state: State) -> Literal["consolidate", "__end__"]:
@@ -24,9 +48,17 @@ def route_after_summarize(state: State) -> Literal["consolidate", "__end__"]:
 def route_after_consolidate(
     state: State, runtime: Runtime[Context]
 ) -> Literal["reflect", "summarize", "__end__"]:
-    """Reflect when due; else keep draining a backlog of full batches; else stop."""
+    """Reflect when due; else keep draining a backlog of full batches; else stop.
+
+    A reflection is due after ``reflect_after`` summaries or once their summed
+    importance reaches ``reflect_importance_threshold``, whichever comes first.
+    """
     ctx = runtime.context
-    if state.get("summaries_since_reflection", 0) >= ctx.reflect_after:
+    if draining(state) and state.get("summary_stored") and state.get("pending_count", 0) > 0:
+        return "summarize"  # compression/session end: empty the backlog, then reflect
+    since = state.get("summaries_since_reflection", 0)
+    importance = state.get("importance_since_reflection", 0.0)
+    if since >= ctx.reflect_after or (since and importance >= ctx.reflect_importance_threshold):
         return "reflect"
     if state.get("summary_stored") and state.get("pending_count", 0) >= ctx.summary_batch:
         return "summarize"

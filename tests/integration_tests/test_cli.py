@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 import uuid
@@ -55,12 +56,16 @@ async def test_demo_keeps_identity_across_threads_and_users(monkeypatch, capsys)
     monkeypatch.setenv(
         "MODEL", register_chat_model(f"demo-{uuid.uuid4().hex[:6]}", ScriptedChatModel())
     )
+    monkeypatch.setenv("FACT_RULES", "on")  # what the demo's local model runs with
     from cli.demo import run_demo
 
     code = await run_demo(turns=12, window_size=6)
     out = capsys.readouterr().out
     assert code == 0, out
     assert "has Zhang San's identity in its prompt: YES" in out
+    assert "notes the change Go → Rust: YES" in out
+    assert "profile history: preferred_language was 'Go'" in out
+    assert re.search(r"reflections written: [1-9]", out)
     assert "sees Zhang San's memory: NO" in out
 
 

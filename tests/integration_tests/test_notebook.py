@@ -110,3 +110,8 @@ def test_walkthrough_notebook_runs_and_recalls(
     found = re.search(r"Recalled memories in the new thread: (\d+)", _stream_text(recall_cell))
     assert found and int(found.group(1)) >= 1, _stream_text(recall_cell)
     assert "similarity" in _stream_text(recall_cell)
+    # memory that evolves: the changed preference keeps its history and is noted
+    assert "was preferred_language='Python'" in text, text[-3000:]
+    assert "changed: preferred_language Python → Rust" in text, text[-3000:]
+    assert "decision: summary" in text
+    assert "'dry_run': True" in text or "dry_run" in text

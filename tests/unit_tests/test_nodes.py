@@ -72,9 +72,12 @@ def mem(user_id: str, text: str) -> Memory:
 
 
 async def test_load_profile_reads_this_users_profile(services, make_context, user_id):
-    await services.profile.upsert(user_id, [Fact("name", "Ada", 0.9), Fact("city", "Oslo", 0.7)], 1)
-    await services.profile.upsert(f"{user_id}-b", [Fact("name", "Bob", 0.9)], 1)
-    out = await run_node(load_profile, {"messages": [HumanMessage("hi")]}, make_context())
+    ctx = make_context()
+    await services.profile.upsert(
+        user_id, [Fact("name", "Ada", 0.9), Fact("city", "Oslo", 0.7)], ctx.ttl_days
+    )
+    await services.profile.upsert(f"{user_id}-b", [Fact("name", "Bob", 0.9)], ctx.ttl_days)
+    out = await run_node(load_profile, {"messages": [HumanMessage("hi")]}, ctx)
     assert {k: v["value"] for k, v in out["profile"].items()} == {"name": "Ada", "city": "Oslo"}
     assert out["memory_events"] == ["profile: 2 facts loaded"]
 
