@@ -34,6 +34,8 @@ from graph.compression import cut_to_recent_turns
 from graph.metrics import redis_op
 from stores.ids import validate_id
 
+RECALL_TOOL = "search_memory"
+"""Tool whose results are stored memory already (see `StoredMessage.render`)."""
 _ROLES = {"human": HumanMessage, "ai": AIMessage, "tool": ToolMessage, "system": SystemMessage}
 
 # Push each message once: SADD on the seen-set decides, RPUSH follows atomically.
@@ -105,9 +107,23 @@ class StoredMessage:
         return _ROLES[self.role](**kwargs)
 
     def render(self) -> str:
-        """One line of transcript, e.g. ``[2026-11-22T10:00] human: hello``."""
+        """One line of transcript, e.g. ``[2026-11-22T10:00] human: hello``.
+
+        A tool-calling AI message shows its calls (what the model remembered or forgot);
+        the result of ``search_memory`` is not repeated: it is stored memory already, and
+        summarizing it again would copy old memories into new ones.
+        """
         who = self.name or self.role
-        return f"[{self.ts[:16]}] {who}: {self.content}"
+        content = self.content
+        if self.role == "ai" and self.tool_calls:
+            calls = ", ".join(
+                f"{c.get('name')}({json.dumps(c.get('args', {}), ensure_ascii=False)})"
+                for c in self.tool_calls
+            )
+            content = f"{content} (called {calls})".strip()
+        elif self.role == "tool" and self.name == RECALL_TOOL:
+            content = "(recalled memories, not repeated)"
+        return f"[{self.ts[:16]}] {who}: {content}"
 
 
 def parse_ts(value: str) -> datetime:

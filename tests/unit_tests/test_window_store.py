@@ -434,3 +434,34 @@ async def test_pending_limit_zero_returns_nothing(services, user_id):
 def test_from_json_rejects_unknown_role():
     with pytest.raises(ValueError, match="role"):
         StoredMessage.from_json('{"id":"x","role":"bogus","content":"c","ts":"t"}')
+
+
+def test_transcript_shows_tool_calls_and_skips_recalled_memories() -> None:
+    call = StoredMessage(
+        id="a1",
+        role="ai",
+        content="",
+        ts="2026-01-02T03:04:00",
+        tool_calls=[{"name": "remember", "args": {"key": "city", "fact": "Berlin"}, "id": "c1"}],
+    )
+    assert call.render() == (
+        '[2026-01-02T03:04] ai: (called remember({"key": "city", "fact": "Berlin"}))'
+    )
+    found = StoredMessage(
+        id="t1",
+        role="tool",
+        name="search_memory",
+        content="- [summary 2026-01-01] The user lives in Berlin.",
+        ts="2026-01-02T03:04:00",
+        tool_call_id="c2",
+    )
+    assert "Berlin" not in found.render()
+    result = StoredMessage(
+        id="t2",
+        role="tool",
+        name="remember",
+        content="created city: 'Berlin'",
+        ts="2026-01-02T03:04:00",
+        tool_call_id="c1",
+    )
+    assert result.render().endswith("remember: created city: 'Berlin'")
