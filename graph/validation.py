@@ -233,15 +233,16 @@ async def discard_rejected(agent: Any, config: dict[str, Any], error: InvalidInp
     """
     from langchain_core.messages import RemoveMessage
 
-    if not error.message_ids:
-        return 0
     snapshot = await agent.aget_state(config)
     present = {m.id for m in snapshot.values.get("messages", [])}
     ids = [i for i in error.message_ids if i in present]
+    update: dict[str, Any] = {}
     if ids:
-        await agent.aupdate_state(
-            config, {"messages": [RemoveMessage(id=i) for i in ids]}, as_node="__start__"
-        )
+        update["messages"] = [RemoveMessage(id=i) for i in ids]
+    if snapshot.values.get("end_session"):  # a rejected session end must not linger either
+        update["end_session"] = False
+    if update:
+        await agent.aupdate_state(config, update, as_node="__start__")
     return len(ids)
 
 

@@ -6,6 +6,7 @@ changes (``change_note_days``), which respond notes in the prompt.
 
 from __future__ import annotations
 
+from langchain_core.messages import HumanMessage
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
@@ -53,6 +54,9 @@ async def load_profile(state: State, runtime: Runtime[Context]) -> dict:
                 [m.id for m, is_stored in zip(messages, stored, strict=True) if not is_stored],
             )
         new = [m for m, is_stored in zip(messages, stored, strict=True) if not is_stored]
+        # A session end archives; a turn that brings a new user message is answered,
+        # whatever ``end_session`` an earlier, failed run left in the checkpoint.
+        end = end and not any(isinstance(m, HumanMessage) for m in new)
         validate_turn(
             messages, new, max_chars=max_chars, max_messages=max_messages, end_session=end
         )
@@ -75,4 +79,5 @@ async def load_profile(state: State, runtime: Runtime[Context]) -> dict:
         "profile_changes": changes,
         "memory_decisions": [],  # per-turn, like memory_events
         "memory_events": [event],
+        "end_session": end,
     }

@@ -107,6 +107,15 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict:
     facts = facts_grounded(proposed, listing)
     if proposed:
         try:
+            # A reflection reads older summaries: it may add a key or confirm a value,
+            # never replace what consolidation learned from the user's latest words.
+            current = await services.profile.get(ctx.user_id)
+            facts = [
+                f
+                for f in facts
+                if f.key not in current
+                or current[f.key]["value"].strip().lower() == f.value.strip().lower()
+            ]
             changes = await services.profile.upsert(ctx.user_id, facts, ctx.ttl_days)
             decisions += await record_fact_changes(
                 services, ctx.user_id, None, reflection.id, changes

@@ -183,13 +183,16 @@ class MemoryStore:
     async def add(self, memory: Memory, vector: list[float] | None = None) -> str:
         """Upsert a memory under its deterministic id; returns the id.
 
-        A replayed write keeps the stored row's creation time, access statistics and pin
-        (the vector store's upsert would otherwise overwrite every metadata column).
+        A replayed write keeps the stored row's creation time, access statistics, pin,
+        supersession, highest importance and latest expiry (the vector store's upsert
+        would otherwise overwrite every metadata column): a batch re-claimed after a lost
+        acknowledgement must not revive a memory that was merged or compacted meanwhile.
         """
         existing = await _run(
             self.engine,
             (
-                f'SELECT created_at, last_accessed_at, access_count, pinned FROM "{self.table}" '
+                "SELECT created_at, last_accessed_at, access_count, pinned, status, "
+                f'superseded_by, importance, expires_at FROM "{self.table}" '
                 "WHERE langchain_id = CAST(:id AS uuid) AND user_id = :user_id",
                 {"id": memory.id, "user_id": memory.user_id},
             ),
@@ -199,6 +202,13 @@ class MemoryStore:
             memory.created_at = row["created_at"] or memory.created_at
             memory.last_accessed_at = row["last_accessed_at"]
             memory.access_count = int(row["access_count"] or 0)
+            memory.importance = max(memory.importance, float(row["importance"] or 0.0))
+            if row["status"] == "superseded":
+                memory.status, memory.superseded_by = "superseded", row["superseded_by"]
+            if row["expires_at"] is None or (
+                memory.expires_at is not None and row["expires_at"] > memory.expires_at
+            ):
+                memory.expires_at = row["expires_at"]
             if row["pinned"]:  # a pin (the user's choice) survives a replayed write
                 memory.pinned, memory.expires_at = True, None
         if vector is None:
@@ -481,7 +491,10 @@ class MemoryStore:
     async def expired(self, user_id: str) -> list[Memory]:
         """The user's memories whose expiry has passed (pinned ones never expire)."""
         return await self._select(
-            user_id, "expires_at IS NOT NULL AND expires_at <= now() AND NOT pinned", {}
+            # superseded rows stay: they are the provenance of what replaced them
+            user_id,
+            "status = 'active' AND expires_at IS NOT NULL AND expires_at <= now() AND NOT pinned",
+            {},
         )
 
     async def evictable(
@@ -490,7 +503,7 @@ class MemoryStore:
         """Unpinned memories below ``below_importance`` created over ``older_than_days`` ago."""
         return await self._select(
             user_id,
-            "importance < :below AND NOT pinned "
+            "status = 'active' AND importance < :below AND NOT pinned "
             "AND created_at < now() - make_interval(secs => :days * 86400)",
             {"below": float(below_importance), "days": float(older_than_days)},
         )

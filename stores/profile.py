@@ -129,6 +129,10 @@ def _history_entry(key: str, fact: dict[str, Any], valid_to: str, reason: str) -
     }
 
 
+def _text(raw: str | bytes) -> str:
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
 def _merge_ids(old: Iterable[str], new: Iterable[str]) -> list[str]:
     merged = list(dict.fromkeys([*old, *new]))
     return merged[-MAX_SOURCE_IDS:]
@@ -148,6 +152,10 @@ class ProfileStore:
     def history_key(self, user_id: str) -> str:
         """The Redis key of a user's profile history (a list, oldest first)."""
         return f"{self.prefix}:profile_history:{validate_id(user_id, 'user_id')}"
+
+    def forgotten_key(self, user_id: str) -> str:
+        """The Redis key of when each forgotten fact key was forgotten (a hash)."""
+        return f"{self.prefix}:profile_forgotten:{validate_id(user_id, 'user_id')}"
 
     async def _transact(
         self,
@@ -244,6 +252,13 @@ class ProfileStore:
                 incoming[key] = Fact(key, value, importance, list(fact.source_ids), fact.updated_at)
         if not incoming:
             return []
+        tombstones = await self.redis.hmget(self.forgotten_key(user_id), list(incoming))
+        for key, forgotten_at in zip(list(incoming), tombstones, strict=True):
+            stated = incoming[key].updated_at
+            if forgotten_at and stated and parse_ts(stated) <= parse_ts(_text(forgotten_at)):
+                del incoming[key]  # the user asked to forget it after saying it
+        if not incoming:
+            return []
 
         def plan(current: dict[str, str]) -> tuple[dict, list[str], list[dict], list]:
             now = datetime.now(UTC)  # taken per attempt: a retried write is the newest
@@ -314,7 +329,11 @@ class ProfileStore:
             fact = _decode(current[key])
             return {}, [key], [_history_entry(key, fact, now_s, "forgotten")], {"key": key, **fact}
 
-        return await self._transact(user_id, [key], plan)
+        removed = await self._transact(user_id, [key], plan)
+        # the tombstone: a fact of this key stated before now is not brought back by a
+        # batch summarized later (see `upsert`); a fresh statement after it is
+        await self.redis.hset(self.forgotten_key(user_id), key, now_s)
+        return removed
 
     async def set_pinned(self, user_id: str, key: str, pinned: bool, ttl_days: TtlDays) -> bool:
         """Pin (never expires) or unpin (expiry recomputed from importance) a fact.

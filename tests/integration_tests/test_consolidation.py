@@ -306,3 +306,26 @@ async def test_raw_summary_mode_consolidates_without_a_model_call(
     assert prompts == []
     (decision,) = await services.decisions.list(user_id, item_kind="summary")
     assert decision.action == "created" and "raw summary mode" in decision.detail["reason"]
+
+
+async def test_a_reflection_never_replaces_a_profile_value(agent, make_context, services, user_id):
+    from stores.profile import Fact
+
+    # consolidation already learned the user's latest city; the reflection, reading
+    # older summaries, proposes the old one
+    await services.profile.upsert(
+        user_id, [Fact("city", "Berlin", 0.8, ["s-new"])], lambda i, p=False: 30
+    )
+    facts = [{"key": "city", "value": "Paris", "importance": 0.8}]
+    ctx = make_context(
+        window_size=2,
+        summary_batch=2,
+        reflect_importance_threshold=1.0,
+        model_obj=_reflector(facts),
+    )
+    thread = _thread()
+    await say(agent, ctx, thread, "Paris was my home for years.")
+    await say(agent, ctx, thread, "I enjoy long walks by the river.")
+    await say(agent, ctx, thread, "What is a haiku?")
+    assert (await services.memories.count(user_id)).get("reflection") == 1
+    assert (await services.profile.get(user_id))["city"]["value"] == "Berlin"

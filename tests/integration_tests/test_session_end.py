@@ -218,3 +218,36 @@ async def test_session_end_with_a_failing_summary_store_keeps_the_batch(
     state = await end_session(agent, ctx, thread)
     assert archived(state)
     await _assert_archived(services, ctx.user_id, thread, ids)
+
+
+async def test_a_rejected_session_end_of_another_user_never_archives_the_owners_thread(
+    agent, make_context, services, fake_model
+):
+    owner = make_context(window_size=10)
+    thread = _thread()
+    await say(agent, owner, thread, "Hi, I am the owner of this thread.")
+    intruder = make_context(user_id=f"u-{uuid.uuid4().hex[:10]}")
+    with pytest.raises(InvalidInputError):
+        await _end(agent, intruder, thread)  # rejected, but its input sits in the checkpoint
+    replies = len(fake_model.system_prompts())
+    state = await say(agent, owner, thread, "Are you still there?")
+    assert len(fake_model.system_prompts()) == replies + 1  # the owner's turn was answered
+    assert state["messages"][-1].type == "ai" and state["end_session"] is False
+    window = await services.window.window(owner.user_id, thread)
+    assert [m.content for m in window if m.role == "human"] == [
+        "Hi, I am the owner of this thread.",
+        "Are you still there?",
+    ]
+
+
+async def test_discard_rejected_clears_a_rejected_session_end(agent, make_context):
+    owner = make_context()
+    thread = _thread()
+    await say(agent, owner, thread, "Hello.")
+    intruder = make_context(user_id=f"u-{uuid.uuid4().hex[:10]}")
+    config = {"configurable": {"thread_id": thread}}
+    with pytest.raises(InvalidInputError) as rejected:
+        await _end(agent, intruder, thread)
+    assert (await agent.aget_state(config)).values["end_session"] is True
+    await discard_rejected(agent, config, rejected.value)
+    assert (await agent.aget_state(config)).values["end_session"] is False

@@ -355,3 +355,34 @@ async def test_evictable_and_duplicate_pairs(services, user_id):
     pairs = await services.memories.duplicate_pairs(user_id, 0.95)
     assert [tuple(sorted((x, y))) for x, y, _ in pairs] == [tuple(sorted((a.id, b.id)))]
     assert pairs[0][2] == pytest.approx(1.0)  # one kind only: the reflection is no pair
+
+
+async def test_a_replayed_write_never_revives_or_weakens_a_memory(services, user_id):
+    # consolidate stored S, its ack was lost; meanwhile S was merged away and a duplicate
+    # strengthened it; the re-claimed batch writes S again with its original metadata
+    s = summary(user_id, "The user sails on weekends.", ["sail"], importance=0.5)
+    s.expires_at = datetime.now(UTC) + timedelta(days=30)
+    await services.memories.add(s)
+    newer = summary(user_id, "The user sails every weekend on a small boat.", ["boat"])
+    await services.memories.add(newer)
+    year = datetime.now(UTC) + timedelta(days=365)
+    await services.memories.strengthen(user_id, s.id, 0.2, expires_at=year)
+    assert await services.memories.supersede(user_id, [s.id], newer.id) == 1
+    replay = summary(user_id, "The user sails on weekends.", ["sail"], importance=0.5)
+    replay.expires_at = datetime.now(UTC) + timedelta(days=30)
+    await services.memories.add(replay)
+    (row,) = await services.memories.get(user_id, [s.id])
+    assert (row.status, row.superseded_by) == ("superseded", newer.id)
+    assert row.importance == pytest.approx(0.7) and row.expires_at == year
+
+
+async def test_maintenance_never_removes_superseded_provenance(services, user_id):
+    old = datetime.now(UTC) - timedelta(days=400)
+    keep = summary(user_id, "The user learned to knit.", ["k1"], importance=0.05, created_at=old)
+    keep.expires_at = datetime.now(UTC) - timedelta(days=1)
+    newer = summary(user_id, "The user knits scarves.", ["k2"])
+    for m in (keep, newer):
+        await services.memories.add(m)
+    await services.memories.supersede(user_id, [keep.id], newer.id)
+    assert await services.memories.expired(user_id) == []
+    assert await services.memories.evictable(user_id, 0.1, 180) == []

@@ -270,8 +270,8 @@ async def _summary_for(services, make_context, user_id, thread, mode="llm", text
         "summary"
     ]
     s["mode"] = mode
-    if text:
-        s["text"] = text
+    if text:  # as if the user had said it: facts are grounded in the user's own words
+        s["text"] = s["user_text"] = text
     return s
 
 

@@ -347,3 +347,17 @@ async def test_hostile_user_ids_rejected(services, bad):
 def test_normalized_key_never_ends_with_underscore_after_truncation():
     key = normalize_fact_key("a" * 47 + " b")
     assert len(key) <= 48 and not key.endswith("_")
+
+
+async def test_a_forgotten_fact_is_not_brought_back_by_a_late_batch(services, user_id):
+    said = (datetime.now(UTC) - timedelta(minutes=5)).isoformat()
+    store = services.profile
+    await store.upsert(user_id, [Fact("city", "Paris", 0.8, ["s1"], said)], policy())
+    assert (await store.forget(user_id, "city"))["value"] == "Paris"
+    # the batch that held "I live in Paris" is summarized only now (stated before forget)
+    late = await store.upsert(user_id, [Fact("city", "Paris", 0.8, ["s2"], said)], policy())
+    assert late == [] and "city" not in await store.get(user_id)
+    # stating it again afterwards is a new fact
+    again = await store.upsert(user_id, [Fact("city", "Lyon", 0.8, ["s3"])], policy())
+    assert [(c.key, c.action, c.new_value) for c in again] == [("city", "created", "Lyon")]
+    assert store.forgotten_key(user_id).endswith(f":profile_forgotten:{user_id}")
