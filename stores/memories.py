@@ -557,10 +557,11 @@ class MemoryStore:
         return {r["kind"]: int(r["n"]) for r in rows}
 
     async def hot(self, user_id: str, limit: int) -> list[Memory]:
-        """The user's ``limit`` hottest active memories: most important, then most recent.
+        """The user's ``limit`` hottest active memories: pinned, most important, most recent.
 
-        Recency is the last access, or the creation for a memory never recalled. No
-        vector is read or compared (``recall_mode='flat'``).
+        Pinned memories (the user asked to always remember them) come first. Recency is
+        the last access, or the creation for a memory never recalled. No vector is read
+        or compared (``recall_mode='flat'``).
         """
         validate_id(user_id, "user_id")
         rows = await _run(
@@ -568,7 +569,8 @@ class MemoryStore:
             (
                 f'SELECT langchain_id, content, {", ".join(_META_NAMES)} FROM "{self.table}" '
                 f"WHERE user_id = :user_id AND {ACTIVE} "
-                "ORDER BY importance DESC, COALESCE(last_accessed_at, created_at) DESC, "
+                "ORDER BY pinned DESC, importance DESC, "
+                "COALESCE(last_accessed_at, created_at) DESC, "
                 "stored_at DESC LIMIT :limit",
                 {"user_id": user_id, "limit": max(0, int(limit))},
             ),

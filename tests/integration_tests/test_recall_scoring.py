@@ -220,3 +220,6 @@ async def test_hot_orders_by_importance_then_last_access(services, user_id):
     hot = await services.memories.hot(user_id, 10)
     assert [m.id for m in hot] == [top.id, b.id, a.id, c.id]
     assert [m.id for m in await services.memories.hot(user_id, 2)] == [top.id, b.id]
+    # a pinned memory (the user asked to always remember it) is hottest of all
+    assert await services.memories.set_pinned(user_id, c.id, True, None)
+    assert [m.id for m in await services.memories.hot(user_id, 2)] == [c.id, top.id]
