@@ -63,5 +63,11 @@ async def compact(state: MaintenanceState, runtime: Runtime[Context]) -> dict:
                 by_keeper[e["kept"]].append(e["id"])
             for kept, dups in by_keeper.items():
                 await services.memories.supersede(user, dups, kept)
+                # the keeper now stands for its duplicates: it lives as long as the
+                # longest-lived of them (a superseded row is never recalled again)
+                group = [memories[kept], *(memories[d] for d in dups)]
+                ends = [m.expires_at for m in group]
+                until = None if any(e is None for e in ends) else max(ends)
+                await services.memories.extend_expiry(user, kept, until)
         out += found
     return {"compacted": out}

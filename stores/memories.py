@@ -442,6 +442,22 @@ class MemoryStore:
         )
         return float(rows[0]["importance"]) if rows else None
 
+    async def extend_expiry(self, user_id: str, memory_id: str, until: datetime | None) -> bool:
+        """Make a memory live at least ``until`` (``None``: never expire); True if found."""
+        validate_id(user_id, "user_id")
+        rows = await _run(
+            self.engine,
+            (
+                f'UPDATE "{self.table}" SET expires_at = CASE '
+                "WHEN expires_at IS NULL OR CAST(:forever AS boolean) THEN NULL "
+                "ELSE GREATEST(expires_at, CAST(:until AS timestamptz)) END "
+                "WHERE user_id = :user_id AND langchain_id = CAST(:id AS uuid) "
+                "RETURNING langchain_id",
+                {"user_id": user_id, "id": memory_id, "forever": until is None, "until": until},
+            ),
+        )
+        return bool(rows)
+
     async def set_pinned(
         self, user_id: str, memory_id: str, pinned: bool, expires_at: datetime | None
     ) -> bool:

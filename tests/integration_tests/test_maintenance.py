@@ -155,3 +155,20 @@ def test_cli_maintain_needs_a_user_or_all_users(capsys):
         main(["maintain", "--dry-run"])
     assert exc.value.code == 2
     assert "one of the arguments --user --all-users is required" in capsys.readouterr().err
+
+
+async def test_a_compaction_keeper_lives_as_long_as_its_longest_lived_duplicate(
+    make_context, services, user_id
+):
+    keep = _memory(
+        user_id, "The user bakes sourdough bread.", 0.7, expires_at=NOW + timedelta(days=2)
+    )
+    drop = _memory(
+        user_id, "The user bakes sourdough bread.", 0.5, expires_at=NOW + timedelta(days=25)
+    )
+    for memory in (keep, drop):
+        await services.memories.add(memory)
+    state = await build_maintenance_graph().ainvoke({"user_id": user_id}, context=make_context())
+    assert [(e["id"], e["kept"]) for e in state["compacted"]] == [(drop.id, keep.id)]
+    (kept,) = await services.memories.get(user_id, [keep.id])
+    assert kept.status == "active" and kept.expires_at == drop.expires_at
