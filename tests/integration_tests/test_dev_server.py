@@ -186,3 +186,37 @@ async def test_two_turns_through_the_server_reach_redis_and_pgvector(
     assert content.strip() and stored_thread == thread_id
     first_turn_ids = [m["id"] for m in outputs[0]["messages"][:2]]
     assert source_ids == first_turn_ids, (source_ids, first_turn_ids)
+
+
+async def test_session_end_and_maintenance_graph_through_the_server(
+    server_url: str, memory_env: dict[str, str]
+) -> None:
+    client = get_client(url=server_url)
+    user = f"u-srv-{uuid.uuid4().hex[:10]}"
+    # raw summaries: the archive needs no model call (the model's part is tested above)
+    context = {"user_id": user, "model": MODEL, "summary_mode": "raw"}
+    thread_id = (await client.threads.create())["thread_id"]
+    await client.runs.wait(
+        thread_id,
+        GRAPH_ID,
+        input={"messages": [{"role": "human", "content": "I keep bees in my garden."}]},
+        context=context,
+    )
+    # {"end_session": true}: no answer, the whole thread is archived into memory
+    out = await client.runs.wait(thread_id, GRAPH_ID, input={"end_session": True}, context=context)
+    assert isinstance(out, dict) and "__error__" not in out, out
+    assert out["messages"] == [] and out["pending_count"] == 0, out.get("memory_events")
+    with psycopg.connect(memory_env["DATABASE_URL"]) as conn:
+        (n,) = conn.execute(
+            "SELECT count(*) FROM memories_384 WHERE user_id = %s AND kind = 'summary'", (user,)
+        ).fetchone()
+    assert n == 1
+
+    # the second graph of langgraph.json, as a cron would run it (here once, dry)
+    assert await client.assistants.search(graph_id="maintenance")
+    thread_id = (await client.threads.create())["thread_id"]
+    report = await client.runs.wait(
+        thread_id, "maintenance", input={"user_id": user, "dry_run": True}, context=context
+    )
+    assert isinstance(report, dict) and "__error__" not in report, report
+    assert report["report"]["dry_run"] is True and report["users"] == [user]
