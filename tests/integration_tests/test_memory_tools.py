@@ -171,12 +171,12 @@ async def test_forget_pin_and_unpin_touch_only_the_users_own_memory(agent, make_
     await services.profile.upsert(ctx.user_id, [Fact("city", "Oslo", 0.7)], ttl)
     await services.profile.upsert(stranger, [Fact("city", "Rome", 0.7)], ttl)
 
-    def calls(*pairs: tuple[str, str]) -> AIMessage:
+    def calls(*pairs: tuple[str, str], start: int = 0) -> AIMessage:
         return AIMessage(
             content="",
             tool_calls=[
                 {"name": name, "args": {"key_or_memory_id": ref}, "id": f"{name}-{i}"}
-                for i, (name, ref) in enumerate(pairs)
+                for i, (name, ref) in enumerate(pairs, start)
             ],
         )
 
@@ -196,19 +196,28 @@ async def test_forget_pin_and_unpin_touch_only_the_users_own_memory(agent, make_
     (untouched,) = await services.memories.get(stranger, [theirs.id])
     assert not untouched.pinned and untouched.expires_at is not None
 
+    # calls of one message run concurrently: unpin and forget of a key go in two rounds
     model.handler = scripted(
-        calls(("unpin", mine.id), ("unpin", "city"), ("forget", "city"), ("forget", "nope")),
-        calls(("forget", mine.id), ("forget", theirs.id)),
+        calls(
+            ("unpin", mine.id),
+            ("unpin", "city"),
+            (
+                "forget",
+                "nope",
+            ),
+            start=0,
+        ),
+        calls(("forget", "city"), ("forget", mine.id), ("forget", theirs.id), start=3),
         "Forgotten.",
     ).handler
     state = await say(agent, ctx, _thread(), "Actually, forget all that.")
     results = tool_results(state["messages"])
     assert results["unpin-0"] == f"unpinned memory {mine.id}"
     assert results["unpin-1"] == "unpinned city: it expires again"
-    assert results["forget-2"] == "forgot city: 'Oslo'"
-    assert results["forget-3"].startswith("nothing matched 'nope'")
-    assert results["forget-0"] == f"forgot memory {mine.id}"
-    assert results["forget-1"] == f"no memory with id {theirs.id!r}"
+    assert results["forget-2"].startswith("nothing matched 'nope'")
+    assert results["forget-3"] == "forgot city: 'Oslo'"
+    assert results["forget-4"] == f"forgot memory {mine.id}"
+    assert results["forget-5"] == f"no memory with id {theirs.id!r}"
     assert await services.memories.get(ctx.user_id, [mine.id]) == []
     assert "city" not in await services.profile.get(ctx.user_id)
     assert await services.memories.get(stranger, [theirs.id])  # the stranger's data stays
