@@ -107,8 +107,7 @@ async def consolidate(state: State, runtime: Runtime[Context]) -> dict:
             written = [f"{c.key} {c.action}" for c in changes]
             events.append(f"consolidate: profile facts: {', '.join(written) or 'none'}")
             decisions += await record_fact_changes(services, user, thread, memory.id, changes)
-        since = await services.memories.count_since_reflection(ctx.user_id)
-        importance = await services.memories.importance_since_reflection(ctx.user_id)
+        since, importance = await services.memories.reflection_progress(ctx.user_id)
         pending = await services.queue.backlog(user, thread)
     except (*REDIS_DOWN, *POSTGRES_DOWN) as exc:  # the summary is safe; facts can wait
         outages.failed("redis" if isinstance(exc, REDIS_DOWN) else "postgres", exc)

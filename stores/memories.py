@@ -315,28 +315,28 @@ class MemoryStore:
             ),
         )
 
-    async def count_since_reflection(self, user_id: str) -> int:
-        """How many active summaries the user stored after the latest reflection."""
+    async def reflection_progress(self, user_id: str) -> tuple[int, float]:
+        """Count and summed importance of the active summaries since the latest reflection.
+
+        One query for both numbers the reflection trigger needs (`consolidate`).
+        """
         rows = await _run(
             self.engine,
             (
-                f'SELECT count(*) AS n FROM "{self.table}" s WHERE {self._since_reflection()}',
+                "SELECT count(*) AS n, COALESCE(sum(importance), 0) AS total "
+                f'FROM "{self.table}" s WHERE {self._since_reflection()}',
                 {"user_id": validate_id(user_id, "user_id")},
             ),
         )
-        return int(rows[0]["n"])
+        return int(rows[0]["n"]), float(rows[0]["total"])
+
+    async def count_since_reflection(self, user_id: str) -> int:
+        """How many active summaries the user stored after the latest reflection."""
+        return (await self.reflection_progress(user_id))[0]
 
     async def importance_since_reflection(self, user_id: str) -> float:
         """Summed importance of the active summaries stored after the latest reflection."""
-        rows = await _run(
-            self.engine,
-            (
-                f'SELECT COALESCE(sum(importance), 0) AS total FROM "{self.table}" s '
-                f"WHERE {self._since_reflection()}",
-                {"user_id": validate_id(user_id, "user_id")},
-            ),
-        )
-        return float(rows[0]["total"])
+        return (await self.reflection_progress(user_id))[1]
 
     async def list(
         self,
