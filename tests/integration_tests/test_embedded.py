@@ -46,20 +46,6 @@ def _leave_servers_running() -> Iterator[None]:
         os.environ.update({k: v for k, v in saved.items() if v is not None})
 
 
-@pytest.fixture
-def private_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A throw-away data home the system user can reach, stopped and removed afterwards."""
-    parent = Path(tempfile.mkdtemp(prefix="ma-test-", dir="/tmp"))
-    parent.chmod(0o755)  # our own folder; mkdtemp makes it 0700
-    home = parent / "home"
-    monkeypatch.setenv("MEMORY_AGENT_HOME", str(home))
-    try:
-        yield home
-    finally:
-        embedded.stop_services()
-        shutil.rmtree(parent, ignore_errors=True)
-
-
 def _snapshot(paths: Iterable[Path]) -> dict[Path, tuple[int, int, int]]:
     """Mode, owner and group of each existing path."""
     result = {}

