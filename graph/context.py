@@ -40,7 +40,7 @@ class Context:
         default="",
         metadata={
             "description": "Chat model as 'provider:model' (e.g. 'openai:gpt-4o-mini'); "
-            "'local:smollm2' runs SmolLM2-135M in-process. Empty picks OpenAI when "
+            "'local:smollm2' runs SmolLM2-135M in a local server process. Empty picks OpenAI when "
             "OPENAI_API_KEY is set, else the local model."
         },
     )

@@ -43,7 +43,7 @@ def load_chat_model(spec: str) -> BaseChatModel:
 @lru_cache(maxsize=8)
 def _build_chat_model(provider: str, name: str) -> BaseChatModel:
     if provider == "local":
-        from graph.llamacpp_chat import load_local_chat_model
+        from graph.local_model import load_local_chat_model
 
         # Short answers keep the window (and so every prompt) small for a CPU model.
         return load_local_chat_model(name, max_tokens=96)

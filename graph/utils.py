@@ -14,6 +14,7 @@ from langchain_core.messages import AnyMessage, HumanMessage
 from langgraph.config import get_config
 from pydantic import BaseModel, ValidationError
 
+from stores.failsafe import outages
 from stores.ids import validate_id
 
 log = logging.getLogger(__name__)
@@ -26,6 +27,16 @@ def current_thread_id() -> str:
     """The run's thread id (``configurable.thread_id``), validated; ``default`` if unset."""
     configurable = get_config().get("configurable", {})
     return validate_id(str(configurable.get("thread_id") or DEFAULT_THREAD), "thread_id")
+
+
+def events_so_far(state: dict[str, Any]) -> list[str]:
+    """This turn's ``memory_events`` so far, plus the one-time notices queued since.
+
+    Notices (`stores.failsafe.Outages.notify`) say that something crashed: a PostgreSQL
+    server process, the local model server. Each is shown once, in the first node that
+    takes it.
+    """
+    return [*state.get("memory_events", []), *(f"notice: {n}" for n in outages.take_notices())]
 
 
 def latest_human_text(messages: list[AnyMessage]) -> str:

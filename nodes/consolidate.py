@@ -12,7 +12,7 @@ from graph.consolidation import consolidate_memory, record_fact_changes
 from graph.context import Context
 from graph.facts import extract_facts
 from graph.state import State
-from graph.utils import limit_words
+from graph.utils import events_so_far, limit_words
 from stores.failsafe import POSTGRES_DOWN, REDIS_DOWN, outages
 from stores.memories import Memory
 from stores.services import get_services
@@ -38,7 +38,7 @@ async def consolidate(state: State, runtime: Runtime[Context]) -> dict:
     """
     ctx = runtime.context
     summary = state.get("summary")
-    events = list(state.get("memory_events", []))
+    events = events_so_far(state)
     if not summary:
         return {"summary": None}
     services = await get_services(ctx.embedding_model)

@@ -22,7 +22,7 @@ from graph.models import load_chat_model
 from graph.prompts import REFLECT_PROMPT
 from graph.schemas import ReflectionOut
 from graph.state import State
-from graph.utils import invoke_structured, limit_words
+from graph.utils import events_so_far, invoke_structured, limit_words
 from stores.decisions import Decision
 from stores.failsafe import POSTGRES_DOWN, REDIS_DOWN, outages
 from stores.memories import Memory
@@ -44,7 +44,7 @@ def reflection_due(count: int, importance: float, ctx: Context) -> bool:
 async def reflect(state: State, runtime: Runtime[Context]) -> dict:
     """Write a reflection citing its summaries once one is due; propose profile facts."""
     ctx = runtime.context
-    events = list(state.get("memory_events", []))
+    events = events_so_far(state)
     services = await get_services(ctx.embedding_model)
     try:
         since = await services.memories.summaries_since_reflection(ctx.user_id)

@@ -11,7 +11,7 @@ from graph import metrics
 from graph.compression import cut_to_recent_turns, messages_over_budget, trigger_budget
 from graph.context import Context
 from graph.state import State
-from graph.utils import current_thread_id
+from graph.utils import current_thread_id, events_so_far
 from nodes.respond import build_system_prompt
 from stores.failsafe import POSTGRES_DOWN, REDIS_DOWN, outages, window_buffer
 from stores.services import Services, get_services
@@ -36,7 +36,7 @@ async def trim_window(state: State, runtime: Runtime[Context]) -> dict:
     services = await get_services(ctx.embedding_model)
     user = ctx.user_id
     end_session = bool(state.get("end_session"))
-    events = list(state.get("memory_events", []))
+    events = events_so_far(state)
     incoming = [StoredMessage.from_message(m) for m in state.get("messages") or []]
     buffered = window_buffer.take(user, thread_id)
     try:

@@ -10,6 +10,7 @@ seen-set drops anything already there).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections import OrderedDict, deque
 
@@ -30,10 +31,15 @@ class Outages:
 
     def __init__(self) -> None:
         self._down: dict[str, str] = {}
+        self._notices: deque[str] = deque(maxlen=20)
         self._lock = threading.Lock()
 
     def failed(self, service: str, exc: BaseException) -> None:
-        """Record a failed call; warn only on the first one of an outage."""
+        """Record a failed call; warn only on the first one of an outage.
+
+        A failed Postgres call also looks for crashed server processes of the embedded
+        PostgreSQL (`stores.embedded.crash_notice`): each new crash becomes one notice.
+        """
         with self._lock:
             first = service not in self._down
             self._down[service] = f"{type(exc).__name__}: {exc}"
@@ -41,6 +47,29 @@ class Outages:
             log.warning(
                 "%s unavailable (%s: %s); running degraded", service, type(exc).__name__, exc
             )
+        if service == "postgres":
+            from stores.embedded import crash_notice
+
+            try:
+                notice = crash_notice(os.environ.get("DATABASE_URL"))
+            except OSError:
+                notice = None
+            if notice:
+                log.error(notice)
+                self.notify(notice)
+
+    def notify(self, message: str) -> None:
+        """Queue a one-time message for the user (see `take_notices`)."""
+        with self._lock:
+            if message not in self._notices:
+                self._notices.append(message)
+
+    def take_notices(self) -> list[str]:
+        """The queued messages, oldest first; each is returned once."""
+        with self._lock:
+            notices = list(self._notices)
+            self._notices.clear()
+        return notices
 
     def ok(self, service: str) -> None:
         """Record a successful call; log once when an outage ends."""
