@@ -10,8 +10,10 @@ way; another user sees none of it.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
+from typing import Any
 
 from rich.markup import escape
 
@@ -19,6 +21,7 @@ from cli.main import console
 from cli.session import end_session, open_agent, run_turn
 from graph.context import Context
 from nodes.respond import build_system_prompt
+from stores.embedded import EmbeddedServiceError, embedded_log, ensure_services, vector_selfcheck
 from stores.services import get_services
 
 INTRODUCTION = [
@@ -61,6 +64,33 @@ CHANGE = "Actually, for programming I now prefer Rust over Go."
 RECALL_QUESTION = "Hi again! Do you remember my name, where I live and which language I prefer?"
 
 
+STORAGE_FAILURES = (
+    "notice: PostgreSQL crashed",
+    "consolidate: storage failed",
+    "window: episodic log unavailable",
+)
+
+
+def _storage_failure(state: dict[str, Any]) -> str | None:
+    """Why memory cannot be stored right now (a crash or a failed write), or None."""
+    for event in state.get("memory_events", []):
+        if event.startswith(STORAGE_FAILURES):
+            return event
+    return None
+
+
+async def _preflight() -> str | None:
+    """Check that memory can be stored before the 35 turns: a vector round trip."""
+    try:
+        urls = await asyncio.to_thread(ensure_services)
+        await asyncio.to_thread(
+            vector_selfcheck, urls.database_url, embedded_log(urls.database_url)
+        )
+    except EmbeddedServiceError as exc:
+        return str(exc)
+    return None
+
+
 def _block(prompt: str, tag: str) -> str:
     return prompt.split(f"\n<{tag}>\n", 1)[1].split(f"\n</{tag}>", 1)[0]
 
@@ -78,6 +108,9 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
         f"user [bold]{zhang.user_id}[/], thread [bold]{thread}[/], model {zhang.model}, "
         f"window {zhang.window_size} messages, summary batch {zhang.summary_batch}"
     )
+    if problem := await _preflight():
+        console.print(f"[red]memory cannot be stored, stopping the demo:[/] {escape(problem)}")
+        return 1
     services = await get_services(zhang.embedding_model)
     script = INTRODUCTION + (SMALL_TALK * (turns // len(SMALL_TALK) + 1))[:turns]
     started = time.perf_counter()
@@ -89,7 +122,7 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
             events = [
                 e
                 for e in state.get("memory_events", [])
-                if e.startswith(("summarize", "reflect:", "consolidate: profile"))
+                if e.startswith(("summarize", "reflect:", "consolidate: profile", "notice:"))
             ]
             console.print(
                 f"[bold]turn {i:>2}[/] you: {escape(text)}\n"
@@ -102,6 +135,11 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
                 f"recalled {len(state.get('recalled', []))}"
                 + (f"\n        [cyan]events:[/] {escape('; '.join(events))}" if events else "")
             )
+            if problem := _storage_failure(state):
+                console.print(
+                    f"[red]memory cannot be stored, stopping the demo:[/] {escape(problem)}"
+                )
+                return 1
         state = await run_turn(agent, zhang, thread, CHANGE)
         console.print(
             f"[bold]turn {len(script) + 1:>2}[/] you: {escape(CHANGE)}\n"

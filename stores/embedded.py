@@ -65,7 +65,7 @@ REDIS_LOAD_TIMEOUT = 120.0
 PG_START_TIMEOUT = 60
 INITDB_TIMEOUT = 180
 STOP_TIMEOUT = 60.0
-PG_FAST_STOP_TIMEOUT = 20.0
+PG_FAST_STOP_TIMEOUT = 10.0
 LOCK_TIMEOUT = 300.0
 
 _SOCKET_PATH_MAX = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
@@ -1106,11 +1106,9 @@ def crash_notice(database_url: str | None = None) -> str | None:
     server log for processes ``terminated by signal`` since the last call in this
     process. Memory writes fail while that happens; the sentence names the log.
     """
-    layout = _Layout(data_home())
-    url = database_url or _postgres_url(layout)
-    if quote(str(layout.run_dir)) not in url and str(layout.run_dir) not in url:
+    log_file = embedded_log(database_url)
+    if log_file is None:
         return None
-    log_file = layout.pg_log
     try:
         size = log_file.stat().st_size
     except OSError:
@@ -1130,6 +1128,15 @@ def crash_notice(database_url: str | None = None) -> str | None:
 
 
 _crash_offsets: dict[Path, int] = {}
+
+
+def embedded_log(database_url: str | None = None) -> Path | None:
+    """The embedded PostgreSQL's log if ``database_url`` (default: the embedded one) is it."""
+    layout = _Layout(data_home())
+    url = database_url or _postgres_url(layout)
+    if quote(str(layout.run_dir)) in url or f"host={layout.run_dir}" in url:
+        return layout.pg_log
+    return None
 
 
 def _ensure_postgres(ctx: _PgContext) -> str:
@@ -1181,6 +1188,9 @@ def _stop_postgres(layout: _Layout) -> None:
         st = layout.pgdata.stat()
         owner = (st.st_uid, st.st_gid)
     ctx = _PgContext(layout=layout, install=_install_postgres(layout), owner=owner)
+    # A postmaster still recovering from a crashed backend may ignore a fast shutdown
+    # request; let the recovery finish first (it takes well under a second).
+    _wait_postgres(_postgres_url(layout), 5)
     args = ["-D", str(layout.pgdata), "-w", "-t", str(int(PG_FAST_STOP_TIMEOUT)), "stop"]
     proc = _pg_run(ctx, "pg_ctl", [*args, "-m", "fast"], timeout=STOP_TIMEOUT + 30)
     if proc.returncode != 0 and _pid_alive(pid):

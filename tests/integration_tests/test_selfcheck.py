@@ -94,3 +94,64 @@ def test_a_failed_selfcheck_without_a_crash_says_what_failed(private_home: Path)
         conn.execute("DROP EXTENSION vector CASCADE")
     with pytest.raises(EmbeddedServiceError, match="self-check failed .*vector"):
         embedded.vector_selfcheck(urls.database_url, private_home / "run" / "postgres.log")
+
+
+async def test_the_demo_stops_within_a_minute_when_memory_cannot_be_stored(
+    private_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli.demo import run_demo
+
+    urls = embedded.ensure_services()
+    with psycopg.connect(urls.database_url, autocommit=True) as conn:
+        conn.execute(STALL.format(app=SELFCHECK_APP))
+    killed = threading.Event()
+    killer = threading.Thread(
+        target=_kill_selfcheck_backend, args=(urls.database_url, signal.SIGILL, killed)
+    )
+    killer.start()
+    started = time.monotonic()
+    try:
+        code = await run_demo(turns=30)
+    finally:
+        killer.join()
+    elapsed = time.monotonic() - started
+    out = capsys.readouterr().out
+    assert code == 1 and killed.is_set()
+    assert elapsed < 60, f"took {elapsed:.0f} s"
+    assert "memory cannot be stored" in out and "signal 4" in out
+    assert "turn  1" not in out, "no turn runs on a database that cannot store vectors"
+
+
+def test_a_storage_failure_event_stops_the_demo() -> None:
+    from cli.demo import _storage_failure
+
+    assert _storage_failure({"memory_events": ["window: +2 messages"]}) is None
+    crash = "notice: PostgreSQL crashed: a server process was terminated by signal 4"
+    assert _storage_failure({"memory_events": ["window: +2", crash]}) == crash
+    failed = "consolidate: storage failed, batch retried later"
+    assert _storage_failure({"memory_events": [failed]}) == failed
+
+
+def test_a_crashed_backend_becomes_one_memory_event(private_home: Path) -> None:
+    from graph.utils import events_so_far
+    from stores.failsafe import outages
+
+    urls = embedded.ensure_services()
+    outages.take_notices()
+    embedded.crash_notice()  # whatever the log held before this test
+    with psycopg.connect(urls.database_url, autocommit=True) as conn:
+        pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        os.kill(pid, signal.SIGILL)
+        with pytest.raises(psycopg.OperationalError) as excinfo:
+            conn.execute("SELECT 1")
+
+    outages.failed("postgres", excinfo.value)  # what a node does with a failed write
+    outages.failed("postgres", excinfo.value)  # and the next one
+    events = events_so_far({"memory_events": ["window: +2 messages"]})
+    crashes = [e for e in events if e.startswith("notice: PostgreSQL crashed")]
+    assert len(crashes) == 1, events
+    assert "signal 4 (Illegal instruction)" in crashes[0]
+    assert str(private_home / "run" / "postgres.log") in crashes[0]
+    assert events_so_far({"memory_events": []}) == [], "said once"
+    assert "signal 4" in embedded.status()["postgres"]["last_crash"]
+    outages.ok("postgres")
