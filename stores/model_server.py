@@ -90,10 +90,18 @@ class LocalModelServer:
             self._start()
             return self.base_url
 
-    def check(self) -> bool:
-        """After a failed call: True (and reported once) if the child has died."""
+    def check(self, wait_s: float = 2.0) -> bool:
+        """After a failed call: True (and reported once) if the child has died.
+
+        A dying server drops its connections a moment before it can be reaped, so this
+        waits up to ``wait_s`` for the process to end.
+        """
         with self._lock:
-            if self._proc is None or self._proc.poll() is None:
+            if self._proc is None:
+                return False
+            try:
+                self._proc.wait(wait_s)
+            except subprocess.TimeoutExpired:
                 return False
             self._report_death()
             return True
