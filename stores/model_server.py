@@ -44,14 +44,18 @@ class LocalModelServer:
         model_path: The GGUF file.
         alias: The model name clients ask for.
         n_ctx: Context window in tokens (fixed at start).
-        n_threads: llama.cpp threads; half the CPUs by default (its threads busy-wait,
-            and the embeddings and databases share the machine).
+        n_threads: llama.cpp generation threads; half the CPUs by default (its threads
+            busy-wait, and the embeddings and databases share the machine).
+        n_threads_batch: prompt-processing threads; all CPUs by default: the agent waits
+            for the answer anyway, and a 1,000-token prompt takes 4.4 s instead of 7.5 s
+            on 2 cores.
     """
 
     model_path: str
     alias: str
     n_ctx: int = 4096
     n_threads: int = field(default_factory=lambda: max((os.cpu_count() or 2) // 2, 1))
+    n_threads_batch: int = field(default_factory=lambda: os.cpu_count() or 1)
     port: int = 0
     restarts: int = 0
     _proc: subprocess.Popen[bytes] | None = None
@@ -143,7 +147,7 @@ class LocalModelServer:
             "--model", self.model_path, "--model_alias", self.alias,
             "--host", "127.0.0.1", "--port", str(self.port or _free_port()),
             "--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads),
-            "--n_threads_batch", str(self.n_threads), "--verbose", "false",
+            "--n_threads_batch", str(self.n_threads_batch), "--verbose", "false",
         ]  # fmt: skip
         self.port = int(cmd[cmd.index("--port") + 1])
         with self.log_file.open("ab") as out:
