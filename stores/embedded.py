@@ -1069,22 +1069,28 @@ def _last_crash(log_file: Path, since: int = 0, wait: bool = True) -> tuple[int,
     With ``wait``, looks again for up to 2 s: the postmaster logs a death a moment after
     the client sees its connection drop.
     """
+    return _scan_crashes(log_file, since, wait)[0]
+
+
+def _scan_crashes(log_file: Path, since: int, wait: bool) -> tuple[tuple[int, str] | None, int]:
+    """`_last_crash`, plus the log offset the scan reached."""
     deadline = time.monotonic() + (2.0 if wait else 0.0)
     while True:
         try:
             with log_file.open("rb") as fh:
-                fh.seek(max(since, fh.seek(0, os.SEEK_END) - 256_000))
+                end = fh.seek(0, os.SEEK_END)
+                fh.seek(max(since, end - 256_000))
                 text = fh.read().decode(errors="replace")
         except OSError:
-            return None
+            return None, since
         matches = _CRASH_LINE.findall(text)
         if matches or time.monotonic() > deadline:
             break
         time.sleep(0.1)
     if not matches:
-        return None
+        return None, end
     number, name = matches[-1]
-    return int(number), name.strip()
+    return (int(number), name.strip()), end
 
 
 def cpu_summary() -> str:
@@ -1099,12 +1105,17 @@ def cpu_summary() -> str:
     return f"{model.group(1).strip() if model else 'unknown model'}, AVX-512: {avx512}"
 
 
-def crash_notice(database_url: str | None = None) -> str | None:
+_ABNORMAL = ("terminated abnormally", "recovery mode", "crash of another server process")
+"""What libpq says when a server process died (rather than a server that is just down)."""
+
+
+def crash_notice(database_url: str | None = None, error: str = "") -> str | None:
     """A one-time sentence about new PostgreSQL crashes, or None.
 
     For the embedded server (``database_url`` on its socket, or unset), reads the
     server log for processes ``terminated by signal`` since the last call in this
-    process. Memory writes fail while that happens; the sentence names the log.
+    process. When ``error`` (the failed call's message) says a server process died,
+    waits up to 2 s for the postmaster to log it. The sentence names the log.
     """
     log_file = embedded_log(database_url)
     if log_file is None:
@@ -1114,8 +1125,9 @@ def crash_notice(database_url: str | None = None) -> str | None:
     except OSError:
         return None
     since = _crash_offsets.get(log_file, max(0, size - 256_000))
-    _crash_offsets[log_file] = size
-    crash = _last_crash(log_file, since) if size > since else None
+    crash, _crash_offsets[log_file] = _scan_crashes(
+        log_file, since, wait=any(sign in error for sign in _ABNORMAL)
+    )
     if crash is None:
         return None
     signal_no, name = crash

@@ -51,7 +51,7 @@ class Outages:
             from stores.embedded import crash_notice
 
             try:
-                notice = crash_notice(os.environ.get("DATABASE_URL"))
+                notice = crash_notice(os.environ.get("DATABASE_URL"), str(exc))
             except OSError:
                 notice = None
             if notice:

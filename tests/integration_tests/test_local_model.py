@@ -55,7 +55,8 @@ def test_every_project_schema_is_grammar_safe_for_the_model_server() -> None:
     models = {
         obj
         for obj in vars(schemas).values()
-        if isinstance(obj, type) and issubclass(obj, pydantic.BaseModel)
+        if isinstance(obj, type)
+        and issubclass(obj, pydantic.BaseModel)
         and obj.__module__ == schemas.__name__
     }
     assert models == set(PROJECT_SCHEMAS), "a new schema must be added to this test"
@@ -159,3 +160,39 @@ def test_unknown_model_name() -> None:
 def test_tools_are_refused(llm: LocalChatModel) -> None:
     with pytest.raises(NotImplementedError, match="tools"):
         llm.bind_tools([])
+
+
+class CrashOnSummary(LocalChatModel):
+    """The real local model, except that summary calls carry a grammar that crashes it."""
+
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+        if messages and messages[0].text.startswith("Summarize this part of a conversation"):
+            unsafe = {"type": "json_object", "schema": ConsolidationDecision.model_json_schema()}
+            kwargs["extra_body"] = {"response_format": unsafe}
+        return await super()._agenerate(messages, stop, run_manager, **kwargs)
+
+
+async def test_a_server_crash_during_summarizing_loses_nothing_and_is_told_once(
+    agent, make_context, services
+) -> None:
+    from tests.integration_tests.test_durability import _assert_exactly_once
+
+    server = load_chat_model("local:smollm2")._server
+    model = CrashOnSummary.for_server(server, max_tokens=24, temperature=0, max_retries=0)
+    ctx = make_context(model_obj=model, window_size=2, summary_batch=2, fact_rules="off")
+    thread = f"t-{uuid.uuid4().hex[:6]}"
+    outages.take_notices()
+    restarts = server.restarts
+    events: list[str] = []
+    for text in ["I live in Lisbon.", "I have two cats.", "I play the cello."]:
+        state = await say(agent, ctx, thread, text)
+        assert str(state["messages"][-1].content).strip(), "every turn is answered"
+        events += state["memory_events"]
+
+    summaries = await services.memories.list(ctx.user_id, kind="summary")
+    assert summaries and all(s.importance == 0.3 for s in summaries), "raw-text fallback"
+    assert "Lisbon" in " ".join(s.text for s in summaries)
+    crashes = [e for e in events if "local model server crashed (signal 11)" in e]
+    assert len(crashes) == len(summaries), "each crash told once"
+    assert server.restarts >= restarts + len(summaries) - 1
+    await _assert_exactly_once(services, ctx.user_id, thread)
