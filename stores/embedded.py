@@ -1114,7 +1114,8 @@ def crash_notice(database_url: str | None = None, error: str = "") -> str | None
 
     For the embedded server (``database_url`` on its socket, or unset), reads the
     server log for processes ``terminated by signal`` since the last call in this
-    process. When ``error`` (the failed call's message) says a server process died,
+    process (crashes logged before the process opened the embedded server are old news).
+    When ``error`` (the failed call's message) says a server process died,
     waits up to 2 s for the postmaster to log it. The sentence names the log.
     """
     log_file = embedded_log(database_url)
@@ -1155,6 +1156,8 @@ def _ensure_postgres(ctx: _PgContext) -> str:
     """Reuse the embedded PostgreSQL if it runs, else start it; return its URL."""
     layout = ctx.layout
     url = _postgres_url(layout)
+    with contextlib.suppress(OSError):  # crashes logged before this process are not news
+        _crash_offsets.setdefault(layout.pg_log, layout.pg_log.stat().st_size)
     if _pg_accepting(url):
         logger.debug("Reusing embedded PostgreSQL on %s", layout.run_dir)
         pid = _postmaster_pid(layout)

@@ -155,3 +155,24 @@ def test_a_crashed_backend_becomes_one_memory_event(private_home: Path) -> None:
     assert events_so_far({"memory_events": []}) == [], "said once"
     assert "signal 4" in embedded.status()["postgres"]["last_crash"]
     outages.ok("postgres")
+
+
+def test_a_crash_from_before_the_process_started_is_not_news(private_home: Path) -> None:
+    import subprocess
+    import sys
+
+    urls = embedded.ensure_services()
+    with psycopg.connect(urls.database_url, autocommit=True) as conn:
+        os.kill(conn.execute("SELECT pg_backend_pid()").fetchone()[0], signal.SIGILL)
+    embedded._wait_postgres(urls.database_url, 10)
+    assert "signal 4" in (private_home / "run" / "postgres.log").read_text()
+    # A new process (the CLI started later) whose first Postgres call fails for another
+    # reason must not report yesterday's crash as a new one.
+    code = (
+        "from stores import embedded; embedded.ensure_services(); "
+        "print(embedded.crash_notice(None, 'server closed the connection unexpectedly'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    assert out.strip() == "None"
