@@ -15,7 +15,7 @@ from graph.guards import fact_is_grounded, fact_key_is_valid, self_statements
 from graph.models import load_chat_model
 from graph.prompts import EXTRACT_FACTS_PROMPT
 from graph.schemas import FactList
-from graph.utils import invoke_structured, limit_words
+from graph.utils import defang, invoke_structured, limit_words
 from stores.profile import Fact, normalize_fact_key
 
 SOURCE_WORDS = 600
@@ -105,7 +105,7 @@ async def _model_facts(ctx: Context, source: str, said: str, source_ids: list[st
     extracted = await invoke_structured(
         load_chat_model(ctx.model),
         FactList,
-        EXTRACT_FACTS_PROMPT.format(summary=source),
+        EXTRACT_FACTS_PROMPT.format(summary=defang(source)),
         ctx.model_timeout_s,
     )
     candidates = [

@@ -47,7 +47,9 @@ def latest_human_text(messages: list[AnyMessage]) -> str:
     return ""
 
 
-_FENCE_TAG = re.compile(r"<\s*/?\s*(profile|memories|summary)\b[^>]*>", re.IGNORECASE)
+FENCES = ("profile", "memories", "summary", "summaries", "conversation", "new", "existing")
+"""Every tag that fences data in a prompt of `graph.prompts`."""
+_FENCE_TAG = re.compile(r"<\s*/?\s*(" + "|".join(FENCES) + r")\b[^>]*>", re.IGNORECASE)
 
 
 def defang(text: str) -> str:

@@ -22,7 +22,7 @@ from graph.models import load_chat_model
 from graph.prompts import REFLECT_PROMPT
 from graph.schemas import ReflectionOut
 from graph.state import State
-from graph.utils import events_so_far, invoke_structured, limit_words
+from graph.utils import defang, events_so_far, invoke_structured, limit_words
 from stores.decisions import Decision
 from stores.failsafe import POSTGRES_DOWN, REDIS_DOWN, outages
 from stores.memories import Memory
@@ -64,7 +64,7 @@ async def reflect(state: State, runtime: Runtime[Context]) -> dict:
     out = await invoke_structured(
         load_chat_model(ctx.model),
         ReflectionOut,
-        REFLECT_PROMPT.format(summaries=listing),
+        REFLECT_PROMPT.format(summaries=defang(listing)),
         ctx.model_timeout_s,
     )
     if out is None or not out.insight.strip() or not invents_few_entities(out.insight, listing):

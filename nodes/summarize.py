@@ -23,7 +23,7 @@ from graph.guards import summary_is_faithful
 from graph.models import load_chat_model
 from graph.prompts import SUMMARIZE_PROMPT
 from graph.state import State
-from graph.utils import current_thread_id, invoke_text, limit_words, now_iso
+from graph.utils import current_thread_id, defang, invoke_text, limit_words, now_iso
 from stores.failsafe import REDIS_DOWN, outages
 from stores.services import Services, get_services
 
@@ -107,7 +107,7 @@ async def _compress(ctx: Context, transcript: str, said: str) -> tuple[str, floa
     """LLM summary (importance 0.5), or the raw transcript (0.3) if the model fails."""
     try:
         model = load_chat_model(ctx.model)
-        prompt = SUMMARIZE_PROMPT.format(transcript=transcript)
+        prompt = SUMMARIZE_PROMPT.format(transcript=defang(transcript))
         text = limit_words(await invoke_text(model, prompt, ctx.model_timeout_s), 100)
         if not summary_is_faithful(text, said):
             raise ValueError(f"summary not grounded in the conversation: {text[:80]!r}")
