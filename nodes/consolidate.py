@@ -12,7 +12,7 @@ from graph.consolidation import consolidate_memory, record_fact_changes
 from graph.context import Context
 from graph.facts import extract_facts
 from graph.state import State
-from graph.utils import events_so_far, limit_words
+from graph.utils import current_thread_id, events_so_far, limit_words
 from stores.failsafe import POSTGRES_DOWN, REDIS_DOWN, outages
 from stores.memories import Memory
 from stores.services import get_services
@@ -41,17 +41,24 @@ async def consolidate(state: State, runtime: Runtime[Context]) -> dict:
     events = events_so_far(state)
     if not summary:
         return {"summary": None}
+    thread_id = current_thread_id()
+    if (summary.get("user_id"), summary.get("thread_id")) != (ctx.user_id, thread_id):
+        # A summary is only ever made by this run's summarize; one naming another user
+        # or thread (a state edit, a forged checkpoint) is dropped, never stored.
+        log.warning("dropping a summary that is not this run's (user/thread mismatch)")
+        events.append("consolidate: dropped a summary that is not this run's user/thread")
+        return {"summary": None, "summary_stored": False, "memory_events": events}
     services = await get_services(ctx.embedding_model)
     memory = Memory(
-        user_id=summary["user_id"],
-        thread_id=summary["thread_id"],
+        user_id=ctx.user_id,
+        thread_id=thread_id,
         kind="summary",
         text=summary["text"],
         importance=summary["importance"],
         source_ids=summary["source_ids"],
         created_at=parse_ts(summary["created_at"]),
     )
-    user, thread, worker = summary["user_id"], summary["thread_id"], summary.get("worker", "")
+    user, thread, worker = ctx.user_id, thread_id, summary.get("worker", "")
     try:
         # one embedding serves the similarity search and the stored row
         vector = (await services.embeddings.aembed_documents([memory.text]))[0]
