@@ -216,20 +216,28 @@ class LocalChatModel(ChatOpenAI):
             raise TypeError(f"LocalChatModel needs a pydantic model class, got {schema!r}")
         safe = grammar_safe_schema(schema.model_json_schema())
         instruction = _SCHEMA_INSTRUCTION.format(schema=json.dumps(safe))
+        max_tokens = kwargs.get("max_tokens", self.structured_max_tokens)
         bound = self.bind(
-            extra_body={"response_format": {"type": "json_object", "schema": safe}},
-            max_tokens=kwargs.get("max_tokens", self.structured_max_tokens),
+            extra_body={
+                "response_format": {"type": "json_object", "schema": safe},
+                "max_tokens": max_tokens,  # see `load_local_chat_model`
+            },
+            max_tokens=max_tokens,
         )
 
         def parse(message: AIMessage) -> pydantic.BaseModel:
             raw = message.text if not isinstance(message.content, str) else message.content
-            try:
-                return schema.model_validate_json(raw)
-            except pydantic.ValidationError as exc:
-                raise StructuredOutputError(
-                    f"local model answer is not a valid {schema.__name__}: "
+            try:  # the grammar lets raw control characters into strings: accept them
+                return schema.model_validate(json.loads(raw, strict=False))
+            except (ValueError, pydantic.ValidationError) as exc:
+                detail = (
                     f"{exc.error_count()} error(s): "
-                    f"{exc.errors(include_url=False, include_input=False)!r}; "
+                    f"{exc.errors(include_url=False, include_input=False)!r}"
+                    if isinstance(exc, pydantic.ValidationError)
+                    else f"invalid JSON ({exc})"
+                )
+                raise StructuredOutputError(
+                    f"local model answer is not a valid {schema.__name__}: {detail}; "
                     f"raw: {raw[:300]!r}",
                     llm_output=raw,
                 ) from exc
@@ -277,6 +285,10 @@ def load_local_chat_model(name: str = "smollm2", **kwargs: Any) -> LocalChatMode
             f"Unknown local chat model {name!r}; known models: {', '.join(LOCAL_CHAT_MODELS)}"
         ) from None
     server = model_server(path_fn(), alias=name)
+    if "max_tokens" in kwargs:
+        # langchain-openai sends ``max_tokens`` as ``max_completion_tokens``, which
+        # llama.cpp's server ignores (a reply would run until the context is full).
+        kwargs["extra_body"] = {**kwargs.get("extra_body", {}), "max_tokens": kwargs["max_tokens"]}
     kwargs.setdefault("temperature", 0)
     kwargs.setdefault("seed", 0)
     kwargs.setdefault("max_retries", 0)  # a retry would re-send what may have crashed it

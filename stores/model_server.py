@@ -148,6 +148,10 @@ class LocalModelServer:
             "--host", "127.0.0.1", "--port", str(self.port or _free_port()),
             "--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads),
             "--n_threads_batch", str(self.n_threads_batch), "--verbose", "false",
+            # queue concurrent requests instead of cutting off the stream in progress
+            "--interrupt_requests", "false",
+            # keep logits of the last token only: 335 MB instead of 812 MB
+            "--logits_all", "false",
         ]  # fmt: skip
         self.port = int(cmd[cmd.index("--port") + 1])
         with self.log_file.open("ab") as out:

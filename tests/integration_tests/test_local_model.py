@@ -196,3 +196,30 @@ async def test_a_server_crash_during_summarizing_loses_nothing_and_is_told_once(
     assert len(crashes) == len(summaries), "each crash told once"
     assert server.restarts >= restarts + len(summaries) - 1
     await _assert_exactly_once(services, ctx.user_id, thread)
+
+
+async def test_the_token_limit_reaches_the_server() -> None:
+    """langchain-openai sends ``max_completion_tokens``, which llama.cpp's server ignores:
+    without ``max_tokens`` in the body a reply runs until the context is full."""
+    short = load_local_chat_model("smollm2", max_tokens=8)
+    reply = await short.ainvoke("Write a long story about the sea, with many chapters.")
+    assert reply.usage_metadata["output_tokens"] <= 8
+    structured = short.with_structured_output(FactList, max_tokens=12)
+    with pytest.raises(StructuredOutputError):  # 12 tokens cannot close the JSON
+        await structured.ainvoke("The user said: I live in Berlin and love the sea.")
+
+
+async def test_a_second_request_does_not_cut_off_a_streaming_reply() -> None:
+    """llama.cpp's server interrupts a stream when another request arrives unless told not
+    to; a memory call during a streamed reply must queue instead."""
+    import asyncio
+
+    model = load_local_chat_model("smollm2", max_tokens=40)
+    other = None
+    finish = None
+    async for chunk in model.astream("Write a long story about the sea."):
+        if other is None:
+            other = asyncio.create_task(model.ainvoke("Say hi."))
+        finish = chunk.response_metadata.get("finish_reason") or finish
+    assert finish in ("stop", "length"), "the stream was cut off"
+    assert (await other).text.strip()
