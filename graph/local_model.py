@@ -89,10 +89,19 @@ def grammar_safe_schema(schema: Any) -> Any:
     are going to be repeated … exceeds sane defaults") and then segfaults on. Bounds are
     lowered to `GRAMMAR_MAX_LENGTH` / `GRAMMAR_MAX_ITEMS`, not dropped: without any bound
     a 135M model can loop inside a string until ``max_tokens``, which makes a call take
-    a minute instead of seconds. ``pattern`` is dropped (regex grammars grow fast). The
-    answer is still validated against the full schema.
+    a minute instead of seconds. ``pattern`` is dropped (regex grammars grow fast). A
+    number bounded to [0, 1] becomes an enum of tenths: the grammar ignores numeric
+    bounds. The answer is still validated against the full schema.
     """
     if isinstance(schema, dict):
+        if schema.get("type") == "number" and (schema.get("minimum"), schema.get("maximum")) == (
+            0.0,
+            1.0,
+        ):
+            # The grammar ignores numeric bounds (the 135M model answers importance 2);
+            # tenths of the unit interval are a bound it does enforce.
+            rest = {k: v for k, v in schema.items() if k not in ("type", "minimum", "maximum")}
+            return {**rest, "enum": [i / 10 for i in range(11)]}
         return {
             key: min(value, _GRAMMAR_CAPS[key])
             if key in _GRAMMAR_CAPS and isinstance(value, int)

@@ -1101,8 +1101,12 @@ def cpu_summary() -> str:
         return "unknown"
     model = re.search(r"^model name\s*:\s*(.+)$", info, re.MULTILINE)
     flags = re.search(r"^flags\s*:\s*(.+)$", info, re.MULTILINE)
-    avx512 = "yes" if flags and "avx512f" in flags.group(1).split() else "no"
-    return f"{model.group(1).strip() if model else 'unknown model'}, AVX-512: {avx512}"
+    have = set(flags.group(1).split()) if flags else set()
+    avx512 = "yes" if "avx512f" in have else "no"
+    # pgvector's ordinary functions need x86-64-v3 (AVX2, FMA, BMI2, F16C) as built
+    v3 = "yes" if {"avx2", "fma", "bmi2", "f16c"} <= have else "no"
+    name = model.group(1).strip() if model else "unknown model"
+    return f"{name}, AVX-512: {avx512}, AVX2+FMA+BMI2+F16C: {v3}"
 
 
 _ABNORMAL = ("terminated abnormally", "recovery mode", "crash of another server process")

@@ -32,4 +32,6 @@ def test_enum_and_numeric_bounds_survive() -> None:
     safe = grammar_safe_schema(ConsolidationDecision.model_json_schema())
     assert safe["properties"]["action"]["enum"][0] == "created"
     fact = grammar_safe_schema(ReflectionOut.model_json_schema())["$defs"]["ExtractedFact"]
-    assert fact["properties"]["importance"]["maximum"] == 1.0
+    importance = fact["properties"]["importance"]
+    assert importance["enum"] == [i / 10 for i in range(11)]  # a bound the grammar enforces
+    assert "maximum" not in importance and "type" not in importance
