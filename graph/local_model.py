@@ -15,6 +15,7 @@ still enforced by validating the answer with pydantic; an invalid answer raises
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import os
@@ -162,8 +163,6 @@ class LocalChatModel(ChatOpenAI):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        import asyncio
-
         await asyncio.to_thread(self._ensure)
         try:
             return await super()._agenerate(messages, stop, run_manager, **kwargs)
@@ -190,8 +189,6 @@ class LocalChatModel(ChatOpenAI):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        import asyncio
-
         await asyncio.to_thread(self._ensure)
         try:
             async for chunk in super()._astream(messages, stop, run_manager, **kwargs):

