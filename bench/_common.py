@@ -255,7 +255,7 @@ class InstantChatModel(BaseChatModel):
 
 def register_instant_model() -> tuple[str, InstantChatModel]:
     """Register a fresh `InstantChatModel`; returns (``registered:...`` spec, model)."""
-    from graph.models import register_chat_model
+    from memory_graph_agent.models import register_chat_model
 
     model = InstantChatModel()
     return register_chat_model(f"bench-instant-{uuid.uuid4().hex[:8]}", model), model
@@ -285,10 +285,10 @@ async def isolated_services(
     """A fresh database + key prefix (dropped afterwards), or the given ones (kept).
 
     Sets ``REDIS_URL`` / ``DATABASE_URL`` / ``MEMORY_KEY_PREFIX`` for the duration, so
-    `stores.services.get_services` connects there; restores them on exit.
+    `memory_graph_agent.services.get_services` connects there; restores them on exit.
     """
-    from stores.embedded import ensure_services
-    from stores.services import with_database
+    from memory_graph_agent.local.embedded import ensure_services
+    from memory_graph_agent.services import with_database
 
     owned = database_url is None
     server_url = None
@@ -322,7 +322,9 @@ async def isolated_services(
 async def _drop_owned(env: BenchEnv, server_url: str | None) -> None:
     from redis.asyncio import Redis
 
-    from stores.services import _per_loop  # the per-loop cache of this run's connections
+    from memory_graph_agent.services import (
+        _per_loop,  # the per-loop cache of this run's connections
+    )
 
     services = _per_loop.get(asyncio.get_running_loop(), {}).pop(EMBEDDING, None)
     if services is not None:
@@ -350,7 +352,7 @@ async def _drop_owned(env: BenchEnv, server_url: str | None) -> None:
 
 async def connect_services(env: BenchEnv) -> Any:
     """`get_services` for this run, checked to point at ``env``'s database."""
-    from stores.services import get_services, pg_engine
+    from memory_graph_agent.services import get_services, pg_engine
 
     services = await get_services(EMBEDDING)
     if services.memories.engine is not pg_engine(env.database_url):
@@ -711,7 +713,7 @@ COPY_COLUMNS = (
     "stored_at",
 )
 """The `MemoryStore` table's columns we fill: id, content, embedding, every metadata
-column of ``stores.memories.METADATA_COLUMNS`` and ``stored_at``."""
+column of ``memory_graph_agent.storage.memories.METADATA_COLUMNS`` and ``stored_at``."""
 
 REFLECTION_EVERY = 11
 """Seeded history: 10 summaries, then one reflection citing them, repeated."""

@@ -11,7 +11,7 @@ dialog ids present in the context the agent would get, i.e. the live Redis windo
 the provenance (``source_ids``) of the recalled memories. Recall is hybrid: dense search
 over the raw summaries, dense and full-text search over the raw turns (``episode``
 items, provenance = the turn's dialog id, indexed by ``consolidate``), fused by RRF and
-scored like a memory (relevance + recency + importance, `graph.retrieval.retrieve`: the
+scored like a memory (relevance + recency + importance, `memory_graph_agent.retrieval.retrieve`: the
 node calls it, so this measures the shipped ranking with the `Context` defaults, which
 ``WEIGHT_RELEVANCE``, ``WEIGHT_RECENCY``, ``WEIGHT_IMPORTANCE`` and
 ``RECENCY_HALF_LIFE_DAYS`` override). Questions run in file order and each recall
@@ -92,16 +92,16 @@ from bench._common import (
     write_json,
 )
 from graph.context import Context
-from graph.models import register_chat_model
 from graph.routing import route_after_consolidate, route_after_summarize, route_after_trim
 from graph.state import State
+from memory_graph_agent.models import register_chat_model
+from memory_graph_agent.storage.memories import _run
+from memory_graph_agent.storage.window import StoredMessage
 from nodes.consolidate import consolidate
 from nodes.recall import recall
 from nodes.reflect import reflect
 from nodes.summarize import summarize
 from nodes.trim_window import trim_window
-from stores.memories import _run
-from stores.window import StoredMessage
 
 DEFAULT_DATA = os.environ.get("LOCOMO_DATA", "/work/shared/data/locomo/locomo8.json")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}

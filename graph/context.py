@@ -11,7 +11,7 @@ import os
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Annotated, Any
 
-from stores.ids import validate_id
+from memory_graph_agent.ids import validate_id
 
 
 def _default_model() -> str:

@@ -23,13 +23,13 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from graph.context import Context
-from graph.retrieval import retrieve
-from graph.utils import DEFAULT_THREAD, defang, render_memory
-from graph.validation import InvalidInputError, validate_text
-from stores.failsafe import POSTGRES_DOWN, REDIS_DOWN, outages
-from stores.ids import validate_id
-from stores.profile import Fact, normalize_fact_key
-from stores.services import get_services
+from memory_graph_agent.ids import validate_id
+from memory_graph_agent.retrieval import retrieve
+from memory_graph_agent.services import get_services
+from memory_graph_agent.storage.failsafe import POSTGRES_DOWN, REDIS_DOWN, outages
+from memory_graph_agent.storage.profile import Fact, normalize_fact_key
+from memory_graph_agent.utils import DEFAULT_THREAD, defang, render_memory
+from memory_graph_agent.validation import InvalidInputError, validate_text
 
 log = logging.getLogger(__name__)
 

@@ -7,16 +7,16 @@ from dataclasses import replace
 
 from langgraph.runtime import Runtime
 
-from graph import metrics
-from graph.consolidation import consolidate_memory, record_fact_changes
 from graph.context import Context
-from graph.facts import extract_facts
 from graph.state import State
-from graph.utils import current_thread_id, events_so_far, limit_words
-from stores.failsafe import POSTGRES_DOWN, REDIS_DOWN, outages
-from stores.memories import Memory
-from stores.services import get_services
-from stores.window import parse_ts
+from memory_graph_agent import metrics
+from memory_graph_agent.consolidation import consolidate_memory, record_fact_changes
+from memory_graph_agent.facts import extract_facts
+from memory_graph_agent.services import get_services
+from memory_graph_agent.storage.failsafe import POSTGRES_DOWN, REDIS_DOWN, outages
+from memory_graph_agent.storage.memories import Memory
+from memory_graph_agent.storage.window import parse_ts
+from memory_graph_agent.utils import current_thread_id, events_so_far, limit_words
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ from langgraph.runtime import Runtime
 
 from graph.context import Context
 from graph.maintenance_state import MaintenanceState
-from nodes.maintenance_log import entry, log_actions
-from stores.services import get_services
+from memory_graph_agent.maintenance import entry, log_actions
+from memory_graph_agent.services import get_services
 
 
 async def expire(state: MaintenanceState, runtime: Runtime[Context]) -> dict:

@@ -12,10 +12,10 @@ from langgraph.runtime import Runtime
 
 from graph.context import Context
 from graph.state import State
-from graph.utils import DEFAULT_THREAD
-from graph.validation import ThreadOwnershipError, check_id, limits_of, validate_turn
-from stores.failsafe import REDIS_DOWN, outages
-from stores.services import get_services
+from memory_graph_agent.services import get_services
+from memory_graph_agent.storage.failsafe import REDIS_DOWN, outages
+from memory_graph_agent.utils import DEFAULT_THREAD
+from memory_graph_agent.validation import ThreadOwnershipError, check_id, limits_of, validate_turn
 
 
 async def load_profile(state: State, runtime: Runtime[Context]) -> dict:

@@ -1,11 +1,11 @@
 """recall: put the user's relevant long-term memories in the prompt, per ``recall_mode``.
 
-- ``auto``: search every tier with the user's latest message (`graph.retrieval.retrieve`:
+- ``auto``: search every tier with the user's latest message (`memory_graph_agent.retrieval.retrieve`:
   hybrid search, scored by relevance + recency + importance, within the token budget);
 - ``tool``: no search here, the model searches through the ``search_memory`` tool (which
   calls the same `retrieve`); a model that cannot call tools falls back to ``auto``;
 - ``flat``: the user's hottest memories by importance, then recency, no search and no
-  embedding (`graph.retrieval.hot_memories`).
+  embedding (`memory_graph_agent.retrieval.hot_memories`).
 
 Every recalled item keeps its score parts in ``recalled`` (visible in Studio).
 """
@@ -15,12 +15,12 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from graph.context import Context
-from graph.models import load_chat_model, supports_tool_calling
-from graph.retrieval import hot_memories, retrieve
 from graph.state import State
-from graph.utils import current_thread_id, latest_human_text
-from stores.failsafe import POSTGRES_DOWN, outages
-from stores.services import get_services
+from memory_graph_agent.models import load_chat_model, supports_tool_calling
+from memory_graph_agent.retrieval import hot_memories, retrieve
+from memory_graph_agent.services import get_services
+from memory_graph_agent.storage.failsafe import POSTGRES_DOWN, outages
+from memory_graph_agent.utils import current_thread_id, latest_human_text
 
 
 def effective_mode(ctx: Context) -> tuple[str, str | None]:

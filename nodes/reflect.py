@@ -14,20 +14,20 @@ import logging
 
 from langgraph.runtime import Runtime
 
-from graph.consolidation import expires_at, record_fact_changes
 from graph.context import Context
-from graph.facts import facts_grounded
-from graph.guards import invents_few_entities
-from graph.models import load_chat_model
 from graph.prompts import REFLECT_PROMPT
-from graph.schemas import ReflectionOut
 from graph.state import State
-from graph.utils import defang, events_so_far, invoke_structured, limit_words
-from stores.decisions import Decision
-from stores.failsafe import POSTGRES_DOWN, REDIS_DOWN, outages
-from stores.memories import Memory
-from stores.profile import Fact
-from stores.services import get_services
+from memory_graph_agent.consolidation import expires_at, record_fact_changes
+from memory_graph_agent.facts import facts_grounded
+from memory_graph_agent.guards import invents_few_entities
+from memory_graph_agent.models import load_chat_model
+from memory_graph_agent.schemas import ReflectionOut
+from memory_graph_agent.services import get_services
+from memory_graph_agent.storage.decisions import Decision
+from memory_graph_agent.storage.failsafe import POSTGRES_DOWN, REDIS_DOWN, outages
+from memory_graph_agent.storage.memories import Memory
+from memory_graph_agent.storage.profile import Fact
+from memory_graph_agent.utils import defang, events_so_far, invoke_structured, limit_words
 
 log = logging.getLogger(__name__)
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
-from graph import metrics
-from graph.compression import messages_within_budget
 from graph.context import Context
-from graph.models import load_chat_model, supports_tool_calling
 from graph.prompts import MEMORY_TOOLS_PROMPT, SYSTEM_PROMPT, TOOL_LIMIT_REPLY
 from graph.state import State
 from graph.tools import tools_for
-from graph.utils import defang, now_iso, render_memories, render_profile
+from memory_graph_agent import metrics
+from memory_graph_agent.budgets import messages_within_budget
+from memory_graph_agent.models import load_chat_model, supports_tool_calling
+from memory_graph_agent.utils import defang, now_iso, render_memories, render_profile
 
 REPLY_RESERVE_TOKENS = 512
 """Tokens of the context window left free for the model's answer."""

@@ -6,8 +6,8 @@ from langgraph.runtime import Runtime
 
 from graph.context import Context
 from graph.maintenance_state import MaintenanceState
-from stores.ids import validate_id
-from stores.services import get_services
+from memory_graph_agent.ids import validate_id
+from memory_graph_agent.services import get_services
 
 
 async def select_users(state: MaintenanceState, runtime: Runtime[Context]) -> dict:

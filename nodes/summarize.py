@@ -3,7 +3,7 @@
 A batch holds ``summary_batch`` to 50 messages, fewer when their transcript would not fit
 ``trigger_ratio × context_window_tokens``; while the window is being compressed (or
 the session archived) any non-empty backlog is claimed. The batch is leased
-(`stores.queue.PendingQueue.claim`): if this run dies before `consolidate`
+(`memory_graph_agent.storage.queue.PendingQueue.claim`): if this run dies before `consolidate`
 acknowledges it, the lease expires and a later run gets the same batch.
 """
 
@@ -16,16 +16,16 @@ from langchain_core.messages import HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langgraph.runtime import Runtime
 
-from graph import metrics
-from graph.compression import batch_that_fits, trigger_budget
 from graph.context import Context
-from graph.guards import summary_is_faithful
-from graph.models import load_chat_model
 from graph.prompts import SUMMARIZE_PROMPT
 from graph.state import State
-from graph.utils import current_thread_id, defang, invoke_text, limit_words, now_iso
-from stores.failsafe import REDIS_DOWN, outages
-from stores.services import Services, get_services
+from memory_graph_agent import metrics
+from memory_graph_agent.budgets import batch_that_fits, trigger_budget
+from memory_graph_agent.guards import summary_is_faithful
+from memory_graph_agent.models import load_chat_model
+from memory_graph_agent.services import Services, get_services
+from memory_graph_agent.storage.failsafe import REDIS_DOWN, outages
+from memory_graph_agent.utils import current_thread_id, defang, invoke_text, limit_words, now_iso
 
 log = logging.getLogger(__name__)
 

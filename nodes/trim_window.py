@@ -7,15 +7,15 @@ import logging
 from langchain_core.messages import RemoveMessage
 from langgraph.runtime import Runtime
 
-from graph import metrics
-from graph.compression import cut_to_recent_turns, messages_over_budget, trigger_budget
 from graph.context import Context
 from graph.state import State
-from graph.utils import current_thread_id, events_so_far
+from memory_graph_agent import metrics
+from memory_graph_agent.budgets import cut_to_recent_turns, messages_over_budget, trigger_budget
+from memory_graph_agent.services import Services, get_services
+from memory_graph_agent.storage.failsafe import POSTGRES_DOWN, REDIS_DOWN, outages, window_buffer
+from memory_graph_agent.storage.window import StoredMessage, turn_boundary_cut
+from memory_graph_agent.utils import current_thread_id, events_so_far
 from nodes.respond import build_system_prompt
-from stores.failsafe import POSTGRES_DOWN, REDIS_DOWN, outages, window_buffer
-from stores.services import Services, get_services
-from stores.window import StoredMessage, turn_boundary_cut
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from langchain_core.messages import HumanMessage
 
 from graph.builder import build_graph
 from graph.context import Context
-from graph.models import register_chat_model
-from stores.embedded import ensure_services
-from stores.services import with_database
+from memory_graph_agent.local.embedded import ensure_services
+from memory_graph_agent.models import register_chat_model
+from memory_graph_agent.services import with_database
 from tests.fakes import ScriptedChatModel
 
 EMBEDDING = "local:all-minilm-l6-v2"
@@ -83,7 +83,7 @@ def make_context(fake_model: ScriptedChatModel, user_id: str):
 
 @pytest.fixture(scope="session")
 async def checkpointer(memory_env: dict[str, str]) -> AsyncIterator:
-    from stores.services import open_checkpointer
+    from memory_graph_agent.services import open_checkpointer
 
     async with open_checkpointer(memory_env["DATABASE_URL"]) as saver:
         yield saver
@@ -96,7 +96,7 @@ def agent(checkpointer):
 
 @pytest.fixture
 async def services(memory_env):
-    from stores.services import get_services
+    from memory_graph_agent.services import get_services
 
     return await get_services(EMBEDDING)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stores import embedded
+from memory_graph_agent.local import embedded
 
 
 @pytest.fixture

@@ -26,10 +26,10 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from cli.main import main
 from graph.context import Context
-from graph.validation import MAX_MESSAGE_CHARS, InvalidInputError, discard_rejected
-from stores.ids import InvalidIdError
+from memory_graph_agent.cli.main import main
+from memory_graph_agent.ids import InvalidIdError
+from memory_graph_agent.validation import MAX_MESSAGE_CHARS, InvalidInputError, discard_rejected
 from tests.conftest import EMBEDDING, say
 
 IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
@@ -280,7 +280,7 @@ async def test_rejected_turn_stays_rejected_in_its_thread_until_discarded(
 async def test_cli_run_turn_never_leaves_a_rejected_line_in_the_thread(
     agent, make_context, services
 ):
-    from cli.session import run_turn
+    from memory_graph_agent.cli.session import run_turn
 
     ctx = make_context()
     thread = _thread()
@@ -329,7 +329,15 @@ async def test_cli_send_rejects_non_utf8_stdin(services, user_id, capsys, monkey
 async def test_cli_rejects_non_utf8_argv_bytes(services, user_id):
     result = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "cli.main", "send", "--user", user_id, b"caf\xe9"],
+        [
+            sys.executable,
+            "-m",
+            "memory_graph_agent.cli.main",
+            "send",
+            "--user",
+            user_id,
+            b"caf\xe9",
+        ],
         capture_output=True,
         text=True,
         timeout=120,

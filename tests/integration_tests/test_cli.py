@@ -11,15 +11,18 @@ import uuid
 
 import pytest
 
-from cli.main import main
-from graph.models import register_chat_model
+from memory_graph_agent.cli.main import main
+from memory_graph_agent.models import register_chat_model
 from tests.conftest import say
 from tests.fakes import ScriptedChatModel
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "memory_graph_agent.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -57,7 +60,7 @@ async def test_demo_keeps_identity_across_threads_and_users(monkeypatch, capsys)
         "MODEL", register_chat_model(f"demo-{uuid.uuid4().hex[:6]}", ScriptedChatModel())
     )
     monkeypatch.setenv("FACT_RULES", "on")  # what the demo's local model runs with
-    from cli.demo import run_demo
+    from memory_graph_agent.cli.demo import run_demo
 
     code = await run_demo(turns=12, window_size=6)
     out = capsys.readouterr().out
@@ -86,7 +89,16 @@ async def test_interactive_chat_runs_turns_and_rejects_empty_input(services):
     user, thread = f"u-{uuid.uuid4().hex[:8]}", f"t-{uuid.uuid4().hex[:6]}"
     result = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "cli.main", "chat", "--user", user, "--thread", thread],
+        [
+            sys.executable,
+            "-m",
+            "memory_graph_agent.cli.main",
+            "chat",
+            "--user",
+            user,
+            "--thread",
+            thread,
+        ],
         input="Hello there!\n   \n/quit\n",
         capture_output=True,
         text=True,

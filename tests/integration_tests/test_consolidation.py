@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from stores.memories import Memory
+from memory_graph_agent.storage.memories import Memory
 from tests.conftest import say
 from tests.fakes import ScriptedChatModel, block, default_handler, prompt_text
 
@@ -273,7 +273,7 @@ def test_route_after_consolidate_reflects_by_importance_or_count(since, importan
 
 
 async def test_memory_show_lists_the_decisions(agent, make_context, services, user_id, capsys):
-    from cli.main import main
+    from memory_graph_agent.cli.main import main
 
     old = await _seed(services, user_id)
     ctx = make_context(window_size=2, summary_batch=2, model_obj=_deciding("updated", old.id))
@@ -309,7 +309,7 @@ async def test_raw_summary_mode_consolidates_without_a_model_call(
 
 
 async def test_a_reflection_never_replaces_a_profile_value(agent, make_context, services, user_id):
-    from stores.profile import Fact
+    from memory_graph_agent.storage.profile import Fact
 
     # consolidation already learned the user's latest city; the reflection, reading
     # older summaries, proposes the old one

@@ -212,7 +212,7 @@ async def test_dead_letters_are_visible_in_memory_show_and_redriven_by_the_cli(
 ):
     import json
 
-    from cli.main import main
+    from memory_graph_agent.cli.main import main
 
     ctx = make_context(window_size=2, summary_batch=2, max_attempts=1)
 

@@ -1,4 +1,4 @@
-"""The embedded Redis and PostgreSQL/pgvector servers (`stores.embedded`), for real.
+"""The embedded Redis and PostgreSQL/pgvector servers (`memory_graph_agent.local.embedded`), for real.
 
 These tests use the machine-wide data home shared with other processes, and leave the
 servers running when they finish.
@@ -21,8 +21,8 @@ import psycopg
 import pytest
 import redis
 
-from stores import embedded
-from stores.embedded import EmbeddedServiceError, ServiceURLs
+from memory_graph_agent.local import embedded
+from memory_graph_agent.local.embedded import EmbeddedServiceError, ServiceURLs
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 IS_ROOT = os.geteuid() == 0
@@ -224,7 +224,7 @@ def test_too_long_socket_path_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) 
 
 def test_concurrent_cold_start_shares_one_pair_of_servers(private_home: Path) -> None:
     code = (
-        "import json; from stores import embedded; "
+        "import json; from memory_graph_agent.local import embedded; "
         "u = embedded.ensure_services(); s = embedded.status(); "
         "print(json.dumps([u.redis_url, u.database_url, s['redis']['pid'], "
         "s['postgres']['pid']]))"

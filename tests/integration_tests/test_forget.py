@@ -13,8 +13,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from cli.main import main
-from stores.forget import CHECKPOINT_TABLES, forget_user
+from memory_graph_agent.cli.main import main
+from memory_graph_agent.storage.forget import CHECKPOINT_TABLES, forget_user
 from tests.conftest import say
 
 
@@ -249,8 +249,8 @@ async def test_cli_forget_yes_json(two_users, services, capsys):
 async def test_forget_empties_this_process_buffer_of_the_user(services, memory_env):
     """Degraded mode buffers messages in process while Redis is down; they must not be
     pushed back into Redis after the user was forgotten."""
-    from stores.failsafe import window_buffer
-    from stores.window import StoredMessage
+    from memory_graph_agent.storage.failsafe import window_buffer
+    from memory_graph_agent.storage.window import StoredMessage
 
     a, b, thread = _id("ua"), _id("ub"), _id("t")
     msg = StoredMessage(id=_id("m"), role="human", content="SECRET of A", ts="2026-01-01")

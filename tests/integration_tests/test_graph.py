@@ -260,7 +260,7 @@ async def test_unavailable_chat_model_gives_a_clear_error_and_loses_nothing(
 async def test_stored_instructions_stay_inside_their_fence(
     agent, make_context, fake_model, services
 ):
-    from stores.memories import Memory
+    from memory_graph_agent.storage.memories import Memory
 
     ctx = make_context()
     attack = (

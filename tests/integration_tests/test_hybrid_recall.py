@@ -11,8 +11,8 @@ from langchain_core.messages import SystemMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from sqlalchemy.exc import OperationalError
 
-from graph.utils import render_memory
-from stores.window import StoredMessage
+from memory_graph_agent.storage.window import StoredMessage
+from memory_graph_agent.utils import render_memory
 from tests.conftest import say
 from tests.fakes import ScriptedChatModel, block, default_handler, prompt_text
 
@@ -245,7 +245,7 @@ async def test_forgetting_episodes_removes_their_vectors(services, user_id):
     msg = StoredMessage(id="m1", role="human", content="I was born in Tallinn.", ts="2024-01-02")
     await services.episodes.append(user_id, thread, [msg])
     assert await services.episodes.index(user_id, thread, [msg], services.embeddings) == 1
-    from stores.memories import _run
+    from memory_graph_agent.storage.memories import _run
 
     await _run(
         services.episodes.engine, ("DELETE FROM episodes WHERE user_id = :u", {"u": user_id})
@@ -256,7 +256,7 @@ async def test_forgetting_episodes_removes_their_vectors(services, user_id):
 def test_episode_text_and_query_terms():
     from datetime import UTC, datetime
 
-    from stores.episodes import embedding_text, episode_content, keyword_terms
+    from memory_graph_agent.storage.episodes import embedding_text, episode_content, keyword_terms
 
     named = StoredMessage(id="x", role="human", content="hi", ts="2024-01-02", name="Caroline")
     assert episode_content(named) == "Caroline: hi"

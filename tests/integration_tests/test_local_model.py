@@ -18,23 +18,23 @@ import pydantic
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-from graph import local_model
-from graph.local_model import (
+from memory_graph_agent.local import chat_model as local_model
+from memory_graph_agent.local.chat_model import (
     LocalChatModel,
     LocalModelUnavailable,
     StructuredOutputError,
     load_local_chat_model,
     smollm2_path,
 )
-from graph.models import load_chat_model
-from graph.schemas import ConsolidationDecision, ExtractedFact, FactList, ReflectionOut
-from graph.utils import invoke_structured
-from stores.failsafe import outages
+from memory_graph_agent.models import load_chat_model
+from memory_graph_agent.schemas import ConsolidationDecision, ExtractedFact, FactList, ReflectionOut
+from memory_graph_agent.storage.failsafe import outages
+from memory_graph_agent.utils import invoke_structured
 from tests.conftest import say
 
 pytestmark = pytest.mark.local_model
 
-# Every schema the project sends to a model with structured output (graph/schemas.py).
+# Every schema the project sends to a model with structured output (memory_graph_agent/schemas.py).
 PROJECT_SCHEMAS = [ConsolidationDecision, FactList, ReflectionOut, ExtractedFact]
 PROMPTS = [
     "New memory: the user prefers Go. Stored memory a1: the user likes the Go language. "
@@ -50,7 +50,7 @@ def llm() -> LocalChatModel:
 
 
 def test_every_project_schema_is_grammar_safe_for_the_model_server() -> None:
-    import graph.schemas as schemas
+    import memory_graph_agent.schemas as schemas
 
     models = {
         obj

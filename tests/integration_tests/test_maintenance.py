@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from cli.main import main
 from graph.maintenance import build_maintenance_graph
+from memory_graph_agent.cli.main import main
+from memory_graph_agent.storage.memories import Memory
 from nodes.compact import plan_compaction
-from stores.memories import Memory
 
 NOW = datetime.now(UTC)
 

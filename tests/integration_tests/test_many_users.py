@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from stores.memories import _run
+from memory_graph_agent.storage.memories import _run
 from tests.conftest import say
 
 USERS = 1000
@@ -68,7 +68,7 @@ async def _insert_crowd(services, users: list[str], direction: list[float]) -> N
 @pytest.fixture(scope="module")
 async def crowd(memory_env):
     """1,000 users sharing the tables; returns (their ids, the question's vector)."""
-    from stores.services import get_services
+    from memory_graph_agent.services import get_services
 
     services = await get_services("local:all-minilm-l6-v2")
     direction = await services.embeddings.aembed_query(QUESTION)

@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 
 from graph.prompts import TOOL_LIMIT_REPLY
-from stores.memories import Memory
-from stores.profile import Fact
+from memory_graph_agent.storage.memories import Memory
+from memory_graph_agent.storage.profile import Fact
 from tests.conftest import say
 from tests.fakes import ScriptedChatModel, block, default_handler, tool_call
 

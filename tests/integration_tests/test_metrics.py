@@ -20,10 +20,10 @@ from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from cli.main import _serve_metrics, main
-from graph.metrics import REDIS_OPS, TIERS
-from stores.profile import Fact, ProfileStore
-from stores.window import StoredMessage, WindowStore
+from memory_graph_agent.cli.main import _serve_metrics, main
+from memory_graph_agent.metrics import REDIS_OPS, TIERS
+from memory_graph_agent.storage.profile import Fact, ProfileStore
+from memory_graph_agent.storage.window import StoredMessage, WindowStore
 from tests.conftest import say
 from tests.fakes import ScriptedChatModel, block, default_handler, prompt_text
 
@@ -229,7 +229,7 @@ async def test_redis_failures_are_counted_per_op_and_reraised():
 def test_webapp_serves_metrics():
     from starlette.testclient import TestClient
 
-    from graph.webapp import app
+    from memory_graph_agent.webapp import app
 
     with TestClient(app) as client:
         full = client.get("/metrics")

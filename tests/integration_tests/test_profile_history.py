@@ -7,8 +7,8 @@ import json
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from cli.main import main
-from stores.window import parse_ts
+from memory_graph_agent.cli.main import main
+from memory_graph_agent.storage.window import parse_ts
 from tests.conftest import say
 from tests.fakes import block
 

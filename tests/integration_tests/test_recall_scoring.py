@@ -9,8 +9,8 @@ import json
 import uuid
 from datetime import UTC, datetime
 
-from cli.main import main
-from stores.memories import Memory
+from memory_graph_agent.cli.main import main
+from memory_graph_agent.storage.memories import Memory
 from tests.conftest import say
 from tests.fakes import ScriptedChatModel, block
 

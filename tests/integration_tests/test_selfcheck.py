@@ -16,8 +16,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from stores import embedded
-from stores.embedded import SELFCHECK_APP, EmbeddedServiceError
+from memory_graph_agent.local import embedded
+from memory_graph_agent.local.embedded import SELFCHECK_APP, EmbeddedServiceError
 
 STALL = """
 CREATE FUNCTION stall_selfcheck() RETURNS event_trigger LANGUAGE plpgsql AS $$
@@ -103,7 +103,7 @@ def test_a_failed_selfcheck_without_a_crash_says_what_failed(private_home: Path)
 async def test_the_demo_stops_within_a_minute_when_memory_cannot_be_stored(
     private_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from cli.demo import run_demo
+    from memory_graph_agent.cli.demo import run_demo
 
     urls = embedded.ensure_services()
     killer, killed = _sigill_the_next_selfcheck(urls.database_url)
@@ -121,7 +121,7 @@ async def test_the_demo_stops_within_a_minute_when_memory_cannot_be_stored(
 
 
 def test_a_storage_failure_event_stops_the_demo() -> None:
-    from cli.demo import _storage_failure
+    from memory_graph_agent.cli.demo import _storage_failure
 
     assert _storage_failure({"memory_events": ["window: +2 messages"]}) is None
     crash = "notice: PostgreSQL crashed: a server process was terminated by signal 4"
@@ -131,8 +131,8 @@ def test_a_storage_failure_event_stops_the_demo() -> None:
 
 
 def test_a_crashed_backend_becomes_one_memory_event(private_home: Path) -> None:
-    from graph.utils import events_so_far
-    from stores.failsafe import outages
+    from memory_graph_agent.storage.failsafe import outages
+    from memory_graph_agent.utils import events_so_far
 
     urls = embedded.ensure_services()
     outages.take_notices()
@@ -167,7 +167,7 @@ def test_a_crash_from_before_the_process_started_is_not_news(private_home: Path)
     # A new process (the CLI started later) whose first Postgres call fails for another
     # reason must not report yesterday's crash as a new one.
     code = (
-        "from stores import embedded; embedded.ensure_services(); "
+        "from memory_graph_agent.local import embedded; embedded.ensure_services(); "
         "print(embedded.crash_notice(None, 'server closed the connection unexpectedly'))"
     )
     out = subprocess.run(

@@ -11,9 +11,9 @@ from collections import Counter
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from cli.main import main
-from graph.models import register_chat_model
-from graph.validation import InvalidInputError, discard_rejected
+from memory_graph_agent.cli.main import main
+from memory_graph_agent.models import register_chat_model
+from memory_graph_agent.validation import InvalidInputError, discard_rejected
 from tests.conftest import say
 from tests.fakes import ScriptedChatModel
 
@@ -114,7 +114,7 @@ async def test_a_rejected_session_end_loses_nothing(agent, make_context, service
 
 
 async def test_chat_new_archives_the_thread_and_the_next_one_recalls_it(monkeypatch, capsys):
-    from stores.services import get_services
+    from memory_graph_agent.services import get_services
 
     model = ScriptedChatModel()
     monkeypatch.setenv("MODEL", register_chat_model(f"chat-{uuid.uuid4().hex[:6]}", model))
@@ -167,7 +167,7 @@ async def test_session_end_during_a_log_outage_moves_nothing_and_can_be_retried(
 ):
     from sqlalchemy.exc import OperationalError
 
-    from cli.session import archived, end_session
+    from memory_graph_agent.cli.session import archived, end_session
 
     ctx = make_context(window_size=20)
     thread = _thread()
@@ -197,7 +197,7 @@ async def test_session_end_with_a_failing_summary_store_keeps_the_batch(
 ):
     from sqlalchemy.exc import OperationalError
 
-    from cli.session import archived, end_session
+    from memory_graph_agent.cli.session import archived, end_session
 
     ctx = make_context(window_size=20, retry_backoff_s=0.01)
     thread = _thread()

@@ -1,10 +1,10 @@
-"""Token arithmetic of short-term compression (`graph.compression`), no services."""
+"""Token arithmetic of short-term compression (`memory_graph_agent.budgets`), no services."""
 
 from __future__ import annotations
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from graph.compression import (
+from memory_graph_agent.budgets import (
     batch_that_fits,
     count_tokens,
     cut_to_recent_turns,
@@ -14,7 +14,7 @@ from graph.compression import (
     prompt_tokens,
     trigger_budget,
 )
-from stores.window import StoredMessage
+from memory_graph_agent.storage.window import StoredMessage
 
 CALL = {"name": "lookup", "args": {"q": "x"}, "id": "call-1", "type": "tool_call"}
 

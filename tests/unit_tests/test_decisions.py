@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
-from stores.decisions import Decision
-from stores.ids import InvalidIdError
+from memory_graph_agent.ids import InvalidIdError
+from memory_graph_agent.storage.decisions import Decision
 
 
 def _decision(user: str, item: str, action: str = "created", **kw) -> Decision:

@@ -1,12 +1,12 @@
-"""Fact extraction and grounding (graph/facts.py) and the profile block's change notes."""
+"""Fact extraction and grounding (memory_graph_agent/facts.py) and the profile block's change notes."""
 
 from __future__ import annotations
 
 import json
 
-from graph.facts import extract_facts, facts_grounded, value_is_grounded
-from graph.utils import render_profile
-from stores.profile import Fact
+from memory_graph_agent.facts import extract_facts, facts_grounded, value_is_grounded
+from memory_graph_agent.storage.profile import Fact
+from memory_graph_agent.utils import render_profile
 from tests.fakes import ScriptedChatModel, prompt_text
 
 SAID = "The user said: I used to like Java, but now I prefer Go. What is C#?"

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from stores.fusion import RRF_K, fill_budget, memory_score, recency, rrf
+from memory_graph_agent.ranking import RRF_K, fill_budget, memory_score, recency, rrf
 
 
 def keys(fused) -> list:

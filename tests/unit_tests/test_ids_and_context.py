@@ -7,8 +7,8 @@ from dataclasses import fields
 import pytest
 
 from graph.context import Context
-from stores.ids import InvalidIdError, validate_id
-from stores.memories import _IterativeHNSW
+from memory_graph_agent.ids import InvalidIdError, validate_id
+from memory_graph_agent.storage.memories import _IterativeHNSW
 
 
 @pytest.mark.parametrize(

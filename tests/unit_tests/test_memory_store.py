@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from stores.ids import InvalidIdError
-from stores.memories import Memory, memory_id
+from memory_graph_agent.ids import InvalidIdError
+from memory_graph_agent.storage.memories import Memory, memory_id
 
 DIM = 384
 

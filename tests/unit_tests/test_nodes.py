@@ -14,16 +14,16 @@ from langgraph.graph import END, START, StateGraph
 from graph.context import Context
 from graph.routing import route_after_consolidate, route_after_summarize, route_after_trim
 from graph.state import State
-from graph.utils import render_memory
+from memory_graph_agent.storage.memories import Memory
+from memory_graph_agent.storage.profile import Fact
+from memory_graph_agent.storage.window import StoredMessage
+from memory_graph_agent.utils import render_memory
 from nodes.consolidate import consolidate, merge_thread_summary
 from nodes.load_profile import load_profile
 from nodes.recall import recall
 from nodes.reflect import reflect
 from nodes.summarize import summarize
 from nodes.trim_window import trim_window
-from stores.memories import Memory
-from stores.profile import Fact
-from stores.window import StoredMessage
 from tests.fakes import ScriptedChatModel, default_handler, prompt_text
 
 TS = "2026-03-04T05:06:07+00:00"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from stores import embedded
+from memory_graph_agent.local import embedded
 from tests.native_isa import avx512_functions, is_avx512, is_dispatched, violations
 
 x86_64 = pytest.mark.skipif(

@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from graph.context import parse_ttl_policy
-from stores.ids import InvalidIdError
-from stores.profile import Fact, FactChange, normalize_fact_key
-from stores.window import parse_ts
+from memory_graph_agent.ids import InvalidIdError
+from memory_graph_agent.storage.profile import Fact, FactChange, normalize_fact_key
+from memory_graph_agent.storage.window import parse_ts
 
 DAY = 86400
 

@@ -1,1 +1,0 @@
-"""Command-line interface: chat, demo, memory inspection and embedded services."""

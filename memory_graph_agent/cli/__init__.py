@@ -1,0 +1,1 @@
+"""The ``memory-agent`` command line."""

@@ -1,0 +1,219 @@
+"""The demo: a 30+ turn conversation whose early facts outlive the working window.
+
+Zhang San introduces themself (preferring Go), then talks about unrelated things until
+the introduction leaves the Redis window, then says they now prefer Rust and ends the
+session (``/new``: the whole thread is archived into memory). Each turn prints what
+memory did. Then a NEW thread of the same user shows the agent still knows them, notes
+the changed preference (with its history), and shows the reflections written along the
+way; another user sees none of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+from rich.markup import escape
+
+from graph.context import Context
+from memory_graph_agent.cli.main import console
+from memory_graph_agent.cli.session import end_session, open_agent, run_turn
+from memory_graph_agent.local.embedded import (
+    EmbeddedServiceError,
+    embedded_log,
+    ensure_services,
+    vector_selfcheck,
+)
+from memory_graph_agent.services import get_services
+from nodes.respond import build_system_prompt
+
+INTRODUCTION = [
+    "Hi! My name is Zhang San. I'm a VIP customer and I live in Berlin.",
+    "For programming I prefer Go over Java.",
+]
+SMALL_TALK = [
+    "What is a good name for a cat?",
+    "How do tides work?",
+    "Give me a tip for sleeping well.",
+    "What is the capital of Canada?",
+    "How many legs does a spider have?",
+    "Suggest a healthy breakfast.",
+    "Why is the sky blue?",
+    "What is a haiku?",
+    "Name a famous painter.",
+    "How do I make tea?",
+    "What is photosynthesis?",
+    "Recommend a board game.",
+    "How far is the Moon?",
+    "What do bees eat?",
+    "Tell me a fun fact about octopuses.",
+    "What is a prime number?",
+    "How do rainbows form?",
+    "Suggest a name for a boat.",
+    "What is jazz?",
+    "How do I stay focused?",
+    "What is the tallest mountain?",
+    "How do plants drink water?",
+    "What is a sonnet?",
+    "Give me a stretching tip.",
+    "What is a comet?",
+    "How do birds migrate?",
+    "What is origami?",
+    "Name a classic novel.",
+    "How does a compass work?",
+    "What is the speed of sound?",
+]
+CHANGE = "Actually, for programming I now prefer Rust over Go."
+RECALL_QUESTION = "Hi again! Do you remember my name, where I live and which language I prefer?"
+
+
+STORAGE_FAILURES = (
+    "notice: PostgreSQL crashed",
+    "consolidate: storage failed",
+    "window: episodic log unavailable",
+)
+
+
+def _storage_failure(state: dict[str, Any]) -> str | None:
+    """Why memory cannot be stored right now (a crash or a failed write), or None."""
+    for event in state.get("memory_events", []):
+        if event.startswith(STORAGE_FAILURES):
+            return event
+    return None
+
+
+async def _preflight() -> str | None:
+    """Check that memory can be stored before the 35 turns: a vector round trip."""
+    try:
+        urls = await asyncio.to_thread(ensure_services)
+        await asyncio.to_thread(
+            vector_selfcheck, urls.database_url, embedded_log(urls.database_url)
+        )
+    except EmbeddedServiceError as exc:
+        return str(exc)
+    return None
+
+
+def _block(prompt: str, tag: str) -> str:
+    return prompt.split(f"\n<{tag}>\n", 1)[1].split(f"\n</{tag}>", 1)[0]
+
+
+async def run_demo(turns: int = 30, window_size: int = 10) -> int:
+    """Run the scripted conversation and print what memory did at every turn."""
+    run = uuid.uuid4().hex[:6]
+    # A 10-message window (default 20) lets the introduction leave it sooner;
+    # reflect_after=5 (default 10) so the demo also shows a reflection.
+    zhang = Context(user_id=f"zhang-san-{run}", window_size=window_size, reflect_after=5)
+    other = Context(user_id=f"li-si-{run}", window_size=window_size, reflect_after=5)
+    thread = f"demo-{run}"
+    console.rule("[bold]memory-graph-agent demo")
+    console.print(
+        f"user [bold]{zhang.user_id}[/], thread [bold]{thread}[/], model {zhang.model}, "
+        f"window {zhang.window_size} messages, summary batch {zhang.summary_batch}"
+    )
+    if problem := await _preflight():
+        console.print(f"[red]memory cannot be stored, stopping the demo:[/] {escape(problem)}")
+        return 1
+    services = await get_services(zhang.embedding_model)
+    script = INTRODUCTION + (SMALL_TALK * (turns // len(SMALL_TALK) + 1))[:turns]
+    started = time.perf_counter()
+    async with open_agent() as agent:
+        for i, text in enumerate(script, 1):
+            state = await run_turn(agent, zhang, thread, text)
+            window = await services.window.window(zhang.user_id, thread)
+            counts = await services.memories.count(zhang.user_id)
+            events = [
+                e
+                for e in state.get("memory_events", [])
+                if e.startswith(("summarize", "reflect:", "consolidate: profile", "notice:"))
+            ]
+            console.print(
+                f"[bold]turn {i:>2}[/] you: {escape(text)}\n"
+                f"        agent: {escape(str(state['messages'][-1].content)[:100])}\n"
+                f"        [cyan]memory:[/] window {len(window)}, "
+                f"pending {state.get('pending_count', 0)}, "
+                f"summaries {counts.get('summary', 0)}, "
+                f"reflections {counts.get('reflection', 0)}, "
+                f"profile: {escape(', '.join(state.get('profile', {})) or '-')}, "
+                f"recalled {len(state.get('recalled', []))}"
+                + (f"\n        [cyan]events:[/] {escape('; '.join(events))}" if events else "")
+            )
+            if problem := _storage_failure(state):
+                console.print(
+                    f"[red]memory cannot be stored, stopping the demo:[/] {escape(problem)}"
+                )
+                return 1
+        state = await run_turn(agent, zhang, thread, CHANGE)
+        console.print(
+            f"[bold]turn {len(script) + 1:>2}[/] you: {escape(CHANGE)}\n"
+            f"        agent: {escape(str(state['messages'][-1].content)[:100])}"
+        )
+        console.rule("[bold]/new: the session ends, the whole thread is archived")
+        state = await end_session(agent, zhang, thread)
+        for event in state.get("memory_events", []):
+            if event.startswith(("summarize", "consolidate", "reflect", "window")):
+                console.print(f"        [cyan]{escape(event)}[/]")
+        first = await services.window.window(zhang.user_id, thread)
+        if first:
+            console.print(f"oldest message still in the window: {escape(first[0].content[:60])!r}")
+        holders = [
+            m
+            for m in await services.memories.list(zhang.user_id, kind="summary")
+            if "zhang san" in m.text.lower()
+        ]
+        console.print(
+            f"the introduction now lives in {len(holders)} stored summary(ies): "
+            + ", ".join(
+                f"{m.id[:8]} ({m.importance}, {len(m.source_ids)} sources)" for m in holders
+            )
+        )
+
+        console.rule("[bold]new thread, same user")
+        state = await run_turn(agent, zhang, f"demo-{run}-new", RECALL_QUESTION)
+        prompt = build_system_prompt(state)
+        console.print(f"[bold]profile in prompt:[/]\n{escape(_block(prompt, 'profile'))}")
+        changed = "preferred_language Go → Rust" in _block(prompt, "profile")
+        history = await services.profile.history(zhang.user_id, "preferred_language")
+        for past in history:
+            console.print(
+                f"[bold]profile history:[/] preferred_language was {escape(past['value'])!r} "
+                f"from {past['valid_from'][:19]} to {past['valid_to'][:19]} "
+                f"({past.get('reason', '')}, sources "
+                f"{', '.join(s[:8] for s in past['source_ids'])})"
+            )
+        reflections = await services.memories.list(zhang.user_id, kind="reflection")
+        for r in reflections:
+            console.print(
+                f"[bold]reflection[/] {r.id[:8]} (cites {len(r.source_ids)} summaries): "
+                f"{escape(r.text[:300])}"
+            )
+        memories = escape(_block(prompt, "memories")[:900])
+        console.print(f"[bold]recalled memories in prompt:[/]\n{memories}")
+        console.print(f"[bold]agent:[/] {escape(str(state['messages'][-1].content))}")
+        knows = "zhang san" in (_block(prompt, "profile") + _block(prompt, "memories")).lower()
+
+        console.rule("[bold]another user asks the same")
+        state = await run_turn(agent, other, f"demo-{run}-other", RECALL_QUESTION)
+        prompt = build_system_prompt(state)
+        console.print(f"[bold]profile in prompt:[/] {escape(_block(prompt, 'profile'))}")
+        console.print(f"[bold]recalled memories in prompt:[/] {escape(_block(prompt, 'memories'))}")
+        leaks = "zhang san" in (_block(prompt, "profile") + _block(prompt, "memories")).lower()
+
+    console.rule("[bold]result")
+    console.print(
+        f"new thread of {zhang.user_id} has Zhang San's identity in its prompt: "
+        f"[bold]{'YES' if knows else 'NO'}[/]"
+    )
+    console.print(
+        "the new thread's profile notes the change Go → Rust: "
+        f"[bold]{'YES' if changed else 'NO'}[/]"
+    )
+    console.print(f"reflections written: [bold]{len(reflections)}[/]")
+    console.print(f"{other.user_id} sees Zhang San's memory: [bold]{'YES' if leaks else 'NO'}[/]")
+    console.print(
+        f"{len(script) + 3} turns in {time.perf_counter() - started:.0f} s. "
+        f"Inspect with: memory-agent memory show --user {zhang.user_id}"
+    )
+    return 0 if knows and changed and reflections and not leaks else 1

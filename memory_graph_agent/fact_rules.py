@@ -1,0 +1,97 @@
+"""Rule-based fact extraction from the user's own first-person statements.
+
+A 135M offline model cannot be trusted to map a statement to the right key (it happily
+answers ``city: Zhang San``). For the handful of self-statements every assistant meets
+("my name is…", "I live in…", "I prefer X over Y", "I work at…") a precise pattern is
+more reliable than the model, so with a local model (``Context.fact_rules='auto'``)
+these facts are extracted by rule and merged with the model's grounded proposals; on a
+key both propose, the rule wins. Each rule only fires on a sentence the user said about
+themself, never on a question.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from memory_graph_agent.guards import self_statements
+
+_NAME = r"([A-Z][\w'-]+(?: [A-Z][\w'-]+){0,2})"
+_PLACE = r"([A-Z][\w'-]+(?: [A-Z][\w'-]+){0,2})"
+_THING = r"([A-Z][\w+#.-]*|[a-z][\w+#-]{1,20})"
+PROGRAMMING = re.compile(r"\b(program\w*|cod(e|ing)|language|developer|software)\b", re.I)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One pattern: the fact key it yields, its importance and the capture group."""
+
+    key: str
+    pattern: re.Pattern[str]
+    importance: float
+    needs: re.Pattern[str] | None = None
+
+
+RULES = [
+    Rule("name", re.compile(rf"\b(?:[Mm]y name is|[Cc]all me) {_NAME}"), 0.95),
+    Rule(
+        "city",
+        re.compile(
+            rf"\bI (?:now )?(?:live|am living|'m living) in {_PLACE}"
+            rf"|\bI(?: have|'ve)? moved to {_PLACE}|\bI'?m based in {_PLACE}"
+        ),
+        0.8,
+    ),
+    Rule(
+        "customer_tier",
+        re.compile(
+            r"\bI(?:'m| am) an? (VIP|premium|gold|silver|platinum|basic|free)"
+            r"(?: tier)? (?:customer|member|user)",
+            re.I,
+        ),
+        0.8,
+    ),
+    Rule(
+        "employer",
+        re.compile(rf"\bI (?:now )?work (?:at|for) {_PLACE}"),
+        0.8,
+    ),
+    Rule(
+        "preferred_language",
+        re.compile(rf"\bI (?:now |still |really )?prefer {_THING}"),
+        0.7,
+        needs=PROGRAMMING,
+    ),
+]
+
+RULE_KEYS = frozenset(rule.key for rule in RULES)
+"""Keys the rules decide alone when they are enabled."""
+
+
+@dataclass(frozen=True)
+class RuleFact:
+    """A fact found by a rule, with the sentence it came from."""
+
+    key: str
+    value: str
+    importance: float
+    sentence: str
+
+
+def rule_facts(user_text: str) -> list[RuleFact]:
+    """Facts the user's self-statements state explicitly; the last statement of a key wins."""
+    found: dict[str, RuleFact] = {}
+    for sentence in self_statements(user_text):
+        for rule in RULES:
+            if rule.needs is not None and not rule.needs.search(sentence):
+                continue
+            match = rule.pattern.search(sentence)
+            if not match:
+                continue
+            value = next(g for g in match.groups() if g)
+            value = value.strip(" .,'")
+            if rule.key == "customer_tier":
+                value = value.upper() if value.lower() == "vip" else value.lower()
+            if value:
+                found[rule.key] = RuleFact(rule.key, value, rule.importance, sentence)
+    return list(found.values())

@@ -1,0 +1,1 @@
+"""Offline defaults run as supervised processes: embedded Redis/Postgres, the local model."""

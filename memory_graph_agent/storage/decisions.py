@@ -1,0 +1,178 @@
+"""What memory decided, item by item: the ``memory_decisions`` table in Postgres.
+
+Consolidation (created / merged / updated / strengthened / discarded), reflections,
+profile-fact changes and maintenance (expired / evicted / compacted) each leave one row
+per item, so "why is this memory gone?" has an answer. A row is unique per
+``(user_id, item_kind, item_id)``: recording the same item twice (a replayed run) keeps
+the first decision, which is what makes consolidation idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from langchain_postgres import PGEngine
+from sqlalchemy.exc import IntegrityError, ProgrammingError
+
+from memory_graph_agent.ids import validate_id
+from memory_graph_agent.storage.memories import _run
+
+ItemKind = Literal["summary", "reflection", "fact", "maintenance"]
+TABLE = "memory_decisions"
+
+
+@dataclass
+class Decision:
+    """One recorded decision about one item."""
+
+    user_id: str
+    item_kind: str
+    item_id: str
+    action: str
+    target_id: str | None = None
+    thread_id: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+    decided_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly view (for state, Studio and the CLI)."""
+        return {
+            "item_kind": self.item_kind,
+            "item_id": self.item_id,
+            "action": self.action,
+            "target_id": self.target_id,
+            "thread_id": self.thread_id,
+            "detail": self.detail,
+            "decided_at": self.decided_at.isoformat(),
+        }
+
+
+class DecisionLog:
+    """Append and query the decisions of every user, always per user."""
+
+    def __init__(self, engine: PGEngine) -> None:
+        self.engine = engine
+
+    @classmethod
+    async def open(cls, engine: PGEngine) -> DecisionLog:
+        """Create the table and its indexes if needed."""
+        ddl = (
+            f"CREATE TABLE IF NOT EXISTS {TABLE} ("
+            "id BIGSERIAL PRIMARY KEY, user_id TEXT NOT NULL, thread_id TEXT, "
+            "item_kind TEXT NOT NULL, item_id TEXT NOT NULL, action TEXT NOT NULL, "
+            "target_id TEXT, detail JSONB NOT NULL DEFAULT '{}'::jsonb, "
+            "decided_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(), "
+            "UNIQUE (user_id, item_kind, item_id))",
+            f"CREATE INDEX IF NOT EXISTS {TABLE}_user_time ON {TABLE} (user_id, decided_at)",
+        )
+        try:
+            await _run(engine, *ddl)
+        except (IntegrityError, ProgrammingError) as exc:  # another process created it first
+            if "already exists" not in str(exc) and "duplicate key" not in str(exc):
+                raise
+            await _run(engine, *ddl)
+        return cls(engine)
+
+    async def record(self, decision: Decision) -> tuple[Decision, bool]:
+        """Store a decision unless this item already has one.
+
+        Returns the decision in force for the item and whether it is the one just
+        given: a replay gets the original decision back with ``False``.
+        """
+        validate_id(decision.user_id, "user_id")
+        rows = await _run(
+            self.engine,
+            (
+                f"WITH ins AS (INSERT INTO {TABLE} (user_id, thread_id, item_kind, item_id, "
+                "action, target_id, detail, decided_at) VALUES (:user_id, :thread_id, "
+                ":item_kind, :item_id, :action, :target_id, CAST(:detail AS jsonb), "
+                ":decided_at) ON CONFLICT (user_id, item_kind, item_id) DO NOTHING "
+                "RETURNING *) "
+                "SELECT *, true AS inserted FROM ins UNION ALL "
+                f"SELECT *, false AS inserted FROM {TABLE} WHERE user_id = :user_id "
+                "AND item_kind = :item_kind AND item_id = :item_id "
+                "AND NOT EXISTS (SELECT 1 FROM ins)",
+                _params(decision),
+            ),
+        )
+        if not rows:  # a concurrent writer committed it after this statement's snapshot
+            existing = await self.get(decision.user_id, decision.item_kind, decision.item_id)
+            assert existing is not None
+            return existing, False
+        return _from_row(rows[0]), bool(rows[0]["inserted"])
+
+    async def get(self, user_id: str, item_kind: str, item_id: str) -> Decision | None:
+        """The decision recorded for one item, if any."""
+        rows = await _run(
+            self.engine,
+            (
+                f"SELECT * FROM {TABLE} WHERE user_id = :user_id AND item_kind = :item_kind "
+                "AND item_id = :item_id",
+                {
+                    "user_id": validate_id(user_id, "user_id"),
+                    "item_kind": item_kind,
+                    "item_id": item_id,
+                },
+            ),
+        )
+        return _from_row(rows[0]) if rows else None
+
+    async def list(
+        self,
+        user_id: str,
+        limit: int = 50,
+        action: str | None = None,
+        item_kind: ItemKind | None = None,
+    ) -> list[Decision]:
+        """The user's decisions, newest first, optionally of one action or item kind."""
+        where = "user_id = :user_id"
+        if action:
+            where += " AND action = :action"
+        if item_kind:
+            where += " AND item_kind = :item_kind"
+        rows = await _run(
+            self.engine,
+            (
+                f"SELECT * FROM {TABLE} WHERE {where} ORDER BY decided_at DESC, id DESC "
+                "LIMIT :limit",
+                {
+                    "user_id": validate_id(user_id, "user_id"),
+                    "action": action,
+                    "item_kind": item_kind,
+                    "limit": limit,
+                },
+            ),
+        )
+        return [_from_row(r) for r in rows]
+
+
+def _params(decision: Decision) -> dict[str, Any]:
+    return {
+        "user_id": decision.user_id,
+        "thread_id": decision.thread_id,
+        "item_kind": decision.item_kind,
+        "item_id": decision.item_id,
+        "action": decision.action,
+        "target_id": decision.target_id,
+        "detail": json.dumps(decision.detail, ensure_ascii=False, default=str),
+        "decided_at": decision.decided_at,
+    }
+
+
+def _from_row(row: dict[str, Any]) -> Decision:
+    detail = row.get("detail") or {}
+    if isinstance(detail, str):
+        detail = json.loads(detail)
+    return Decision(
+        user_id=row["user_id"],
+        item_kind=row["item_kind"],
+        item_id=row["item_id"],
+        action=row["action"],
+        target_id=row.get("target_id"),
+        thread_id=row.get("thread_id"),
+        detail=detail,
+        decided_at=row["decided_at"],
+    )

@@ -1,0 +1,643 @@
+"""Long-term memories (summaries and reflections) in Postgres + pgvector.
+
+Built on `langchain_postgres.PGVectorStore`: one table per embedding dimension
+(``memories_384``) with real metadata columns, so every search is filtered by
+``user_id`` in SQL. Bookkeeping the vector store has no API for (access counters,
+listing, reflection progress) is plain parameterised SQL on the same engine.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from langchain_core.embeddings import Embeddings
+from langchain_postgres import Column, PGEngine, PGVectorStore
+from langchain_postgres.v2.indexes import DistanceStrategy, QueryOptions
+from sqlalchemy import text
+from sqlalchemy.exc import ProgrammingError
+
+from memory_graph_agent.ids import validate_id
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["summary", "reflection"]
+_NAMESPACE = uuid.UUID("6f1c2d1e-8a4b-4c36-9a57-3b8f0e2d7c11")
+
+METADATA_COLUMNS = [
+    Column("user_id", "TEXT", nullable=False),
+    Column("thread_id", "TEXT"),
+    Column("kind", "TEXT", nullable=False),
+    Column("importance", "DOUBLE PRECISION", nullable=False),
+    Column("created_at", "TIMESTAMPTZ", nullable=False),
+    Column("last_accessed_at", "TIMESTAMPTZ"),
+    Column("access_count", "INTEGER"),
+    Column("source_ids", "TEXT[]"),
+]
+LIFECYCLE_COLUMNS = [
+    # Added by ALTER TABLE so tables created by earlier versions gain them too.
+    ("status", "TEXT NOT NULL DEFAULT 'active'"),  # active | superseded
+    ("superseded_by", "TEXT"),
+    ("pinned", "BOOLEAN NOT NULL DEFAULT false"),
+    ("expires_at", "TIMESTAMPTZ"),  # NULL: never expires
+]
+_META_NAMES = [c.name for c in METADATA_COLUMNS] + [name for name, _ in LIFECYCLE_COLUMNS]
+ACTIVE = "status = 'active' AND (expires_at IS NULL OR expires_at > now())"
+"""SQL predicate of memories that recall, reflection and listing by default consider."""
+_SINCE_REFLECTION = (
+    "s.user_id = :user_id AND s.kind = 'summary' AND "
+    + ACTIVE.replace("status", "s.status").replace("expires_at", "s.expires_at")
+    + " AND s.stored_at > COALESCE("
+    "(SELECT max(r.stored_at) FROM {table} r "
+    "WHERE r.user_id = :user_id AND r.kind = 'reflection'), '-infinity')"
+)
+
+
+def memory_id(user_id: str, thread_id: str | None, kind: str, source_ids: list[str]) -> str:
+    """Deterministic id: the same sources always map to the same row (idempotent retry)."""
+    return str(uuid.uuid5(_NAMESPACE, "|".join([user_id, thread_id or "", kind, *source_ids])))
+
+
+@dataclass
+class Memory:
+    """One stored memory with its provenance."""
+
+    user_id: str
+    kind: Kind
+    text: str
+    importance: float
+    source_ids: list[str]
+    thread_id: str | None = None
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    id: str = ""
+    last_accessed_at: datetime | None = None
+    access_count: int = 0
+    similarity: float | None = None
+    status: str = "active"
+    superseded_by: str | None = None
+    pinned: bool = False
+    expires_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        validate_id(self.user_id, "user_id")
+        self.text = self.text.replace("\x00", "")  # Postgres text cannot hold NUL
+        if not self.id:
+            self.id = memory_id(self.user_id, self.thread_id, self.kind, self.source_ids)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly view (for state, Studio and the CLI)."""
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "text": self.text,
+            "importance": self.importance,
+            "similarity": None if self.similarity is None else round(self.similarity, 4),
+            "thread_id": self.thread_id,
+            "created_at": self.created_at.isoformat(),
+            "access_count": self.access_count,
+            "source_ids": list(self.source_ids),
+            "status": self.status,
+            "superseded_by": self.superseded_by,
+            "pinned": self.pinned,
+            "expires_at": None if self.expires_at is None else self.expires_at.isoformat(),
+        }
+
+
+class _IterativeHNSW(QueryOptions):
+    """HNSW query options with pgvector >= 0.8 iterative scans.
+
+    Without iterative scans an HNSW search filtered by user can return fewer than k rows
+    when other users' vectors crowd the candidate list.
+    """
+
+    def __init__(self, ef_search: int = 100, iterative: bool = True) -> None:
+        self.ef_search = ef_search
+        self.iterative = iterative
+
+    def to_parameter(self) -> list[str]:
+        params = [f"hnsw.ef_search = {self.ef_search}"]
+        if self.iterative:
+            params.append("hnsw.iterative_scan = relaxed_order")
+        return params
+
+    def to_string(self) -> str:
+        return ", ".join(self.to_parameter())
+
+
+class MemoryStore:
+    """Summaries and reflections of every user, always queried per user."""
+
+    def __init__(
+        self, engine: PGEngine, vectors: PGVectorStore, table: str, query_options: list[str]
+    ) -> None:
+        self.engine = engine
+        self.vectors = vectors
+        self.table = table
+        self.query_options = query_options
+
+    @classmethod
+    async def open(cls, engine: PGEngine, embeddings: Embeddings, dim: int) -> MemoryStore:
+        """Create the table and indexes if needed, then return the store."""
+        table = f"memories_{dim}"
+        exists = await _run(engine, f"SELECT to_regclass('public.{table}') IS NOT NULL AS ok")
+        if not exists[0]["ok"]:
+            try:
+                await engine.ainit_vectorstore_table(
+                    table_name=table, vector_size=dim, metadata_columns=list(METADATA_COLUMNS)
+                )
+            except ProgrammingError as exc:  # another process created it first
+                if "already exists" not in str(exc):
+                    raise
+        await _run(
+            engine,
+            # Keep the 1.5 KB vectors in the row: out-of-line (TOAST) storage makes every
+            # distance computation fetch a second tuple and steers the planner off HNSW.
+            f'ALTER TABLE "{table}" ALTER COLUMN embedding SET STORAGE PLAIN',
+            f'ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS stored_at TIMESTAMPTZ '
+            "NOT NULL DEFAULT clock_timestamp()",
+            *(
+                f'ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS {name} {decl}'
+                for name, decl in LIFECYCLE_COLUMNS
+            ),
+            f'CREATE INDEX IF NOT EXISTS "{table}_user_kind" '
+            f'ON "{table}" (user_id, kind, stored_at)',
+            f'CREATE INDEX IF NOT EXISTS "{table}_hnsw" ON "{table}" '
+            "USING hnsw (embedding vector_cosine_ops)",
+        )
+        version = await _run(engine, "SELECT extversion FROM pg_extension WHERE extname='vector'")
+        iterative = _version_tuple(version[0]["extversion"]) >= (0, 8) if version else False
+        query_options = _IterativeHNSW(iterative=iterative)
+        vectors = await PGVectorStore.create(
+            engine,
+            embedding_service=embeddings,
+            table_name=table,
+            metadata_columns=_META_NAMES,
+            distance_strategy=DistanceStrategy.COSINE_DISTANCE,
+            index_query_options=query_options,
+        )
+        return cls(engine, vectors, table, query_options.to_parameter())
+
+    async def add(self, memory: Memory, vector: list[float] | None = None) -> str:
+        """Upsert a memory under its deterministic id; returns the id.
+
+        A replayed write keeps the stored row's creation time, access statistics, pin,
+        supersession, highest importance and latest expiry (the vector store's upsert
+        would otherwise overwrite every metadata column): a batch re-claimed after a lost
+        acknowledgement must not revive a memory that was merged or compacted meanwhile.
+        """
+        existing = await _run(
+            self.engine,
+            (
+                "SELECT created_at, last_accessed_at, access_count, pinned, status, "
+                f'superseded_by, importance, expires_at FROM "{self.table}" '
+                "WHERE langchain_id = CAST(:id AS uuid) AND user_id = :user_id",
+                {"id": memory.id, "user_id": memory.user_id},
+            ),
+        )
+        if existing:
+            row = existing[0]
+            memory.created_at = row["created_at"] or memory.created_at
+            memory.last_accessed_at = row["last_accessed_at"]
+            memory.access_count = int(row["access_count"] or 0)
+            memory.importance = max(memory.importance, float(row["importance"] or 0.0))
+            if row["status"] == "superseded":
+                memory.status, memory.superseded_by = "superseded", row["superseded_by"]
+            if row["expires_at"] is None or (
+                memory.expires_at is not None and row["expires_at"] > memory.expires_at
+            ):
+                memory.expires_at = row["expires_at"]
+            if row["pinned"]:  # a pin (the user's choice) survives a replayed write
+                memory.pinned, memory.expires_at = True, None
+        if vector is None:
+            vector = (await self.vectors.embeddings.aembed_documents([memory.text]))[0]
+        metadata = {
+            "user_id": memory.user_id,
+            "thread_id": memory.thread_id,
+            "kind": memory.kind,
+            "importance": float(memory.importance),
+            "created_at": memory.created_at,
+            "last_accessed_at": memory.last_accessed_at,
+            "access_count": memory.access_count,
+            "source_ids": list(memory.source_ids),
+            "status": memory.status,
+            "superseded_by": memory.superseded_by,
+            "pinned": memory.pinned,
+            "expires_at": memory.expires_at,
+        }
+        await self.vectors.aadd_embeddings(
+            [memory.text], [vector], metadatas=[metadata], ids=[memory.id]
+        )
+        return memory.id
+
+    async def search(
+        self, user_id: str, vector: list[float], k: int, min_similarity: float | None = None
+    ) -> list[Memory]:
+        """Top-k of this user's active memories by cosine similarity (recall's search).
+
+        Superseded and expired memories are never returned (`ACTIVE`). One statement with
+        stable parameter names (the vector store's own search names its filter parameter
+        randomly, so Postgres re-plans it on every call), run with the HNSW options of
+        `_IterativeHNSW` in the same transaction.
+        """
+        return await self._nearest(user_id, vector, k, min_similarity)
+
+    async def similar(
+        self,
+        user_id: str,
+        vector: list[float],
+        k: int,
+        min_similarity: float,
+        kind: Kind | None = None,
+        exclude_ids: list[str] | None = None,
+    ) -> list[Memory]:
+        """Consolidation candidates: like `search`, of one ``kind``, without ``exclude_ids``."""
+        return await self._nearest(user_id, vector, k, min_similarity, kind, exclude_ids)
+
+    async def _nearest(
+        self,
+        user_id: str,
+        vector: list[float],
+        k: int,
+        min_similarity: float | None = None,
+        kind: Kind | None = None,
+        exclude_ids: list[str] | None = None,
+    ) -> list[Memory]:
+        validate_id(user_id, "user_id")
+        options = [f"SET LOCAL {p}" for p in self.query_options]
+        where = f"user_id = :user_id AND {ACTIVE}"
+        if kind:
+            where += " AND kind = :kind"
+        if exclude_ids:
+            where += " AND NOT langchain_id = ANY(CAST(:exclude AS uuid[]))"
+        rows = await _run(
+            self.engine,
+            *options,
+            (
+                f"SELECT langchain_id, content, {', '.join(_META_NAMES)}, "
+                "embedding <=> CAST(:q AS vector) AS distance "
+                f'FROM "{self.table}" WHERE {where} '
+                "ORDER BY embedding <=> CAST(:q AS vector) LIMIT :k",
+                {
+                    "user_id": user_id,
+                    "q": _vector_literal(vector),
+                    "k": k,
+                    "kind": kind,
+                    "exclude": list(exclude_ids or []),
+                },
+            ),
+        )
+        out = []
+        for row in rows:
+            similarity = 1.0 - float(row["distance"])
+            if min_similarity is not None and similarity < min_similarity:
+                continue
+            out.append(_from_metadata(str(row["langchain_id"]), row["content"], row, similarity))
+        return out
+
+    async def touch(self, user_id: str, ids: list[str]) -> None:
+        """Record that these memories were recalled (recency and frequency signals).
+
+        Best-effort statistics: committed without waiting for the WAL flush.
+        """
+        if not ids:
+            return
+        await _run(
+            self.engine,
+            "SET LOCAL synchronous_commit = off",
+            (
+                f'UPDATE "{self.table}" SET last_accessed_at = now(), '
+                "access_count = COALESCE(access_count, 0) + 1 "
+                "WHERE user_id = :user_id AND langchain_id = ANY(CAST(:ids AS uuid[]))",
+                {"user_id": user_id, "ids": ids},
+            ),
+        )
+
+    async def reflection_progress(self, user_id: str) -> tuple[int, float]:
+        """Count and summed importance of the active summaries since the latest reflection.
+
+        One query for both numbers the reflection trigger needs (`consolidate`).
+        """
+        rows = await _run(
+            self.engine,
+            (
+                "SELECT count(*) AS n, COALESCE(sum(importance), 0) AS total "
+                f'FROM "{self.table}" s WHERE {self._since_reflection()}',
+                {"user_id": validate_id(user_id, "user_id")},
+            ),
+        )
+        return int(rows[0]["n"]), float(rows[0]["total"])
+
+    async def count_since_reflection(self, user_id: str) -> int:
+        """How many active summaries the user stored after the latest reflection."""
+        return (await self.reflection_progress(user_id))[0]
+
+    async def importance_since_reflection(self, user_id: str) -> float:
+        """Summed importance of the active summaries stored after the latest reflection."""
+        return (await self.reflection_progress(user_id))[1]
+
+    async def list(
+        self,
+        user_id: str,
+        kind: Kind | None = None,
+        limit: int = 200,
+        active_only: bool = False,
+    ) -> list[Memory]:
+        """The user's memories, newest first.
+
+        Every status by default (superseded rows are the provenance of what replaced
+        them); ``active_only`` keeps what recall and reflection would consider.
+        """
+        validate_id(user_id, "user_id")
+        where = "user_id = :user_id" + (" AND kind = :kind" if kind else "")
+        if active_only:
+            where += f" AND {ACTIVE}"
+        rows = await _run(
+            self.engine,
+            (
+                f'SELECT langchain_id, content, {", ".join(_META_NAMES)} FROM "{self.table}" '
+                f"WHERE {where} ORDER BY stored_at DESC LIMIT :limit",
+                {"user_id": user_id, "kind": kind, "limit": limit},
+            ),
+        )
+        return [_from_metadata(str(r["langchain_id"]), r["content"], r, None) for r in rows]
+
+    async def get(self, user_id: str, ids: list[str]) -> list[Memory]:
+        """The user's memories with these ids (any status), in no particular order."""
+        validate_id(user_id, "user_id")
+        if not ids:
+            return []
+        rows = await _run(
+            self.engine,
+            (
+                f'SELECT langchain_id, content, {", ".join(_META_NAMES)} FROM "{self.table}" '
+                "WHERE user_id = :user_id AND langchain_id = ANY(CAST(:ids AS uuid[]))",
+                {"user_id": user_id, "ids": ids},
+            ),
+        )
+        return [_from_metadata(str(r["langchain_id"]), r["content"], r, None) for r in rows]
+
+    async def summaries_since_reflection(self, user_id: str) -> list[Memory]:
+        """Active summaries stored after the user's latest reflection, oldest first."""
+        validate_id(user_id, "user_id")
+        rows = await _run(
+            self.engine,
+            (
+                f'SELECT langchain_id, content, {", ".join(_META_NAMES)} FROM "{self.table}" s '
+                f"WHERE {self._since_reflection()} ORDER BY s.stored_at",
+                {"user_id": user_id},
+            ),
+        )
+        return [_from_metadata(str(r["langchain_id"]), r["content"], r, None) for r in rows]
+
+    async def supersede(self, user_id: str, ids: list[str], by_id: str) -> int:
+        """Mark these memories superseded by ``by_id`` (kept as provenance, never recalled).
+
+        Pinned memories are left alone. Returns how many rows changed.
+        """
+        validate_id(user_id, "user_id")
+        ids = [i for i in ids if i != by_id]
+        if not ids:
+            return 0
+        rows = await _run(
+            self.engine,
+            (
+                f"UPDATE \"{self.table}\" SET status = 'superseded', superseded_by = :by "
+                "WHERE user_id = :user_id AND langchain_id = ANY(CAST(:ids AS uuid[])) "
+                "AND NOT pinned RETURNING langchain_id",
+                {"user_id": user_id, "ids": ids, "by": by_id},
+            ),
+        )
+        return len(rows)
+
+    async def strengthen(
+        self, user_id: str, memory_id: str, bump: float, expires_at: datetime | None = None
+    ) -> float | None:
+        """Raise a memory's importance by ``bump`` (capped at 1) and count an access.
+
+        ``expires_at`` (when given) replaces the expiry, which follows the new importance.
+        Returns the new importance, or ``None`` when the memory does not exist.
+        """
+        validate_id(user_id, "user_id")
+        rows = await _run(
+            self.engine,
+            (
+                f'UPDATE "{self.table}" SET importance = LEAST(1.0, importance + :bump), '
+                "access_count = COALESCE(access_count, 0) + 1, last_accessed_at = now(), "
+                "expires_at = CASE WHEN pinned THEN NULL "
+                "WHEN CAST(:set_expiry AS boolean) THEN CAST(:expires AS timestamptz) "
+                "ELSE expires_at END "
+                "WHERE user_id = :user_id AND langchain_id = CAST(:id AS uuid) "
+                "RETURNING importance",
+                {
+                    "user_id": user_id,
+                    "id": memory_id,
+                    "bump": float(bump),
+                    "set_expiry": expires_at is not None,
+                    "expires": expires_at,
+                },
+            ),
+        )
+        return float(rows[0]["importance"]) if rows else None
+
+    async def extend_expiry(self, user_id: str, memory_id: str, until: datetime | None) -> bool:
+        """Make a memory live at least ``until`` (``None``: never expire); True if found."""
+        validate_id(user_id, "user_id")
+        rows = await _run(
+            self.engine,
+            (
+                f'UPDATE "{self.table}" SET expires_at = CASE '
+                "WHEN expires_at IS NULL OR CAST(:forever AS boolean) THEN NULL "
+                "ELSE GREATEST(expires_at, CAST(:until AS timestamptz)) END "
+                "WHERE user_id = :user_id AND langchain_id = CAST(:id AS uuid) "
+                "RETURNING langchain_id",
+                {"user_id": user_id, "id": memory_id, "forever": until is None, "until": until},
+            ),
+        )
+        return bool(rows)
+
+    async def set_pinned(
+        self, user_id: str, memory_id: str, pinned: bool, expires_at: datetime | None
+    ) -> bool:
+        """Pin (never expires, never evicted) or unpin a memory; set its expiry.
+
+        Returns whether the user has such a memory.
+        """
+        validate_id(user_id, "user_id")
+        rows = await _run(
+            self.engine,
+            (
+                f'UPDATE "{self.table}" SET pinned = :pinned, expires_at = :expires '
+                "WHERE user_id = :user_id AND langchain_id = CAST(:id AS uuid) "
+                "RETURNING langchain_id",
+                {
+                    "user_id": user_id,
+                    "id": memory_id,
+                    "pinned": pinned,
+                    "expires": None if pinned else expires_at,
+                },
+            ),
+        )
+        return bool(rows)
+
+    async def delete(self, user_id: str, ids: list[str]) -> int:
+        """Delete these memories of the user; returns how many rows went."""
+        validate_id(user_id, "user_id")
+        if not ids:
+            return 0
+        rows = await _run(
+            self.engine,
+            (
+                f'DELETE FROM "{self.table}" WHERE user_id = :user_id '
+                "AND langchain_id = ANY(CAST(:ids AS uuid[])) RETURNING langchain_id",
+                {"user_id": user_id, "ids": ids},
+            ),
+        )
+        return len(rows)
+
+    # --- maintenance queries -------------------------------------------------------
+
+    async def users(self) -> list[str]:
+        """Every user that has memories (for maintenance of all users)."""
+        rows = await _run(self.engine, f'SELECT DISTINCT user_id FROM "{self.table}" ORDER BY 1')
+        return [r["user_id"] for r in rows]
+
+    async def expired(self, user_id: str) -> list[Memory]:
+        """The user's memories whose expiry has passed (pinned ones never expire)."""
+        return await self._select(
+            # superseded rows stay: they are the provenance of what replaced them
+            user_id,
+            "status = 'active' AND expires_at IS NOT NULL AND expires_at <= now() AND NOT pinned",
+            {},
+        )
+
+    async def evictable(
+        self, user_id: str, below_importance: float, older_than_days: float
+    ) -> list[Memory]:
+        """Unpinned memories below ``below_importance`` created over ``older_than_days`` ago."""
+        return await self._select(
+            user_id,
+            "status = 'active' AND importance < :below AND NOT pinned "
+            "AND created_at < now() - make_interval(secs => :days * 86400)",
+            {"below": float(below_importance), "days": float(older_than_days)},
+        )
+
+    async def duplicate_pairs(
+        self, user_id: str, min_similarity: float
+    ) -> list[tuple[str, str, float]]:
+        """Pairs of the user's active memories of one kind at least this similar (cosine)."""
+        validate_id(user_id, "user_id")
+        active = ACTIVE.replace("status", "{t}.status").replace("expires_at", "{t}.expires_at")
+        rows = await _run(
+            self.engine,
+            (
+                "SELECT a.langchain_id AS a, b.langchain_id AS b, "
+                "1 - (a.embedding <=> b.embedding) AS similarity "
+                f'FROM "{self.table}" a JOIN "{self.table}" b '
+                "ON b.user_id = a.user_id AND b.kind = a.kind AND a.langchain_id < b.langchain_id "
+                f"WHERE a.user_id = :user_id AND {active.format(t='a')} "
+                f"AND {active.format(t='b')} "
+                "AND (a.embedding <=> b.embedding) <= 1 - :sim",
+                {"user_id": user_id, "sim": float(min_similarity)},
+            ),
+        )
+        return [(str(r["a"]), str(r["b"]), float(r["similarity"])) for r in rows]
+
+    def _since_reflection(self) -> str:
+        return _SINCE_REFLECTION.format(table=f'"{self.table}"')
+
+    async def _select(self, user_id: str, condition: str, params: dict[str, Any]) -> list[Memory]:
+        validate_id(user_id, "user_id")
+        rows = await _run(
+            self.engine,
+            (
+                f'SELECT langchain_id, content, {", ".join(_META_NAMES)} FROM "{self.table}" '
+                f"WHERE user_id = :user_id AND {condition} ORDER BY stored_at",
+                {"user_id": user_id, **params},
+            ),
+        )
+        return [_from_metadata(str(r["langchain_id"]), r["content"], r, None) for r in rows]
+
+    async def count(self, user_id: str) -> dict[str, int]:
+        """Number of memories of the user per kind."""
+        rows = await _run(
+            self.engine,
+            (
+                f'SELECT kind, count(*) AS n FROM "{self.table}" WHERE user_id = :user_id '
+                "GROUP BY kind",
+                {"user_id": validate_id(user_id, "user_id")},
+            ),
+        )
+        return {r["kind"]: int(r["n"]) for r in rows}
+
+    async def hot(self, user_id: str, limit: int) -> list[Memory]:
+        """The user's ``limit`` hottest active memories: pinned, most important, most recent.
+
+        Pinned memories (the user asked to always remember them) come first. Recency is
+        the last access, or the creation for a memory never recalled. No vector is read
+        or compared (``recall_mode='flat'``).
+        """
+        validate_id(user_id, "user_id")
+        rows = await _run(
+            self.engine,
+            (
+                f'SELECT langchain_id, content, {", ".join(_META_NAMES)} FROM "{self.table}" '
+                f"WHERE user_id = :user_id AND {ACTIVE} "
+                "ORDER BY pinned DESC, importance DESC, "
+                "COALESCE(last_accessed_at, created_at) DESC, "
+                "stored_at DESC LIMIT :limit",
+                {"user_id": user_id, "limit": max(0, int(limit))},
+            ),
+        )
+        return [_from_metadata(str(r["langchain_id"]), r["content"], r, None) for r in rows]
+
+
+def _from_metadata(mid: str | None, content: str, meta: Any, similarity: float | None) -> Memory:
+    created = meta.get("created_at") or datetime.now(UTC)
+    return Memory(
+        id=str(mid),
+        user_id=meta["user_id"],
+        thread_id=meta.get("thread_id"),
+        kind=meta["kind"],
+        text=content,
+        importance=float(meta.get("importance") or 0.0),
+        created_at=created,
+        last_accessed_at=meta.get("last_accessed_at"),
+        access_count=int(meta.get("access_count") or 0),
+        source_ids=list(meta.get("source_ids") or []),
+        similarity=similarity,
+        status=meta.get("status") or "active",
+        superseded_by=meta.get("superseded_by"),
+        pinned=bool(meta.get("pinned")),
+        expires_at=meta.get("expires_at"),
+    )
+
+
+def _vector_literal(vector: list[float]) -> str:
+    return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+
+
+async def _run(engine: PGEngine, *statements: str | tuple[str, dict[str, Any]]) -> list[Any]:
+    """Run statements in one transaction on the engine's loop; return the last rows.
+
+    `PGEngine` owns a background event loop; running our SQL there (like the vector
+    store does) keeps connections valid whichever loop the caller is on.
+    """
+
+    async def go() -> list[Any]:
+        rows: list[Any] = []
+        async with engine._pool.connect() as conn:
+            for stmt in statements:
+                sql, params = (stmt, {}) if isinstance(stmt, str) else stmt
+                result = await conn.execute(text(sql), params)
+                rows = [dict(r) for r in result.mappings()] if result.returns_rows else []
+            await conn.commit()
+        return rows
+
+    return await engine._run_as_async(go())

@@ -1,0 +1,398 @@
+"""The user profile ("hard memory"): current facts plus their temporal history, in Redis.
+
+Keys, per user:
+
+- ``{prefix}:profile:{user}``: a hash, one field per fact key (``name``, ``city``,
+  ``preferred_language``...), value JSON ``{value, importance, updated_at, valid_from,
+  source_ids, pinned, expires_at}``. ``valid_from`` is when the current value started to
+  hold, ``updated_at`` when it was last confirmed, ``source_ids`` the summaries/messages
+  it came from; ``expires_at`` follows from the importance (``Context.ttl_days``) and is
+  ``null`` for pinned or very important facts.
+- ``{prefix}:profile_history:{user}``: a list, oldest first, of values that stopped
+  holding: ``{key, value, importance, valid_from, valid_to, source_ids, reason}`` with
+  reason ``updated`` (replaced by ``replaced_by``), ``superseded`` (stated before the
+  value that was already stored), ``forgotten`` or ``expired``. It keeps the newest
+  ``HISTORY_LIMIT`` entries.
+
+Every write is a WATCH/MULTI transaction on the profile hash, retried on conflict, so two
+turns writing the same key concurrently both land in the history. Expired facts are never
+returned; `ProfileStore.get` moves them to the history as it finds them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
+from redis.exceptions import WatchError
+
+from memory_graph_agent.ids import validate_id
+from memory_graph_agent.metrics import redis_op
+from memory_graph_agent.storage.window import parse_ts
+
+_KEY = re.compile(r"[^a-z0-9_]+")
+
+TtlDays = Callable[[float, bool], float | None]
+"""``ttl_days(importance, pinned)``: days a fact lives, ``None``: never (`Context.ttl_days`)."""
+
+HISTORY_LIMIT = 500
+MAX_SOURCE_IDS = 20
+STRENGTHEN = 0.05
+_MAX_RETRIES = 50
+_GONE = ("forgotten", "expired")
+
+
+def normalize_fact_key(key: str) -> str:
+    """Lower-case snake_case fact key, at most 48 characters (``"Home City"`` → ``home_city``)."""
+    return _KEY.sub("_", key.strip().lower()).strip("_")[:48].rstrip("_")
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A profile fact with its importance and provenance.
+
+    ``updated_at`` (ISO) is when the user stated it; empty means the moment it is
+    written. A fact stated before the stored value of its key does not replace it.
+    """
+
+    key: str
+    value: str
+    importance: float
+    source_ids: list[str] = field(default_factory=list)
+    updated_at: str = ""
+
+
+@dataclass
+class FactChange:
+    """What one write did to one key.
+
+    ``action`` is ``created``, ``updated`` (value replaced, the old one went to the
+    history), ``strengthened`` (same value seen again: importance raised, ``updated_at``
+    refreshed), ``unchanged`` (a replay of known sources, or older than the stored
+    value) or ``forgotten``.
+    """
+
+    key: str
+    action: str
+    old_value: str | None
+    new_value: str | None
+    importance: float
+
+
+def _unchanged(key: str, old: dict[str, Any]) -> FactChange:
+    return FactChange(key, "unchanged", old["value"], old["value"], old["importance"])
+
+
+def _same_value(a: str, b: str) -> bool:
+    return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
+
+
+def _expires_at(now: datetime, importance: float, pinned: bool, ttl_days: TtlDays) -> str | None:
+    days = ttl_days(importance, pinned)
+    return None if days is None else (now + timedelta(days=days)).isoformat()
+
+
+def _is_expired(fact: dict[str, Any], now: datetime) -> bool:
+    expires = fact.get("expires_at")
+    return bool(expires) and not fact.get("pinned") and parse_ts(expires) <= now
+
+
+def _decode(raw: str) -> dict[str, Any]:
+    """A stored fact with the fields older versions did not write filled in."""
+    fact = json.loads(raw)
+    fact.setdefault("valid_from", fact.get("updated_at", ""))
+    fact.setdefault("source_ids", [])
+    fact.setdefault("pinned", False)
+    fact.setdefault("expires_at", None)
+    return fact
+
+
+def _dump(data: dict[str, Any]) -> str:
+    return json.dumps(data, ensure_ascii=False)
+
+
+def _history_entry(key: str, fact: dict[str, Any], valid_to: str, reason: str) -> dict[str, Any]:
+    return {
+        "key": key,
+        "value": fact["value"],
+        "importance": fact["importance"],
+        "valid_from": fact.get("valid_from") or fact.get("updated_at", ""),
+        "valid_to": valid_to,
+        "source_ids": list(fact.get("source_ids", [])),
+        "reason": reason,
+    }
+
+
+def _text(raw: str | bytes) -> str:
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
+def _merge_ids(old: Iterable[str], new: Iterable[str]) -> list[str]:
+    merged = list(dict.fromkeys([*old, *new]))
+    return merged[-MAX_SOURCE_IDS:]
+
+
+class ProfileStore:
+    """Read and write the per-user profile and its history."""
+
+    def __init__(self, redis: Redis, prefix: str = "mem") -> None:
+        self.redis = redis
+        self.prefix = prefix
+
+    def key(self, user_id: str) -> str:
+        """The Redis key of a user's current profile (a hash)."""
+        return f"{self.prefix}:profile:{validate_id(user_id, 'user_id')}"
+
+    def history_key(self, user_id: str) -> str:
+        """The Redis key of a user's profile history (a list, oldest first)."""
+        return f"{self.prefix}:profile_history:{validate_id(user_id, 'user_id')}"
+
+    def forgotten_key(self, user_id: str) -> str:
+        """The Redis key of when each forgotten fact key was forgotten (a hash)."""
+        return f"{self.prefix}:profile_forgotten:{validate_id(user_id, 'user_id')}"
+
+    async def _transact(
+        self,
+        user_id: str,
+        fields: list[str],
+        plan: Callable[[dict[str, str]], tuple[dict[str, str], list[str], list[dict], Any]],
+    ) -> Any:
+        """Read-modify-write ``fields`` of the profile hash, retried while another write races.
+
+        ``plan(current_raw_fields)`` returns ``(hset mapping, fields to delete, history
+        entries, result)``; it must be pure, as it may run more than once.
+        """
+        hkey, lkey = self.key(user_id), self.history_key(user_id)
+        pipe: Pipeline
+        async with self.redis.pipeline(transaction=True) as pipe:
+            for _ in range(_MAX_RETRIES):
+                try:
+                    await pipe.watch(hkey)
+                    values = await pipe.hmget(hkey, fields)
+                    current = {f: v for f, v in zip(fields, values, strict=True) if v}
+                    mapping, deletions, history, result = plan(current)
+                    if not (mapping or deletions or history):
+                        await pipe.unwatch()
+                        return result
+                    pipe.multi()
+                    if deletions:
+                        pipe.hdel(hkey, *deletions)
+                    if mapping:
+                        pipe.hset(hkey, mapping=mapping)
+                        pipe.persist(hkey)  # facts expire one by one, never the whole hash
+                    if history:
+                        pipe.rpush(lkey, *(_dump(h) for h in history))
+                        pipe.ltrim(lkey, -HISTORY_LIMIT, -1)
+                    await pipe.execute()
+                    return result
+                except WatchError:
+                    continue
+        raise WatchError(f"profile of {user_id} kept changing; gave up after {_MAX_RETRIES}")
+
+    @redis_op("profile_get")
+    async def get(self, user_id: str) -> dict[str, dict[str, Any]]:
+        """Live facts of the user, most important first.
+
+        ``{key: {value, importance, updated_at, valid_from, source_ids, pinned,
+        expires_at}}``. Expired facts are left out and moved to the history.
+        """
+        raw = await self.redis.hgetall(self.key(user_id))
+        now = datetime.now(UTC)
+        out: dict[str, dict[str, Any]] = {}
+        expired: dict[str, str] = {}
+        for name, value in raw.items():
+            fact = _decode(value)
+            if _is_expired(fact, now):
+                expired[name] = value
+            else:
+                out[name] = fact
+        if expired:
+            await self._expire(user_id, expired)
+        return dict(sorted(out.items(), key=lambda kv: -float(kv[1].get("importance", 0))))
+
+    async def _expire(self, user_id: str, expired: dict[str, str]) -> None:
+        """Move facts that are still stored exactly as read (and expired) to the history."""
+
+        def plan(current: dict[str, str]) -> tuple[dict, list[str], list[dict], None]:
+            gone = [k for k, v in expired.items() if current.get(k) == v]
+            history = [
+                _history_entry(k, fact, fact["expires_at"], "expired")
+                for k in gone
+                for fact in [_decode(current[k])]
+            ]
+            return {}, gone, history, None
+
+        await self._transact(user_id, list(expired), plan)
+
+    @redis_op("profile_upsert")
+    async def upsert(self, user_id: str, facts: list[Fact], ttl_days: TtlDays) -> list[FactChange]:
+        """Write facts: the newest value of a key wins, the replaced one goes to history.
+
+        A fact's time is its ``updated_at``, or the moment of the write. Within one call
+        the last fact of a key wins; empty keys or values are ignored. A fact stated
+        before the stored value of its key was does not replace it: it goes straight to
+        the history (reason ``superseded``). ``ttl_days(importance, pinned)`` sets the
+        expiry of each written fact. Atomic per call: concurrent writes of one key
+        serialise, each replaced value lands in the history.
+
+        Returns one `FactChange` per key considered.
+        """
+        incoming: dict[str, Fact] = {}
+        for fact in facts:
+            key, value = normalize_fact_key(fact.key), fact.value.strip()[:500]
+            if key and value:
+                incoming.pop(key, None)  # re-insert: the last one of a key wins
+                importance = round(min(max(float(fact.importance), 0.0), 1.0), 3)
+                incoming[key] = Fact(key, value, importance, list(fact.source_ids), fact.updated_at)
+        if not incoming:
+            return []
+        tombstones = await self.redis.hmget(self.forgotten_key(user_id), list(incoming))
+        for key, forgotten_at in zip(list(incoming), tombstones, strict=True):
+            stated = incoming[key].updated_at
+            if forgotten_at and stated and parse_ts(stated) <= parse_ts(_text(forgotten_at)):
+                del incoming[key]  # the user asked to forget it after saying it
+        if not incoming:
+            return []
+
+        def plan(current: dict[str, str]) -> tuple[dict, list[str], list[dict], list]:
+            now = datetime.now(UTC)  # taken per attempt: a retried write is the newest
+            mapping: dict[str, str] = {}
+            history: list[dict[str, Any]] = []
+            changes: list[FactChange] = []
+            for key, fact in incoming.items():
+                at = fact.updated_at or now.isoformat()
+                old = _decode(current[key]) if key in current else None
+                if old is not None and _is_expired(old, now):
+                    history.append(_history_entry(key, old, old["expires_at"], "expired"))
+                    old = None
+                if old is None:
+                    action, pinned = "created", False
+                    new = {"value": fact.value, "importance": fact.importance, "valid_from": at}
+                elif _same_value(old["value"], fact.value):
+                    if fact.source_ids and set(fact.source_ids) <= set(old["source_ids"]):
+                        changes.append(_unchanged(key, old))
+                        continue  # a replay of sources already counted
+                    action, pinned = "strengthened", old["pinned"]
+                    new = {
+                        "value": old["value"],
+                        "importance": min(
+                            1.0, round(max(old["importance"], fact.importance) + STRENGTHEN, 3)
+                        ),
+                        "valid_from": old["valid_from"],
+                    }
+                    at = max(old["updated_at"], at, key=parse_ts)
+                elif parse_ts(at) < parse_ts(old["valid_from"]):
+                    stale = {**asdict(fact), "valid_from": at}
+                    entry = _history_entry(key, stale, old["valid_from"], "superseded")
+                    history.append({**entry, "replaced_by": old["value"]})
+                    changes.append(_unchanged(key, old))
+                    continue  # stated before the stored value: history, not current
+                else:
+                    entry = _history_entry(key, old, at, "updated")
+                    history.append({**entry, "replaced_by": fact.value})
+                    action, pinned = "updated", old["pinned"]  # a pin is on the key
+                    new = {"value": fact.value, "importance": fact.importance, "valid_from": at}
+                ids = fact.source_ids if action != "strengthened" else old["source_ids"]
+                new.update(
+                    updated_at=at,
+                    source_ids=_merge_ids(ids, fact.source_ids),
+                    pinned=pinned,
+                    expires_at=_expires_at(now, new["importance"], pinned, ttl_days),
+                )
+                mapping[key] = _dump(new)
+                changes.append(
+                    FactChange(key, action, old and old["value"], new["value"], new["importance"])
+                )
+            return mapping, [], history, changes
+
+        return await self._transact(user_id, list(incoming), plan)
+
+    async def forget(self, user_id: str, key: str) -> dict[str, Any] | None:
+        """Remove a fact, keeping it in the history as ``forgotten``.
+
+        Returns the removed fact (with its ``key``) or ``None`` if there was none.
+        """
+        key = normalize_fact_key(key)
+        if not key:
+            return None
+        now_s = datetime.now(UTC).isoformat()
+
+        def plan(current: dict[str, str]) -> tuple[dict, list[str], list[dict], Any]:
+            if key not in current:
+                return {}, [], [], None
+            fact = _decode(current[key])
+            return {}, [key], [_history_entry(key, fact, now_s, "forgotten")], {"key": key, **fact}
+
+        removed = await self._transact(user_id, [key], plan)
+        # the tombstone: a fact of this key stated before now is not brought back by a
+        # batch summarized later (see `upsert`); a fresh statement after it is
+        await self.redis.hset(self.forgotten_key(user_id), key, now_s)
+        return removed
+
+    async def set_pinned(self, user_id: str, key: str, pinned: bool, ttl_days: TtlDays) -> bool:
+        """Pin (never expires) or unpin (expiry recomputed from importance) a fact.
+
+        Returns ``False`` if the user has no live fact under ``key``.
+        """
+        key = normalize_fact_key(key)
+        if not key:
+            return False
+        now = datetime.now(UTC)
+
+        def plan(current: dict[str, str]) -> tuple[dict, list[str], list[dict], bool]:
+            if key not in current:
+                return {}, [], [], False
+            fact = _decode(current[key])
+            if _is_expired(fact, now):
+                return {}, [key], [_history_entry(key, fact, fact["expires_at"], "expired")], False
+            fact["pinned"] = pinned
+            fact["expires_at"] = _expires_at(now, fact["importance"], pinned, ttl_days)
+            return {key: _dump(fact)}, [], [], True
+
+        return await self._transact(user_id, [key], plan)
+
+    async def history(self, user_id: str, key: str | None = None) -> list[dict[str, Any]]:
+        """Values that stopped holding, oldest first, optionally of one key only.
+
+        Each is ``{key, value, importance, valid_from, valid_to, source_ids, reason}``;
+        ``reason`` is ``updated`` or ``superseded`` (both add ``replaced_by``: the value
+        that held next), ``forgotten`` or ``expired``. Sorted by ``valid_to``.
+        """
+        raw = await self.redis.lrange(self.history_key(user_id), 0, -1)
+        # stored in write order; a superseded (late-arriving) value sorts where it held
+        entries = sorted((json.loads(r) for r in raw), key=lambda e: parse_ts(e["valid_to"]))
+        if key is not None:
+            wanted = normalize_fact_key(key)
+            entries = [e for e in entries if e.get("key") == wanted]
+        return entries
+
+    async def recent_changes(self, user_id: str, since_days: float) -> list[dict[str, Any]]:
+        """Value changes of the last ``since_days`` days, oldest first: ``{key, old, new, at}``.
+
+        Only replacements count. A key forgotten or expired since is left out, so a
+        forgotten value never comes back through a change note.
+        """
+        cutoff = datetime.now(UTC) - timedelta(days=since_days)
+        entries = await self.history(user_id)
+        changes: list[dict[str, Any]] = []
+        for i, entry in enumerate(entries):
+            if entry.get("reason") != "updated" or parse_ts(entry["valid_to"]) < cutoff:
+                continue
+            later = entries[i + 1 :]
+            if any(e["key"] == entry["key"] and e["reason"] in _GONE for e in later):
+                continue
+            changes.append(
+                {
+                    "key": entry["key"],
+                    "old": entry["value"],
+                    "new": entry.get("replaced_by"),
+                    "at": entry["valid_to"],
+                }
+            )
+        return changes

@@ -1,0 +1,207 @@
+"""The durable overflow queue of a thread: pending → processing (leased) → done | dead.
+
+Keys, next to the window (`memory_graph_agent.storage.window`):
+    ``{prefix}:pending:{user}:{thread}``     messages that left the window
+    ``{prefix}:processing:{user}:{thread}``  the batch a worker claimed
+    ``{prefix}:lease:{user}:{thread}``       worker id holding the batch, with a TTL
+    ``{prefix}:attempts:{user}:{thread}``    failed attempts of the current batch
+    ``{prefix}:retry_at:{user}:{thread}``    no claim before this time (ms, backoff)
+    ``{prefix}:dead:{user}:{thread}``        batches that failed ``max_attempts`` times
+
+Every transition is one Lua script, so it is atomic. A worker that dies keeps its batch
+in ``processing`` until the lease expires; the next claim gets the *same* batch back,
+so the summary id (a hash of the source ids) is the same and the retry is an upsert.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+
+from memory_graph_agent.ids import validate_id
+from memory_graph_agent.metrics import redis_op
+from memory_graph_agent.storage.window import StoredMessage
+
+_CLAIM = """
+local retry_at = tonumber(redis.call('GET', KEYS[5]) or '0')
+if retry_at > tonumber(ARGV[5]) then return {'backoff'} end
+if redis.call('LLEN', KEYS[2]) > 0 then
+  local holder = redis.call('GET', KEYS[3])
+  if holder and holder ~= ARGV[1] then return {'leased'} end
+  redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
+  local items = redis.call('LRANGE', KEYS[2], 0, -1)
+  table.insert(items, 1, 'reclaimed')
+  return items
+end
+if redis.call('LLEN', KEYS[1]) < tonumber(ARGV[3]) then return {'short'} end
+for i = 1, tonumber(ARGV[4]) do
+  if not redis.call('LMOVE', KEYS[1], KEYS[2], 'LEFT', 'RIGHT') then break end
+end
+redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
+redis.call('DEL', KEYS[4])
+local items = redis.call('LRANGE', KEYS[2], 0, -1)
+table.insert(items, 1, 'claimed')
+return items
+"""
+
+_COMPLETE = """
+local holder = redis.call('GET', KEYS[2])
+if holder and holder ~= ARGV[1] then return 0 end
+local n = redis.call('LLEN', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+return n
+"""
+
+_FAIL = """
+local holder = redis.call('GET', KEYS[2])
+if holder and holder ~= ARGV[1] then return 'not-owner' end
+local n = redis.call('INCR', KEYS[3])
+if n >= tonumber(ARGV[2]) then
+  local items = redis.call('LRANGE', KEYS[1], 0, -1)
+  local entry = {items = items, error = ARGV[5], attempts = n, at = ARGV[4]}
+  redis.call('RPUSH', KEYS[5], cjson.encode(entry))
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+  return 'dead'
+end
+redis.call('SET', KEYS[4], string.format('%d', tonumber(ARGV[4]) + tonumber(ARGV[3]) * 2 ^ (n - 1)))
+redis.call('DEL', KEYS[2])
+return 'retry'
+"""
+
+_REDRIVE = """
+local moved = 0
+for _, entry in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+  for _, item in ipairs(cjson.decode(entry)['items']) do
+    redis.call('RPUSH', KEYS[2], item)
+    moved = moved + 1
+  end
+end
+redis.call('DEL', KEYS[1], KEYS[3], KEYS[4])
+return moved
+"""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Outcome of `PendingQueue.claim`: a batch, or why there is none."""
+
+    status: str  # claimed | reclaimed | short | leased | backoff
+    messages: list[StoredMessage]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class PendingQueue:
+    """Claim, complete, fail and re-drive the overflow batches of a thread."""
+
+    def __init__(self, redis: Redis, prefix: str = "mem") -> None:
+        self.redis = redis
+        self.prefix = prefix
+        self._claim = redis.register_script(_CLAIM)
+        self._complete = redis.register_script(_COMPLETE)
+        self._fail = redis.register_script(_FAIL)
+        self._redrive = redis.register_script(_REDRIVE)
+
+    def key(self, kind: str, user_id: str, thread_id: str) -> str:
+        """The Redis key of one of this thread's queue structures."""
+        validate_id(user_id, "user_id")
+        validate_id(thread_id, "thread_id")
+        return f"{self.prefix}:{kind}:{user_id}:{thread_id}"
+
+    def _keys(self, user_id: str, thread_id: str, *kinds: str) -> list[str]:
+        return [self.key(k, user_id, thread_id) for k in kinds]
+
+    @redis_op("claim")
+    async def claim(
+        self,
+        user_id: str,
+        thread_id: str,
+        worker: str,
+        *,
+        min_batch: int,
+        max_batch: int,
+        lease_s: float,
+    ) -> Claim:
+        """Lease the thread's processing batch (an expired one first, else a new one)."""
+        keys = self._keys(
+            user_id, thread_id, "pending", "processing", "lease", "attempts", "retry_at"
+        )
+        args = [worker, int(lease_s * 1000), min_batch, max_batch, _now_ms()]
+        status, *raws = await self._claim(keys=keys, args=args)
+        return Claim(status, [StoredMessage.from_json(r) for r in raws])
+
+    @redis_op("complete")
+    async def complete(self, user_id: str, thread_id: str, worker: str) -> int:
+        """Acknowledge the batch after its durable write; returns how many were acked."""
+        keys = self._keys(user_id, thread_id, "processing", "lease", "attempts", "retry_at")
+        return int(await self._complete(keys=keys, args=[worker]))
+
+    @redis_op("fail")
+    async def fail(
+        self,
+        user_id: str,
+        thread_id: str,
+        worker: str,
+        error: str,
+        *,
+        max_attempts: int,
+        backoff_s: float,
+    ) -> str:
+        """Record a failed attempt: back off exponentially, or dead-letter the batch."""
+        keys = self._keys(user_id, thread_id, "processing", "lease", "attempts", "retry_at", "dead")
+        args = [worker, max_attempts, int(backoff_s * 1000), _now_ms(), error[:500]]
+        return str(await self._fail(keys=keys, args=args))
+
+    @redis_op("redrive")
+    async def redrive(self, user_id: str, thread_id: str) -> int:
+        """Move every dead-lettered message back to pending; returns how many."""
+        keys = self._keys(user_id, thread_id, "dead", "pending", "attempts", "retry_at")
+        return int(await self._redrive(keys=keys))
+
+    @redis_op("dead_letters")
+    async def dead_letters(self, user_id: str, thread_id: str) -> list[dict[str, Any]]:
+        """The dead-lettered batches: ``{items: [StoredMessage], error, attempts, at}``."""
+        out = []
+        for raw in await self.redis.lrange(self.key("dead", user_id, thread_id), 0, -1):
+            entry = json.loads(raw)
+            entry["items"] = [StoredMessage.from_json(i) for i in entry.get("items") or []]
+            out.append(entry)
+        return out
+
+    @redis_op("processing")
+    async def processing(self, user_id: str, thread_id: str) -> list[StoredMessage]:
+        """The currently claimed batch (empty if none)."""
+        raws = await self.redis.lrange(self.key("processing", user_id, thread_id), 0, -1)
+        return [StoredMessage.from_json(r) for r in raws]
+
+    @redis_op("requeue")
+    async def requeue(self, user_id: str, thread_id: str, messages: list[StoredMessage]) -> int:
+        """Put messages back on pending (recovery after Redis lost them)."""
+        if not messages:
+            return 0
+        seen = self.key("seen", user_id, thread_id)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.rpush(self.key("pending", user_id, thread_id), *[m.to_json() for m in messages])
+            pipe.sadd(seen, *[m.id for m in messages])
+            await pipe.execute()
+        return len(messages)
+
+    @redis_op("dead_count")
+    async def dead_count(self, user_id: str, thread_id: str) -> int:
+        """Messages held in the dead-letter list."""
+        return sum(len(e["items"]) for e in await self.dead_letters(user_id, thread_id))
+
+    @redis_op("backlog")
+    async def backlog(self, user_id: str, thread_id: str) -> int:
+        """Messages waiting to be summarized: pending plus a claimed batch."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.llen(self.key("pending", user_id, thread_id))
+            pipe.llen(self.key("processing", user_id, thread_id))
+            pending, processing = await pipe.execute()
+        return int(pending) + int(processing)

@@ -1,0 +1,288 @@
+"""Redis working window and durable pending list of one conversation thread.
+
+Keys (all under one prefix, ids validated by `memory_graph_agent.ids`):
+    ``{prefix}:window:{user}:{thread}``   list, oldest first, the last N messages
+    ``{prefix}:pending:{user}:{thread}``  list, messages that left the window, not yet
+                                          summarized and stored durably
+    ``{prefix}:seen:{user}:{thread}``     set of message ids already pushed (idempotency)
+
+Messages leave the window with ``LMOVE`` inside one ``MULTI`` transaction, so a message
+is always in exactly one of the two lists; they leave pending only when `ack` is called
+after their summary was written to Postgres.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from redis.asyncio import Redis
+from redis.exceptions import WatchError
+
+from memory_graph_agent.budgets import cut_to_recent_turns
+from memory_graph_agent.ids import validate_id
+from memory_graph_agent.metrics import redis_op
+
+RECALL_TOOL = "search_memory"
+"""Tool whose results are stored memory already (see `StoredMessage.render`)."""
+_ROLES = {"human": HumanMessage, "ai": AIMessage, "tool": ToolMessage, "system": SystemMessage}
+
+# Push each message once: SADD on the seen-set decides, RPUSH follows atomically.
+_PUSH_ONCE = """
+local pushed = 0
+for i = 1, #ARGV, 2 do
+  if redis.call('SADD', KEYS[1], ARGV[i]) == 1 then
+    redis.call('RPUSH', KEYS[2], ARGV[i + 1])
+    pushed = pushed + 1
+  end
+end
+return pushed
+"""
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """A message as kept in Redis: JSON with id, role, content and timestamp."""
+
+    id: str
+    role: str
+    content: str
+    ts: str
+    name: str | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    tool_call_id: str | None = None
+
+    @classmethod
+    def from_message(cls, message: BaseMessage, ts: str | None = None) -> StoredMessage:
+        """Convert a LangChain message (which must have an id) for storage."""
+        if not message.id:
+            raise ValueError("messages must carry an id before they are stored")
+        role = message.type
+        if role not in _ROLES:
+            raise ValueError(f"unsupported message role {role!r}")
+        stamp = ts or message.additional_kwargs.get("timestamp") or datetime.now(UTC).isoformat()
+        return cls(
+            id=message.id,
+            role=role,
+            content=message.text if not isinstance(message.content, str) else message.content,
+            ts=str(stamp),
+            name=message.name,
+            tool_calls=list(getattr(message, "tool_calls", []) or []),
+            tool_call_id=getattr(message, "tool_call_id", None),
+        )
+
+    def to_json(self) -> str:
+        """Serialize to the JSON stored in Redis."""
+        data = {k: v for k, v in asdict(self).items() if v not in (None, [])}
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> StoredMessage:
+        """Parse the JSON stored in Redis."""
+        data = json.loads(raw)
+        if data.get("role") not in _ROLES:
+            raise ValueError(f"unsupported message role {data.get('role')!r}")
+        return cls(**data)
+
+    def to_message(self) -> AnyMessage:
+        """Rebuild the LangChain message."""
+        kwargs: dict[str, Any] = {"content": self.content, "id": self.id}
+        if self.name:
+            kwargs["name"] = self.name
+        if self.role == "ai" and self.tool_calls:
+            kwargs["tool_calls"] = self.tool_calls
+        if self.role == "tool":
+            kwargs["tool_call_id"] = self.tool_call_id or ""
+        return _ROLES[self.role](**kwargs)
+
+    def render(self) -> str:
+        """One line of transcript, e.g. ``[2026-11-22T10:00] human: hello``.
+
+        A tool-calling AI message shows its calls (what the model remembered or forgot);
+        the result of ``search_memory`` is not repeated: it is stored memory already, and
+        summarizing it again would copy old memories into new ones.
+        """
+        who = self.name or self.role
+        content = self.content
+        if self.role == "ai" and self.tool_calls:
+            calls = ", ".join(
+                f"{c.get('name')}({json.dumps(c.get('args', {}), ensure_ascii=False)})"
+                for c in self.tool_calls
+            )
+            content = f"{content} (called {calls})".strip()
+        elif self.role == "tool" and self.name == RECALL_TOOL:
+            content = "(recalled memories, not repeated)"
+        return f"[{self.ts[:16]}] {who}: {content}"
+
+
+def parse_ts(value: str) -> datetime:
+    """A stored ISO timestamp as an aware datetime (UTC if naive; now if unparsable)."""
+    try:
+        ts = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        return datetime.now(UTC)
+    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
+
+
+def turn_boundary_cut(items: list[StoredMessage], window_size: int) -> int:
+    """How many of the oldest messages to move out so at most ``window_size`` remain.
+
+    The cut always lands on a turn boundary: preferably just before a human message;
+    never just before a tool message (that would separate an AI tool call from its
+    results). Returns 0 when no safe cut exists yet.
+    """
+    excess = len(items) - window_size
+    if excess <= 0:
+        return 0
+    for c in range(excess, len(items)):
+        if items[c].role == "human":
+            return c
+    for c in range(excess, len(items)):
+        if items[c].role != "tool" and not (items[c - 1].role == "ai" and items[c - 1].tool_calls):
+            return c
+    return 0
+
+
+class WindowStore:
+    """The working window and pending list of each (user, thread) in Redis."""
+
+    def __init__(self, redis: Redis, prefix: str = "mem") -> None:
+        self.redis = redis
+        self.prefix = prefix
+        self._push_once = redis.register_script(_PUSH_ONCE)
+
+    def _key(self, kind: str, user_id: str, thread_id: str) -> str:
+        validate_id(user_id, "user_id")
+        validate_id(thread_id, "thread_id")
+        return f"{self.prefix}:{kind}:{user_id}:{thread_id}"
+
+    @redis_op("push")
+    async def push(self, user_id: str, thread_id: str, messages: list[StoredMessage]) -> int:
+        """Append messages to the window, each at most once. Returns how many were new."""
+        if not messages:
+            return 0
+        args: list[str] = []
+        for m in messages:
+            args += [m.id, m.to_json()]
+        keys = [self._key("seen", user_id, thread_id), self._key("window", user_id, thread_id)]
+        return int(await self._push_once(keys=keys, args=args))
+
+    @redis_op("window")
+    async def window(self, user_id: str, thread_id: str) -> list[StoredMessage]:
+        """The window, oldest first."""
+        raws = await self.redis.lrange(self._key("window", user_id, thread_id), 0, -1)
+        return [StoredMessage.from_json(r) for r in raws]
+
+    @redis_op("overflow")
+    async def overflow(self, user_id: str, thread_id: str, window_size: int) -> list[StoredMessage]:
+        """Move the oldest messages beyond ``window_size`` to pending, atomically.
+
+        The cut is computed on a snapshot under ``WATCH``; the moves (one ``LMOVE`` each)
+        run in a single ``MULTI``. A concurrent change of the window retries.
+        """
+        return await self._move_oldest(
+            user_id, thread_id, lambda items: turn_boundary_cut(items, window_size)
+        )
+
+    @redis_op("evict_before_turns")
+    async def evict_before_turns(
+        self, user_id: str, thread_id: str, keep_turns: int
+    ) -> list[StoredMessage]:
+        """Move every message before the last ``keep_turns`` turns to pending, atomically.
+
+        A turn starts at a human message, so the active tool-call chain stays in the
+        window (`memory_graph_agent.budgets.cut_to_recent_turns`). Same ``WATCH``/``MULTI``
+        protocol as `overflow`; log the window durably before calling this.
+        """
+        return await self._move_oldest(
+            user_id, thread_id, lambda items: cut_to_recent_turns(items, keep_turns)
+        )
+
+    @redis_op("flush")
+    async def flush(self, user_id: str, thread_id: str) -> list[StoredMessage]:
+        """Move the whole window to pending, atomically (session end).
+
+        Log the window durably before calling this.
+        """
+        return await self._move_oldest(user_id, thread_id, len)
+
+    async def _move_oldest(
+        self, user_id: str, thread_id: str, cut_of: Callable[[list[StoredMessage]], int]
+    ) -> list[StoredMessage]:
+        """Move the ``cut_of(window)`` oldest messages to pending in one ``MULTI``."""
+        wkey = self._key("window", user_id, thread_id)
+        pkey = self._key("pending", user_id, thread_id)
+        while True:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                try:
+                    await pipe.watch(wkey)
+                    items = [StoredMessage.from_json(r) for r in await pipe.lrange(wkey, 0, -1)]
+                    cut = cut_of(items)
+                    if cut <= 0:
+                        await pipe.unwatch()
+                        return []
+                    pipe.multi()
+                    for _ in range(cut):
+                        pipe.lmove(wkey, pkey, "LEFT", "RIGHT")
+                    await pipe.execute()
+                    return items[:cut]
+                except WatchError:
+                    continue
+
+    @redis_op("pending")
+    async def pending(
+        self, user_id: str, thread_id: str, limit: int = -1
+    ) -> list[tuple[str, StoredMessage]]:
+        """The oldest pending messages (``limit`` of them, all if -1) with raw values."""
+        if limit == 0:
+            return []
+        end = -1 if limit < 0 else limit - 1
+        raws = await self.redis.lrange(self._key("pending", user_id, thread_id), 0, end)
+        out = []
+        for r in raws:
+            raw = r.decode() if isinstance(r, bytes) else r
+            out.append((raw, StoredMessage.from_json(raw)))
+        return out
+
+    @redis_op("pending_len")
+    async def pending_len(self, user_id: str, thread_id: str) -> int:
+        """Number of messages waiting to be summarized."""
+        return int(await self.redis.llen(self._key("pending", user_id, thread_id)))
+
+    @redis_op("ack")
+    async def ack(self, user_id: str, thread_id: str, ids: list[str]) -> int:
+        """Remove these messages from pending (call only after their durable write)."""
+        wanted = set(ids)
+        if not wanted:
+            return 0
+        pkey = self._key("pending", user_id, thread_id)
+        raws = [raw for raw, m in await self.pending(user_id, thread_id) if m.id in wanted]
+        if not raws:
+            return 0
+        async with self.redis.pipeline(transaction=True) as pipe:
+            for raw in raws:
+                pipe.lrem(pkey, 1, raw)
+            removed = await pipe.execute()
+        return int(sum(removed))
+
+    @redis_op("threads")
+    async def threads(self, user_id: str) -> list[str]:
+        """Thread ids that have a window or pending list for this user."""
+        validate_id(user_id, "user_id")
+        found: set[str] = set()
+        for kind in ("window", "pending", "processing", "dead"):
+            async for key in self.redis.scan_iter(match=f"{self.prefix}:{kind}:{user_id}:*"):
+                k = key.decode() if isinstance(key, bytes) else key
+                found.add(k.rsplit(":", 1)[1])
+        return sorted(found)

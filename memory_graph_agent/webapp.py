@@ -1,0 +1,39 @@
+"""HTTP routes served next to the graph by ``langgraph dev`` / the LangGraph server.
+
+Registered in ``langgraph.json`` as ``"http": {"app": "./memory_graph_agent/webapp.py:app"}``.
+
+- ``GET /metrics``: the default Prometheus registry (``agent_memory_*`` included). Under
+  the LangGraph server the built-in ``/metrics`` route cannot be shadowed and answers
+  instead; it serves the same default registry, so the ``agent_memory_*`` metrics are
+  in it as well. This route answers when the app runs on its own
+  (``uvicorn memory_graph_agent.webapp:app``) or with ``"disable_meta": true``.
+- ``GET /memory/metrics``: only the ``agent_memory_*`` metrics, never shadowed.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from memory_graph_agent.metrics import exposition
+
+
+async def metrics(request: Request) -> Response:
+    """Text exposition of the default registry."""
+    return Response(exposition(), media_type=CONTENT_TYPE_LATEST)
+
+
+async def memory_metrics(request: Request) -> Response:
+    """Text exposition of the ``agent_memory_*`` metrics only."""
+    return Response(exposition(memory_only=True), media_type=CONTENT_TYPE_LATEST)
+
+
+app = Starlette(
+    routes=[
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/memory/metrics", memory_metrics, methods=["GET"]),
+    ]
+)

@@ -1,1 +1,0 @@
-"""Storage tiers behind small classes: Redis window/pending/profile, pgvector memories."""
