@@ -1,12 +1,18 @@
 """Wire the seven memory nodes and the memory tools into a `StateGraph`.
 
-``graph`` (exported for ``langgraph dev`` / Studio / the platform) is compiled without
-a checkpointer: the server injects its own. Notebooks, tests and the CLI call
-`build_graph` with theirs (Postgres via `langgraph-checkpoint-postgres`).
+The nodes get the memory stores (`memory_graph_agent.services.Services`) from here, bound
+with ``functools.partial``; they never look them up or open them. ``make_graph`` is the
+factory ``langgraph.json`` registers for ``langgraph dev`` / Studio / the platform: it
+compiles without a checkpointer (the server injects its own) on the server's services.
+The CLI, notebooks, benchmarks and tests open services themselves and call
+`build_graph` with their checkpointer.
 """
 
 from __future__ import annotations
 
+from functools import partial
+
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -20,7 +26,8 @@ from graph.routing import (
     route_after_trim,
 )
 from graph.state import InputState, State
-from graph.tools import build_tool_node
+from graph.tools import build_tool_node, memory_tools
+from memory_graph_agent.services import Services, server_services
 from nodes.consolidate import consolidate
 from nodes.load_profile import load_profile
 from nodes.recall import recall
@@ -30,14 +37,17 @@ from nodes.summarize import summarize
 from nodes.trim_window import trim_window
 
 GRAPH_NAME = "memory_agent"
+MEMORY_NODES = (load_profile, recall, trim_window, summarize, consolidate, reflect)
 
 
-def build_builder() -> StateGraph:
+def build_builder(services: Services) -> StateGraph:
     """The uncompiled graph: load_profile → recall → respond ⇄ tools → trim_window → memory."""
     builder = StateGraph(State, input_schema=InputState, context_schema=Context)
-    for node in (load_profile, recall, respond, trim_window, summarize, consolidate, reflect):
-        builder.add_node(node)
-    builder.add_node("tools", build_tool_node())
+    tools = memory_tools(services)
+    for node in MEMORY_NODES:
+        builder.add_node(node.__name__, partial(node, services=services))
+    builder.add_node("respond", partial(respond, tools=tools))
+    builder.add_node("tools", build_tool_node(tools))
     builder.add_edge(START, "load_profile")
     builder.add_conditional_edges("load_profile", route_after_load_profile)  # end_session
     builder.add_edge("recall", "respond")
@@ -50,9 +60,13 @@ def build_builder() -> StateGraph:
     return builder
 
 
-def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
-    """Compile the memory agent, optionally with a checkpointer."""
-    return build_builder().compile(checkpointer=checkpointer, name=GRAPH_NAME)
+def build_graph(
+    services: Services, checkpointer: BaseCheckpointSaver | None = None
+) -> CompiledStateGraph:
+    """Compile the memory agent on ``services``, optionally with a checkpointer."""
+    return build_builder(services).compile(checkpointer=checkpointer, name=GRAPH_NAME)
 
 
-graph = build_graph()
+async def make_graph(config: RunnableConfig) -> CompiledStateGraph:
+    """Graph factory of ``langgraph.json``: the agent on the server's services."""
+    return build_graph(await server_services())

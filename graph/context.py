@@ -11,19 +11,10 @@ import os
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Annotated, Any
 
+from langgraph.config import get_config
+
 from memory_graph_agent.ids import validate_id
-
-
-def _default_model() -> str:
-    """Pick the chat model: OpenAI when a key is configured, else the offline one."""
-    return "openai:gpt-4o-mini" if os.environ.get("OPENAI_API_KEY") else "local:smollm2"
-
-
-def _default_embedding_model() -> str:
-    """Pick the embedding model: OpenAI when a key is configured, else local MiniLM."""
-    if os.environ.get("OPENAI_API_KEY"):
-        return "openai:text-embedding-3-small"
-    return "local:all-minilm-l6-v2"
+from memory_graph_agent.models import default_chat_model
 
 
 @dataclass(kw_only=True)
@@ -42,13 +33,6 @@ class Context:
             "description": "Chat model as 'provider:model' (e.g. 'openai:gpt-4o-mini'); "
             "'local:smollm2' runs SmolLM2-135M in a local server process. Empty picks OpenAI when "
             "OPENAI_API_KEY is set, else the local model."
-        },
-    )
-    embedding_model: str = field(
-        default="",
-        metadata={
-            "description": "Embeddings as 'provider:model'; 'local:all-minilm-l6-v2' is the "
-            "offline default (384-d). The vector table follows the dimension."
         },
     )
     window_size: int = field(
@@ -206,9 +190,7 @@ class Context:
             if raw is not None and raw != "":
                 setattr(self, f.name, _coerce(raw, type(f.default), f.name))
         if not self.model:
-            self.model = _default_model()
-        if not self.embedding_model:
-            self.embedding_model = _default_embedding_model()
+            self.model = default_chat_model()
         self.user_id = validate_id(self.user_id, "user_id")
         for name in (
             "window_size",
@@ -288,3 +270,15 @@ def _coerce(raw: str, kind: type, name: str) -> Any:
         raise ValueError(
             f"environment variable {name.upper()}={raw!r} is not a valid {kind.__name__}"
         ) from exc
+
+
+DEFAULT_THREAD = "default"
+
+
+def current_thread_id() -> str:
+    """The run's thread id (``configurable.thread_id``), validated; ``default`` if unset.
+
+    The one place a node learns its thread: from the run's config, never from state.
+    """
+    configurable = get_config().get("configurable", {})
+    return validate_id(str(configurable.get("thread_id") or DEFAULT_THREAD), "thread_id")

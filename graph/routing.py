@@ -9,7 +9,8 @@ from langgraph.graph import END
 from langgraph.runtime import Runtime
 
 from graph.context import Context
-from graph.state import State
+from graph.state import State, draining
+from memory_graph_agent.reflection import reflection_due
 
 
 def route_after_respond(state: State) -> Literal["tools", "trim_window"]:
@@ -20,11 +21,6 @@ def route_after_respond(state: State) -> Literal["tools", "trim_window"]:
     messages = state.get("messages") or []
     last = messages[-1] if messages else None
     return "tools" if isinstance(last, AIMessage) and last.tool_calls else "trim_window"
-
-
-def draining(state: State) -> bool:
-    """Whether this turn summarizes its whole backlog (compression or session end)."""
-    return bool(state.get("compress") or state.get("end_session"))
 
 
 def route_after_load_profile(state: State) -> Literal["recall", "trim_window"]:
@@ -57,8 +53,7 @@ def route_after_consolidate(
     if draining(state) and state.get("summary_stored") and state.get("pending_count", 0) > 0:
         return "summarize"  # compression/session end: empty the backlog, then reflect
     since = state.get("summaries_since_reflection", 0)
-    importance = state.get("importance_since_reflection", 0.0)
-    if since >= ctx.reflect_after or (since and importance >= ctx.reflect_importance_threshold):
+    if reflection_due(since, state.get("importance_since_reflection", 0.0), ctx):
         return "reflect"
     if state.get("summary_stored") and state.get("pending_count", 0) >= ctx.summary_batch:
         return "summarize"

@@ -8,6 +8,14 @@ from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
+from memory_graph_agent.records import (
+    MemoryEvent,
+    ProfileChange,
+    RecalledItem,
+    SummaryDraft,
+    add_events,
+)
+
 
 class InputState(TypedDict, total=False):
     """What callers pass in: the new message(s) of the turn.
@@ -27,36 +35,35 @@ class State(InputState, total=False):
 
     Attributes:
         profile: The user's hard memory, ``{key: {"value", "importance", ...}}``.
-        recalled: Memories recalled for this turn, each with text, kind, similarity
-            and provenance (visible in Studio).
+        profile_changes: Recent value changes of the profile, noted in the prompt.
+        recalled: Memories recalled for this turn, with provenance and score parts.
         thread_summary: The running summary of this thread's evicted messages.
         pending_count: Messages waiting in the thread's pending list after trimming.
-        summary: The summary produced by `summarize`, consumed by `consolidate`.
-        summary_stored: Whether `consolidate` wrote the last summary durably.
-        summaries_since_reflection: How many summaries the user accumulated since the
-            last reflection (set by `consolidate`, read by the router).
-        memory_events: Human-readable log of what memory did during this turn.
-        profile_changes: Recent profile changes (``key``, ``old``, ``new``, ``at``) that
-            respond notes so the agent can acknowledge them.
-        memory_decisions: What consolidate/reflect decided for each new item this turn
-            (created/merged/updated/strengthened/discarded), also logged in Postgres.
-        importance_since_reflection: Summed importance of memories stored since the
-            last reflection (read by the router).
         compress: Set by trim_window when the prompt outgrew ``trigger_ratio`` of the
             context window: summarize the evicted turns now, whatever the batch size.
-        tool_rounds: Tool-call rounds used in this turn.
+        summary: The draft `summarize` produced, stored and cleared by `consolidate`.
+        summary_stored: Whether `consolidate` wrote the last summary durably.
+        summaries_since_reflection: Summaries since the user's last reflection.
+        importance_since_reflection: Their summed importance.
+        memory_events: What memory did during this turn (appended by each node).
+        memory_decisions: What consolidate/reflect decided for each new item this turn
+            (created/merged/updated/strengthened/discarded), also logged in Postgres.
     """
 
     profile: dict[str, dict[str, Any]]
-    recalled: list[dict[str, Any]]
+    profile_changes: list[ProfileChange]
+    recalled: list[RecalledItem]
     thread_summary: str
     pending_count: int
-    summary: dict[str, Any] | None
+    compress: bool
+    summary: SummaryDraft | None
     summary_stored: bool
     summaries_since_reflection: int
-    memory_events: list[str]
-    profile_changes: list[dict[str, Any]]
-    memory_decisions: list[dict[str, Any]]
     importance_since_reflection: float
-    compress: bool
-    tool_rounds: int
+    memory_events: Annotated[list[MemoryEvent], add_events]
+    memory_decisions: Annotated[list[dict[str, Any]], add_events]
+
+
+def draining(state: State) -> bool:
+    """Whether this turn summarizes its whole backlog (compression or session end)."""
+    return bool(state.get("compress") or state.get("end_session"))

@@ -22,15 +22,15 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from graph.context import Context
-from graph.prompts import CONSOLIDATE_PROMPT
 from memory_graph_agent.guards import invents_few_entities, summary_is_faithful
+from memory_graph_agent.llm import invoke_structured
 from memory_graph_agent.models import load_chat_model
+from memory_graph_agent.rendering import defang
 from memory_graph_agent.schemas import ConsolidationDecision
 from memory_graph_agent.services import Services
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.decisions import Decision
 from memory_graph_agent.storage.memories import Memory
-from memory_graph_agent.utils import defang, invoke_structured
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ CANDIDATES = 3
 STRENGTHEN_BUMP = 0.1
 
 
-def expires_at(ctx: Context, importance: float, pinned: bool = False) -> datetime | None:
+def expires_at(ctx: Settings, importance: float, pinned: bool = False) -> datetime | None:
     """When a memory of this importance expires (``None``: never), from ``ctx.ttl_days``."""
     days = ctx.ttl_days(importance, pinned)
     return None if days is None else datetime.now(UTC) + timedelta(days=days)
@@ -77,13 +77,17 @@ def _created(memory: Memory, reason: str, **detail: Any) -> Decision:
 
 
 async def decide(
-    ctx: Context, services: Services, memory: Memory, vector: list[float], use_model: bool = True
+    ctx: Settings,
+    services: Services,
+    memory: Memory,
+    vector: list[float],
+    prompt: str | None,
 ) -> Decision:
     """Compare ``memory`` with the user's nearest active summaries and decide (not applied).
 
-    ``use_model=False`` (raw summary mode, which never calls the model) always creates.
+    ``prompt=None`` (raw summary mode, which never calls the model) always creates.
     """
-    if not use_model:
+    if prompt is None:
         return _created(memory, "raw summary mode: no consolidation call")
     candidates = await services.memories.similar(
         memory.user_id,
@@ -99,8 +103,9 @@ async def decide(
     out = await invoke_structured(
         load_chat_model(ctx.model),
         ConsolidationDecision,
-        CONSOLIDATE_PROMPT.format(new=defang(memory.text), existing=_render_candidates(candidates)),
+        prompt.format(new=defang(memory.text), existing=_render_candidates(candidates)),
         ctx.model_timeout_s,
+        "consolidate",
     )
     if out is None:
         return _created(memory, "consolidation call failed", candidates=seen)
@@ -139,7 +144,7 @@ async def decide(
 
 
 async def apply(
-    ctx: Context,
+    ctx: Settings,
     services: Services,
     memory: Memory,
     vector: list[float],
@@ -171,14 +176,17 @@ async def apply(
 
 
 async def consolidate_memory(
-    ctx: Context, services: Services, memory: Memory, vector: list[float], use_model: bool = True
+    ctx: Settings, services: Services, memory: Memory, vector: list[float], prompt: str | None
 ) -> Decision:
-    """Decide (or reuse the recorded decision of a replay), record, then apply."""
+    """Decide (or reuse the recorded decision of a replay), record, then apply.
+
+    ``prompt`` is the consolidation prompt; ``None`` never calls the model (creates).
+    """
     decision = await services.decisions.get(memory.user_id, "summary", memory.id)
     fresh = False
     if decision is None:
         decision, fresh = await services.decisions.record(
-            await decide(ctx, services, memory, vector, use_model)
+            await decide(ctx, services, memory, vector, prompt)
         )
     await apply(ctx, services, memory, vector, decision, fresh)
     return decision

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import re
 
-from graph.context import Context
-from graph.prompts import EXTRACT_FACTS_PROMPT
 from memory_graph_agent.fact_rules import RULE_KEYS, rule_facts
 from memory_graph_agent.guards import fact_is_grounded, fact_key_is_valid, self_statements
+from memory_graph_agent.llm import invoke_structured
 from memory_graph_agent.models import load_chat_model
+from memory_graph_agent.rendering import defang, limit_words
 from memory_graph_agent.schemas import FactList
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.profile import Fact, normalize_fact_key
-from memory_graph_agent.utils import defang, invoke_structured, limit_words
 
 SOURCE_WORDS = 600
 
@@ -56,7 +56,7 @@ def facts_grounded(facts: list[Fact], source_text: str) -> list[Fact]:
     return list(best.values())
 
 
-def rules_enabled(ctx: Context) -> bool:
+def rules_enabled(ctx: Settings) -> bool:
     """Whether rule-based extraction runs (`memory_graph_agent.fact_rules`); 'auto' = local models."""
     return ctx.fact_rules == "on" or (ctx.fact_rules == "auto" and ctx.model.startswith("local:"))
 
@@ -80,7 +80,7 @@ def merge_rule_facts(model_facts: list[Fact], user_text: str, source_ids: list[s
 
 
 async def extract_facts(
-    ctx: Context, source_text: str, source_ids: list[str], user_text: str = ""
+    ctx: Settings, prompt: str, source_text: str, source_ids: list[str], user_text: str = ""
 ) -> list[Fact]:
     """Durable facts about the user in ``source_text`` (its first ``SOURCE_WORDS`` words).
 
@@ -96,17 +96,20 @@ async def extract_facts(
     if not source:
         return []
     said = limit_words(user_text, SOURCE_WORDS) or source
-    facts = await _model_facts(ctx, source, said, source_ids)
+    facts = await _model_facts(ctx, prompt, source, said, source_ids)
     return merge_rule_facts(facts, said, source_ids) if rules_enabled(ctx) else facts
 
 
-async def _model_facts(ctx: Context, source: str, said: str, source_ids: list[str]) -> list[Fact]:
+async def _model_facts(
+    ctx: Settings, prompt: str, source: str, said: str, source_ids: list[str]
+) -> list[Fact]:
     """The model's grounded proposals (see `extract_facts`)."""
     extracted = await invoke_structured(
         load_chat_model(ctx.model),
         FactList,
-        EXTRACT_FACTS_PROMPT.format(summary=defang(source)),
+        prompt.format(summary=defang(source)),
         ctx.model_timeout_s,
+        "extract_facts",
     )
     candidates = [
         Fact(f.key, f.value, f.importance, list(source_ids))

@@ -1,7 +1,8 @@
-"""Shared by the maintenance nodes: how a touched memory is reported and logged."""
+"""Maintenance rules: which near-duplicates to supersede, and how actions are logged."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any
 
 from memory_graph_agent.services import Services
@@ -36,3 +37,32 @@ async def log_actions(
                 detail={k: v for k, v in e.items() if k not in ("user_id",)},
             )
         )
+
+
+def plan_compaction(
+    memories: dict[str, Memory], pairs: list[tuple[str, str, float]]
+) -> list[tuple[Memory, Memory, float]]:
+    """``(duplicate, kept, similarity)`` for each memory to supersede.
+
+    The keeper of a group is the pinned, then most important, then oldest memory;
+    pinned memories are never superseded.
+    """
+    neighbours: dict[str, dict[str, float]] = defaultdict(dict)
+    for a, b, sim in pairs:
+        if a in memories and b in memories:
+            neighbours[a][b] = neighbours[b][a] = sim
+    order = sorted(
+        (memories[i] for i in neighbours),
+        key=lambda m: (not m.pinned, -m.importance, m.created_at, m.id),
+    )
+    rank = {m.id: i for i, m in enumerate(order)}
+    superseded: dict[str, tuple[Memory, Memory, float]] = {}
+    for keeper in order:
+        if keeper.id in superseded:
+            continue
+        for other_id, sim in neighbours[keeper.id].items():
+            other = memories[other_id]
+            # higher-ranked neighbours are keepers already (they would have taken this one)
+            if other_id not in superseded and not other.pinned and rank[other_id] > rank[keeper.id]:
+                superseded[other_id] = (other, keeper, sim)
+    return list(superseded.values())

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from functools import lru_cache
 
@@ -15,6 +16,20 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 
 LOCAL_EMBEDDING_DIMS = {"all-minilm-l6-v2": 384}
+
+
+def default_chat_model() -> str:
+    """OpenAI when a key is configured, else the offline model."""
+    return "openai:gpt-4o-mini" if os.environ.get("OPENAI_API_KEY") else "local:smollm2"
+
+
+def default_embedding_model() -> str:
+    """``EMBEDDING_MODEL`` if set; else OpenAI's with ``OPENAI_API_KEY``; else local MiniLM."""
+    if os.environ.get("EMBEDDING_MODEL"):
+        return os.environ["EMBEDDING_MODEL"]
+    if os.environ.get("OPENAI_API_KEY"):
+        return "openai:text-embedding-3-small"
+    return "local:all-minilm-l6-v2"
 
 _registered: dict[str, BaseChatModel] = {}
 

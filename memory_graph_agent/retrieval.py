@@ -50,14 +50,15 @@ from typing import Any
 from langchain_core.messages import SystemMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
-from graph.context import Context
 from memory_graph_agent import metrics
 from memory_graph_agent.ranking import RRF_K, fill_budget, memory_score, recency, rrf
+from memory_graph_agent.records import MemoryEvent, event
+from memory_graph_agent.rendering import render_memory
 from memory_graph_agent.services import Services
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.episodes import EpisodeHit
-from memory_graph_agent.storage.failsafe import POSTGRES_DOWN, REDIS_DOWN, outages
 from memory_graph_agent.storage.memories import Memory
-from memory_graph_agent.utils import render_memory
+from memory_graph_agent.storage.outages import StoreUnavailable
 
 MIN_EPISODE_DEPTH = 20
 TOKENS_PER_EPISODE_CANDIDATE = 60
@@ -95,7 +96,7 @@ class Retrieval:
         return f"{len(self.items)} of {self.candidates} hits kept ({', '.join(parts)})"
 
 
-def episode_depth(ctx: Context, budget: int | None = None) -> int:
+def episode_depth(ctx: Settings, budget: int | None = None) -> int:
     """How many turns each episode channel returns."""
     budget = ctx.memory_token_budget if budget is None else budget
     return max(ctx.recall_k, MIN_EPISODE_DEPTH, budget // TOKENS_PER_EPISODE_CANDIDATE)
@@ -111,7 +112,7 @@ def episode_item(hit: EpisodeHit) -> dict[str, Any]:
         "created_at": hit.ts.isoformat(),
         "importance": EPISODE_IMPORTANCE,
         "source_ids": [hit.message_id],
-        "_seen_at": hit.ts,
+        "seen_at": hit.ts.isoformat(),
     }
 
 
@@ -121,7 +122,7 @@ def memory_item(memory: Memory) -> dict[str, Any]:
     item["last_accessed_at"] = (
         None if memory.last_accessed_at is None else memory.last_accessed_at.isoformat()
     )
-    item["_seen_at"] = memory.last_accessed_at or memory.created_at
+    item["seen_at"] = (memory.last_accessed_at or memory.created_at).isoformat()
     return item
 
 
@@ -168,7 +169,7 @@ def fuse(
     return out
 
 
-def score(items: list[dict[str, Any]], ctx: Context, now: datetime) -> list[dict[str, Any]]:
+def score(items: list[dict[str, Any]], ctx: Settings, now: datetime) -> list[dict[str, Any]]:
     """Add relevance, recency, importance and score to fused items; best score first.
 
     Ties keep the fused order (``sorted`` is stable).
@@ -178,7 +179,7 @@ def score(items: list[dict[str, Any]], ctx: Context, now: datetime) -> list[dict
     for item in items:
         item["relevance"] = round(item["rrf"] / best, 6) if best > 0 else 0.0
         item["recency"] = round(
-            recency(item.pop("_seen_at", None), now, ctx.recency_half_life_days), 6
+            recency(_parse(item.get("seen_at")), now, ctx.recency_half_life_days), 6
         )
         item["importance"] = float(item.get("importance") or 0.0)
         item["score"] = round(
@@ -193,6 +194,10 @@ def _with_tokens(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return items
 
 
+def _parse(ts: str | None) -> datetime | None:
+    return None if not ts else datetime.fromisoformat(ts)
+
+
 def prompt_order(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Tier by tier (reflections, summaries, episodes); each tier keeps its given order."""
     return sorted((dict(m) for m in items), key=lambda m: TIER_ORDER.get(m["kind"], 1))
@@ -202,8 +207,7 @@ async def _window_ids(services: Services, user_id: str, thread_id: str) -> set[s
     """Ids of the thread's window messages (already in the prompt); empty if Redis is down."""
     try:
         return {m.id for m in await services.window.window(user_id, thread_id)}
-    except REDIS_DOWN as exc:  # recall still works, a turn may show twice
-        outages.failed("redis", exc)
+    except StoreUnavailable:  # recall still works, a turn may show twice
         return set()
 
 
@@ -211,13 +215,13 @@ async def _touch(services: Services, user_id: str, items: list[dict[str, Any]]) 
     """Mark recalled summaries/reflections accessed (best effort: statistics only)."""
     try:
         await services.memories.touch(user_id, [m["id"] for m in items if m["kind"] != "episode"])
-    except POSTGRES_DOWN as exc:
-        outages.failed("postgres", exc)
+    except StoreUnavailable:
+        pass
 
 
 async def retrieve(
     services: Services,
-    ctx: Context,
+    ctx: Settings,
     query: str,
     thread_id: str,
     *,
@@ -227,7 +231,7 @@ async def retrieve(
     """Search every long-term tier for ``query``, score, and fill the token budget.
 
     Args:
-        services: The stores (`memory_graph_agent.services.get_services`).
+        services: The stores.
         ctx: The run's context: user, ``recall_k``, ``min_similarity``, weights,
             half-life and (unless ``budget`` is given) ``memory_token_budget``.
         query: The text to search for (the user's message, or the model's tool query).
@@ -241,8 +245,7 @@ async def retrieve(
         The kept items in prompt order with their score parts.
 
     Raises:
-        Postgres connection errors (`memory_graph_agent.storage.failsafe.POSTGRES_DOWN`): the caller decides
-        how to degrade.
+        StoreUnavailable: Postgres is down; the caller decides how to degrade.
     """
     budget = ctx.memory_token_budget if budget is None else max(0, budget)
     if budget == 0:  # nothing could be shown: skip the embedding and the searches
@@ -256,7 +259,6 @@ async def retrieve(
             services.episodes.keyword_search(ctx.user_id, query, depth),
             _window_ids(services, ctx.user_id, thread_id),
         )
-    outages.ok("postgres")
     candidates = _with_tokens(
         score(fuse(memories, dense, keyword, ctx.min_similarity), ctx, datetime.now(UTC))
     )
@@ -269,7 +271,7 @@ async def retrieve(
 
 
 async def hot_memories(
-    services: Services, ctx: Context, budget: int | None = None, *, touch: bool = True
+    services: Services, ctx: Settings, budget: int | None = None, *, touch: bool = True
 ) -> Retrieval:
     """The user's hottest memories, no search and no embedding (``recall_mode='flat'``).
 
@@ -281,7 +283,6 @@ async def hot_memories(
     budget = ctx.memory_token_budget if budget is None else max(0, budget)
     limit = min(MAX_HOT_CANDIDATES, max(ctx.recall_k, budget // TOKENS_PER_HOT_CANDIDATE))
     memories = await services.memories.hot(ctx.user_id, limit) if budget else []
-    outages.ok("postgres")
     now = datetime.now(UTC)
     weights = (0.0, ctx.weight_recency, ctx.weight_importance)
     candidates = []
@@ -289,7 +290,7 @@ async def hot_memories(
         item = memory_item(memory)
         item.update(similarity=None, keyword_score=None, dense_rank=None, keyword_rank=None)
         item.update(rrf=None, relevance=None)
-        item["recency"] = round(recency(item.pop("_seen_at"), now, ctx.recency_half_life_days), 6)
+        item["recency"] = round(recency(_parse(item["seen_at"]), now, ctx.recency_half_life_days), 6)
         item["importance"] = float(memory.importance)
         item["score"] = round(
             memory_score(0.0, item["recency"], item["importance"], weights)
@@ -303,3 +304,26 @@ async def hot_memories(
     if touch:
         await _touch(services, ctx.user_id, items)
     return Retrieval(items=items, candidates=len(candidates), tokens=used, budget=budget)
+
+
+async def recall_memories(
+    services: Services, ctx: Settings, mode: str, query: str, thread_id: str
+) -> tuple[list[dict[str, Any]], list[MemoryEvent]]:
+    """The items ``recall`` puts in the prompt for ``mode``, and what it did.
+
+    ``tool`` recalls nothing here (the model searches); ``flat`` takes the hottest
+    memories; ``auto`` runs `retrieve` on ``query``. Long-term memory being down means
+    answering from profile and window alone.
+    """
+    if mode == "tool":
+        return [], [event("recall", "tool_mode", "recall: tool mode, the model searches memory")]
+    try:
+        if mode == "flat":
+            found = await hot_memories(services, ctx)
+        else:
+            found = await retrieve(services, ctx, query, thread_id)
+    except StoreUnavailable:
+        text = "recall: long-term memory unavailable, answering from profile and window"
+        return [], [event("recall", "unavailable", text)]
+    prefix = "recall (flat): hottest " if mode == "flat" else "recall: "
+    return found.items, [event("recall", mode, prefix + found.describe())]

@@ -1,25 +1,28 @@
-"""Process-wide connections to Redis and Postgres, opened lazily, never at import.
+"""Open, hand out and close the memory stores: Redis, Postgres and the embeddings.
 
-With ``REDIS_URL`` / ``DATABASE_URL`` set, those services are used; otherwise the
-embedded ones (`memory_graph_agent.local.embedded`) are started or reused. Redis clients are bound to an
-event loop, so one `Services` is kept per running loop; the Postgres engine runs on its
-own background loop and is shared.
+Services are opened explicitly, by whoever runs the graph, and passed in:
+
+- the CLI, the notebook, benchmarks and tests: ``async with open_services() as services``
+  then ``build_graph(services, checkpointer)``;
+- the LangGraph server: the graph factories of ``graph/builder.py`` and
+  ``graph/maintenance.py`` call `server_services` (opened once per process), and the
+  HTTP app's lifespan (`memory_graph_agent.webapp`) closes them at shutdown.
+
+No node ever opens a connection or starts a server. With ``REDIS_URL`` /
+``DATABASE_URL`` set, those services are used; otherwise `open_services` starts (or
+reuses) the embedded ones (`memory_graph_agent.local.embedded`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
-import threading
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
 
 from langchain_core.embeddings import Embeddings
-from langchain_postgres import PGEngine
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
@@ -27,80 +30,55 @@ from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
-from memory_graph_agent.local.embedded import ensure_services
-from memory_graph_agent.models import load_embeddings
+from memory_graph_agent.local.embedded import crash_notice, ensure_services
+from memory_graph_agent.models import default_embedding_model, load_embeddings
 from memory_graph_agent.storage.decisions import DecisionLog
 from memory_graph_agent.storage.episodes import EpisodeLog
+from memory_graph_agent.storage.keys import RedisKeys, default_prefix
 from memory_graph_agent.storage.memories import MemoryStore
+from memory_graph_agent.storage.outages import outages
+from memory_graph_agent.storage.postgres import Database
 from memory_graph_agent.storage.profile import ProfileStore
 from memory_graph_agent.storage.queue import PendingQueue
+from memory_graph_agent.storage.threads import ThreadOwners
 from memory_graph_agent.storage.window import WindowStore
-
-log = logging.getLogger(__name__)
-
-
-def key_prefix() -> str:
-    """Prefix of every Redis key of this project (``MEMORY_KEY_PREFIX``, default ``mem``)."""
-    return os.environ.get("MEMORY_KEY_PREFIX", "mem")
-
-
-def sqlalchemy_url(url: str) -> str:
-    """Turn a libpq URL into the psycopg 3 async SQLAlchemy URL."""
-    for scheme in ("postgresql+psycopg://", "postgresql://", "postgres://"):
-        if url.startswith(scheme):
-            return "postgresql+psycopg://" + url[len(scheme) :]
-    raise ValueError(f"DATABASE_URL must be a postgresql:// URL, got {url.split('://')[0]}://...")
-
-
-def with_database(url: str, db: str) -> str:
-    """The same libpq URL pointing at another database."""
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{db}"))
 
 
 @dataclass
 class Services:
-    """Everything a node needs to touch memory."""
+    """Everything the nodes, tools and CLI need to touch memory."""
 
     redis: Redis
+    db: Database
+    keys: RedisKeys
     window: WindowStore
     queue: PendingQueue
     profile: ProfileStore
+    threads: ThreadOwners
     memories: MemoryStore
     episodes: EpisodeLog
-    embeddings: Embeddings
     decisions: DecisionLog
+    embeddings: Embeddings
+    embedding_model: str
+    database_url: str
+
+    async def aclose(self) -> None:
+        """Close the Redis client and the Postgres pool."""
+        await self.redis.aclose()
+        await self.db.aclose()
 
 
-_engines: dict[str, PGEngine] = {}
-_engine_lock = threading.Lock()
-_per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Services]] = (
-    weakref.WeakKeyDictionary()
-)
+async def open_services(embedding_model: str | None = None) -> Services:
+    """Connect to Redis and Postgres (starting embedded servers if no URL is set).
 
-
-def pg_engine(database_url: str) -> PGEngine:
-    """The shared `PGEngine` of a database URL (one per process)."""
-    with _engine_lock:
-        if database_url not in _engines:
-            _engines[database_url] = PGEngine.from_connection_string(
-                sqlalchemy_url(database_url), pool_pre_ping=True
-            )
-        return _engines[database_url]
-
-
-async def get_services(embedding_model: str) -> Services:
-    """Connect (once per event loop and embedding model) and return the stores."""
-    loop = asyncio.get_running_loop()
-    cache = _per_loop.setdefault(loop, {})
-    # Keyed by the configured URLs too, so pointing the env elsewhere reconnects.
-    key = "|".join(
-        [embedding_model, os.environ.get("REDIS_URL", ""), os.environ.get("DATABASE_URL", "")]
-    )
-    if key in cache:
-        return cache[key]
+    Args:
+        embedding_model: ``provider:model`` of the embeddings; defaults to
+            ``EMBEDDING_MODEL``, else OpenAI's with ``OPENAI_API_KEY``, else local MiniLM.
+            The memory tables follow its dimension, so it is fixed per store, not per run.
+    """
     urls = await asyncio.to_thread(ensure_services)
-    embeddings, dim = await asyncio.to_thread(load_embeddings, embedding_model)
+    spec = embedding_model or default_embedding_model()
+    embeddings, dim = await asyncio.to_thread(load_embeddings, spec)
     # Fail fast when Redis is down (degraded mode takes over) instead of the client's
     # default retries with backoff, which would stall every node of the turn.
     redis = Redis.from_url(
@@ -110,28 +88,74 @@ async def get_services(embedding_model: str) -> Services:
         socket_connect_timeout=2,
         socket_timeout=10,
     )
-    engine = pg_engine(urls.database_url)
-    memories = await MemoryStore.open(engine, embeddings, dim)
-    decisions = await DecisionLog.open(engine)
-    episodes = await EpisodeLog.open(engine, dim)
-    prefix = key_prefix()
-    services = Services(
+    db = Database.connect(urls.database_url)
+    outages.crash_probe = lambda error: crash_notice(os.environ.get("DATABASE_URL"), error)
+    try:
+        memories = await MemoryStore.open(db, embeddings, dim)
+        decisions = await DecisionLog.open(db)
+        episodes = await EpisodeLog.open(db, dim)
+    except BaseException:
+        await redis.aclose()
+        await db.aclose()
+        raise
+    keys = RedisKeys(default_prefix())
+    return Services(
         redis=redis,
-        window=WindowStore(redis, prefix),
-        queue=PendingQueue(redis, prefix),
-        profile=ProfileStore(redis, prefix),
+        db=db,
+        keys=keys,
+        window=WindowStore(redis, keys.prefix),
+        queue=PendingQueue(redis, keys.prefix),
+        profile=ProfileStore(redis, keys.prefix),
+        threads=ThreadOwners(redis, keys),
         memories=memories,
         episodes=episodes,
-        embeddings=embeddings,
         decisions=decisions,
+        embeddings=embeddings,
+        embedding_model=spec,
+        database_url=urls.database_url,
     )
-    cache[key] = services
-    return services
+
+
+@asynccontextmanager
+async def services_session(embedding_model: str | None = None) -> AsyncIterator[Services]:
+    """`open_services` as a context manager that closes them on exit."""
+    services = await open_services(embedding_model)
+    try:
+        yield services
+    finally:
+        await services.aclose()
+
+
+_server: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[Services]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def server_services() -> Services:
+    """The services of a LangGraph server process, opened on first use (per event loop).
+
+    Only the graph factories call this; `close_server_services` closes them.
+    """
+    loop = asyncio.get_running_loop()
+    if loop not in _server:
+        _server[loop] = loop.create_task(open_services())
+    try:
+        return await asyncio.shield(_server[loop])
+    except BaseException:
+        _server.pop(loop, None)  # a failed open is retried by the next run
+        raise
+
+
+async def close_server_services() -> None:
+    """Close what `server_services` opened on this loop (the HTTP app's shutdown)."""
+    task = _server.pop(asyncio.get_running_loop(), None)
+    if task is not None and task.done() and not task.exception():
+        await task.result().aclose()
 
 
 @asynccontextmanager
 async def open_checkpointer(database_url: str) -> AsyncIterator[AsyncPostgresSaver]:
-    """A Postgres checkpointer on a small pool that checks connections before use.
+    """LangGraph's Postgres checkpointer on a small pool that checks connections before use.
 
     A single connection (``AsyncPostgresSaver.from_conn_string``) dies for good when
     Postgres restarts; the pool replaces broken connections.

@@ -12,6 +12,9 @@ Registered in ``langgraph.json`` as ``"http": {"app": "./memory_graph_agent/weba
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -19,6 +22,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from memory_graph_agent.metrics import exposition
+from memory_graph_agent.services import close_server_services
 
 
 async def metrics(request: Request) -> Response:
@@ -31,7 +35,15 @@ async def memory_metrics(request: Request) -> Response:
     return Response(exposition(memory_only=True), media_type=CONTENT_TYPE_LATEST)
 
 
+@asynccontextmanager
+async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    """Close the services the graph factories opened when the server shuts down."""
+    yield
+    await close_server_services()
+
+
 app = Starlette(
+    lifespan=lifespan,
     routes=[
         Route("/metrics", metrics, methods=["GET"]),
         Route("/memory/metrics", memory_metrics, methods=["GET"]),

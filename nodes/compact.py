@@ -8,44 +8,15 @@ from langgraph.runtime import Runtime
 
 from graph.context import Context
 from graph.maintenance_state import MaintenanceState
-from memory_graph_agent.maintenance import entry, log_actions
-from memory_graph_agent.services import get_services
-from memory_graph_agent.storage.memories import Memory
+from memory_graph_agent.maintenance import entry, log_actions, plan_compaction
+from memory_graph_agent.services import Services
 
 
-def plan_compaction(
-    memories: dict[str, Memory], pairs: list[tuple[str, str, float]]
-) -> list[tuple[Memory, Memory, float]]:
-    """``(duplicate, kept, similarity)`` for each memory to supersede.
-
-    The keeper of a group is the pinned, then most important, then oldest memory;
-    pinned memories are never superseded.
-    """
-    neighbours: dict[str, dict[str, float]] = defaultdict(dict)
-    for a, b, sim in pairs:
-        if a in memories and b in memories:
-            neighbours[a][b] = neighbours[b][a] = sim
-    order = sorted(
-        (memories[i] for i in neighbours),
-        key=lambda m: (not m.pinned, -m.importance, m.created_at, m.id),
-    )
-    rank = {m.id: i for i, m in enumerate(order)}
-    superseded: dict[str, tuple[Memory, Memory, float]] = {}
-    for keeper in order:
-        if keeper.id in superseded:
-            continue
-        for other_id, sim in neighbours[keeper.id].items():
-            other = memories[other_id]
-            # higher-ranked neighbours are keepers already (they would have taken this one)
-            if other_id not in superseded and not other.pinned and rank[other_id] > rank[keeper.id]:
-                superseded[other_id] = (other, keeper, sim)
-    return list(superseded.values())
-
-
-async def compact(state: MaintenanceState, runtime: Runtime[Context]) -> dict:
+async def compact(
+    state: MaintenanceState, runtime: Runtime[Context], *, services: Services
+) -> dict:
     """Supersede each user's active memories at least ``duplicate_similarity`` alike."""
     ctx = runtime.context
-    services = await get_services(ctx.embedding_model)
     removed = {e["id"] for key in ("expired", "evicted") for e in state.get(key, [])}
     out = []
     for user in state.get("users", []):

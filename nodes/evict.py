@@ -7,16 +7,17 @@ from langgraph.runtime import Runtime
 from graph.context import Context
 from graph.maintenance_state import MaintenanceState
 from memory_graph_agent.maintenance import entry, log_actions
-from memory_graph_agent.services import get_services
+from memory_graph_agent.services import Services
 
 
-async def evict(state: MaintenanceState, runtime: Runtime[Context]) -> dict:
+async def evict(
+    state: MaintenanceState, runtime: Runtime[Context], *, services: Services
+) -> dict:
     """Delete unpinned memories below ``evict_below_importance`` older than ``evict_after_days``.
 
     On a dry run, memories `expire` would already remove are not counted twice.
     """
     ctx = runtime.context
-    services = await get_services(ctx.embedding_model)
     gone = {e["id"] for e in state.get("expired", [])}
     out = []
     for user in state.get("users", []):

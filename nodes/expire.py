@@ -7,12 +7,13 @@ from langgraph.runtime import Runtime
 from graph.context import Context
 from graph.maintenance_state import MaintenanceState
 from memory_graph_agent.maintenance import entry, log_actions
-from memory_graph_agent.services import get_services
+from memory_graph_agent.services import Services
 
 
-async def expire(state: MaintenanceState, runtime: Runtime[Context]) -> dict:
+async def expire(
+    state: MaintenanceState, runtime: Runtime[Context], *, services: Services
+) -> dict:
     """Delete each selected user's expired, unpinned memories (only report on a dry run)."""
-    services = await get_services(runtime.context.embedding_model)
     out = []
     for user in state.get("users", []):
         found = [entry(m, expires_at=m.expires_at) for m in await services.memories.expired(user)]

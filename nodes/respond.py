@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
+from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime
 
 from graph.context import Context
-from graph.prompts import MEMORY_TOOLS_PROMPT, SYSTEM_PROMPT, TOOL_LIMIT_REPLY
+from graph.prompts import MEMORY_TOOLS_PROMPT, TOOL_LIMIT_REPLY, system_prompt
 from graph.state import State
 from graph.tools import tools_for
 from memory_graph_agent import metrics
 from memory_graph_agent.budgets import messages_within_budget
 from memory_graph_agent.models import load_chat_model, supports_tool_calling
-from memory_graph_agent.utils import defang, now_iso, render_memories, render_profile
 
 REPLY_RESERVE_TOKENS = 512
 """Tokens of the context window left free for the model's answer."""
@@ -20,16 +22,6 @@ REPLY_RESERVE_TOKENS = 512
 
 class ModelUnavailableError(RuntimeError):
     """The chat model could not answer; the user's message stays in the thread state."""
-
-
-def build_system_prompt(state: State) -> str:
-    """Profile first, then recalled memories, then the running summary: all as data."""
-    return SYSTEM_PROMPT.format(
-        profile=render_profile(state.get("profile") or {}, state.get("profile_changes")),
-        memories=render_memories(state.get("recalled") or []),
-        summary=defang(state.get("thread_summary") or "(none)"),
-        today=now_iso()[:10],  # date only: keeps the prompt prefix cacheable all day
-    )
 
 
 def tool_rounds_this_turn(messages: list[AnyMessage]) -> int:
@@ -42,7 +34,9 @@ def tool_rounds_this_turn(messages: list[AnyMessage]) -> int:
     return rounds
 
 
-async def respond(state: State, runtime: Runtime[Context]) -> dict:
+async def respond(
+    state: State, runtime: Runtime[Context], *, tools: Sequence[BaseTool] = ()
+) -> dict:
     """Call the chat model on the system prompt followed by the window messages.
 
     With ``memory_tools`` and a model that can call tools, the memory tools are bound and
@@ -52,12 +46,11 @@ async def respond(state: State, runtime: Runtime[Context]) -> dict:
     ctx = runtime.context
     model = load_chat_model(ctx.model)
     rounds = tool_rounds_this_turn(state["messages"])
-    tools = tools_for(ctx) if rounds < ctx.max_tool_rounds else []
-    if tools and not supports_tool_calling(model):
-        tools = []
-    system = build_system_prompt(state)
-    if tools:
-        system += "\n\n" + MEMORY_TOOLS_PROMPT.format(tools=", ".join(t.name for t in tools))
+    offered = tools_for(ctx, tools) if rounds < ctx.max_tool_rounds else []
+    offered = offered if offered and supports_tool_calling(model) else []
+    system = system_prompt(state)
+    if offered:
+        system += "\n\n" + MEMORY_TOOLS_PROMPT.format(tools=", ".join(t.name for t in offered))
     # A single long turn can outgrow the context before trim_window compresses: send
     # only the newest whole turns that fit (the rest stays in the window, compressed next).
     budget = ctx.context_window_tokens - min(REPLY_RESERVE_TOKENS, ctx.context_window_tokens // 4)
@@ -67,13 +60,13 @@ async def respond(state: State, runtime: Runtime[Context]) -> dict:
             len(state["messages"]), state.get("recalled") or [], state.get("profile")
         )
     try:
-        reply = await (model.bind_tools(tools) if tools else model).ainvoke(prompt)
+        reply = await (model.bind_tools(offered) if offered else model).ainvoke(prompt)
     except Exception as exc:  # provider down, bad key, local model missing...
         raise ModelUnavailableError(
-            f"chat model {runtime.context.model!r} is unavailable ({type(exc).__name__}: {exc}); "
+            f"chat model {ctx.model!r} is unavailable ({type(exc).__name__}: {exc}); "
             "your message was kept and will be answered with the next turn"
         ) from exc
-    if isinstance(reply, AIMessage) and reply.tool_calls and not tools:
+    if isinstance(reply, AIMessage) and reply.tool_calls and not offered:
         # Calls nobody will run would leave the thread with unanswered tool calls.
         reply = AIMessage(content=reply.content or TOOL_LIMIT_REPLY, id=reply.id, name=reply.name)
-    return {"messages": [reply], "tool_rounds": rounds + bool(tools and reply.tool_calls)}
+    return {"messages": [reply]}

@@ -7,12 +7,13 @@ from langgraph.runtime import Runtime
 from graph.context import Context
 from graph.maintenance_state import MaintenanceState
 from memory_graph_agent.ids import validate_id
-from memory_graph_agent.services import get_services
+from memory_graph_agent.services import Services
 
 
-async def select_users(state: MaintenanceState, runtime: Runtime[Context]) -> dict:
+async def select_users(
+    state: MaintenanceState, runtime: Runtime[Context], *, services: Services
+) -> dict:
     """``all_users``: every user with memories; else ``user_id`` or the context's user."""
     if state.get("all_users"):
-        services = await get_services(runtime.context.embedding_model)
         return {"users": await services.memories.users()}
     return {"users": [validate_id(state.get("user_id") or runtime.context.user_id, "user_id")]}

@@ -15,7 +15,7 @@ from graph.builder import build_graph
 from graph.context import Context
 from memory_graph_agent.local.embedded import ensure_services
 from memory_graph_agent.models import register_chat_model
-from memory_graph_agent.services import with_database
+from memory_graph_agent.storage.postgres import with_database
 from tests.fakes import ScriptedChatModel
 
 EMBEDDING = "local:all-minilm-l6-v2"
@@ -70,7 +70,7 @@ def make_context(fake_model: ScriptedChatModel, user_id: str):
     spec = register_chat_model(f"fake-{uuid.uuid4().hex[:8]}", fake_model)
 
     def make(**overrides) -> Context:
-        fields = {"user_id": user_id, "model": spec, "embedding_model": EMBEDDING}
+        fields = {"user_id": user_id, "model": spec}
         fields.update(overrides)
         if "model_obj" in fields:
             fields["model"] = register_chat_model(
@@ -90,15 +90,17 @@ async def checkpointer(memory_env: dict[str, str]) -> AsyncIterator:
 
 
 @pytest.fixture(scope="session")
-def agent(checkpointer):
-    return build_graph(checkpointer=checkpointer)
+async def services(memory_env: dict[str, str]) -> AsyncIterator:
+    """The session's stores, opened once (on the session's event loop) and closed at the end."""
+    from memory_graph_agent.services import services_session
+
+    async with services_session(EMBEDDING) as opened:
+        yield opened
 
 
-@pytest.fixture
-async def services(memory_env):
-    from memory_graph_agent.services import get_services
-
-    return await get_services(EMBEDDING)
+@pytest.fixture(scope="session")
+def agent(services, checkpointer):
+    return build_graph(services, checkpointer=checkpointer)
 
 
 async def say(agent, context: Context, thread_id: str, text: str) -> dict:

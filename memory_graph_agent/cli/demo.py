@@ -18,6 +18,7 @@ from typing import Any
 from rich.markup import escape
 
 from graph.context import Context
+from graph.prompts import system_prompt
 from memory_graph_agent.cli.main import console
 from memory_graph_agent.cli.session import end_session, open_agent, run_turn
 from memory_graph_agent.local.embedded import (
@@ -26,8 +27,6 @@ from memory_graph_agent.local.embedded import (
     ensure_services,
     vector_selfcheck,
 )
-from memory_graph_agent.services import get_services
-from nodes.respond import build_system_prompt
 
 INTRODUCTION = [
     "Hi! My name is Zhang San. I'm a VIP customer and I live in Berlin.",
@@ -79,8 +78,8 @@ STORAGE_FAILURES = (
 def _storage_failure(state: dict[str, Any]) -> str | None:
     """Why memory cannot be stored right now (a crash or a failed write), or None."""
     for event in state.get("memory_events", []):
-        if event.startswith(STORAGE_FAILURES):
-            return event
+        if event["text"].startswith(STORAGE_FAILURES):
+            return event["text"]
     return None
 
 
@@ -116,18 +115,17 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
     if problem := await _preflight():
         console.print(f"[red]memory cannot be stored, stopping the demo:[/] {escape(problem)}")
         return 1
-    services = await get_services(zhang.embedding_model)
     script = INTRODUCTION + (SMALL_TALK * (turns // len(SMALL_TALK) + 1))[:turns]
     started = time.perf_counter()
-    async with open_agent() as agent:
+    async with open_agent() as (agent, services):
         for i, text in enumerate(script, 1):
             state = await run_turn(agent, zhang, thread, text)
             window = await services.window.window(zhang.user_id, thread)
             counts = await services.memories.count(zhang.user_id)
             events = [
-                e
+                e["text"]
                 for e in state.get("memory_events", [])
-                if e.startswith(("summarize", "reflect:", "consolidate: profile", "notice:"))
+                if e["text"].startswith(("summarize", "reflect:", "consolidate: profile", "notice:"))
             ]
             console.print(
                 f"[bold]turn {i:>2}[/] you: {escape(text)}\n"
@@ -153,8 +151,8 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
         console.rule("[bold]/new: the session ends, the whole thread is archived")
         state = await end_session(agent, zhang, thread)
         for event in state.get("memory_events", []):
-            if event.startswith(("summarize", "consolidate", "reflect", "window")):
-                console.print(f"        [cyan]{escape(event)}[/]")
+            if event["node"] in ("summarize", "consolidate", "reflect", "trim_window"):
+                console.print(f"        [cyan]{escape(event['text'])}[/]")
         first = await services.window.window(zhang.user_id, thread)
         if first:
             console.print(f"oldest message still in the window: {escape(first[0].content[:60])!r}")
@@ -172,7 +170,7 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
 
         console.rule("[bold]new thread, same user")
         state = await run_turn(agent, zhang, f"demo-{run}-new", RECALL_QUESTION)
-        prompt = build_system_prompt(state)
+        prompt = system_prompt(state)
         console.print(f"[bold]profile in prompt:[/]\n{escape(_block(prompt, 'profile'))}")
         changed = "preferred_language Go → Rust" in _block(prompt, "profile")
         history = await services.profile.history(zhang.user_id, "preferred_language")
@@ -196,7 +194,7 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
 
         console.rule("[bold]another user asks the same")
         state = await run_turn(agent, other, f"demo-{run}-other", RECALL_QUESTION)
-        prompt = build_system_prompt(state)
+        prompt = system_prompt(state)
         console.print(f"[bold]profile in prompt:[/] {escape(_block(prompt, 'profile'))}")
         console.print(f"[bold]recalled memories in prompt:[/] {escape(_block(prompt, 'memories'))}")
         leaks = "zhang san" in (_block(prompt, "profile") + _block(prompt, "memories")).lower()

@@ -64,8 +64,6 @@ async def _chat(args: argparse.Namespace) -> int:
 
     context = Context(user_id=args.user)
     thread = check_id(args.thread or f"t-{uuid.uuid4().hex[:8]}", "thread_id")
-    if args.thread:
-        await check_thread_owner(context, thread)
     console.print(
         f"[bold]user[/] {context.user_id}  [bold]thread[/] {thread}  [bold]model[/] {context.model}"
     )
@@ -73,7 +71,9 @@ async def _chat(args: argparse.Namespace) -> int:
         "Type a message; '/new' archives this thread into memory and starts a new one, "
         "'/quit' exits."
     )
-    async with open_agent() as agent:
+    async with open_agent() as (agent, services):
+        if args.thread:
+            await check_thread_owner(services, context, thread)
         while True:
             try:
                 text = await asyncio.to_thread(input, "you> ")
@@ -88,7 +88,7 @@ async def _chat(args: argparse.Namespace) -> int:
                     console.print(f"[red]error:[/] {escape(str(exc))} (thread not archived)")
                     continue
                 for event in archive.get("memory_events", []):
-                    console.print(f"  [dim]{escape(event)}[/]")
+                    console.print(f"  [dim]{escape(event['text'])}[/]")
                 console.print(_archive_note(thread, archive))
                 thread = f"t-{uuid.uuid4().hex[:8]}"
                 console.print(f"[dim]new thread {thread}[/]")
@@ -103,7 +103,7 @@ async def _chat(args: argparse.Namespace) -> int:
                 continue
             console.print(f"[green]agent>[/] {escape(str(state['messages'][-1].content))}")
             for event in state.get("memory_events", []):
-                console.print(f"  [dim]{escape(event)}[/]")
+                console.print(f"  [dim]{escape(event['text'])}[/]")
     return 0
 
 
@@ -154,10 +154,10 @@ async def _send(args: argparse.Namespace) -> int:
     text = None
     if args.message is not None:  # validated before any service starts
         text = check_turn(context, thread, _read_message(args.message))
-    if args.thread:
-        await check_thread_owner(context, thread)
     state = archive = None
-    async with open_agent() as agent:
+    async with open_agent() as (agent, services):
+        if args.thread:
+            await check_thread_owner(services, context, thread)
         if text is not None:
             state = await run_turn(agent, context, thread, text)
         if args.end_session:
@@ -254,10 +254,14 @@ async def _memory_query(args: argparse.Namespace, context: Any, services: Any) -
 
 async def _memory_show(args: argparse.Namespace) -> int:
     from graph.context import Context
-    from memory_graph_agent.services import get_services
+    from memory_graph_agent.services import services_session
 
     context = Context(user_id=args.user)
-    services = await get_services(context.embedding_model)
+    async with services_session() as services:
+        return await _show(args, context, services)
+
+
+async def _show(args: argparse.Namespace, context: Any, services: Any) -> int:
     if getattr(args, "query", None):
         return await _memory_query(args, context, services)
     profile = await services.profile.get(context.user_id)
@@ -368,12 +372,14 @@ def _print_decisions(decisions: list[Any]) -> None:
 async def _maintain(args: argparse.Namespace) -> int:
     from graph.context import Context
     from graph.maintenance import build_maintenance_graph
+    from memory_graph_agent.services import services_session
 
     context = Context(user_id=args.user) if args.user else Context()
-    state = await build_maintenance_graph().ainvoke(
-        {"user_id": context.user_id, "all_users": args.all_users, "dry_run": args.dry_run},
-        context=context,
-    )
+    async with services_session() as services:
+        state = await build_maintenance_graph(services).ainvoke(
+            {"user_id": context.user_id, "all_users": args.all_users, "dry_run": args.dry_run},
+            context=context,
+        )
     report = state["report"]
     if args.json:
         print(json.dumps(state, indent=2, default=str))
@@ -395,12 +401,13 @@ async def _maintain(args: argparse.Namespace) -> int:
 
 async def _memory_redrive(args: argparse.Namespace) -> int:
     from graph.context import Context
-    from memory_graph_agent.services import get_services
+    from memory_graph_agent.services import services_session
 
     context = Context(user_id=args.user)
-    services = await get_services(context.embedding_model)
-    threads = [args.thread] if args.thread else await services.window.threads(context.user_id)
-    moved = {t: await services.queue.redrive(context.user_id, t) for t in threads}
+    async with services_session() as services:
+        user = context.user_id
+        threads = [args.thread] if args.thread else await services.window.threads(user)
+        moved = {t: await services.queue.redrive(user, t) for t in threads}
     console.print(f"re-queued dead-lettered messages per thread: {moved}")
     return 0
 

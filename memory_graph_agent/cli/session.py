@@ -7,7 +7,6 @@ user (``forget`` deletes the checkpoints of every thread of the forgotten user).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -17,8 +16,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from graph.builder import build_graph
 from graph.context import Context
-from memory_graph_agent.local.embedded import ensure_services
-from memory_graph_agent.services import open_checkpointer
+from memory_graph_agent.services import Services, open_checkpointer, services_session
 from memory_graph_agent.validation import (
     InvalidInputError,
     check_id,
@@ -32,11 +30,11 @@ RECURSION_LIMIT = 500
 
 
 @asynccontextmanager
-async def open_agent() -> AsyncIterator[CompiledStateGraph]:
-    """Yield the memory agent compiled with a Postgres checkpointer."""
-    urls = await asyncio.to_thread(ensure_services)
-    async with open_checkpointer(urls.database_url) as saver:
-        yield build_graph(checkpointer=saver)
+async def open_agent() -> AsyncIterator[tuple[CompiledStateGraph, Services]]:
+    """Open the services; yield the memory agent (Postgres checkpointer) and them."""
+    async with services_session() as services:
+        async with open_checkpointer(services.database_url) as saver:
+            yield build_graph(services, checkpointer=saver), services
 
 
 def check_turn(context: Context, thread_id: str, text: object) -> str:
@@ -93,24 +91,17 @@ def archived(state: dict[str, Any]) -> bool:
     return not state.get("messages") and not state.get("pending_count")
 
 
-async def check_thread_owner(context: Context, thread_id: str) -> None:
+async def check_thread_owner(services: Services, context: Context, thread_id: str) -> None:
     """Refuse a thread id that another user already has memory in.
 
     The checkpointer keys threads by id only, so a shared id would show one user's
     conversation to the other and copy it into their memory.
     """
-    from redis.asyncio import Redis
-
-    from memory_graph_agent.services import key_prefix
     from memory_graph_agent.storage.forget import thread_users
 
     check_id(thread_id, "thread_id")
-    urls = await asyncio.to_thread(ensure_services)
-    redis = Redis.from_url(urls.redis_url, decode_responses=True)
-    try:
-        others = await thread_users(redis, key_prefix(), thread_id) - {context.user_id}
-    finally:
-        await redis.aclose()
+    others = await thread_users(services.redis, services.keys.prefix, thread_id)
+    others -= {context.user_id}
     if others:
         raise InvalidInputError(
             f"thread_id {thread_id!r} belongs to another user; thread ids are not "
@@ -120,14 +111,10 @@ async def check_thread_owner(context: Context, thread_id: str) -> None:
 
 async def forget(user_id: str) -> dict[str, Any]:
     """Delete everything stored about ``user_id`` (see `memory_graph_agent.storage.forget.forget_user`)."""
-    from redis.asyncio import Redis
-
     from memory_graph_agent.storage.forget import forget_user
 
     check_id(user_id, "user_id")
-    urls = await asyncio.to_thread(ensure_services)
-    redis = Redis.from_url(urls.redis_url, decode_responses=True)
-    try:
-        return await forget_user(user_id, redis=redis, database_url=urls.database_url)
-    finally:
-        await redis.aclose()
+    async with services_session() as services:
+        return await forget_user(
+            user_id, redis=services.redis, db=services.db, prefix=services.keys.prefix
+        )

@@ -139,7 +139,7 @@ class LocalModelServer:
             f"restarted for the next call. Log: {self.log_file}"
         )
         log.warning(message)
-        from memory_graph_agent.storage.failsafe import outages
+        from memory_graph_agent.storage.outages import outages
 
         outages.notify(message)
 

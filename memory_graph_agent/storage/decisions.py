@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from langchain_postgres import PGEngine
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from memory_graph_agent.ids import validate_id
-from memory_graph_agent.storage.memories import _run
+from memory_graph_agent.storage.outages import guarded
+from memory_graph_agent.storage.postgres import Database
 
 ItemKind = Literal["summary", "reflection", "fact", "maintenance"]
 TABLE = "memory_decisions"
@@ -50,14 +50,15 @@ class Decision:
         }
 
 
+@guarded("postgres")
 class DecisionLog:
     """Append and query the decisions of every user, always per user."""
 
-    def __init__(self, engine: PGEngine) -> None:
-        self.engine = engine
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     @classmethod
-    async def open(cls, engine: PGEngine) -> DecisionLog:
+    async def open(cls, db: Database) -> DecisionLog:
         """Create the table and its indexes if needed."""
         ddl = (
             f"CREATE TABLE IF NOT EXISTS {TABLE} ("
@@ -69,12 +70,12 @@ class DecisionLog:
             f"CREATE INDEX IF NOT EXISTS {TABLE}_user_time ON {TABLE} (user_id, decided_at)",
         )
         try:
-            await _run(engine, *ddl)
+            await db.run(*ddl)
         except (IntegrityError, ProgrammingError) as exc:  # another process created it first
             if "already exists" not in str(exc) and "duplicate key" not in str(exc):
                 raise
-            await _run(engine, *ddl)
-        return cls(engine)
+            await db.run(*ddl)
+        return cls(db)
 
     async def record(self, decision: Decision) -> tuple[Decision, bool]:
         """Store a decision unless this item already has one.
@@ -83,8 +84,7 @@ class DecisionLog:
         given: a replay gets the original decision back with ``False``.
         """
         validate_id(decision.user_id, "user_id")
-        rows = await _run(
-            self.engine,
+        rows = await self.db.run(
             (
                 f"WITH ins AS (INSERT INTO {TABLE} (user_id, thread_id, item_kind, item_id, "
                 "action, target_id, detail, decided_at) VALUES (:user_id, :thread_id, "
@@ -106,8 +106,7 @@ class DecisionLog:
 
     async def get(self, user_id: str, item_kind: str, item_id: str) -> Decision | None:
         """The decision recorded for one item, if any."""
-        rows = await _run(
-            self.engine,
+        rows = await self.db.run(
             (
                 f"SELECT * FROM {TABLE} WHERE user_id = :user_id AND item_kind = :item_kind "
                 "AND item_id = :item_id",
@@ -133,8 +132,7 @@ class DecisionLog:
             where += " AND action = :action"
         if item_kind:
             where += " AND item_kind = :item_kind"
-        rows = await _run(
-            self.engine,
+        rows = await self.db.run(
             (
                 f"SELECT * FROM {TABLE} WHERE {where} ORDER BY decided_at DESC, id DESC "
                 "LIMIT :limit",

@@ -18,10 +18,11 @@ from datetime import datetime
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
-from langchain_postgres import PGEngine
 
 from memory_graph_agent.ids import validate_id
-from memory_graph_agent.storage.memories import _run, _vector_literal, _version_tuple
+from memory_graph_agent.storage.memories import _vector_literal, _version_tuple
+from memory_graph_agent.storage.outages import guarded
+from memory_graph_agent.storage.postgres import Database
 from memory_graph_agent.storage.window import StoredMessage, parse_ts
 
 _SCHEMA = [
@@ -142,35 +143,34 @@ def _to_message(row: dict) -> StoredMessage:
     )
 
 
+@guarded("postgres")
 class EpisodeLog:
     """Append-only raw conversation log, per user and thread."""
 
     def __init__(
-        self, engine: PGEngine, dim: int | None = None, query_options: list[str] | None = None
+        self, db: Database, dim: int | None = None, query_options: list[str] | None = None
     ) -> None:
-        self.engine = engine
+        self.db = db
         self.dim = dim
         self.vector_table = f"episode_vectors_{dim}" if dim else None
         self.query_options = query_options or []
 
     @classmethod
-    async def open(cls, engine: PGEngine, dim: int | None = None) -> EpisodeLog:
+    async def open(cls, db: Database, dim: int | None = None) -> EpisodeLog:
         """Create the log (and, given the embedding ``dim``, its vector table) if needed."""
         statements = list(_SCHEMA) + (_vector_schema(f"episode_vectors_{dim}", dim) if dim else [])
         try:
-            await _run(engine, *statements)
+            await db.run(*statements)
         except Exception as exc:  # concurrent CREATE by another process
             if "already exists" not in str(exc) and "duplicate key" not in str(exc):
                 raise
-            await _run(engine, *statements)  # IF NOT EXISTS: the rest is a no-op now
+            await db.run(*statements)  # IF NOT EXISTS: the rest is a no-op now
         options: list[str] = []
         if dim:
-            version = await _run(
-                engine, "SELECT extversion FROM pg_extension WHERE extname='vector'"
-            )
+            version = await db.run("SELECT extversion FROM pg_extension WHERE extname='vector'")
             if version and _version_tuple(version[0]["extversion"]) >= (0, 8):
                 options.append("hnsw.iterative_scan = relaxed_order")
-        return cls(engine, dim, options)
+        return cls(db, dim, options)
 
     async def append(
         self, user_id: str, thread_id: str, messages: list[StoredMessage], *, durable: bool = True
@@ -215,15 +215,14 @@ class EpisodeLog:
                 params,
             )
         )
-        rows = await _run(self.engine, *statements)
+        rows = await self.db.run(*statements)
         return int(rows[0]["n"])
 
     async def mark_summarized(self, user_id: str, thread_id: str, ids: list[str]) -> int:
         """Advance the extracted-up-to marker over these messages."""
         if not ids:
             return 0
-        rows = await _run(
-            self.engine,
+        rows = await self.db.run(
             (
                 "UPDATE episodes SET summarized = true WHERE user_id = :user_id "
                 "AND thread_id = :thread_id AND message_id = ANY(CAST(:ids AS text[])) "
@@ -235,8 +234,7 @@ class EpisodeLog:
 
     async def unsummarized(self, user_id: str, thread_id: str) -> list[StoredMessage]:
         """Logged messages whose summary is not stored yet, oldest first."""
-        rows = await _run(
-            self.engine,
+        rows = await self.db.run(
             (
                 "SELECT message_id, role, name, content, ts FROM episodes WHERE user_id = :user_id "
                 "AND thread_id = :thread_id AND NOT summarized ORDER BY seq",
@@ -248,8 +246,7 @@ class EpisodeLog:
     async def history(self, user_id: str, thread_id: str | None = None) -> list[StoredMessage]:
         """The raw conversation(s) of a user, oldest first (audit and replay)."""
         where = "user_id = :user_id" + (" AND thread_id = :thread_id" if thread_id else "")
-        rows = await _run(
-            self.engine,
+        rows = await self.db.run(
             (
                 f"SELECT message_id, role, name, content, ts FROM episodes WHERE {where} "
                 "ORDER BY thread_id, seq",
@@ -269,8 +266,7 @@ class EpisodeLog:
         """Logged messages of the thread with these ids, in log order."""
         if not ids:
             return []
-        rows = await _run(
-            self.engine,
+        rows = await self.db.run(
             (
                 "SELECT message_id, role, name, content, ts FROM episodes "
                 "WHERE user_id = :user_id AND thread_id = :thread_id "
@@ -306,8 +302,7 @@ class EpisodeLog:
         contents = [episode_content(m).replace("\x00", "") for m in keep]
         texts = [embedding_text(c, t) for c, t in zip(contents, stamps, strict=True)]
         vectors = await embeddings.aembed_documents(texts)
-        await _run(
-            self.engine,
+        await self.db.run(
             (
                 f'INSERT INTO "{table}" (user_id, thread_id, message_id, embedding, content, ts) '
                 "SELECT :user_id, :thread_id, m.id, CAST(m.v AS vector), m.content, m.ts "
@@ -347,8 +342,7 @@ class EpisodeLog:
         where = "AND e.user_id = :user_id " if user_id else ""
         total = 0
         while True:
-            rows = await _run(
-                self.engine,
+            rows = await self.db.run(
                 (
                     "SELECT e.user_id, e.thread_id, e.message_id, e.role, e.name, e.content, e.ts "
                     f'FROM episodes e LEFT JOIN "{table}" v USING (user_id, thread_id, message_id) '
@@ -387,8 +381,7 @@ class EpisodeLog:
         table = self._table()
         options = [f"SET LOCAL hnsw.ef_search = {min(1000, max(100, int(k)))}"]
         options += [f"SET LOCAL {p}" for p in self.query_options]
-        rows = await _run(
-            self.engine,
+        rows = await self.db.run(
             *options,
             (
                 "SELECT thread_id, message_id, content, ts, "
@@ -419,8 +412,7 @@ class EpisodeLog:
         terms = keyword_terms(text)
         if not terms:
             return []
-        rows = await _run(
-            self.engine,
+        rows = await self.db.run(
             (
                 "WITH terms AS ("
                 "  SELECT DISTINCT lex, quote_literal(lex)::tsquery AS tq "

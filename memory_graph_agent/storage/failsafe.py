@@ -1,7 +1,5 @@
-"""Degraded mode: keep turns working while Redis or Postgres is unreachable.
+"""Degraded mode: keep turns working while Redis is unreachable.
 
-`outages` logs one warning when a service goes down and one line when it is back (not
-one per call); the Prometheus counters in `memory_graph_agent.metrics` count every failed call.
 `WindowBuffer` holds, in process and bounded, the messages that could not be pushed to
 Redis; they are pushed first when Redis answers again (idempotently: the window's
 seen-set drops anything already there).
@@ -10,77 +8,12 @@ seen-set drops anything already there).
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections import OrderedDict, deque
-
-import psycopg
-from redis.exceptions import RedisError
-from sqlalchemy.exc import SQLAlchemyError
 
 from memory_graph_agent.storage.window import StoredMessage
 
 log = logging.getLogger(__name__)
-
-REDIS_DOWN = (RedisError, ConnectionError, OSError, TimeoutError)
-POSTGRES_DOWN = (SQLAlchemyError, psycopg.Error, ConnectionError, OSError, TimeoutError)
-
-
-class Outages:
-    """Which backing services are down, with one log line per transition."""
-
-    def __init__(self) -> None:
-        self._down: dict[str, str] = {}
-        self._notices: deque[str] = deque(maxlen=20)
-        self._lock = threading.Lock()
-
-    def failed(self, service: str, exc: BaseException) -> None:
-        """Record a failed call; warn only on the first one of an outage.
-
-        A failed Postgres call also looks for crashed server processes of the embedded
-        PostgreSQL (`memory_graph_agent.local.embedded.crash_notice`): each new crash becomes one notice.
-        """
-        with self._lock:
-            first = service not in self._down
-            self._down[service] = f"{type(exc).__name__}: {exc}"
-        if first:
-            log.warning(
-                "%s unavailable (%s: %s); running degraded", service, type(exc).__name__, exc
-            )
-        if service == "postgres":
-            from memory_graph_agent.local.embedded import crash_notice
-
-            try:
-                notice = crash_notice(os.environ.get("DATABASE_URL"), str(exc))
-            except OSError:
-                notice = None
-            if notice:
-                log.error(notice)
-                self.notify(notice)
-
-    def notify(self, message: str) -> None:
-        """Queue a one-time message for the user (see `take_notices`)."""
-        with self._lock:
-            if message not in self._notices:
-                self._notices.append(message)
-
-    def take_notices(self) -> list[str]:
-        """The queued messages, oldest first; each is returned once."""
-        with self._lock:
-            notices = list(self._notices)
-            self._notices.clear()
-        return notices
-
-    def ok(self, service: str) -> None:
-        """Record a successful call; log once when an outage ends."""
-        if service in self._down:
-            with self._lock:
-                self._down.pop(service, None)
-            log.warning("%s is back", service)
-
-    def is_down(self, service: str) -> bool:
-        """Whether the last call to ``service`` failed."""
-        return service in self._down
 
 
 class WindowBuffer:
@@ -138,5 +71,4 @@ class WindowBuffer:
         return self._size
 
 
-outages = Outages()
 window_buffer = WindowBuffer()

@@ -42,6 +42,8 @@ from psycopg import sql
 from redis.asyncio import Redis
 
 from memory_graph_agent.ids import validate_id
+from memory_graph_agent.storage.keys import default_prefix
+from memory_graph_agent.storage.postgres import Database
 
 CHECKPOINT_TABLES = ("checkpoint_writes", "checkpoint_blobs", "checkpoints")
 
@@ -174,14 +176,14 @@ def _drop_buffered(user_id: str) -> tuple[set[str], int]:
 
 
 async def forget_user(
-    user_id: str, *, redis: Redis, database_url: str, prefix: str | None = None
+    user_id: str, *, redis: Redis, db: Database, prefix: str | None = None
 ) -> dict[str, Any]:
     """Delete everything stored about ``user_id``; return what was deleted, counted.
 
     Args:
         user_id: The user to forget (validated: no glob or separator characters).
         redis: A client of the agent's Redis.
-        database_url: libpq URL of the agent's Postgres (memories, episodes, checkpoints).
+        db: The agent's Postgres (memories, episodes, checkpoints).
         prefix: Redis key prefix; defaults to ``MEMORY_KEY_PREFIX`` (``mem``).
 
     Returns:
@@ -190,10 +192,8 @@ async def forget_user(
         "buffered_messages"}`` (the last: dropped from this process's degraded-mode
         buffer of messages waiting for Redis).
     """
-    from memory_graph_agent.services import key_prefix
-
     validate_id(user_id, "user_id")
-    prefix = prefix if prefix is not None else key_prefix()
+    prefix = prefix if prefix is not None else default_prefix()
     threads, buffered = _drop_buffered(user_id)
     keys = await user_keys(redis, prefix, user_id)
     threads |= threads_of_keys(keys, prefix)
@@ -203,7 +203,7 @@ async def forget_user(
         "checkpoints": {},
         "buffered_messages": buffered,
     }
-    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+    async with db.psycopg() as conn:
         async with conn.transaction():
             # Lets an append-only guard (trigger) on episodes tell erasure from an edit.
             await conn.execute(

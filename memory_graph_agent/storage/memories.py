@@ -3,7 +3,7 @@
 Built on `langchain_postgres.PGVectorStore`: one table per embedding dimension
 (``memories_384``) with real metadata columns, so every search is filtered by
 ``user_id`` in SQL. Bookkeeping the vector store has no API for (access counters,
-listing, reflection progress) is plain parameterised SQL on the same engine.
+listing, reflection progress) is plain parameterised SQL on the same engine (`memory_graph_agent.storage.postgres`).
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from langchain_core.embeddings import Embeddings
-from langchain_postgres import Column, PGEngine, PGVectorStore
+from langchain_postgres import Column, PGVectorStore
 from langchain_postgres.v2.indexes import DistanceStrategy, QueryOptions
-from sqlalchemy import text
 from sqlalchemy.exc import ProgrammingError
 
 from memory_graph_agent.ids import validate_id
+from memory_graph_agent.storage.outages import guarded
+from memory_graph_agent.storage.postgres import Database
 
 log = logging.getLogger(__name__)
 
@@ -127,32 +128,32 @@ class _IterativeHNSW(QueryOptions):
         return ", ".join(self.to_parameter())
 
 
+@guarded("postgres")
 class MemoryStore:
     """Summaries and reflections of every user, always queried per user."""
 
     def __init__(
-        self, engine: PGEngine, vectors: PGVectorStore, table: str, query_options: list[str]
+        self, db: Database, vectors: PGVectorStore, table: str, query_options: list[str]
     ) -> None:
-        self.engine = engine
+        self.db = db
         self.vectors = vectors
         self.table = table
         self.query_options = query_options
 
     @classmethod
-    async def open(cls, engine: PGEngine, embeddings: Embeddings, dim: int) -> MemoryStore:
+    async def open(cls, db: Database, embeddings: Embeddings, dim: int) -> MemoryStore:
         """Create the table and indexes if needed, then return the store."""
         table = f"memories_{dim}"
-        exists = await _run(engine, f"SELECT to_regclass('public.{table}') IS NOT NULL AS ok")
+        exists = await db.run(f"SELECT to_regclass('public.{table}') IS NOT NULL AS ok")
         if not exists[0]["ok"]:
             try:
-                await engine.ainit_vectorstore_table(
+                await db.vectors.ainit_vectorstore_table(
                     table_name=table, vector_size=dim, metadata_columns=list(METADATA_COLUMNS)
                 )
             except ProgrammingError as exc:  # another process created it first
                 if "already exists" not in str(exc):
                     raise
-        await _run(
-            engine,
+        await db.run(
             # Keep the 1.5 KB vectors in the row: out-of-line (TOAST) storage makes every
             # distance computation fetch a second tuple and steers the planner off HNSW.
             f'ALTER TABLE "{table}" ALTER COLUMN embedding SET STORAGE PLAIN',
@@ -167,18 +168,18 @@ class MemoryStore:
             f'CREATE INDEX IF NOT EXISTS "{table}_hnsw" ON "{table}" '
             "USING hnsw (embedding vector_cosine_ops)",
         )
-        version = await _run(engine, "SELECT extversion FROM pg_extension WHERE extname='vector'")
+        version = await db.run("SELECT extversion FROM pg_extension WHERE extname='vector'")
         iterative = _version_tuple(version[0]["extversion"]) >= (0, 8) if version else False
         query_options = _IterativeHNSW(iterative=iterative)
         vectors = await PGVectorStore.create(
-            engine,
+            db.vectors,
             embedding_service=embeddings,
             table_name=table,
             metadata_columns=_META_NAMES,
             distance_strategy=DistanceStrategy.COSINE_DISTANCE,
             index_query_options=query_options,
         )
-        return cls(engine, vectors, table, query_options.to_parameter())
+        return cls(db, vectors, table, query_options.to_parameter())
 
     async def add(self, memory: Memory, vector: list[float] | None = None) -> str:
         """Upsert a memory under its deterministic id; returns the id.
@@ -188,8 +189,7 @@ class MemoryStore:
         would otherwise overwrite every metadata column): a batch re-claimed after a lost
         acknowledgement must not revive a memory that was merged or compacted meanwhile.
         """
-        existing = await _run(
-            self.engine,
+        existing = await self.db.run(
             (
                 "SELECT created_at, last_accessed_at, access_count, pinned, status, "
                 f'superseded_by, importance, expires_at FROM "{self.table}" '
@@ -272,8 +272,7 @@ class MemoryStore:
             where += " AND kind = :kind"
         if exclude_ids:
             where += " AND NOT langchain_id = ANY(CAST(:exclude AS uuid[]))"
-        rows = await _run(
-            self.engine,
+        rows = await self.db.run(
             *options,
             (
                 f"SELECT langchain_id, content, {', '.join(_META_NAMES)}, "
@@ -304,8 +303,7 @@ class MemoryStore:
         """
         if not ids:
             return
-        await _run(
-            self.engine,
+        await self.db.run(
             "SET LOCAL synchronous_commit = off",
             (
                 f'UPDATE "{self.table}" SET last_accessed_at = now(), '
@@ -320,8 +318,7 @@ class MemoryStore:
 
         One query for both numbers the reflection trigger needs (`consolidate`).
         """
-        rows = await _run(
-            self.engine,
+        rows = await self.db.run(
             (
                 "SELECT count(*) AS n, COALESCE(sum(importance), 0) AS total "
                 f'FROM "{self.table}" s WHERE {self._since_reflection()}',
@@ -354,8 +351,7 @@ class MemoryStore:
         where = "user_id = :user_id" + (" AND kind = :kind" if kind else "")
         if active_only:
             where += f" AND {ACTIVE}"
-        rows = await _run(
-            self.engine,
+        rows = await self.db.run(
             (
                 f'SELECT langchain_id, content, {", ".join(_META_NAMES)} FROM "{self.table}" '
                 f"WHERE {where} ORDER BY stored_at DESC LIMIT :limit",
@@ -369,8 +365,7 @@ class MemoryStore:
         validate_id(user_id, "user_id")
         if not ids:
             return []
-        rows = await _run(
-            self.engine,
+        rows = await self.db.run(
             (
                 f'SELECT langchain_id, content, {", ".join(_META_NAMES)} FROM "{self.table}" '
                 "WHERE user_id = :user_id AND langchain_id = ANY(CAST(:ids AS uuid[]))",
@@ -382,8 +377,7 @@ class MemoryStore:
     async def summaries_since_reflection(self, user_id: str) -> list[Memory]:
         """Active summaries stored after the user's latest reflection, oldest first."""
         validate_id(user_id, "user_id")
-        rows = await _run(
-            self.engine,
+        rows = await self.db.run(
             (
                 f'SELECT langchain_id, content, {", ".join(_META_NAMES)} FROM "{self.table}" s '
                 f"WHERE {self._since_reflection()} ORDER BY s.stored_at",
@@ -401,8 +395,7 @@ class MemoryStore:
         ids = [i for i in ids if i != by_id]
         if not ids:
             return 0
-        rows = await _run(
-            self.engine,
+        rows = await self.db.run(
             (
                 f"UPDATE \"{self.table}\" SET status = 'superseded', superseded_by = :by "
                 "WHERE user_id = :user_id AND langchain_id = ANY(CAST(:ids AS uuid[])) "
@@ -421,8 +414,7 @@ class MemoryStore:
         Returns the new importance, or ``None`` when the memory does not exist.
         """
         validate_id(user_id, "user_id")
-        rows = await _run(
-            self.engine,
+        rows = await self.db.run(
             (
                 f'UPDATE "{self.table}" SET importance = LEAST(1.0, importance + :bump), '
                 "access_count = COALESCE(access_count, 0) + 1, last_accessed_at = now(), "
@@ -445,8 +437,7 @@ class MemoryStore:
     async def extend_expiry(self, user_id: str, memory_id: str, until: datetime | None) -> bool:
         """Make a memory live at least ``until`` (``None``: never expire); True if found."""
         validate_id(user_id, "user_id")
-        rows = await _run(
-            self.engine,
+        rows = await self.db.run(
             (
                 f'UPDATE "{self.table}" SET expires_at = CASE '
                 "WHEN expires_at IS NULL OR CAST(:forever AS boolean) THEN NULL "
@@ -466,8 +457,7 @@ class MemoryStore:
         Returns whether the user has such a memory.
         """
         validate_id(user_id, "user_id")
-        rows = await _run(
-            self.engine,
+        rows = await self.db.run(
             (
                 f'UPDATE "{self.table}" SET pinned = :pinned, expires_at = :expires '
                 "WHERE user_id = :user_id AND langchain_id = CAST(:id AS uuid) "
@@ -487,8 +477,7 @@ class MemoryStore:
         validate_id(user_id, "user_id")
         if not ids:
             return 0
-        rows = await _run(
-            self.engine,
+        rows = await self.db.run(
             (
                 f'DELETE FROM "{self.table}" WHERE user_id = :user_id '
                 "AND langchain_id = ANY(CAST(:ids AS uuid[])) RETURNING langchain_id",
@@ -501,7 +490,7 @@ class MemoryStore:
 
     async def users(self) -> list[str]:
         """Every user that has memories (for maintenance of all users)."""
-        rows = await _run(self.engine, f'SELECT DISTINCT user_id FROM "{self.table}" ORDER BY 1')
+        rows = await self.db.run(f'SELECT DISTINCT user_id FROM "{self.table}" ORDER BY 1')
         return [r["user_id"] for r in rows]
 
     async def expired(self, user_id: str) -> list[Memory]:
@@ -530,8 +519,7 @@ class MemoryStore:
         """Pairs of the user's active memories of one kind at least this similar (cosine)."""
         validate_id(user_id, "user_id")
         active = ACTIVE.replace("status", "{t}.status").replace("expires_at", "{t}.expires_at")
-        rows = await _run(
-            self.engine,
+        rows = await self.db.run(
             (
                 "SELECT a.langchain_id AS a, b.langchain_id AS b, "
                 "1 - (a.embedding <=> b.embedding) AS similarity "
@@ -550,8 +538,7 @@ class MemoryStore:
 
     async def _select(self, user_id: str, condition: str, params: dict[str, Any]) -> list[Memory]:
         validate_id(user_id, "user_id")
-        rows = await _run(
-            self.engine,
+        rows = await self.db.run(
             (
                 f'SELECT langchain_id, content, {", ".join(_META_NAMES)} FROM "{self.table}" '
                 f"WHERE user_id = :user_id AND {condition} ORDER BY stored_at",
@@ -562,8 +549,7 @@ class MemoryStore:
 
     async def count(self, user_id: str) -> dict[str, int]:
         """Number of memories of the user per kind."""
-        rows = await _run(
-            self.engine,
+        rows = await self.db.run(
             (
                 f'SELECT kind, count(*) AS n FROM "{self.table}" WHERE user_id = :user_id '
                 "GROUP BY kind",
@@ -580,8 +566,7 @@ class MemoryStore:
         or compared (``recall_mode='flat'``).
         """
         validate_id(user_id, "user_id")
-        rows = await _run(
-            self.engine,
+        rows = await self.db.run(
             (
                 f'SELECT langchain_id, content, {", ".join(_META_NAMES)} FROM "{self.table}" '
                 f"WHERE user_id = :user_id AND {ACTIVE} "
@@ -621,23 +606,3 @@ def _vector_literal(vector: list[float]) -> str:
 
 def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
-
-
-async def _run(engine: PGEngine, *statements: str | tuple[str, dict[str, Any]]) -> list[Any]:
-    """Run statements in one transaction on the engine's loop; return the last rows.
-
-    `PGEngine` owns a background event loop; running our SQL there (like the vector
-    store does) keeps connections valid whichever loop the caller is on.
-    """
-
-    async def go() -> list[Any]:
-        rows: list[Any] = []
-        async with engine._pool.connect() as conn:
-            for stmt in statements:
-                sql, params = (stmt, {}) if isinstance(stmt, str) else stmt
-                result = await conn.execute(text(sql), params)
-                rows = [dict(r) for r in result.mappings()] if result.returns_rows else []
-            await conn.commit()
-        return rows
-
-    return await engine._run_as_async(go())

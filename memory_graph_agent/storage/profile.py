@@ -32,8 +32,9 @@ from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.exceptions import WatchError
 
-from memory_graph_agent.ids import validate_id
 from memory_graph_agent.metrics import redis_op
+from memory_graph_agent.storage.keys import RedisKeys
+from memory_graph_agent.storage.outages import guarded
 from memory_graph_agent.storage.window import parse_ts
 
 _KEY = re.compile(r"[^a-z0-9_]+")
@@ -138,24 +139,25 @@ def _merge_ids(old: Iterable[str], new: Iterable[str]) -> list[str]:
     return merged[-MAX_SOURCE_IDS:]
 
 
+@guarded("redis")
 class ProfileStore:
     """Read and write the per-user profile and its history."""
 
     def __init__(self, redis: Redis, prefix: str = "mem") -> None:
         self.redis = redis
-        self.prefix = prefix
+        self.keys = RedisKeys(prefix)
 
     def key(self, user_id: str) -> str:
         """The Redis key of a user's current profile (a hash)."""
-        return f"{self.prefix}:profile:{validate_id(user_id, 'user_id')}"
+        return self.keys.user("profile", user_id)
 
     def history_key(self, user_id: str) -> str:
         """The Redis key of a user's profile history (a list, oldest first)."""
-        return f"{self.prefix}:profile_history:{validate_id(user_id, 'user_id')}"
+        return self.keys.user("profile_history", user_id)
 
     def forgotten_key(self, user_id: str) -> str:
         """The Redis key of when each forgotten fact key was forgotten (a hash)."""
-        return f"{self.prefix}:profile_forgotten:{validate_id(user_id, 'user_id')}"
+        return self.keys.user("profile_forgotten", user_id)
 
     async def _transact(
         self,

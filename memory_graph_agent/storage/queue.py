@@ -22,8 +22,9 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from memory_graph_agent.ids import validate_id
 from memory_graph_agent.metrics import redis_op
+from memory_graph_agent.storage.keys import RedisKeys
+from memory_graph_agent.storage.outages import guarded
 from memory_graph_agent.storage.window import StoredMessage
 
 _CLAIM = """
@@ -97,12 +98,13 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+@guarded("redis")
 class PendingQueue:
     """Claim, complete, fail and re-drive the overflow batches of a thread."""
 
     def __init__(self, redis: Redis, prefix: str = "mem") -> None:
         self.redis = redis
-        self.prefix = prefix
+        self.keys = RedisKeys(prefix)
         self._claim = redis.register_script(_CLAIM)
         self._complete = redis.register_script(_COMPLETE)
         self._fail = redis.register_script(_FAIL)
@@ -110,9 +112,7 @@ class PendingQueue:
 
     def key(self, kind: str, user_id: str, thread_id: str) -> str:
         """The Redis key of one of this thread's queue structures."""
-        validate_id(user_id, "user_id")
-        validate_id(thread_id, "thread_id")
-        return f"{self.prefix}:{kind}:{user_id}:{thread_id}"
+        return self.keys.thread(kind, user_id, thread_id)
 
     def _keys(self, user_id: str, thread_id: str, *kinds: str) -> list[str]:
         return [self.key(k, user_id, thread_id) for k in kinds]

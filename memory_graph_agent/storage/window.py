@@ -30,9 +30,11 @@ from langchain_core.messages import (
 from redis.asyncio import Redis
 from redis.exceptions import WatchError
 
-from memory_graph_agent.budgets import cut_to_recent_turns
 from memory_graph_agent.ids import validate_id
 from memory_graph_agent.metrics import redis_op
+from memory_graph_agent.storage.keys import RedisKeys
+from memory_graph_agent.storage.outages import guarded
+from memory_graph_agent.turns import cut_to_recent_turns, turn_boundary_cut
 
 RECALL_TOOL = "search_memory"
 """Tool whose results are stored memory already (see `StoredMessage.render`)."""
@@ -135,37 +137,17 @@ def parse_ts(value: str) -> datetime:
     return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
 
 
-def turn_boundary_cut(items: list[StoredMessage], window_size: int) -> int:
-    """How many of the oldest messages to move out so at most ``window_size`` remain.
-
-    The cut always lands on a turn boundary: preferably just before a human message;
-    never just before a tool message (that would separate an AI tool call from its
-    results). Returns 0 when no safe cut exists yet.
-    """
-    excess = len(items) - window_size
-    if excess <= 0:
-        return 0
-    for c in range(excess, len(items)):
-        if items[c].role == "human":
-            return c
-    for c in range(excess, len(items)):
-        if items[c].role != "tool" and not (items[c - 1].role == "ai" and items[c - 1].tool_calls):
-            return c
-    return 0
-
-
+@guarded("redis")
 class WindowStore:
     """The working window and pending list of each (user, thread) in Redis."""
 
     def __init__(self, redis: Redis, prefix: str = "mem") -> None:
         self.redis = redis
-        self.prefix = prefix
+        self.keys = RedisKeys(prefix)
         self._push_once = redis.register_script(_PUSH_ONCE)
 
     def _key(self, kind: str, user_id: str, thread_id: str) -> str:
-        validate_id(user_id, "user_id")
-        validate_id(thread_id, "thread_id")
-        return f"{self.prefix}:{kind}:{user_id}:{thread_id}"
+        return self.keys.thread(kind, user_id, thread_id)
 
     @redis_op("push")
     async def push(self, user_id: str, thread_id: str, messages: list[StoredMessage]) -> int:
@@ -282,7 +264,9 @@ class WindowStore:
         validate_id(user_id, "user_id")
         found: set[str] = set()
         for kind in ("window", "pending", "processing", "dead"):
-            async for key in self.redis.scan_iter(match=f"{self.prefix}:{kind}:{user_id}:*"):
+            async for key in self.redis.scan_iter(
+                match=self.keys.threads_pattern(user_id).replace(":*:", f":{kind}:", 1)
+            ):
                 k = key.decode() if isinstance(key, bytes) else key
                 found.add(k.rsplit(":", 1)[1])
         return sorted(found)

@@ -41,7 +41,7 @@ def _thread() -> str:
 
 async def stored_of(services, user_id: str) -> dict[str, Any]:
     """Everything stored under the user's id: Redis keys, rows of memories_* and episodes."""
-    prefix = services.window.prefix
+    prefix = services.keys.prefix
     keys = [k async for k in services.redis.scan_iter(match=f"{prefix}:*", count=1000)]
     rows = {}
     async with await psycopg.AsyncConnection.connect(os.environ["DATABASE_URL"]) as conn:
@@ -178,19 +178,19 @@ async def test_hostile_thread_id_is_rejected_before_anything_is_stored(
 @pytest.mark.parametrize("bad_id", [*HOSTILE_IDS.values(), ""], ids=[*HOSTILE_IDS, "empty"])
 async def test_hostile_or_empty_user_id_is_rejected(agent, services, bad_id):
     with pytest.raises(InvalidIdError, match="user_id"):
-        Context(user_id=bad_id, model="registered:none", embedding_model=EMBEDDING)
+        Context(user_id=bad_id, model="registered:none")
     # the same through the graph's context (a dict, as Studio and the SDK send it)
     with pytest.raises(ValueError, match="user_id"):
         await agent.ainvoke(
             {"messages": [HumanMessage("hello")]},
             {"configurable": {"thread_id": _thread()}},
-            context={"user_id": bad_id, "embedding_model": EMBEDDING},
+            context={"user_id": bad_id},
         )
 
 
 def test_missing_user_id_defaults_to_default_user(monkeypatch):
     monkeypatch.delenv("USER_ID", raising=False)
-    assert Context(model="registered:none", embedding_model=EMBEDDING).user_id == "default-user"
+    assert Context(model="registered:none").user_id == "default-user"
 
 
 @pytest.mark.parametrize(
@@ -213,7 +213,7 @@ async def test_invalid_context_values_are_rejected_before_the_run(
         await agent.ainvoke(
             {"messages": [HumanMessage("hello")]},
             {"configurable": {"thread_id": _thread()}},
-            context={"user_id": user_id, "embedding_model": EMBEDDING, field: value},
+            context={"user_id": user_id, field: value},
         )
     await assert_nothing_stored(services, user_id)
 

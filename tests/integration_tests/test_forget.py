@@ -41,7 +41,7 @@ async def _user_tables(database_url: str) -> list[str]:
 async def snapshot(services, database_url: str, user: str, threads: list[str]) -> dict[str, Any]:
     """Everything of one user: Redis keys with their values, rows per table, checkpoints."""
     redis = services.redis
-    prefix = services.window.prefix
+    prefix = services.keys.prefix
     keys = sorted([k async for k in redis.scan_iter(match=f"{prefix}:*", count=1000) if user in k])
     # thread ownership marks carry the user in their value, not their name
     for thread in threads:
@@ -97,7 +97,7 @@ async def two_users(agent, make_context, services, memory_env):
 async def test_forget_deletes_one_user_and_nothing_of_another(two_users, services):
     db, users = two_users
     (a, a_threads), (b, b_threads) = users.items()
-    prefix = services.window.prefix
+    prefix = services.keys.prefix
     # extra keys of A of kinds the agent may add later, e.g. dead letters
     await services.redis.rpush(f"{prefix}:dead:{a}:{a_threads[0]}", "{}")
     await services.redis.set(f"{prefix}:custom:{a}", "x")
@@ -114,7 +114,7 @@ async def test_forget_deletes_one_user_and_nothing_of_another(two_users, service
         assert snap["checkpoints"]["checkpoints"] > 0
         assert snap["rows"]["memory_decisions"] >= 3  # a decision per summary and reflection
 
-    report = await forget_user(a, redis=services.redis, database_url=db, prefix=prefix)
+    report = await forget_user(a, redis=services.redis, db=services.db, prefix=prefix)
 
     assert report["user_id"] == a and set(report["threads"]) == set(a_threads)
     assert report["shared_threads"] == []
@@ -133,13 +133,13 @@ async def test_forget_deletes_one_user_and_nothing_of_another(two_users, service
     assert set(after_a["checkpoints"].values()) == {0}
     assert await snapshot(services, db, b, b_threads) == before_b, "B was touched"
 
-    again = await forget_user(a, redis=services.redis, database_url=db, prefix=prefix)
+    again = await forget_user(a, redis=services.redis, db=services.db, prefix=prefix)
     assert again["redis_keys"] == 0 and sum(again["memories"].values()) == 0
 
 
 async def test_forget_matches_the_user_segment_exactly(agent, make_context, services, memory_env):
     """A thread of B named like A's user id, or a user id that extends A's, is not A's."""
-    db, prefix = memory_env["DATABASE_URL"], services.window.prefix
+    db, prefix = memory_env["DATABASE_URL"], services.keys.prefix
     a = _id("ua")
     b, longer = _id("ub"), f"{a}.x"
     await converse(agent, make_context, a, [_id("ta"), _id("ta")])
@@ -148,7 +148,7 @@ async def test_forget_matches_the_user_segment_exactly(agent, make_context, serv
     before_b = await snapshot(services, db, b, [a])
     before_longer = await snapshot(services, db, longer, [])
 
-    report = await forget_user(a, redis=services.redis, database_url=db, prefix=prefix)
+    report = await forget_user(a, redis=services.redis, db=services.db, prefix=prefix)
 
     assert a not in report["threads"]
     assert await snapshot(services, db, b, [a]) == before_b
@@ -161,7 +161,7 @@ async def test_forget_matches_the_user_segment_exactly(agent, make_context, serv
 async def test_forget_reports_a_thread_another_user_also_used(
     agent, make_context, services, memory_env
 ):
-    db, prefix = memory_env["DATABASE_URL"], services.window.prefix
+    db, prefix = memory_env["DATABASE_URL"], services.keys.prefix
     a, b, shared = _id("ua"), _id("ub"), _id("shared")
     await say(agent, make_context(user_id=a), shared, "A talks in the shared thread")
     # data from before thread ownership was enforced: drop the mark so B can write
@@ -169,7 +169,7 @@ async def test_forget_reports_a_thread_another_user_also_used(
     await say(agent, make_context(user_id=b), shared, "B talks in the shared thread")
     b_keys = sorted([k async for k in services.redis.scan_iter(match=f"{prefix}:*:{b}:*")])
 
-    report = await forget_user(a, redis=services.redis, database_url=db, prefix=prefix)
+    report = await forget_user(a, redis=services.redis, db=services.db, prefix=prefix)
 
     assert report["shared_threads"] == [shared]
     assert report["checkpoints"]["checkpoints"] > 0  # erasure wins over the shared thread
@@ -180,7 +180,7 @@ async def test_forget_reports_a_thread_another_user_also_used(
 
 async def test_forget_user_rejects_a_pattern_as_user_id(services, memory_env):
     with pytest.raises(ValueError, match="invalid user_id"):
-        await forget_user("*", redis=services.redis, database_url=memory_env["DATABASE_URL"])
+        await forget_user("*", redis=services.redis, db=services.db)
 
 
 # ------------------------------------------------------------------ CLI
@@ -258,7 +258,7 @@ async def test_forget_empties_this_process_buffer_of_the_user(services, memory_e
     window_buffer.add(a, thread, [msg])
     window_buffer.add(b, thread, [other])
     try:
-        report = await forget_user(a, redis=services.redis, database_url=memory_env["DATABASE_URL"])
+        report = await forget_user(a, redis=services.redis, db=services.db)
         assert report["buffered_messages"] == 1 and thread in report["threads"]
         assert window_buffer.take(a, thread) == []
         assert window_buffer.take(b, thread) == [other]

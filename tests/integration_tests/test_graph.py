@@ -78,7 +78,7 @@ async def test_every_evicted_message_is_in_exactly_one_summary(agent, make_conte
     thread = _thread()
     for i in range(25):
         await say(agent, ctx, thread, f"message number {i} about {TOPICS[i]}")
-    seen = await services.redis.smembers(f"{services.window.prefix}:seen:{ctx.user_id}:{thread}")
+    seen = await services.redis.smembers(services.keys.thread("seen", ctx.user_id, thread))
     window = {m.id for m in await services.window.window(ctx.user_id, thread)}
     pending = {m.id for _, m in await services.window.pending(ctx.user_id, thread)}
     left = set(seen) - window
@@ -228,7 +228,7 @@ async def test_reflection_that_invents_entities_is_skipped(agent, make_context, 
     for i in range(3):
         state = await say(agent, ctx, thread, f"turn {i}")
     assert await services.memories.count(ctx.user_id) == {"summary": 2}
-    assert any("reflect: model failed" in e for e in state["memory_events"])
+    assert any("reflect: model failed" in e["text"] for e in state["memory_events"])
 
 
 async def test_unavailable_chat_model_gives_a_clear_error_and_loses_nothing(
@@ -339,4 +339,4 @@ async def test_consolidate_writes_only_for_the_runs_own_user_and_thread(
 
     assert await services.memories.list(victim) == []
     assert await services.memories.list(attacker.user_id, kind="summary") == []
-    assert any("not this run's" in e for e in state["memory_events"]), state["memory_events"]
+    assert any("not this run's" in e["text"] for e in state["memory_events"]), state["memory_events"]

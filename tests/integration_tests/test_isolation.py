@@ -200,7 +200,7 @@ async def test_cli_refuses_a_thread_of_another_user(
         assert await asyncio.to_thread(main, command) == 2
         out = " ".join(capsys.readouterr().out.split())
         assert out.startswith("error:") and "belongs to another user" in out, out
-    prefix = services.window.prefix
+    prefix = services.keys.prefix
     assert [k async for k in services.redis.scan_iter(match=f"{prefix}:*{intruder}*")] == []
     assert [m.id for m in await services.window.window(owner.user_id, thread)] == before
     assert not any("SECRET-owner-PIN" in str(p) for p in model.prompts)

@@ -28,8 +28,8 @@ from memory_graph_agent.local.chat_model import (
 )
 from memory_graph_agent.models import load_chat_model
 from memory_graph_agent.schemas import ConsolidationDecision, ExtractedFact, FactList, ReflectionOut
-from memory_graph_agent.storage.failsafe import outages
-from memory_graph_agent.utils import invoke_structured
+from memory_graph_agent.storage.outages import outages
+from memory_graph_agent.llm import invoke_structured
 from tests.conftest import say
 
 pytestmark = pytest.mark.local_model
@@ -137,11 +137,11 @@ async def test_a_dead_server_is_restarted_and_the_turn_says_so_once(
 
     state = await say(agent, ctx, thread, "Are you still there?")
     assert state["messages"][-1].type == "ai" and str(state["messages"][-1].content).strip()
-    crash_events = [e for e in state["memory_events"] if "local model server crashed" in e]
+    crash_events = [e for e in state["memory_events"] if "local model server crashed" in e["text"]]
     assert len(crash_events) == 1 and "signal 9" in crash_events[0]
 
     state = await say(agent, ctx, thread, "Good.")
-    assert not [e for e in state["memory_events"] if "crashed" in e]
+    assert not [e for e in state["memory_events"] if "crashed" in e["text"]]
 
 
 def test_missing_model_package_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -187,7 +187,7 @@ async def test_a_server_crash_during_summarizing_loses_nothing_and_is_told_once(
     for text in ["I live in Lisbon.", "I have two cats.", "I play the cello."]:
         state = await say(agent, ctx, thread, text)
         assert str(state["messages"][-1].content).strip(), "every turn is answered"
-        events += state["memory_events"]
+        events += [e["text"] for e in state["memory_events"]]
 
     summaries = await services.memories.list(ctx.user_id, kind="summary")
     assert summaries and all(s.importance == 0.3 for s in summaries), "raw-text fallback"

@@ -60,7 +60,7 @@ async def test_maintenance_graph_expires_evicts_compacts_and_keeps_pins(
     other = f"u-{uuid.uuid4().hex[:10]}"
     seeded = await _seed(services, user_id)
     theirs = await _seed(services, other)
-    graph = build_maintenance_graph()
+    graph = build_maintenance_graph(services)
     ctx = make_context()
 
     dry = await graph.ainvoke({"user_id": user_id, "dry_run": True}, context=ctx)
@@ -109,7 +109,7 @@ async def test_maintenance_graph_expires_evicts_compacts_and_keeps_pins(
 async def test_maintenance_respects_the_context_thresholds(make_context, services, user_id):
     seeded = await _seed(services, user_id)
     ctx = make_context(evict_after_days=365, duplicate_similarity=1.01)
-    state = await build_maintenance_graph().ainvoke({"user_id": user_id}, context=ctx)
+    state = await build_maintenance_graph(services).ainvoke({"user_id": user_id}, context=ctx)
     assert state["evicted"] == [] and state["compacted"] == []
     assert [e["id"] for e in state["expired"]] == [seeded["expired"].id]
 
@@ -168,7 +168,7 @@ async def test_a_compaction_keeper_lives_as_long_as_its_longest_lived_duplicate(
     )
     for memory in (keep, drop):
         await services.memories.add(memory)
-    state = await build_maintenance_graph().ainvoke({"user_id": user_id}, context=make_context())
+    state = await build_maintenance_graph(services).ainvoke({"user_id": user_id}, context=make_context())
     assert [(e["id"], e["kept"]) for e in state["compacted"]] == [(drop.id, keep.id)]
     (kept,) = await services.memories.get(user_id, [keep.id])
     assert kept.status == "active" and kept.expires_at == drop.expires_at

@@ -66,11 +66,8 @@ async def _insert_crowd(services, users: list[str], direction: list[float]) -> N
 
 
 @pytest.fixture(scope="module")
-async def crowd(memory_env):
+async def crowd(services):
     """1,000 users sharing the tables; returns (their ids, the question's vector)."""
-    from memory_graph_agent.services import get_services
-
-    services = await get_services("local:all-minilm-l6-v2")
     direction = await services.embeddings.aembed_query(QUESTION)
     users = [f"crowd-{uuid.uuid4().hex[:6]}-{n}" for n in range(USERS)]
     await _insert_crowd(services, users, direction)  # ~10k HNSW inserts: 20-40 s

@@ -159,12 +159,12 @@ async def test_tool_mode_does_not_search_and_falls_back_without_tool_calling(
     await _remember(services, ctx.user_id, SISTER, 0.8)
     state = await say(agent, ctx, _thread(), "What does my sister do?")
     assert state["recalled"] == []  # the model searches with search_memory instead
-    assert any("tool mode" in e for e in state["memory_events"])
+    assert any("tool mode" in e["text"] for e in state["memory_events"])
 
     no_tools = make_context(recall_mode="tool", model_obj=NoToolsModel())
     state = await say(agent, no_tools, _thread(), "What does my sister do?")
     assert [m["text"] for m in state["recalled"]] == [SISTER]
-    assert any("cannot call tools" in e and "auto" in e for e in state["memory_events"])
+    assert any("cannot call tools" in e and "auto" in e["text"] for e in state["memory_events"])
 
 
 async def test_every_mode_respects_the_token_budget(agent, make_context, services):

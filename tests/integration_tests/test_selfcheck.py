@@ -131,7 +131,7 @@ def test_a_storage_failure_event_stops_the_demo() -> None:
 
 
 def test_a_crashed_backend_becomes_one_memory_event(private_home: Path) -> None:
-    from memory_graph_agent.storage.failsafe import outages
+    from memory_graph_agent.storage.outages import outages
     from memory_graph_agent.utils import events_so_far
 
     urls = embedded.ensure_services()

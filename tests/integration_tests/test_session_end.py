@@ -113,9 +113,9 @@ async def test_a_rejected_session_end_loses_nothing(agent, make_context, service
     await _assert_archived(services, ctx.user_id, thread, ids)
 
 
-async def test_chat_new_archives_the_thread_and_the_next_one_recalls_it(monkeypatch, capsys):
-    from memory_graph_agent.services import get_services
-
+async def test_chat_new_archives_the_thread_and_the_next_one_recalls_it(
+    monkeypatch, capsys, services
+):
     model = ScriptedChatModel()
     monkeypatch.setenv("MODEL", register_chat_model(f"chat-{uuid.uuid4().hex[:6]}", model))
     user, thread = f"u-{uuid.uuid4().hex[:8]}", _thread()
@@ -133,7 +133,6 @@ async def test_chat_new_archives_the_thread_and_the_next_one_recalls_it(monkeypa
     assert code == 0, out
     assert f"thread {thread} archived into long-term memory" in out
     assert "marine biologist" in model.system_prompts()[-1]  # recalled in the new thread
-    services = await get_services("local:all-minilm-l6-v2")
     assert await services.window.window(user, thread) == []
     assert await services.episodes.unsummarized(user, thread) == []
     new_threads = set(await services.window.threads(user)) - {thread}
@@ -183,7 +182,7 @@ async def test_session_end_during_a_log_outage_moves_nothing_and_can_be_retried(
     monkeypatch.setattr(services.episodes, "append", postgres_down)
     state = await end_session(agent, ctx, thread)
     assert not archived(state)
-    assert any("session end deferred" in e for e in state["memory_events"])
+    assert any("session end deferred" in e["text"] for e in state["memory_events"])
     assert [m.id for m in await services.window.window(ctx.user_id, thread)] == ids
     assert [m.id for m in state["messages"]] == ids and state["end_session"] is False
     monkeypatch.setattr(services.episodes, "append", real_append)

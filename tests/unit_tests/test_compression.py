@@ -8,7 +8,6 @@ from memory_graph_agent.budgets import (
     batch_that_fits,
     count_tokens,
     cut_to_recent_turns,
-    fit_to_budget,
     messages_over_budget,
     messages_within_budget,
     prompt_tokens,
@@ -61,7 +60,7 @@ def test_fit_to_budget_drops_whole_old_turns_but_never_the_last():
     # each turn ~2,000 tokens, the last (with its tool chain) ~3,000
     kept = messages_within_budget("system", messages, 5600)
     assert [m.id for m in kept][:1] == ["h2"] and kept[-1].id == "a3"
-    assert fit_to_budget("system", messages, 100_000) == 0
+    assert messages_within_budget("system", messages, 100_000) == messages
     only_last = messages_within_budget("system", messages, 100)
     assert [m.id for m in only_last] == ["h3", "c3", "t3", "a3"]  # too big, kept whole
     assert len(messages_within_budget("system", messages, 100, min_turns=2)) == 6

@@ -6,7 +6,7 @@ import json
 
 from memory_graph_agent.facts import extract_facts, facts_grounded, value_is_grounded
 from memory_graph_agent.storage.profile import Fact
-from memory_graph_agent.utils import render_profile
+from memory_graph_agent.rendering import render_profile
 from tests.fakes import ScriptedChatModel, prompt_text
 
 SAID = "The user said: I used to like Java, but now I prefer Go. What is C#?"

@@ -2,7 +2,8 @@
 
 import logging
 
-from memory_graph_agent.storage.failsafe import Outages, WindowBuffer
+from memory_graph_agent.storage.failsafe import WindowBuffer
+from memory_graph_agent.storage.outages import Outages
 from memory_graph_agent.storage.window import StoredMessage
 
 
@@ -12,7 +13,7 @@ def _msg(i: int) -> StoredMessage:
 
 def test_an_outage_is_logged_once_and_its_end_once(caplog):
     outages = Outages()
-    with caplog.at_level(logging.WARNING, logger="memory_graph_agent.storage.failsafe"):
+    with caplog.at_level(logging.WARNING, logger="memory_graph_agent.storage.outages"):
         for _ in range(50):
             outages.failed("redis", ConnectionError("refused"))
         assert outages.is_down("redis")
@@ -36,7 +37,7 @@ def test_buffer_keeps_order_dedupes_and_hands_back_per_thread():
 
 def test_buffer_is_bounded_and_drops_the_oldest(caplog):
     buf = WindowBuffer(max_messages=3)
-    with caplog.at_level(logging.ERROR, logger="memory_graph_agent.storage.failsafe"):
+    with caplog.at_level(logging.ERROR, logger="memory_graph_agent.storage.outages"):
         dropped = buf.add("u", "t", [_msg(i) for i in range(5)])
     assert dropped == 2 and len(buf) == 3
     assert [m.id for m in buf.take("u", "t")] == ["m2", "m3", "m4"]

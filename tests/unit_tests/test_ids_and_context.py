@@ -7,6 +7,7 @@ from dataclasses import fields
 import pytest
 
 from graph.context import Context
+from memory_graph_agent.models import default_embedding_model
 from memory_graph_agent.ids import InvalidIdError, validate_id
 from memory_graph_agent.storage.memories import _IterativeHNSW
 
@@ -140,14 +141,14 @@ def test_out_of_range_arguments_rejected():
 def test_default_models_offline():
     ctx = Context()
     assert ctx.model == "local:smollm2"
-    assert ctx.embedding_model == "local:all-minilm-l6-v2"
+    assert default_embedding_model() == "local:all-minilm-l6-v2"
 
 
 def test_default_models_with_openai_key(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     ctx = Context()
     assert ctx.model.startswith("openai:")
-    assert ctx.embedding_model.startswith("openai:")
+    assert default_embedding_model().startswith("openai:")
     # an explicit model still wins over the key-based default
     assert Context(model="local:smollm2").model == "local:smollm2"
 

@@ -17,7 +17,7 @@ from graph.state import State
 from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.profile import Fact
 from memory_graph_agent.storage.window import StoredMessage
-from memory_graph_agent.utils import render_memory
+from memory_graph_agent.rendering import render_memory
 from nodes.consolidate import consolidate, merge_thread_summary
 from nodes.load_profile import load_profile
 from nodes.recall import recall

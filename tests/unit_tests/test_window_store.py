@@ -17,7 +17,8 @@ from langchain_core.messages import (
 )
 
 from memory_graph_agent.ids import InvalidIdError
-from memory_graph_agent.storage.window import StoredMessage, turn_boundary_cut
+from memory_graph_agent.storage.window import StoredMessage
+from memory_graph_agent.turns import turn_boundary_cut
 
 TS = "2026-01-02T03:04:05+00:00"
 

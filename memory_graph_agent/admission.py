@@ -1,0 +1,96 @@
+"""Start of a turn: check the input and the thread's owner, then read the profile.
+
+`start_turn` is the first step of every turn, so a rejected turn raises before
+anything is written. A thread belongs to the first user who wrote to it; another
+user's turn on it is rejected, so nobody reads someone else's conversation through a
+guessed thread id. "New" messages are those of the state not yet in the thread's Redis
+window: the caller's input, plus any message an earlier failed turn left in the
+checkpointed thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import AnyMessage, HumanMessage
+
+from memory_graph_agent.records import MemoryEvent, ProfileChange, event
+from memory_graph_agent.services import Services
+from memory_graph_agent.storage.outages import StoreUnavailable
+from memory_graph_agent.validation import (
+    ThreadOwnershipError,
+    check_id,
+    limits_of,
+    validate_turn,
+)
+
+
+@dataclass
+class TurnStart:
+    """The profile to answer with, and whether this turn archives the session."""
+
+    profile: dict[str, dict[str, Any]] = field(default_factory=dict)
+    changes: list[ProfileChange] = field(default_factory=list)
+    end_session: bool = False
+    events: list[MemoryEvent] = field(default_factory=list)
+
+
+async def start_turn(
+    services: Services,
+    settings: Any,
+    thread_id: str,
+    messages: Sequence[AnyMessage],
+    end_session: bool,
+) -> TurnStart:
+    """Validate the turn, admit the user to the thread, load their profile.
+
+    Args:
+        services: The stores.
+        settings: The run's settings (``user_id``, limits, ``change_note_days``).
+        thread_id: The run's thread.
+        messages: Every message of the checkpointed state, the turn's input last.
+        end_session: Whether the caller asked to archive the thread.
+
+    Raises:
+        InvalidInputError: The input breaks a rule of `memory_graph_agent.validation`.
+        ThreadOwnershipError: The thread belongs to another user.
+    """
+    user_id = check_id(settings.user_id, "user_id")
+    check_id(thread_id, "thread_id")
+    max_chars, max_messages = limits_of(settings)
+    messages = list(messages)
+    validate_turn(
+        messages,
+        messages[-1:],
+        max_chars=max_chars,
+        max_messages=max_messages,
+        end_session=end_session,
+    )
+    try:
+        admission = await services.threads.admit(user_id, thread_id, [m.id for m in messages])
+        unseen = set(admission.unseen)
+        new = [m for m in messages if m.id in unseen]
+        if admission.owner != user_id:
+            raise ThreadOwnershipError(
+                f"thread {thread_id!r} belongs to another user; use a thread id of your own",
+                [m.id for m in new],
+            )
+        # A session end archives; a turn that brings a new user message is answered,
+        # whatever ``end_session`` an earlier, failed run left in the checkpoint.
+        end_session = end_session and not any(isinstance(m, HumanMessage) for m in new)
+        validate_turn(
+            messages, new, max_chars=max_chars, max_messages=max_messages, end_session=end_session
+        )
+        profile = await services.profile.get(user_id)
+        changes = await services.profile.recent_changes(user_id, settings.change_note_days)
+    except StoreUnavailable:  # answer without the profile rather than not at all
+        return TurnStart(
+            end_session=end_session,
+            events=[event("load_profile", "unavailable", "profile: Redis unavailable, none loaded")],
+        )
+    text = f"profile: {len(profile)} facts loaded"
+    if changes:
+        text += f", {len(changes)} recent changes noted"
+    return TurnStart(profile, changes, end_session, [event("load_profile", "loaded", text)])

@@ -1,0 +1,82 @@
+"""Guarded model calls of the memory nodes, each tagged with its purpose.
+
+Every call carries the tags ``memory`` and ``prompt:<purpose>`` (e.g.
+``prompt:summarize``): a stream of the user's reply can leave memory's tokens out, and a
+test's fake model answers by purpose (`tests.fakes`), never by guessing from the text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+from pydantic import BaseModel, ValidationError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T", bound=BaseModel)
+
+Purpose = Literal["summarize", "extract_facts", "reflect", "consolidate"]
+MEMORY_TAG = "memory"
+
+
+def tagged(purpose: Purpose) -> RunnableConfig:
+    """The run config of a memory model call for ``purpose``."""
+    return {"tags": [MEMORY_TAG, f"prompt:{purpose}"], "metadata": {"prompt": purpose}}
+
+
+async def invoke_text(
+    model: BaseChatModel, prompt: str, timeout_s: float, purpose: Purpose
+) -> str:
+    """Call the model with one user prompt; raise on timeout, error or empty output."""
+    reply = await asyncio.wait_for(
+        model.ainvoke([HumanMessage(prompt)], tagged(purpose)), timeout_s
+    )
+    text = reply.text if not isinstance(reply.content, str) else reply.content
+    if not text.strip():
+        raise ValueError("model returned an empty answer")
+    return text.strip()
+
+
+async def invoke_structured(
+    model: BaseChatModel, schema: type[T], prompt: str, timeout_s: float, purpose: Purpose
+) -> T | None:
+    """Call the model constrained by ``schema``; ``None`` (logged) on any failure."""
+    try:
+        runnable = model.with_structured_output(schema)
+        result = await asyncio.wait_for(
+            runnable.ainvoke([HumanMessage(prompt)], tagged(purpose)), timeout_s
+        )
+        if isinstance(result, dict):
+            result = schema.model_validate(result)
+        if not isinstance(result, schema):
+            raise ValueError(f"expected {schema.__name__}, got {type(result).__name__}")
+        return result
+    except (TimeoutError, ValidationError, ValueError, NotImplementedError) as exc:
+        log.warning("structured call for %s failed: %s", schema.__name__, str(exc)[:200])
+    except Exception as exc:  # model/provider errors must not break the memory pipeline
+        log.warning(
+            "structured call for %s raised %s: %s",
+            schema.__name__,
+            type(exc).__name__,
+            str(exc)[:200],
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class MemoryPrompts:
+    """The prompt templates of memory's model calls (`graph.prompts.MEMORY_PROMPTS`)."""
+
+    summarize: str
+    """``{transcript}``."""
+    extract_facts: str
+    """``{summary}``."""
+    consolidate: str
+    """``{new}`` and ``{existing}``."""
+    reflect: str
+    """``{summaries}``."""

@@ -1,0 +1,159 @@
+"""Reflection: distil accumulated summaries into one long-term insight about the user.
+
+Due (Generative-Agents style) when the summed importance of the active summaries since
+the last reflection reaches ``reflect_importance_threshold``, or after ``reflect_after``
+summaries, whichever comes first. The model answers under the `ReflectionOut` schema:
+an insight, which must not invent entities the summaries lack, and at most three stable
+facts, which go through the same grounding and profile path as consolidation's, citing
+the reflection. A failed reflection loses nothing: the summaries stay counted.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory_graph_agent.consolidation import expires_at, record_fact_changes
+from memory_graph_agent.facts import facts_grounded
+from memory_graph_agent.guards import invents_few_entities
+from memory_graph_agent.llm import invoke_structured
+from memory_graph_agent.models import load_chat_model
+from memory_graph_agent.records import MemoryEvent, event
+from memory_graph_agent.rendering import defang, limit_words
+from memory_graph_agent.schemas import ReflectionOut
+from memory_graph_agent.services import Services
+from memory_graph_agent.storage.decisions import Decision
+from memory_graph_agent.storage.memories import Memory
+from memory_graph_agent.storage.outages import StoreUnavailable
+from memory_graph_agent.storage.profile import Fact
+
+log = logging.getLogger(__name__)
+
+REFLECTION_IMPORTANCE = 0.9
+
+
+def reflection_due(count: int, importance: float, settings: Any) -> bool:
+    """Whether ``count`` summaries of summed ``importance`` call for a reflection."""
+    return count >= settings.reflect_after or (
+        count > 0 and importance >= settings.reflect_importance_threshold
+    )
+
+
+@dataclass
+class Reflected:
+    """What `reflect_if_due` did; ``since``/``importance`` are the progress left after it."""
+
+    since: int = 0
+    importance: float = 0.0
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    events: list[MemoryEvent] = field(default_factory=list)
+
+    def note(self, kind: str, text: str) -> None:
+        """Add an event of `reflect`."""
+        self.events.append(event("reflect", kind, text))
+
+
+async def reflect_if_due(services: Services, settings: Any, prompt: str) -> Reflected:
+    """Write a reflection citing its summaries once one is due; propose profile facts."""
+    out = Reflected()
+    user = settings.user_id
+    try:
+        since = await services.memories.summaries_since_reflection(user)
+    except StoreUnavailable:
+        out.note("unavailable", "reflect: skipped (Postgres unavailable)")
+        return out
+    out.since, out.importance = len(since), round(sum(m.importance for m in since), 3)
+    if not reflection_due(out.since, out.importance, settings):
+        out.note(
+            "not_due",
+            f"reflect: skipped ({out.since} < {settings.reflect_after} summaries, importance "
+            f"{out.importance:.2f} < {settings.reflect_importance_threshold})",
+        )
+        return out
+    listing = "\n".join(f"- ({m.created_at:%Y-%m-%d}) {m.text}" for m in since)
+    answer = await invoke_structured(
+        load_chat_model(settings.model),
+        ReflectionOut,
+        prompt.format(summaries=defang(listing)),
+        settings.model_timeout_s,
+        "reflect",
+    )
+    if answer is None or not answer.insight.strip() or not invents_few_entities(
+        answer.insight, listing
+    ):
+        reason = "no answer" if answer is None else f"not grounded: {answer.insight[:80]!r}"
+        log.warning("reflection failed (%s); will retry later", reason)
+        out.note("model_failed", "reflect: model failed, skipped")
+        return out
+    reflection = Memory(
+        user_id=user,
+        kind="reflection",
+        text=limit_words(answer.insight, 200),
+        importance=REFLECTION_IMPORTANCE,
+        source_ids=[m.id for m in since],
+        expires_at=expires_at(settings, REFLECTION_IMPORTANCE),
+    )
+    try:
+        await services.memories.add(reflection)
+        decision, _ = await services.decisions.record(
+            Decision(
+                user_id=user,
+                item_kind="reflection",
+                item_id=reflection.id,
+                action="created",
+                detail={"sources": len(since), "importance_sum": out.importance},
+            )
+        )
+    except StoreUnavailable:  # the summaries stay counted; reflect again later
+        out.note("storage_failed", "reflect: storing failed, will retry")
+        return out
+    out.decisions.append(decision.as_dict())
+    out.note("stored", f"reflect: reflection {reflection.id[:8]} from {len(since)} summaries")
+    out.since, out.importance = 0, 0.0
+    await _propose_facts(services, settings, answer, reflection.id, listing, out)
+    return out
+
+
+async def _propose_facts(
+    services: Services,
+    settings: Any,
+    answer: ReflectionOut,
+    reflection_id: str,
+    listing: str,
+    out: Reflected,
+) -> None:
+    """Grounded facts of the reflection that add a key or confirm a value, never replace.
+
+    A reflection reads older summaries: it must not overwrite what consolidation learned
+    from the user's latest words.
+    """
+    proposed = [
+        Fact(f.key, f.value, f.importance, source_ids=[reflection_id])
+        for f in answer.facts
+        if f.importance >= settings.min_fact_importance
+    ]
+    if not proposed:
+        return
+    facts = facts_grounded(proposed, listing)
+    try:
+        current = await services.profile.get(settings.user_id)
+        facts = [
+            f
+            for f in facts
+            if f.key not in current
+            or current[f.key]["value"].strip().lower() == f.value.strip().lower()
+        ]
+        changes = await services.profile.upsert(settings.user_id, facts, settings.ttl_days)
+        out.decisions += await record_fact_changes(
+            services, settings.user_id, None, reflection_id, changes
+        )
+    except StoreUnavailable:  # the reflection is stored already
+        out.note("facts_skipped", "reflect: proposed facts skipped (service down)")
+        return
+    written = [f"{c.key} {c.action}" for c in changes]
+    out.note(
+        "facts",
+        f"reflect: {len(facts)}/{len(proposed)} proposed facts grounded: "
+        f"{', '.join(written) or 'none'}",
+    )

@@ -1,0 +1,31 @@
+"""The settings the memory domain reads, as a protocol.
+
+The domain never imports the graph: `graph.context.Context` (the run's configuration,
+a Studio form) satisfies `Settings` structurally, and tests may pass any object that does.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class Settings(Protocol):
+    """Knobs the domain functions read (see `graph.context.Context` for their meaning)."""
+
+    user_id: str
+    model: str
+    model_timeout_s: float
+    recall_k: int
+    memory_token_budget: int
+    min_similarity: float
+    weight_relevance: float
+    weight_recency: float
+    weight_importance: float
+    recency_half_life_days: float
+    merge_similarity: float
+    min_fact_importance: float
+    fact_rules: str
+
+    def ttl_days(self, importance: float, pinned: bool = False) -> float | None:
+        """Days an item of this importance lives (``None``: never expires)."""
+        ...

@@ -1,0 +1,128 @@
+"""Outage handling, once, for every store: one exception, one log line per outage.
+
+Each store class is decorated with `guarded`: a driver error from Redis or Postgres is
+recorded in `outages` and re-raised as `StoreUnavailable`, the one exception the rest of
+the code catches to run degraded. `outages` logs one warning when a service goes down and
+one line when it is back (not one per call); the Prometheus counters in
+`memory_graph_agent.metrics` count every failed call.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import psycopg
+from redis.exceptions import RedisError
+from sqlalchemy.exc import SQLAlchemyError
+
+log = logging.getLogger(__name__)
+
+REDIS_DOWN = (RedisError, ConnectionError, OSError, TimeoutError)
+POSTGRES_DOWN = (SQLAlchemyError, psycopg.Error, ConnectionError, OSError, TimeoutError)
+DOWN = {"redis": REDIS_DOWN, "postgres": POSTGRES_DOWN}
+C = TypeVar("C", bound=type)
+
+
+class StoreUnavailable(ConnectionError):
+    """Redis or Postgres did not answer; ``service`` says which."""
+
+    def __init__(self, service: str, cause: BaseException) -> None:
+        super().__init__(f"{service} unavailable ({type(cause).__name__}: {cause})")
+        self.service = service
+
+
+class Outages:
+    """Which backing services are down, with one log line per transition."""
+
+    def __init__(self) -> None:
+        self._down: dict[str, str] = {}
+        self._notices: deque[str] = deque(maxlen=20)
+        self._lock = threading.Lock()
+        self.crash_probe: Callable[[str], str | None] | None = None
+
+    def failed(self, service: str, exc: BaseException) -> None:
+        """Record a failed call; warn only on the first one of an outage.
+
+        A failed Postgres call also asks ``crash_probe`` (set by whoever started an
+        embedded PostgreSQL) whether a server process crashed: each new crash becomes one
+        notice.
+        """
+        with self._lock:
+            first = service not in self._down
+            self._down[service] = f"{type(exc).__name__}: {exc}"
+        if first:
+            log.warning(
+                "%s unavailable (%s: %s); running degraded", service, type(exc).__name__, exc
+            )
+        if service == "postgres" and self.crash_probe is not None:
+            try:
+                notice = self.crash_probe(str(exc))
+            except OSError:
+                notice = None
+            if notice:
+                log.error(notice)
+                self.notify(notice)
+
+    def notify(self, message: str) -> None:
+        """Queue a one-time message for the user (see `take_notices`)."""
+        with self._lock:
+            if message not in self._notices:
+                self._notices.append(message)
+
+    def take_notices(self) -> list[str]:
+        """The queued messages, oldest first; each is returned once."""
+        with self._lock:
+            notices = list(self._notices)
+            self._notices.clear()
+        return notices
+
+    def ok(self, service: str) -> None:
+        """Record a successful call; log once when an outage ends."""
+        if service in self._down:
+            with self._lock:
+                self._down.pop(service, None)
+            log.warning("%s is back", service)
+
+    def is_down(self, service: str) -> bool:
+        """Whether the last call to ``service`` failed."""
+        return service in self._down
+
+
+outages = Outages()
+
+
+def guarded(service: str) -> Callable[[C], C]:
+    """Class decorator: ``service``'s driver errors become `StoreUnavailable`.
+
+    Every public async method of the class reports to `outages` (failed or ok).
+    """
+    errors = DOWN[service]
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        async def method(*args: Any, **kwargs: Any) -> Any:
+            try:
+                result = await fn(*args, **kwargs)
+            except StoreUnavailable:
+                raise
+            except errors as exc:
+                outages.failed(service, exc)
+                raise StoreUnavailable(service, exc) from exc
+            outages.ok(service)
+            return result
+
+        return method
+
+    def decorate(cls: C) -> C:
+        for name, fn in list(vars(cls).items()):
+            if not name.startswith("_") and inspect.iscoroutinefunction(fn):
+                setattr(cls, name, wrap(fn))
+        return cls
+
+    return decorate

@@ -1,0 +1,131 @@
+"""Summaries of the overflow: claim a batch of a thread's pending messages, compress it.
+
+A batch holds ``summary_batch`` to `MAX_BATCH` messages, fewer when their transcript
+would not fit ``trigger_ratio × context_window_tokens``; while the window is being
+compressed (or the session archived) any non-empty backlog is claimed. The batch is
+leased (`memory_graph_agent.storage.queue.PendingQueue.claim`): if the run dies before
+the summary is stored and acknowledged, the lease expires and a later run gets the
+same batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+from langchain_core.messages.utils import count_tokens_approximately
+
+from memory_graph_agent import metrics
+from memory_graph_agent.budgets import batch_that_fits, trigger_budget
+from memory_graph_agent.guards import summary_is_faithful
+from memory_graph_agent.llm import invoke_text
+from memory_graph_agent.models import load_chat_model
+from memory_graph_agent.records import MemoryEvent, SummaryDraft, event
+from memory_graph_agent.rendering import defang, limit_words, now_iso
+from memory_graph_agent.services import Services
+from memory_graph_agent.storage.outages import StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+MAX_BATCH = 50
+LLM_IMPORTANCE = 0.5
+FALLBACK_IMPORTANCE = 0.3
+
+
+async def draft_summary(
+    services: Services,
+    settings: Any,
+    thread_id: str,
+    draining: bool,
+    prompt: str,
+) -> tuple[SummaryDraft | None, bool, list[MemoryEvent]]:
+    """Claim the oldest pending batch and summarize it (≤ 100 words; raw if the model fails).
+
+    Args:
+        services: The stores.
+        settings: The run's settings.
+        thread_id: The run's thread.
+        draining: Claim any non-empty backlog (compression or session end).
+        prompt: The summarizer's prompt, with a ``{transcript}`` placeholder.
+
+    Returns:
+        The draft (``None`` when nothing was claimed), whether the backlog is now
+        empty, and what happened.
+    """
+    user = settings.user_id
+    worker = uuid.uuid4().hex
+    try:
+        max_batch = await _max_batch(services, settings, thread_id, prompt)
+        claim = await services.queue.claim(
+            user,
+            thread_id,
+            worker,
+            min_batch=1 if draining else settings.summary_batch,
+            max_batch=max_batch,
+            lease_s=settings.lease_seconds,
+        )
+        left = await services.window.pending_len(user, thread_id) if draining else 1
+    except StoreUnavailable:  # the backlog waits in Redis for a later turn
+        text = "summarize: Redis unavailable, backlog kept for later"
+        return None, False, [event("summarize", "unavailable", text)]
+    batch = claim.messages
+    if not batch:  # too few, leased by another worker, or backing off after a failure
+        text = f"summarize: nothing claimed ({claim.status})"
+        return None, False, [event("summarize", f"nothing_{claim.status}", text)]
+    transcript = "\n".join(m.render() for m in batch)
+    said = "\n".join(m.content for m in batch if m.role == "human")
+    if settings.summary_mode == "raw":
+        text, importance, mode = transcript, LLM_IMPORTANCE, "raw"
+    else:
+        text, importance, mode = await _compress(settings, prompt, transcript, said)
+    metrics.record_summary(mode)
+    draft = SummaryDraft(
+        text=text,
+        importance=importance,
+        mode=mode,
+        source_ids=[m.id for m in batch],
+        user_text=limit_words(said, 600),
+        user_id=user,
+        thread_id=thread_id,
+        created_at=batch[-1].ts or now_iso(),
+        worker=worker,
+    )
+    note = (
+        f"summarize: {len(batch)} messages ({claim.status}) -> {mode} summary "
+        f"(importance {importance})"
+    )
+    return draft, draining and not left, [event("summarize", claim.status, note)]
+
+
+async def _max_batch(services: Services, settings: Any, thread_id: str, prompt: str) -> int:
+    """Largest batch whose transcript fits the summarizer's prompt budget (at least 1).
+
+    Long messages (a compressed window) would otherwise make a 50-message transcript
+    larger than the model's context.
+    """
+    cap = max(MAX_BATCH, settings.summary_batch)
+    oldest = [m for _, m in await services.window.pending(settings.user_id, thread_id, cap)]
+    if not oldest:
+        return cap
+    budget = trigger_budget(settings.context_window_tokens, settings.trigger_ratio)
+    overhead = count_tokens_approximately([HumanMessage(prompt)])
+    return min(cap, batch_that_fits(oldest, budget, overhead=overhead))
+
+
+async def _compress(
+    settings: Any, prompt: str, transcript: str, said: str
+) -> tuple[str, float, str]:
+    """LLM summary (importance 0.5), or the raw transcript (0.3) if the model fails."""
+    try:
+        model = load_chat_model(settings.model)
+        filled = prompt.format(transcript=defang(transcript))
+        answer = await invoke_text(model, filled, settings.model_timeout_s, "summarize")
+        text = limit_words(answer, 100)
+        if not summary_is_faithful(text, said):
+            raise ValueError(f"summary not grounded in the conversation: {text[:80]!r}")
+        return text, LLM_IMPORTANCE, "llm"
+    except Exception as exc:  # timeouts, provider errors, empty or invented output
+        log.warning("summarizer failed (%s: %s); storing raw text", type(exc).__name__, exc)
+        return transcript, FALLBACK_IMPORTANCE, "fallback"

@@ -1,0 +1,54 @@
+"""The turn-boundary rule, in one place: where a conversation may be cut.
+
+A *turn* starts at a human message and runs to the next one, so a cut on a turn
+boundary never separates an AI tool call from its tool results (LangMem #111). The
+functions take LangChain messages or `memory_graph_agent.storage.window.StoredMessage`
+(anything with ``role`` or ``type``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+def role(message: Any) -> str:
+    """``human``, ``ai``, ``tool``... of a LangChain or stored message."""
+    return getattr(message, "role", None) or getattr(message, "type", "")
+
+
+def turn_starts(messages: Sequence[Any]) -> list[int]:
+    """Indexes of the human messages, i.e. where each turn starts."""
+    return [i for i, m in enumerate(messages) if role(m) == "human"]
+
+
+def cut_to_recent_turns(messages: Sequence[Any], keep_turns: int) -> int:
+    """How many of the oldest messages to drop so only the last ``keep_turns`` turns remain.
+
+    Returns 0 when the messages hold ``keep_turns`` turns or fewer.
+    """
+    starts = turn_starts(messages)
+    if keep_turns < 1 or len(starts) <= keep_turns:
+        return 0
+    return starts[-keep_turns]
+
+
+def turn_boundary_cut(messages: Sequence[Any], window_size: int) -> int:
+    """How many of the oldest messages to move out so at most ``window_size`` remain.
+
+    The cut lands preferably just before a human message; else anywhere that does not
+    separate an AI tool call from its results. Returns 0 when no safe cut exists yet.
+    """
+    excess = len(messages) - window_size
+    if excess <= 0:
+        return 0
+    for c in range(excess, len(messages)):
+        if role(messages[c]) == "human":
+            return c
+    for c in range(excess, len(messages)):
+        before = messages[c - 1]
+        if role(messages[c]) != "tool" and not (
+            role(before) == "ai" and getattr(before, "tool_calls", None)
+        ):
+            return c
+    return 0

@@ -1,0 +1,149 @@
+"""The working window: mirror each turn into Redis and move what leaves it to pending.
+
+Three reasons move messages out, always on a turn boundary (a tool call is never
+separated from its results) and only after the window is durably in the episode log:
+more than ``window_size`` messages; a next prompt larger than ``trigger_ratio ×
+context_window_tokens`` (everything before the last ``keep_recent_turns`` turns leaves
+and ``compress`` asks summarize to drain it now); and ``end_session`` (the whole window
+leaves). While Redis is down the turn's messages wait in `window_buffer` (and in the
+checkpoint); while Postgres is down nothing leaves the window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory_graph_agent import metrics
+from memory_graph_agent.budgets import cut_to_recent_turns, messages_over_budget, trigger_budget
+from memory_graph_agent.records import MemoryEvent, event
+from memory_graph_agent.services import Services
+from memory_graph_agent.storage.failsafe import window_buffer
+from memory_graph_agent.storage.outages import StoreUnavailable
+from memory_graph_agent.storage.window import StoredMessage
+from memory_graph_agent.turns import turn_boundary_cut
+
+
+@dataclass
+class WindowUpdate:
+    """What `update_window` did: moved messages, the backlog, and what to do next."""
+
+    moved: list[StoredMessage] = field(default_factory=list)
+    pending: int = 0
+    compress: bool = False
+    events: list[MemoryEvent] = field(default_factory=list)
+
+
+def _note(update: WindowUpdate, kind: str, text: str) -> None:
+    update.events.append(event("trim_window", kind, text))
+
+
+async def update_window(
+    services: Services,
+    settings: Any,
+    user: str,
+    thread_id: str,
+    messages: Sequence[Any],
+    end_session: bool,
+    next_system_prompt: str,
+) -> WindowUpdate:
+    """Push the turn's messages (once each), then move the oldest out of the window."""
+    update = WindowUpdate()
+    incoming = [StoredMessage.from_message(m) for m in messages]
+    buffered = window_buffer.take(user, thread_id)
+    try:
+        pushed = await services.window.push(user, thread_id, buffered + incoming)
+        moved, compressed = await _evict(
+            services, settings, user, thread_id, end_session, next_system_prompt, update
+        )
+        update.pending = await services.queue.backlog(user, thread_id)
+    except StoreUnavailable as exc:
+        if exc.service != "redis":
+            raise
+        # the turn still completes; the checkpoint keeps the messages
+        window_buffer.put_back(user, thread_id, buffered + incoming)
+        _note(update, "buffered", f"window: Redis unavailable, {len(window_buffer)} buffered")
+        if end_session:  # not archived; consumed anyway so the next turn is answered
+            _note(update, "deferred", "window: session end deferred (Redis unavailable)")
+        return update
+    metrics.set_pending(update.pending)
+    update.moved = moved
+    update.compress = (compressed or end_session) and update.pending > 0
+    text = f"window: +{pushed} messages, {len(moved)} evicted to pending (pending={update.pending})"
+    _note(update, "pushed", text)
+    return update
+
+
+async def _evict(
+    services: Services,
+    settings: Any,
+    user: str,
+    thread_id: str,
+    end_session: bool,
+    next_system_prompt: str,
+    update: WindowUpdate,
+) -> tuple[list[StoredMessage], bool]:
+    """Log the window to Postgres, then move messages out of it (never before).
+
+    Returns the moved messages and whether the token budget forced a compression.
+    """
+    window = await services.window.window(user, thread_id)
+    count_cut = turn_boundary_cut(window, settings.window_size)
+    token_cut = 0
+    if not end_session:
+        budget = trigger_budget(settings.context_window_tokens, settings.trigger_ratio)
+        if messages_over_budget(next_system_prompt, window[count_cut:], budget):
+            token_cut = cut_to_recent_turns(window[count_cut:], settings.keep_recent_turns)
+    # any move needs the log write to be durable first
+    evicting = (end_session and bool(window)) or count_cut + token_cut > 0
+    try:
+        open_count = await services.episodes.append(user, thread_id, window, durable=evicting)
+        requeued = await requeue_lost(services, user, thread_id, len(window), open_count)
+    except StoreUnavailable as exc:
+        if exc.service != "postgres":
+            raise
+        _note(update, "deferred", "window: episodic log unavailable, eviction deferred")
+        if end_session:
+            _note(update, "deferred", "window: session end deferred (Postgres unavailable)")
+        return [], False
+    if requeued:
+        _note(update, "requeued", f"window: {requeued} messages lost by Redis re-queued from the log")
+    if end_session:
+        moved = await services.window.flush(user, thread_id)
+        _note(update, "flushed", f"window: session end, {len(moved)} messages flushed to pending")
+        return moved, False
+    moved = await services.window.overflow(user, thread_id, settings.window_size)
+    if not token_cut:
+        return moved, False
+    keep = settings.keep_recent_turns
+    compressed = await services.window.evict_before_turns(user, thread_id, keep)
+    _note(
+        update,
+        "compressed",
+        f"window: prompt over {settings.trigger_ratio:.0%} of {settings.context_window_tokens} "
+        f"tokens, {len(compressed)} messages before the last {keep} turns compressed",
+    )
+    return moved + compressed, bool(compressed)
+
+
+async def requeue_lost(
+    services: Services, user: str, thread_id: str, window_len: int, open_count: int
+) -> int:
+    """Re-queue logged, unsummarized messages that no Redis list holds any more.
+
+    Cheap when nothing was lost: the log's open count against list lengths in Redis.
+    """
+    held = window_len + await services.queue.backlog(user, thread_id)
+    if open_count <= held:
+        return 0
+    held += await services.queue.dead_count(user, thread_id)
+    if open_count <= held:
+        return 0
+    present = {m.id for m in await services.window.window(user, thread_id)}
+    present |= {m.id for _, m in await services.window.pending(user, thread_id)}
+    present |= {m.id for m in await services.queue.processing(user, thread_id)}
+    for entry in await services.queue.dead_letters(user, thread_id):
+        present |= {m.id for m in entry["items"]}
+    lost = [m for m in await services.episodes.unsummarized(user, thread_id) if m.id not in present]
+    return await services.queue.requeue(user, thread_id, lost)
