@@ -29,26 +29,15 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
-from bench._common import (
-    CURRENT_TURN,
-    EMBEDDING,
-    TurnRecord,
-    connect_services,
-    fmt,
-    instrument,
-    isolated_services,
-    machine_info,
-    ms_stats,
-    parse_ints,
-    pyplot,
-    quiet_logs,
-    register_instant_model,
-    user_question,
-    verify_conversation,
-    write_json,
-)
+from bench.content import user_question
+from bench.env import EMBEDDING, isolated_services, machine_info
+from bench.fake_model import register_instant_model
+from bench.stats import fmt, ms_stats, parse_ints, pyplot, quiet_logs, write_json
+from bench.timing import CURRENT_TURN, TurnRecord, instrument
+from bench.verify import verify_conversation
 from graph.builder import build_graph
 from graph.context import Context
+from memory_graph_agent.services import services_session
 
 VERIFY_KEYS = (
     "pushed",
@@ -154,17 +143,17 @@ async def run_throughput(
             quiet,
             f"[throughput] database {env.database_url.split('?')[0]}, prefix {env.key_prefix}",
         )
-        services = await connect_services(env)
+        # opened once the environment points at the run's database, closed before it is
+        # dropped (the stack unwinds in reverse)
+        services = await stack.enter_async_context(services_session(EMBEDDING))
         info = await machine_info(env.database_url)
         stack.enter_context(instrument(services))
         saver = await _open_checkpointer(checkpointer, env.database_url, pool_size, stack)
-        agent = build_graph(checkpointer=saver)
+        agent = build_graph(services, checkpointer=saver)
         spec, _model = register_instant_model()
 
         def context(user: str) -> Context:
-            return Context(
-                user_id=user, model=spec, embedding_model=EMBEDDING, summary_mode=summary_mode
-            )
+            return Context(user_id=user, model=spec, summary_mode=summary_mode)
 
         if warmup:
             _say(quiet, f"[throughput] {warmup} warm-up turns")
@@ -247,7 +236,7 @@ async def run_throughput(
                 "warmup": warmup,
                 "seed": seed,
                 "embedding_model": EMBEDDING,
-                "chat_model": "InstantChatModel (bench._common)",
+                "chat_model": "InstantChatModel (bench.fake_model)",
                 "context": {
                     k: getattr(context(f"x-{tag}"), k)
                     for k in ("window_size", "summary_batch", "reflect_after", "recall_k")

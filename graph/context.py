@@ -15,6 +15,7 @@ from langgraph.config import get_config
 
 from memory_graph_agent.ids import validate_id
 from memory_graph_agent.models import default_chat_model
+from memory_graph_agent.validation import check_id
 
 
 @dataclass(kw_only=True)
@@ -278,7 +279,10 @@ DEFAULT_THREAD = "default"
 def current_thread_id() -> str:
     """The run's thread id (``configurable.thread_id``), validated; ``default`` if unset.
 
+    Raises:
+        InvalidInputError: The thread id is not a safe identifier.
+
     The one place a node learns its thread: from the run's config, never from state.
     """
     configurable = get_config().get("configurable", {})
-    return validate_id(str(configurable.get("thread_id") or DEFAULT_THREAD), "thread_id")
+    return check_id(str(configurable.get("thread_id") or DEFAULT_THREAD), "thread_id")

@@ -88,7 +88,9 @@ async def start_turn(
     except StoreUnavailable:  # answer without the profile rather than not at all
         return TurnStart(
             end_session=end_session,
-            events=[event("load_profile", "unavailable", "profile: Redis unavailable, none loaded")],
+            events=[
+                event("load_profile", "unavailable", "profile: Redis unavailable, none loaded")
+            ],
         )
     text = f"profile: {len(profile)} facts loaded"
     if changes:

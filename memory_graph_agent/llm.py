@@ -29,9 +29,7 @@ def tagged(purpose: Purpose) -> RunnableConfig:
     return {"tags": [MEMORY_TAG, f"prompt:{purpose}"], "metadata": {"prompt": purpose}}
 
 
-async def invoke_text(
-    model: BaseChatModel, prompt: str, timeout_s: float, purpose: Purpose
-) -> str:
+async def invoke_text(model: BaseChatModel, prompt: str, timeout_s: float, purpose: Purpose) -> str:
     """Call the model with one user prompt; raise on timeout, error or empty output."""
     reply = await asyncio.wait_for(
         model.ainvoke([HumanMessage(prompt)], tagged(purpose)), timeout_s

@@ -25,11 +25,9 @@ Metrics (no label ever carries a user or thread id):
 
 from __future__ import annotations
 
-import functools
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from contextvars import ContextVar
-from typing import Any, ParamSpec, TypeVar
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from prometheus_client import (
     REGISTRY,
@@ -40,10 +38,6 @@ from prometheus_client import (
     generate_latest,
     start_http_server,
 )
-from redis.exceptions import RedisError
-
-P = ParamSpec("P")
-R = TypeVar("R")
 
 TIERS = ("window", "episode", "summary", "reflection", "profile")
 SUMMARY_OUTCOMES = ("llm", "fallback", "raw", "failed")
@@ -58,7 +52,6 @@ REDIS_OPS = (
     "profile_get",
     "profile_upsert",
 )
-REDIS_ERRORS: tuple[type[BaseException], ...] = (RedisError, ConnectionError)
 
 RETRIEVAL_SECONDS = Histogram(
     "agent_memory_retrieval_seconds",
@@ -114,8 +107,6 @@ MEMORY_REGISTRY = CollectorRegistry(auto_describe=True)
 for _metric in ALL_METRICS:
     MEMORY_REGISTRY.register(_metric)
 
-_in_redis_op: ContextVar[bool] = ContextVar("agent_memory_in_redis_op", default=False)
-
 
 def observe_retrieval() -> Any:
     """Context manager timing one retrieval into ``agent_memory_retrieval_seconds``."""
@@ -154,34 +145,6 @@ def record_summary(outcome: str) -> None:
     if outcome not in SUMMARY_OUTCOMES:
         raise ValueError(f"unknown summary outcome {outcome!r}")
     SUMMARIES.labels(outcome=outcome).inc()
-
-
-def redis_op(
-    op: str,
-) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
-    """Decorate an async store method: count its Redis failures under ``op``, re-raise.
-
-    Only the outermost decorated call counts, so ``ack`` failing inside its own call
-    to ``pending`` is one ``ack`` failure, not two.
-    """
-
-    def decorate(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-        @functools.wraps(fn)
-        async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            if _in_redis_op.get():
-                return await fn(*args, **kwargs)
-            token = _in_redis_op.set(True)
-            try:
-                return await fn(*args, **kwargs)
-            except REDIS_ERRORS:
-                REDIS_FAILURES.labels(op=op).inc()
-                raise
-            finally:
-                _in_redis_op.reset(token)
-
-        return wrapper
-
-    return decorate
 
 
 def exposition(memory_only: bool = False) -> bytes:

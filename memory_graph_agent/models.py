@@ -31,6 +31,7 @@ def default_embedding_model() -> str:
         return "openai:text-embedding-3-small"
     return "local:all-minilm-l6-v2"
 
+
 _registered: dict[str, BaseChatModel] = {}
 
 

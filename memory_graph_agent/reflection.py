@@ -79,8 +79,10 @@ async def reflect_if_due(services: Services, settings: Any, prompt: str) -> Refl
         settings.model_timeout_s,
         "reflect",
     )
-    if answer is None or not answer.insight.strip() or not invents_few_entities(
-        answer.insight, listing
+    if (
+        answer is None
+        or not answer.insight.strip()
+        or not invents_few_entities(answer.insight, listing)
     ):
         reason = "no answer" if answer is None else f"not grounded: {answer.insight[:80]!r}"
         log.warning("reflection failed (%s); will retry later", reason)

@@ -81,5 +81,3 @@ def limit_words(text: str, max_words: int) -> str:
     """Cut ``text`` to at most ``max_words`` words."""
     words = text.split()
     return text.strip() if len(words) <= max_words else " ".join(words[:max_words])
-
-

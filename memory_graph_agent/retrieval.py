@@ -290,7 +290,9 @@ async def hot_memories(
         item = memory_item(memory)
         item.update(similarity=None, keyword_score=None, dense_rank=None, keyword_rank=None)
         item.update(rrf=None, relevance=None)
-        item["recency"] = round(recency(_parse(item["seen_at"]), now, ctx.recency_half_life_days), 6)
+        item["recency"] = round(
+            recency(_parse(item["seen_at"]), now, ctx.recency_half_life_days), 6
+        )
         item["importance"] = float(memory.importance)
         item["score"] = round(
             memory_score(0.0, item["recency"], item["importance"], weights)

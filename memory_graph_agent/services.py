@@ -68,6 +68,11 @@ class Services:
         await self.db.aclose()
 
 
+def crash_probe(error: str) -> str | None:
+    """A sentence about new crashes of the embedded PostgreSQL (for `outages`), or None."""
+    return crash_notice(os.environ.get("DATABASE_URL"), error)
+
+
 async def open_services(embedding_model: str | None = None) -> Services:
     """Connect to Redis and Postgres (starting embedded servers if no URL is set).
 
@@ -89,7 +94,7 @@ async def open_services(embedding_model: str | None = None) -> Services:
         socket_timeout=10,
     )
     db = Database.connect(urls.database_url)
-    outages.crash_probe = lambda error: crash_notice(os.environ.get("DATABASE_URL"), error)
+    outages.crash_probe = crash_probe
     try:
         memories = await MemoryStore.open(db, embeddings, dim)
         decisions = await DecisionLog.open(db)

@@ -47,5 +47,5 @@ app = Starlette(
     routes=[
         Route("/metrics", metrics, methods=["GET"]),
         Route("/memory/metrics", memory_metrics, methods=["GET"]),
-    ]
+    ],
 )

@@ -108,7 +108,9 @@ async def _evict(
             _note(update, "deferred", "window: session end deferred (Postgres unavailable)")
         return [], False
     if requeued:
-        _note(update, "requeued", f"window: {requeued} messages lost by Redis re-queued from the log")
+        _note(
+            update, "requeued", f"window: {requeued} messages lost by Redis re-queued from the log"
+        )
     if end_session:
         moved = await services.window.flush(user, thread_id)
         _note(update, "flushed", f"window: session end, {len(moved)} messages flushed to pending")

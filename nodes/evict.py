@@ -10,9 +10,7 @@ from memory_graph_agent.maintenance import entry, log_actions
 from memory_graph_agent.services import Services
 
 
-async def evict(
-    state: MaintenanceState, runtime: Runtime[Context], *, services: Services
-) -> dict:
+async def evict(state: MaintenanceState, runtime: Runtime[Context], *, services: Services) -> dict:
     """Delete unpinned memories below ``evict_below_importance`` older than ``evict_after_days``.
 
     On a dry run, memories `expire` would already remove are not counted twice.

@@ -10,9 +10,7 @@ from memory_graph_agent.maintenance import entry, log_actions
 from memory_graph_agent.services import Services
 
 
-async def expire(
-    state: MaintenanceState, runtime: Runtime[Context], *, services: Services
-) -> dict:
+async def expire(state: MaintenanceState, runtime: Runtime[Context], *, services: Services) -> dict:
     """Delete each selected user's expired, unpinned memories (only report on a dry run)."""
     out = []
     for user in state.get("users", []):

@@ -19,7 +19,7 @@ from rich.markup import escape
 
 from graph.context import Context
 from graph.prompts import system_prompt
-from memory_graph_agent.cli.main import console
+from memory_graph_agent.cli.console import console
 from memory_graph_agent.cli.session import end_session, open_agent, run_turn
 from memory_graph_agent.local.embedded import (
     EmbeddedServiceError,
@@ -125,7 +125,9 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
             events = [
                 e["text"]
                 for e in state.get("memory_events", [])
-                if e["text"].startswith(("summarize", "reflect:", "consolidate: profile", "notice:"))
+                if e["text"].startswith(
+                    ("summarize", "reflect:", "consolidate: profile", "notice:")
+                )
             ]
             console.print(
                 f"[bold]turn {i:>2}[/] you: {escape(text)}\n"

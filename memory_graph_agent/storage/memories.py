@@ -3,108 +3,40 @@
 Built on `langchain_postgres.PGVectorStore`: one table per embedding dimension
 (``memories_384``) with real metadata columns, so every search is filtered by
 ``user_id`` in SQL. Bookkeeping the vector store has no API for (access counters,
-listing, reflection progress) is plain parameterised SQL on the same engine (`memory_graph_agent.storage.postgres`).
+listing, reflection progress) is plain parameterised SQL on the same engine
+(`memory_graph_agent.storage.postgres`). The record is `memory_rows.Memory`; status
+changes are `memory_lifecycle.MemoryLifecycle`.
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from langchain_core.embeddings import Embeddings
-from langchain_postgres import Column, PGVectorStore
+from langchain_postgres import PGVectorStore
 from langchain_postgres.v2.indexes import DistanceStrategy, QueryOptions
 from sqlalchemy.exc import ProgrammingError
 
 from memory_graph_agent.ids import validate_id
+from memory_graph_agent.storage.memory_lifecycle import MemoryLifecycle
+from memory_graph_agent.storage.memory_rows import (
+    _META_NAMES,
+    _SINCE_REFLECTION,
+    ACTIVE,
+    LIFECYCLE_COLUMNS,
+    METADATA_COLUMNS,
+    Kind,
+    Memory,
+    _from_metadata,
+    _vector_literal,
+    _version_tuple,
+    memory_id,
+)
 from memory_graph_agent.storage.outages import guarded
 from memory_graph_agent.storage.postgres import Database
 
 log = logging.getLogger(__name__)
-
-Kind = Literal["summary", "reflection"]
-_NAMESPACE = uuid.UUID("6f1c2d1e-8a4b-4c36-9a57-3b8f0e2d7c11")
-
-METADATA_COLUMNS = [
-    Column("user_id", "TEXT", nullable=False),
-    Column("thread_id", "TEXT"),
-    Column("kind", "TEXT", nullable=False),
-    Column("importance", "DOUBLE PRECISION", nullable=False),
-    Column("created_at", "TIMESTAMPTZ", nullable=False),
-    Column("last_accessed_at", "TIMESTAMPTZ"),
-    Column("access_count", "INTEGER"),
-    Column("source_ids", "TEXT[]"),
-]
-LIFECYCLE_COLUMNS = [
-    # Added by ALTER TABLE so tables created by earlier versions gain them too.
-    ("status", "TEXT NOT NULL DEFAULT 'active'"),  # active | superseded
-    ("superseded_by", "TEXT"),
-    ("pinned", "BOOLEAN NOT NULL DEFAULT false"),
-    ("expires_at", "TIMESTAMPTZ"),  # NULL: never expires
-]
-_META_NAMES = [c.name for c in METADATA_COLUMNS] + [name for name, _ in LIFECYCLE_COLUMNS]
-ACTIVE = "status = 'active' AND (expires_at IS NULL OR expires_at > now())"
-"""SQL predicate of memories that recall, reflection and listing by default consider."""
-_SINCE_REFLECTION = (
-    "s.user_id = :user_id AND s.kind = 'summary' AND "
-    + ACTIVE.replace("status", "s.status").replace("expires_at", "s.expires_at")
-    + " AND s.stored_at > COALESCE("
-    "(SELECT max(r.stored_at) FROM {table} r "
-    "WHERE r.user_id = :user_id AND r.kind = 'reflection'), '-infinity')"
-)
-
-
-def memory_id(user_id: str, thread_id: str | None, kind: str, source_ids: list[str]) -> str:
-    """Deterministic id: the same sources always map to the same row (idempotent retry)."""
-    return str(uuid.uuid5(_NAMESPACE, "|".join([user_id, thread_id or "", kind, *source_ids])))
-
-
-@dataclass
-class Memory:
-    """One stored memory with its provenance."""
-
-    user_id: str
-    kind: Kind
-    text: str
-    importance: float
-    source_ids: list[str]
-    thread_id: str | None = None
-    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
-    id: str = ""
-    last_accessed_at: datetime | None = None
-    access_count: int = 0
-    similarity: float | None = None
-    status: str = "active"
-    superseded_by: str | None = None
-    pinned: bool = False
-    expires_at: datetime | None = None
-
-    def __post_init__(self) -> None:
-        validate_id(self.user_id, "user_id")
-        self.text = self.text.replace("\x00", "")  # Postgres text cannot hold NUL
-        if not self.id:
-            self.id = memory_id(self.user_id, self.thread_id, self.kind, self.source_ids)
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly view (for state, Studio and the CLI)."""
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "text": self.text,
-            "importance": self.importance,
-            "similarity": None if self.similarity is None else round(self.similarity, 4),
-            "thread_id": self.thread_id,
-            "created_at": self.created_at.isoformat(),
-            "access_count": self.access_count,
-            "source_ids": list(self.source_ids),
-            "status": self.status,
-            "superseded_by": self.superseded_by,
-            "pinned": self.pinned,
-            "expires_at": None if self.expires_at is None else self.expires_at.isoformat(),
-        }
 
 
 class _IterativeHNSW(QueryOptions):
@@ -129,7 +61,7 @@ class _IterativeHNSW(QueryOptions):
 
 
 @guarded("postgres")
-class MemoryStore:
+class MemoryStore(MemoryLifecycle):
     """Summaries and reflections of every user, always queried per user."""
 
     def __init__(
@@ -386,153 +318,6 @@ class MemoryStore:
         )
         return [_from_metadata(str(r["langchain_id"]), r["content"], r, None) for r in rows]
 
-    async def supersede(self, user_id: str, ids: list[str], by_id: str) -> int:
-        """Mark these memories superseded by ``by_id`` (kept as provenance, never recalled).
-
-        Pinned memories are left alone. Returns how many rows changed.
-        """
-        validate_id(user_id, "user_id")
-        ids = [i for i in ids if i != by_id]
-        if not ids:
-            return 0
-        rows = await self.db.run(
-            (
-                f"UPDATE \"{self.table}\" SET status = 'superseded', superseded_by = :by "
-                "WHERE user_id = :user_id AND langchain_id = ANY(CAST(:ids AS uuid[])) "
-                "AND NOT pinned RETURNING langchain_id",
-                {"user_id": user_id, "ids": ids, "by": by_id},
-            ),
-        )
-        return len(rows)
-
-    async def strengthen(
-        self, user_id: str, memory_id: str, bump: float, expires_at: datetime | None = None
-    ) -> float | None:
-        """Raise a memory's importance by ``bump`` (capped at 1) and count an access.
-
-        ``expires_at`` (when given) replaces the expiry, which follows the new importance.
-        Returns the new importance, or ``None`` when the memory does not exist.
-        """
-        validate_id(user_id, "user_id")
-        rows = await self.db.run(
-            (
-                f'UPDATE "{self.table}" SET importance = LEAST(1.0, importance + :bump), '
-                "access_count = COALESCE(access_count, 0) + 1, last_accessed_at = now(), "
-                "expires_at = CASE WHEN pinned THEN NULL "
-                "WHEN CAST(:set_expiry AS boolean) THEN CAST(:expires AS timestamptz) "
-                "ELSE expires_at END "
-                "WHERE user_id = :user_id AND langchain_id = CAST(:id AS uuid) "
-                "RETURNING importance",
-                {
-                    "user_id": user_id,
-                    "id": memory_id,
-                    "bump": float(bump),
-                    "set_expiry": expires_at is not None,
-                    "expires": expires_at,
-                },
-            ),
-        )
-        return float(rows[0]["importance"]) if rows else None
-
-    async def extend_expiry(self, user_id: str, memory_id: str, until: datetime | None) -> bool:
-        """Make a memory live at least ``until`` (``None``: never expire); True if found."""
-        validate_id(user_id, "user_id")
-        rows = await self.db.run(
-            (
-                f'UPDATE "{self.table}" SET expires_at = CASE '
-                "WHEN expires_at IS NULL OR CAST(:forever AS boolean) THEN NULL "
-                "ELSE GREATEST(expires_at, CAST(:until AS timestamptz)) END "
-                "WHERE user_id = :user_id AND langchain_id = CAST(:id AS uuid) "
-                "RETURNING langchain_id",
-                {"user_id": user_id, "id": memory_id, "forever": until is None, "until": until},
-            ),
-        )
-        return bool(rows)
-
-    async def set_pinned(
-        self, user_id: str, memory_id: str, pinned: bool, expires_at: datetime | None
-    ) -> bool:
-        """Pin (never expires, never evicted) or unpin a memory; set its expiry.
-
-        Returns whether the user has such a memory.
-        """
-        validate_id(user_id, "user_id")
-        rows = await self.db.run(
-            (
-                f'UPDATE "{self.table}" SET pinned = :pinned, expires_at = :expires '
-                "WHERE user_id = :user_id AND langchain_id = CAST(:id AS uuid) "
-                "RETURNING langchain_id",
-                {
-                    "user_id": user_id,
-                    "id": memory_id,
-                    "pinned": pinned,
-                    "expires": None if pinned else expires_at,
-                },
-            ),
-        )
-        return bool(rows)
-
-    async def delete(self, user_id: str, ids: list[str]) -> int:
-        """Delete these memories of the user; returns how many rows went."""
-        validate_id(user_id, "user_id")
-        if not ids:
-            return 0
-        rows = await self.db.run(
-            (
-                f'DELETE FROM "{self.table}" WHERE user_id = :user_id '
-                "AND langchain_id = ANY(CAST(:ids AS uuid[])) RETURNING langchain_id",
-                {"user_id": user_id, "ids": ids},
-            ),
-        )
-        return len(rows)
-
-    # --- maintenance queries -------------------------------------------------------
-
-    async def users(self) -> list[str]:
-        """Every user that has memories (for maintenance of all users)."""
-        rows = await self.db.run(f'SELECT DISTINCT user_id FROM "{self.table}" ORDER BY 1')
-        return [r["user_id"] for r in rows]
-
-    async def expired(self, user_id: str) -> list[Memory]:
-        """The user's memories whose expiry has passed (pinned ones never expire)."""
-        return await self._select(
-            # superseded rows stay: they are the provenance of what replaced them
-            user_id,
-            "status = 'active' AND expires_at IS NOT NULL AND expires_at <= now() AND NOT pinned",
-            {},
-        )
-
-    async def evictable(
-        self, user_id: str, below_importance: float, older_than_days: float
-    ) -> list[Memory]:
-        """Unpinned memories below ``below_importance`` created over ``older_than_days`` ago."""
-        return await self._select(
-            user_id,
-            "status = 'active' AND importance < :below AND NOT pinned "
-            "AND created_at < now() - make_interval(secs => :days * 86400)",
-            {"below": float(below_importance), "days": float(older_than_days)},
-        )
-
-    async def duplicate_pairs(
-        self, user_id: str, min_similarity: float
-    ) -> list[tuple[str, str, float]]:
-        """Pairs of the user's active memories of one kind at least this similar (cosine)."""
-        validate_id(user_id, "user_id")
-        active = ACTIVE.replace("status", "{t}.status").replace("expires_at", "{t}.expires_at")
-        rows = await self.db.run(
-            (
-                "SELECT a.langchain_id AS a, b.langchain_id AS b, "
-                "1 - (a.embedding <=> b.embedding) AS similarity "
-                f'FROM "{self.table}" a JOIN "{self.table}" b '
-                "ON b.user_id = a.user_id AND b.kind = a.kind AND a.langchain_id < b.langchain_id "
-                f"WHERE a.user_id = :user_id AND {active.format(t='a')} "
-                f"AND {active.format(t='b')} "
-                "AND (a.embedding <=> b.embedding) <= 1 - :sim",
-                {"user_id": user_id, "sim": float(min_similarity)},
-            ),
-        )
-        return [(str(r["a"]), str(r["b"]), float(r["similarity"])) for r in rows]
-
     def _since_reflection(self) -> str:
         return _SINCE_REFLECTION.format(table=f'"{self.table}"')
 
@@ -579,30 +364,4 @@ class MemoryStore:
         return [_from_metadata(str(r["langchain_id"]), r["content"], r, None) for r in rows]
 
 
-def _from_metadata(mid: str | None, content: str, meta: Any, similarity: float | None) -> Memory:
-    created = meta.get("created_at") or datetime.now(UTC)
-    return Memory(
-        id=str(mid),
-        user_id=meta["user_id"],
-        thread_id=meta.get("thread_id"),
-        kind=meta["kind"],
-        text=content,
-        importance=float(meta.get("importance") or 0.0),
-        created_at=created,
-        last_accessed_at=meta.get("last_accessed_at"),
-        access_count=int(meta.get("access_count") or 0),
-        source_ids=list(meta.get("source_ids") or []),
-        similarity=similarity,
-        status=meta.get("status") or "active",
-        superseded_by=meta.get("superseded_by"),
-        pinned=bool(meta.get("pinned")),
-        expires_at=meta.get("expires_at"),
-    )
-
-
-def _vector_literal(vector: list[float]) -> str:
-    return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
-
-
-def _version_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+__all__ = ["ACTIVE", "Kind", "Memory", "MemoryStore", "memory_id"]

@@ -14,12 +14,15 @@ import inspect
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from typing import Any, ParamSpec, TypeVar
 
 import psycopg
 from redis.exceptions import RedisError
 from sqlalchemy.exc import SQLAlchemyError
+
+from memory_graph_agent.metrics import REDIS_FAILURES
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +30,8 @@ REDIS_DOWN = (RedisError, ConnectionError, OSError, TimeoutError)
 POSTGRES_DOWN = (SQLAlchemyError, psycopg.Error, ConnectionError, OSError, TimeoutError)
 DOWN = {"redis": REDIS_DOWN, "postgres": POSTGRES_DOWN}
 C = TypeVar("C", bound=type)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class StoreUnavailable(ConnectionError):
@@ -97,32 +102,63 @@ class Outages:
 outages = Outages()
 
 
-def guarded(service: str) -> Callable[[C], C]:
-    """Class decorator: ``service``'s driver errors become `StoreUnavailable`.
-
-    Every public async method of the class reports to `outages` (failed or ok).
-    """
+def guard(service: str, fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """``fn`` reporting to `outages`, its ``service`` driver errors as `StoreUnavailable`."""
     errors = DOWN[service]
 
-    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(fn)
-        async def method(*args: Any, **kwargs: Any) -> Any:
-            try:
-                result = await fn(*args, **kwargs)
-            except StoreUnavailable:
-                raise
-            except errors as exc:
-                outages.failed(service, exc)
-                raise StoreUnavailable(service, exc) from exc
-            outages.ok(service)
-            return result
+    @functools.wraps(fn)
+    async def method(*args: Any, **kwargs: Any) -> Any:
+        try:
+            result = await fn(*args, **kwargs)
+        except StoreUnavailable:
+            raise
+        except errors as exc:
+            outages.failed(service, exc)
+            raise StoreUnavailable(service, exc) from exc
+        outages.ok(service)
+        return result
 
-        return method
+    return method
+
+
+def guarded(service: str) -> Callable[[C], C]:
+    """Class decorator: `guard` every public async method of the class."""
 
     def decorate(cls: C) -> C:
         for name, fn in list(vars(cls).items()):
             if not name.startswith("_") and inspect.iscoroutinefunction(fn):
-                setattr(cls, name, wrap(fn))
+                setattr(cls, name, guard(service, fn))
         return cls
+
+    return decorate
+
+
+_in_redis_op: ContextVar[bool] = ContextVar("agent_memory_in_redis_op", default=False)
+
+
+def redis_op(
+    op: str,
+) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
+    """Decorate an async store method: count its Redis failures under ``op``, re-raise.
+
+    Only the outermost decorated call counts, so ``ack`` failing inside its own call
+    to ``pending`` is one ``ack`` failure, not two.
+    """
+
+    def decorate(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+        @functools.wraps(fn)
+        async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            if _in_redis_op.get():
+                return await fn(*args, **kwargs)
+            token = _in_redis_op.set(True)
+            try:
+                return await fn(*args, **kwargs)
+            except (RedisError, ConnectionError):
+                REDIS_FAILURES.labels(op=op).inc()
+                raise
+            finally:
+                _in_redis_op.reset(token)
+
+        return wrapper
 
     return decorate

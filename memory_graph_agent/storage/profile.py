@@ -32,9 +32,8 @@ from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.exceptions import WatchError
 
-from memory_graph_agent.metrics import redis_op
 from memory_graph_agent.storage.keys import RedisKeys
-from memory_graph_agent.storage.outages import guarded
+from memory_graph_agent.storage.outages import guarded, redis_op
 from memory_graph_agent.storage.window import parse_ts
 
 _KEY = re.compile(r"[^a-z0-9_]+")

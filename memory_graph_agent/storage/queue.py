@@ -22,9 +22,8 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from memory_graph_agent.metrics import redis_op
 from memory_graph_agent.storage.keys import RedisKeys
-from memory_graph_agent.storage.outages import guarded
+from memory_graph_agent.storage.outages import guarded, redis_op
 from memory_graph_agent.storage.window import StoredMessage
 
 _CLAIM = """

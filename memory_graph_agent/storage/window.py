@@ -31,9 +31,8 @@ from redis.asyncio import Redis
 from redis.exceptions import WatchError
 
 from memory_graph_agent.ids import validate_id
-from memory_graph_agent.metrics import redis_op
 from memory_graph_agent.storage.keys import RedisKeys
-from memory_graph_agent.storage.outages import guarded
+from memory_graph_agent.storage.outages import guarded, redis_op
 from memory_graph_agent.turns import cut_to_recent_turns, turn_boundary_cut
 
 RECALL_TOOL = "search_memory"

@@ -30,7 +30,7 @@ from graph.context import Context
 from memory_graph_agent.cli.main import main
 from memory_graph_agent.ids import InvalidIdError
 from memory_graph_agent.validation import MAX_MESSAGE_CHARS, InvalidInputError, discard_rejected
-from tests.conftest import EMBEDDING, say
+from tests.conftest import say
 
 IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
 

@@ -154,18 +154,20 @@ async def test_a_replayed_summary_keeps_its_decision_and_bumps_once(
 ):
     from nodes.consolidate import consolidate
     from nodes.summarize import summarize
-    from tests.unit_tests.test_nodes import fill_pending, run_node
+    from tests.integration_tests.test_nodes import fill_pending, run_node
 
     thread = _thread()
     await fill_pending(services, user_id, thread, 2)
-    summary = (await run_node(summarize, {"messages": []}, make_context(summary_batch=4), thread))[
-        "summary"
-    ]
+    summary = (
+        await run_node(services, summarize, {"messages": []}, make_context(summary_batch=4), thread)
+    )["summary"]
     old = await _seed(services, user_id, text=summary["text"])  # an exact repeat
     calls: list[str] = []
     ctx = make_context(model_obj=_deciding("strengthened", target=old.id, log=calls))
     for _ in range(3):  # e.g. a run retried after a lost ack
-        out = await run_node(consolidate, {"messages": [], "summary": summary}, ctx, thread)
+        out = await run_node(
+            services, consolidate, {"messages": [], "summary": summary}, ctx, thread
+        )
         assert out["summary_stored"] is True
     assert len(calls) == 1, "the recorded decision is reused, the model asked once"
     by_id = await _by_id(services, user_id)

@@ -155,8 +155,8 @@ async def test_two_turns_through_the_server_reach_redis_and_pgvector(
 
     # turn 2 pushed the window over 2 messages: turn 1 left it, was summarized
     events = outputs[-1].get("memory_events") or []
-    assert any(e.startswith("summarize:") for e in events), events
-    assert any("stored" in e for e in events if e.startswith("consolidate:")), events
+    assert any(e["node"] == "summarize" for e in events), events
+    assert any(e["node"] == "consolidate" and e["kind"] == "stored" for e in events), events
 
     # the server process exposes the agent's Prometheus metrics; its two runs counted
     scrape = httpx.get(f"{server_url}/metrics", timeout=10)

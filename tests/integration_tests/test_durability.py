@@ -10,6 +10,7 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
+from memory_graph_agent.storage.outages import guard
 from tests.conftest import say
 from tests.fakes import ScriptedChatModel
 
@@ -86,7 +87,7 @@ async def test_storage_failures_back_off_then_dead_letter_then_redrive(
     async def postgres_down(memory, vector=None):
         raise ConnectionError("connection refused")
 
-    monkeypatch.setattr(services.memories, "add", postgres_down)
+    monkeypatch.setattr(services.memories, "add", guard("postgres", postgres_down))
     await say(agent, ctx, thread, "remember the blue door")
     state = await say(agent, ctx, thread, "and the red key")
     assert any("storage failed, batch retry" in e["text"] for e in state["memory_events"])
@@ -147,7 +148,7 @@ async def test_episodic_log_outage_defers_eviction_and_loses_nothing(
     async def postgres_down(*args, **kwargs):
         raise OperationalError("INSERT", {}, ConnectionRefusedError("connection refused"))
 
-    monkeypatch.setattr(services.episodes, "append", postgres_down)
+    monkeypatch.setattr(services.episodes, "append", guard("postgres", postgres_down))
     for i in range(3):
         state = await say(agent, ctx, thread, f"during outage {i}")
     assert any("eviction deferred" in e["text"] for e in state["memory_events"])
@@ -219,7 +220,7 @@ async def test_dead_letters_are_visible_in_memory_show_and_redriven_by_the_cli(
     async def postgres_down(memory, vector=None):
         raise ConnectionError("connection refused")
 
-    monkeypatch.setattr(services.memories, "add", postgres_down)
+    monkeypatch.setattr(services.memories, "add", guard("postgres", postgres_down))
     thread = _thread()
     await say(agent, ctx, thread, "first")
     await say(agent, ctx, thread, "second")

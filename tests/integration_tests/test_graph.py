@@ -339,4 +339,6 @@ async def test_consolidate_writes_only_for_the_runs_own_user_and_thread(
 
     assert await services.memories.list(victim) == []
     assert await services.memories.list(attacker.user_id, kind="summary") == []
-    assert any("not this run's" in e["text"] for e in state["memory_events"]), state["memory_events"]
+    assert any("not this run's" in e["text"] for e in state["memory_events"]), state[
+        "memory_events"
+    ]

@@ -11,8 +11,9 @@ from langchain_core.messages import SystemMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from sqlalchemy.exc import OperationalError
 
-from memory_graph_agent.storage.window import StoredMessage
 from memory_graph_agent.rendering import render_memory
+from memory_graph_agent.storage.outages import guard
+from memory_graph_agent.storage.window import StoredMessage
 from tests.conftest import say
 from tests.fakes import ScriptedChatModel, block, default_handler, prompt_text
 
@@ -77,7 +78,9 @@ async def test_an_evicted_turn_is_recalled_as_an_episode_with_provenance(
     day = item["created_at"][:10]
     memories_block = block(model.system_prompts()[-1], "memories")
     assert f"- [episode {day}] user: {fact}" in memories_block.splitlines()
-    assert any("episode" in e["text"] and e["text"].startswith("recall:") for e in state["memory_events"])
+    assert any(
+        "episode" in e["text"] and e["text"].startswith("recall:") for e in state["memory_events"]
+    )
 
 
 async def test_a_turn_quoted_by_a_raw_summary_is_shown_once(agent, make_context, fake_model):
@@ -209,7 +212,7 @@ async def test_postgres_down_recall_returns_nothing_and_says_so(
     async def down(*args, **kwargs):
         raise OperationalError("SELECT", {}, ConnectionRefusedError("postgres is down"))
 
-    monkeypatch.setattr(services.episodes, "keyword_search", down)
+    monkeypatch.setattr(services.episodes, "keyword_search", guard("postgres", down))
     state = await say(agent, ctx, thread, "Where do I keep bees?")
     assert state["recalled"] == []
     assert any("long-term memory unavailable" in e["text"] for e in state["memory_events"])
@@ -245,11 +248,7 @@ async def test_forgetting_episodes_removes_their_vectors(services, user_id):
     msg = StoredMessage(id="m1", role="human", content="I was born in Tallinn.", ts="2024-01-02")
     await services.episodes.append(user_id, thread, [msg])
     assert await services.episodes.index(user_id, thread, [msg], services.embeddings) == 1
-    from memory_graph_agent.storage.memories import _run
-
-    await _run(
-        services.episodes.engine, ("DELETE FROM episodes WHERE user_id = :u", {"u": user_id})
-    )
+    await services.db.run(("DELETE FROM episodes WHERE user_id = :u", {"u": user_id}))
     assert await services.episodes.keyword_search(user_id, "Tallinn", 5) == []
 
 

@@ -18,6 +18,7 @@ import pydantic
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
+from memory_graph_agent.llm import invoke_structured
 from memory_graph_agent.local import chat_model as local_model
 from memory_graph_agent.local.chat_model import (
     LocalChatModel,
@@ -29,13 +30,18 @@ from memory_graph_agent.local.chat_model import (
 from memory_graph_agent.models import load_chat_model
 from memory_graph_agent.schemas import ConsolidationDecision, ExtractedFact, FactList, ReflectionOut
 from memory_graph_agent.storage.outages import outages
-from memory_graph_agent.llm import invoke_structured
 from tests.conftest import say
 
 pytestmark = pytest.mark.local_model
 
 # Every schema the project sends to a model with structured output (memory_graph_agent/schemas.py).
 PROJECT_SCHEMAS = [ConsolidationDecision, FactList, ReflectionOut, ExtractedFact]
+PURPOSE = {
+    ConsolidationDecision: "consolidate",
+    FactList: "extract_facts",
+    ReflectionOut: "reflect",
+    ExtractedFact: "extract_facts",
+}
 PROMPTS = [
     "New memory: the user prefers Go. Stored memory a1: the user likes the Go language. "
     "Decide what to do.",
@@ -88,7 +94,7 @@ async def test_each_schema_gives_a_valid_object_or_a_handled_error(
             result = None
         assert result is None or isinstance(result, schema)
         # and the project's own wrapper never raises
-        out = await invoke_structured(llm, schema, prompt, timeout_s=60)
+        out = await invoke_structured(llm, schema, prompt, timeout_s=60, purpose=PURPOSE[schema])
         assert out is None or isinstance(out, schema)
     assert server.alive() and server._proc.pid == pid and server.restarts == restarts
 
@@ -138,7 +144,7 @@ async def test_a_dead_server_is_restarted_and_the_turn_says_so_once(
     state = await say(agent, ctx, thread, "Are you still there?")
     assert state["messages"][-1].type == "ai" and str(state["messages"][-1].content).strip()
     crash_events = [e for e in state["memory_events"] if "local model server crashed" in e["text"]]
-    assert len(crash_events) == 1 and "signal 9" in crash_events[0]
+    assert len(crash_events) == 1 and "signal 9" in crash_events[0]["text"]
 
     state = await say(agent, ctx, thread, "Good.")
     assert not [e for e in state["memory_events"] if "crashed" in e["text"]]

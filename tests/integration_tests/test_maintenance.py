@@ -168,7 +168,9 @@ async def test_a_compaction_keeper_lives_as_long_as_its_longest_lived_duplicate(
     )
     for memory in (keep, drop):
         await services.memories.add(memory)
-    state = await build_maintenance_graph(services).ainvoke({"user_id": user_id}, context=make_context())
+    state = await build_maintenance_graph(services).ainvoke(
+        {"user_id": user_id}, context=make_context()
+    )
     assert [(e["id"], e["kept"]) for e in state["compacted"]] == [(drop.id, keep.id)]
     (kept,) = await services.memories.get(user_id, [keep.id])
     assert kept.status == "active" and kept.expires_at == drop.expires_at

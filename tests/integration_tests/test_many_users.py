@@ -14,7 +14,6 @@ import uuid
 
 import pytest
 
-from memory_graph_agent.storage.memories import _run
 from tests.conftest import say
 
 USERS = 1000
@@ -38,8 +37,7 @@ async def _insert_crowd(services, users: list[str], direction: list[float]) -> N
         f"generate_series(1, {K}) j"
     )
     params = {"users": users, "q": list(direction)}
-    await _run(
-        services.memories.engine,
+    await services.db.run(
         (
             f'INSERT INTO "{services.memories.table}" (langchain_id, content, embedding, '
             "user_id, thread_id, kind, importance, created_at, access_count, source_ids) "
@@ -101,8 +99,7 @@ async def test_without_iterative_scans_the_crowd_hides_a_users_rows(crowd, servi
     for mode in ("off", "relaxed_order"):
         counts[mode] = []
         for user in users[:: USERS // 10]:
-            rows = await _run(
-                services.memories.engine,
+            rows = await services.db.run(
                 "SET LOCAL enable_sort = off",  # the btree on user_id would need a sort
                 "SET LOCAL hnsw.ef_search = 100",
                 f"SET LOCAL hnsw.iterative_scan = {mode}",

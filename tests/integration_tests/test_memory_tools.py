@@ -238,7 +238,9 @@ async def test_max_tool_rounds_ends_a_model_that_keeps_calling_tools(agent, make
     assert [m.type for m in state["messages"]] == ["human", "ai", "tool", "ai", "tool", "ai"]
     final = state["messages"][-1]
     assert not final.tool_calls and final.content == TOOL_LIMIT_REPLY
-    assert state["tool_rounds"] == 2
+    from nodes.respond import tool_rounds_this_turn
+
+    assert tool_rounds_this_turn(state["messages"]) == 2
     # the next turn starts with a fresh allowance
     await say(agent, ctx, _thread(), "Once more.")
     assert [tools for _, tools in respond_calls(model)][3:] == [ALL_TOOLS, ALL_TOOLS, []]
@@ -351,11 +353,13 @@ def test_rounds_count_from_the_turns_human_message_and_routing_follows_calls():
     assert route_after_respond({"messages": []}) == "trim_window"
 
 
-def test_tools_offered_follow_memory_tools_and_recall_mode(make_context):
-    from graph.tools import tools_for
+def test_tools_offered_follow_memory_tools_and_recall_mode(make_context, services):
+    from graph.tools import memory_tools, tools_for
+
+    tools = memory_tools(services)
 
     def names(**kw) -> list[str]:
-        return [t.name for t in tools_for(make_context(**kw))]
+        return [t.name for t in tools_for(make_context(**kw), tools)]
 
     assert names() == ALL_TOOLS
     assert names(memory_tools=False) == []

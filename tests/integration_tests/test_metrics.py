@@ -13,7 +13,6 @@ import urllib.request
 import uuid
 
 import pytest
-import redis.exceptions
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
@@ -22,6 +21,7 @@ from redis.backoff import NoBackoff
 
 from memory_graph_agent.cli.main import _serve_metrics, main
 from memory_graph_agent.metrics import REDIS_OPS, TIERS
+from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.profile import Fact, ProfileStore
 from memory_graph_agent.storage.window import StoredMessage, WindowStore
 from tests.conftest import say
@@ -217,7 +217,7 @@ async def test_redis_failures_are_counted_per_op_and_reraised():
     try:
         for op, call in calls.items():
             before = {o: value("agent_memory_redis_failures_total", op=o) for o in REDIS_OPS}
-            with pytest.raises(redis.exceptions.ConnectionError):
+            with pytest.raises(StoreUnavailable):
                 await call()
             after = {o: value("agent_memory_redis_failures_total", op=o) for o in REDIS_OPS}
             changed = {o: after[o] - before[o] for o in REDIS_OPS if after[o] != before[o]}

@@ -148,7 +148,7 @@ async def test_flat_mode_injects_the_hottest_memories_without_searching(
     assert [ln.startswith("- [summary ") for ln in lines] == [True, True]
     assert [ln.split("] ", 1)[1] for ln in lines] == [texts[0.9], texts[0.7]]
     assert "Rome" not in json.dumps(state["recalled"])  # superseded: not active
-    assert any(e.startswith("recall (flat)") for e in state["memory_events"])
+    assert [e["kind"] for e in state["memory_events"] if e["node"] == "recall"] == ["flat"]
     assert calls == []
 
 
@@ -159,12 +159,13 @@ async def test_tool_mode_does_not_search_and_falls_back_without_tool_calling(
     await _remember(services, ctx.user_id, SISTER, 0.8)
     state = await say(agent, ctx, _thread(), "What does my sister do?")
     assert state["recalled"] == []  # the model searches with search_memory instead
-    assert any("tool mode" in e["text"] for e in state["memory_events"])
+    assert [e["kind"] for e in state["memory_events"] if e["node"] == "recall"] == ["tool_mode"]
 
     no_tools = make_context(recall_mode="tool", model_obj=NoToolsModel())
     state = await say(agent, no_tools, _thread(), "What does my sister do?")
     assert [m["text"] for m in state["recalled"]] == [SISTER]
-    assert any("cannot call tools" in e and "auto" in e["text"] for e in state["memory_events"])
+    kinds = [e["kind"] for e in state["memory_events"] if e["node"] == "recall"]
+    assert kinds == ["tool_fallback", "auto"]
 
 
 async def test_every_mode_respects_the_token_budget(agent, make_context, services):

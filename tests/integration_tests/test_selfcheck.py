@@ -18,6 +18,7 @@ import pytest
 
 from memory_graph_agent.local import embedded
 from memory_graph_agent.local.embedded import SELFCHECK_APP, EmbeddedServiceError
+from memory_graph_agent.records import event
 
 STALL = """
 CREATE FUNCTION stall_selfcheck() RETURNS event_trigger LANGUAGE plpgsql AS $$
@@ -123,16 +124,22 @@ async def test_the_demo_stops_within_a_minute_when_memory_cannot_be_stored(
 def test_a_storage_failure_event_stops_the_demo() -> None:
     from memory_graph_agent.cli.demo import _storage_failure
 
-    assert _storage_failure({"memory_events": ["window: +2 messages"]}) is None
+    pushed = event("trim_window", "pushed", "window: +2 messages")
+    assert _storage_failure({"memory_events": [pushed]}) is None
     crash = "notice: PostgreSQL crashed: a server process was terminated by signal 4"
-    assert _storage_failure({"memory_events": ["window: +2", crash]}) == crash
+    notice = event("trim_window", "notice", crash)
+    assert _storage_failure({"memory_events": [pushed, notice]}) == crash
     failed = "consolidate: storage failed, batch retried later"
-    assert _storage_failure({"memory_events": [failed]}) == failed
+    failure = event("consolidate", "storage_failed", failed)
+    assert _storage_failure({"memory_events": [failure]}) == failed
 
 
 def test_a_crashed_backend_becomes_one_memory_event(private_home: Path) -> None:
+    from memory_graph_agent.rendering import notices
+    from memory_graph_agent.services import crash_probe
     from memory_graph_agent.storage.outages import outages
-    from memory_graph_agent.utils import events_so_far
+
+    outages.crash_probe = crash_probe  # what open_services installs
 
     urls = embedded.ensure_services()
     outages.take_notices()
@@ -143,14 +150,14 @@ def test_a_crashed_backend_becomes_one_memory_event(private_home: Path) -> None:
         with pytest.raises(psycopg.OperationalError) as excinfo:
             conn.execute("SELECT 1")
 
-    outages.failed("postgres", excinfo.value)  # what a node does with a failed write
+    outages.failed("postgres", excinfo.value)  # what a store does with a failed write
     outages.failed("postgres", excinfo.value)  # and the next one
-    events = events_so_far({"memory_events": ["window: +2 messages"]})
+    events = [e["text"] for e in notices("trim_window")]
     crashes = [e for e in events if e.startswith("notice: PostgreSQL crashed")]
     assert len(crashes) == 1, events
     assert "signal 4 (Illegal instruction)" in crashes[0]
     assert str(private_home / "run" / "postgres.log") in crashes[0]
-    assert events_so_far({"memory_events": []}) == [], "said once"
+    assert notices("trim_window") == [], "said once"
     assert "signal 4" in embedded.status()["postgres"]["last_crash"]
     outages.ok("postgres")
 

@@ -13,6 +13,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 
 from memory_graph_agent.cli.main import main
 from memory_graph_agent.models import register_chat_model
+from memory_graph_agent.storage.outages import guard
 from memory_graph_agent.validation import InvalidInputError, discard_rejected
 from tests.conftest import say
 from tests.fakes import ScriptedChatModel
@@ -179,7 +180,7 @@ async def test_session_end_during_a_log_outage_moves_nothing_and_can_be_retried(
     async def postgres_down(*args, **kwargs):
         raise OperationalError("INSERT", {}, ConnectionRefusedError("connection refused"))
 
-    monkeypatch.setattr(services.episodes, "append", postgres_down)
+    monkeypatch.setattr(services.episodes, "append", guard("postgres", postgres_down))
     state = await end_session(agent, ctx, thread)
     assert not archived(state)
     assert any("session end deferred" in e["text"] for e in state["memory_events"])
@@ -207,7 +208,7 @@ async def test_session_end_with_a_failing_summary_store_keeps_the_batch(
     async def postgres_down(*args, **kwargs):
         raise OperationalError("INSERT", {}, ConnectionRefusedError("connection refused"))
 
-    monkeypatch.setattr(services.memories, "add", postgres_down)
+    monkeypatch.setattr(services.memories, "add", guard("postgres", postgres_down))
     state = await end_session(agent, ctx, thread)
     assert not archived(state) and state["pending_count"] == 2
     assert await services.window.window(ctx.user_id, thread) == []

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
+from graph.prompts import EXTRACT_FACTS_PROMPT
 from memory_graph_agent.facts import extract_facts, facts_grounded, value_is_grounded
-from memory_graph_agent.storage.profile import Fact
 from memory_graph_agent.rendering import render_profile
+from memory_graph_agent.storage.profile import Fact
 from tests.fakes import ScriptedChatModel, prompt_text
 
 SAID = "The user said: I used to like Java, but now I prefer Go. What is C#?"
@@ -43,12 +44,12 @@ async def test_extract_facts_is_schema_constrained_grounded_and_cites_sources(ma
         return json.dumps({"facts": facts})
 
     ctx = make_context(model_obj=ScriptedChatModel(handler=handler))
-    assert await extract_facts(ctx, SAID, ["m1", "m2"]) == [
+    assert await extract_facts(ctx, EXTRACT_FACTS_PROMPT, SAID, ["m1", "m2"]) == [
         Fact("preferred_language", "Go", 0.7, ["m1", "m2"])
     ]
     broken = make_context(model_obj=ScriptedChatModel(handler=lambda m: "not json"))
-    assert await extract_facts(broken, SAID, ["m1"]) == []
-    assert await extract_facts(ctx, "   ", ["m1"]) == []
+    assert await extract_facts(broken, EXTRACT_FACTS_PROMPT, SAID, ["m1"]) == []
+    assert await extract_facts(ctx, EXTRACT_FACTS_PROMPT, "   ", ["m1"]) == []
 
 
 def test_render_profile_notes_recent_changes():

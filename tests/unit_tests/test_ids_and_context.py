@@ -7,8 +7,8 @@ from dataclasses import fields
 import pytest
 
 from graph.context import Context
-from memory_graph_agent.models import default_embedding_model
 from memory_graph_agent.ids import InvalidIdError, validate_id
+from memory_graph_agent.models import default_embedding_model
 from memory_graph_agent.storage.memories import _IterativeHNSW
 
 

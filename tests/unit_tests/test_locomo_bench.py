@@ -8,21 +8,23 @@ import uuid
 
 import pytest
 
-from bench.locomo import (
-    BM25,
+from bench.locomo import run_benchmark
+from bench.locomo_data import (
     Defects,
-    aggregate,
-    bm25_tokens,
     canonical_id,
-    evidence_recall,
-    fill_budget,
     load_locomo,
     parse_evidence,
     parse_session_date,
+    safe_id,
+)
+from bench.locomo_scoring import (
+    BM25,
+    aggregate,
+    bm25_tokens,
+    evidence_recall,
+    fill_budget,
     ranking,
     rrf,
-    run_benchmark,
-    safe_id,
 )
 
 KNOWN = {"D1:1", "D1:2", "D1:3", "D2:1", "D2:2", "D3:1", "D3:3", "D30:5"}

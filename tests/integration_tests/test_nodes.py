@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from functools import partial
 from types import SimpleNamespace
 
 import pytest
@@ -14,10 +15,11 @@ from langgraph.graph import END, START, StateGraph
 from graph.context import Context
 from graph.routing import route_after_consolidate, route_after_summarize, route_after_trim
 from graph.state import State
+from memory_graph_agent.rendering import render_memory
 from memory_graph_agent.storage.memories import Memory
+from memory_graph_agent.storage.outages import guard
 from memory_graph_agent.storage.profile import Fact
 from memory_graph_agent.storage.window import StoredMessage
-from memory_graph_agent.rendering import render_memory
 from nodes.consolidate import consolidate, merge_thread_summary
 from nodes.load_profile import load_profile
 from nodes.recall import recall
@@ -33,10 +35,12 @@ def _thread() -> str:
     return f"t-{uuid.uuid4().hex[:8]}"
 
 
-async def run_node(node, state: dict, context: Context, thread_id: str | None = None) -> dict:
+async def run_node(
+    services, node, state: dict, context: Context, thread_id: str | None = None
+) -> dict:
     """Invoke one node through a tiny graph so `runtime` and `get_config` are real."""
     builder = StateGraph(State, context_schema=Context)
-    builder.add_node(node)
+    builder.add_node(node.__name__, partial(node, services=services))
     builder.add_edge(START, node.__name__)
     builder.add_edge(node.__name__, END)
     config = {"configurable": {"thread_id": thread_id or _thread()}}
@@ -77,17 +81,17 @@ async def test_load_profile_reads_this_users_profile(services, make_context, use
         user_id, [Fact("name", "Ada", 0.9), Fact("city", "Oslo", 0.7)], ctx.ttl_days
     )
     await services.profile.upsert(f"{user_id}-b", [Fact("name", "Bob", 0.9)], ctx.ttl_days)
-    out = await run_node(load_profile, {"messages": [HumanMessage("hi")]}, ctx)
+    out = await run_node(services, load_profile, {"messages": [HumanMessage("hi")]}, ctx)
     assert {k: v["value"] for k, v in out["profile"].items()} == {"name": "Ada", "city": "Oslo"}
-    assert out["memory_events"] == ["profile: 2 facts loaded"]
+    assert [(e["node"], e["kind"]) for e in out["memory_events"]] == [("load_profile", "loaded")]
 
 
 @pytest.mark.parametrize(
     "messages", [[], [HumanMessage("q"), AIMessage("a")], [SystemMessage("s")]]
 )
-async def test_load_profile_requires_a_final_human_message(make_context, messages):
+async def test_load_profile_requires_a_final_human_message(services, make_context, messages):
     with pytest.raises(ValueError, match="human message"):
-        await run_node(load_profile, {"messages": messages}, make_context())
+        await run_node(services, load_profile, {"messages": messages}, make_context())
 
 
 # ---------------------------------------------------------------- recall
@@ -112,7 +116,7 @@ async def test_recall_keeps_hits_above_min_similarity_and_touches_them(
     await _seed_memories(services, user_id)
     ctx = make_context(min_similarity=0.3, recall_k=5, memory_token_budget=10_000)
     out = await run_node(
-        recall, {"messages": [HumanMessage("What does my sister do for a living?")]}, ctx
+        services, recall, {"messages": [HumanMessage("What does my sister do for a living?")]}, ctx
     )
     recalled = out["recalled"]
     assert recalled, "the sister memories should be recalled"
@@ -128,7 +132,8 @@ async def test_recall_keeps_hits_above_min_similarity_and_touches_them(
         assert by_id[m["id"]].access_count == 1
     untouched = set(by_id) - {m["id"] for m in recalled}
     assert untouched and all(by_id[i].access_count == 0 for i in untouched)
-    assert out["memory_events"][-1].startswith(
+    assert out["memory_events"][-1]["kind"] == "auto"
+    assert out["memory_events"][-1]["text"].startswith(
         f"recall: {len(recalled)} of {len(recalled)} hits kept"
     )
 
@@ -136,7 +141,9 @@ async def test_recall_keeps_hits_above_min_similarity_and_touches_them(
 async def test_recall_min_similarity_can_exclude_everything(services, make_context, user_id):
     await _seed_memories(services, user_id)
     ctx = make_context(min_similarity=0.99)
-    out = await run_node(recall, {"messages": [HumanMessage("What does my sister do?")]}, ctx)
+    out = await run_node(
+        services, recall, {"messages": [HumanMessage("What does my sister do?")]}, ctx
+    )
     assert out["recalled"] == []
     assert all(m.access_count == 0 for m in await services.memories.list(user_id))
 
@@ -146,7 +153,7 @@ async def test_recall_respects_the_token_budget(services, make_context, user_id)
     question = {"messages": [HumanMessage("Tell me about my sister and bread")]}
     everything = (
         await run_node(
-            recall, question, make_context(min_similarity=0.0, memory_token_budget=10_000)
+            services, recall, question, make_context(min_similarity=0.0, memory_token_budget=10_000)
         )
     )["recalled"]
     assert len(everything) == 3
@@ -160,7 +167,7 @@ async def test_recall_respects_the_token_budget(services, make_context, user_id)
         10_000,
     ]:
         out = await run_node(
-            recall, question, make_context(min_similarity=0.0, memory_token_budget=budget)
+            services, recall, question, make_context(min_similarity=0.0, memory_token_budget=budget)
         )
         kept = out["recalled"]
         assert sum(m["tokens"] for m in kept) <= budget
@@ -178,6 +185,7 @@ async def test_recall_respects_the_token_budget(services, make_context, user_id)
 async def test_recall_k_caps_the_hits(services, make_context, user_id):
     await _seed_memories(services, user_id)
     out = await run_node(
+        services,
         recall,
         {"messages": [HumanMessage("my sister")]},
         make_context(recall_k=1, min_similarity=0.0),
@@ -185,8 +193,10 @@ async def test_recall_k_caps_the_hits(services, make_context, user_id):
     assert len(out["recalled"]) == 1
 
 
-async def test_recall_for_user_without_memories(make_context):
-    out = await run_node(recall, {"messages": [HumanMessage("anything?")]}, make_context())
+async def test_recall_for_user_without_memories(services, make_context):
+    out = await run_node(
+        services, recall, {"messages": [HumanMessage("anything?")]}, make_context()
+    )
     assert out["recalled"] == []
 
 
@@ -199,7 +209,7 @@ async def test_trim_window_pushes_evicts_and_removes_from_state(services, make_c
     msgs = []
     for i in range(3):
         msgs += [HumanMessage(f"q{i}", id=f"q{i}"), AIMessage(f"a{i}", id=f"a{i}")]
-    out = await run_node(trim_window, {"messages": msgs}, ctx, thread)
+    out = await run_node(services, trim_window, {"messages": msgs}, ctx, thread)
     assert [m.id for m in out["messages"]] == ["q2", "a2"]
     assert out["pending_count"] == 4
     assert [m.id for m in await services.window.window(user_id, thread)] == ["q2", "a2"]
@@ -210,16 +220,17 @@ async def test_trim_window_pushes_evicts_and_removes_from_state(services, make_c
         "a1",
     ]
     # running again with the same messages is idempotent
-    out = await run_node(trim_window, {"messages": msgs}, ctx, thread)
+    out = await run_node(services, trim_window, {"messages": msgs}, ctx, thread)
     assert out["pending_count"] == 4
-    assert "+0 messages" in out["memory_events"][-1]
+    assert out["memory_events"][-1]["kind"] == "pushed"
+    assert "+0 messages" in out["memory_events"][-1]["text"]
 
 
 # ---------------------------------------------------------------- summarize
 
 
-async def test_summarize_with_empty_pending_returns_none(make_context):
-    out = await run_node(summarize, {"messages": []}, make_context(), _thread())
+async def test_summarize_with_empty_pending_returns_none(services, make_context):
+    out = await run_node(services, summarize, {"messages": []}, make_context(), _thread())
     assert out["summary"] is None
 
 
@@ -228,7 +239,9 @@ async def test_summarize_builds_summary_with_provenance_and_keeps_pending(
 ):
     thread = _thread()
     moved = await fill_pending(services, user_id, thread, 2)
-    out = await run_node(summarize, {"messages": []}, make_context(summary_batch=4), thread)
+    out = await run_node(
+        services, summarize, {"messages": []}, make_context(summary_batch=4), thread
+    )
     s = out["summary"]
     assert s["source_ids"] == moved == ["h0", "a0", "h1", "a1"]
     assert (s["user_id"], s["thread_id"], s["mode"], s["importance"]) == (
@@ -251,6 +264,7 @@ async def test_summarize_falls_back_to_raw_transcript(services, make_context, us
     thread = _thread()
     await fill_pending(services, user_id, thread, 1)
     out = await run_node(
+        services,
         summarize,
         {"messages": []},
         make_context(summary_batch=2, model_obj=ScriptedChatModel(handler=broken)),
@@ -266,9 +280,9 @@ async def test_summarize_falls_back_to_raw_transcript(services, make_context, us
 
 async def _summary_for(services, make_context, user_id, thread, mode="llm", text=None):
     await fill_pending(services, user_id, thread, 2)
-    s = (await run_node(summarize, {"messages": []}, make_context(summary_batch=4), thread))[
-        "summary"
-    ]
+    s = (
+        await run_node(services, summarize, {"messages": []}, make_context(summary_batch=4), thread)
+    )["summary"]
     s["mode"] = mode
     if text:  # as if the user had said it: facts are grounded in the user's own words
         s["text"] = s["user_text"] = text
@@ -276,7 +290,7 @@ async def _summary_for(services, make_context, user_id, thread, mode="llm", text
 
 
 async def test_consolidate_without_summary_is_a_no_op(services, make_context, user_id):
-    out = await run_node(consolidate, {"messages": [], "summary": None}, make_context())
+    out = await run_node(services, consolidate, {"messages": [], "summary": None}, make_context())
     assert out["summary"] is None
     assert await services.memories.count(user_id) == {}
 
@@ -291,15 +305,15 @@ async def test_consolidate_storage_failure_keeps_pending_then_retry_succeeds(
     async def postgres_down(memory, vector=None):
         raise ConnectionError("connection refused")
 
-    monkeypatch.setattr(services.memories, "add", postgres_down)
-    out = await run_node(consolidate, {"messages": [], "summary": s}, ctx, thread)
+    monkeypatch.setattr(services.memories, "add", guard("postgres", postgres_down))
+    out = await run_node(services, consolidate, {"messages": [], "summary": s}, ctx, thread)
     assert out["summary_stored"] is False and out["summary"] is None
-    assert "storage failed" in out["memory_events"][-1]
+    assert out["memory_events"][-1]["kind"] == "storage_failed"
     assert await services.queue.backlog(user_id, thread) == 4  # nothing acked, nothing lost
     monkeypatch.undo()
     assert await services.memories.count(user_id) == {}
 
-    out = await run_node(consolidate, {"messages": [], "summary": s}, ctx, thread)
+    out = await run_node(services, consolidate, {"messages": [], "summary": s}, ctx, thread)
     assert out["summary_stored"] is True
     assert out["pending_count"] == 0 and await services.queue.backlog(user_id, thread) == 0
     assert out["summaries_since_reflection"] == 1
@@ -307,9 +321,10 @@ async def test_consolidate_storage_failure_keeps_pending_then_retry_succeeds(
     assert stored_summary.source_ids == s["source_ids"] and stored_summary.thread_id == thread
 
     # replaying the same summary (e.g. a retried run) upserts, never duplicates
-    out = await run_node(consolidate, {"messages": [], "summary": s}, ctx, thread)
+    out = await run_node(services, consolidate, {"messages": [], "summary": s}, ctx, thread)
     assert await services.memories.count(user_id) == {"summary": 1}
-    assert "0 acked" in out["memory_events"][-2]
+    (stored_event,) = [e for e in out["memory_events"] if e["kind"] == "stored"]
+    assert stored_event["text"].endswith(", 0 acked")
 
 
 async def test_consolidate_extracts_facts_above_importance_threshold(
@@ -319,7 +334,11 @@ async def test_consolidate_extracts_facts_above_importance_threshold(
     text = "My name is Zhang San, I live in Berlin and I prefer Go."
     s = await _summary_for(services, make_context, user_id, thread, text=text)
     out = await run_node(
-        consolidate, {"messages": [], "summary": s}, make_context(min_fact_importance=0.9), thread
+        services,
+        consolidate,
+        {"messages": [], "summary": s},
+        make_context(min_fact_importance=0.9),
+        thread,
     )
     profile = await services.profile.get(user_id)
     assert {k: v["value"] for k, v in profile.items()} == {
@@ -348,7 +367,7 @@ async def test_consolidate_drops_facts_not_grounded_in_the_summary(services, mak
         services, make_context, user_id, thread, text="The user is Ada Lovelace."
     )
     ctx = make_context(model_obj=ScriptedChatModel(handler=inventive))
-    out = await run_node(consolidate, {"messages": [], "summary": s}, ctx, thread)
+    out = await run_node(services, consolidate, {"messages": [], "summary": s}, ctx, thread)
     assert out["summary_stored"] is True
     profile = await services.profile.get(user_id)
     assert {k: v["value"] for k, v in profile.items()} == {"name": "Ada Lovelace"}
@@ -363,7 +382,7 @@ async def test_consolidate_survives_broken_fact_extractor(services, make_context
     thread = _thread()
     s = await _summary_for(services, make_context, user_id, thread, text="My name is Ada.")
     ctx = make_context(model_obj=ScriptedChatModel(handler=no_facts))
-    out = await run_node(consolidate, {"messages": [], "summary": s}, ctx, thread)
+    out = await run_node(services, consolidate, {"messages": [], "summary": s}, ctx, thread)
     assert out["summary_stored"] is True and out["pending_count"] == 0
     assert await services.profile.get(user_id) == {}
 
@@ -382,9 +401,9 @@ async def test_reflect_skips_below_threshold_without_model_call(
     services, make_context, fake_model, user_id
 ):
     await services.memories.add(mem(user_id, "one summary"))
-    out = await run_node(reflect, {"messages": []}, make_context(reflect_after=2))
+    out = await run_node(services, reflect, {"messages": []}, make_context(reflect_after=2))
     assert out["summaries_since_reflection"] == 1
-    assert "skipped" in out["memory_events"][-1]
+    assert out["memory_events"][-1]["kind"] == "not_due"
     assert fake_model.prompts == []
     assert await services.memories.count(user_id) == {"summary": 1}
 

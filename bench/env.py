@@ -1,0 +1,179 @@
+"""Where a benchmark run stores its data, and what machine it runs on.
+
+`isolated_services` gives a run a fresh database and Redis key prefix (created and
+dropped like ``tests/conftest.py``), or the URLs/prefix the caller passes (pytest's
+``memory_env``, kept), and points ``REDIS_URL`` / ``DATABASE_URL`` /
+``MEMORY_KEY_PREFIX`` at them for its duration; the run then opens its stores with
+``services_session(EMBEDDING)`` inside it (and so closes them before the database is
+dropped). `machine_info` records cores, CPU, Python, PostgreSQL/pgvector and library
+versions next to the numbers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import platform
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import psycopg
+from redis.asyncio import Redis
+
+from memory_graph_agent.local.embedded import ensure_services
+from memory_graph_agent.storage.postgres import with_database
+
+EMBEDDING = "local:all-minilm-l6-v2"
+"""The embeddings of every benchmark (local MiniLM, 384 dimensions)."""
+
+
+@dataclass
+class BenchEnv:
+    """Where a benchmark run stores its data."""
+
+    redis_url: str
+    database_url: str
+    key_prefix: str
+    owned: bool
+    """True when this run created the database/prefix and drops them at the end."""
+
+
+@contextlib.asynccontextmanager
+async def isolated_services(
+    database_url: str | None = None,
+    redis_url: str | None = None,
+    key_prefix: str | None = None,
+    tag: str = "bench",
+) -> AsyncIterator[BenchEnv]:
+    """A fresh database + key prefix (dropped afterwards), or the given ones (kept).
+
+    Sets ``REDIS_URL`` / ``DATABASE_URL`` / ``MEMORY_KEY_PREFIX`` for the duration, so
+    `memory_graph_agent.services.services_session` opened inside connects there; restores
+    them on exit. Close those services before leaving (an owned database is dropped).
+    """
+    owned = database_url is None
+    server_url = None
+    if database_url is None or redis_url is None:
+        urls = await asyncio.to_thread(ensure_services)
+        redis_url = redis_url or urls.redis_url
+        if database_url is None:
+            server_url = urls.database_url
+            db = f"{tag}_{uuid.uuid4().hex[:12]}"
+            async with await psycopg.AsyncConnection.connect(server_url, autocommit=True) as conn:
+                await conn.execute(f'CREATE DATABASE "{db}"')
+            database_url = with_database(server_url, db)
+            key_prefix = key_prefix or f"{tag}-{db}"
+    key_prefix = key_prefix or f"{tag}-{uuid.uuid4().hex[:12]}"
+    env = BenchEnv(redis_url, database_url, key_prefix, owned)
+    values = {"REDIS_URL": redis_url, "DATABASE_URL": database_url, "MEMORY_KEY_PREFIX": key_prefix}
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield env
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        if owned:
+            await _drop_owned(env, server_url)
+
+
+async def _drop_owned(env: BenchEnv, server_url: str | None) -> None:
+    """Delete the run's Redis keys and drop its database."""
+    redis = Redis.from_url(env.redis_url)
+    try:
+        batch = []
+        async for key in redis.scan_iter(match=f"{env.key_prefix}:*", count=1000):
+            batch.append(key)
+            if len(batch) >= 1000:
+                await redis.delete(*batch)
+                batch = []
+        if batch:
+            await redis.delete(*batch)
+    finally:
+        await redis.aclose()
+    if server_url:
+        db = urlsplit(env.database_url).path.lstrip("/")
+        async with await psycopg.AsyncConnection.connect(server_url, autocommit=True) as conn:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+
+
+def cpu_model() -> str:
+    """The CPU model name from /proc/cpuinfo."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+PACKAGES = (
+    "langgraph",
+    "langchain-core",
+    "langchain-postgres",
+    "langgraph-checkpoint-postgres",
+    "psycopg",
+    "redis",
+    "sentence-transformers",
+    "torch",
+    "numpy",
+)
+"""Libraries whose versions `machine_info` records."""
+POSTGRES_SETTINGS = (
+    "shared_buffers",
+    "work_mem",
+    "maintenance_work_mem",
+    "max_parallel_maintenance_workers",
+    "max_connections",
+)
+
+
+async def machine_info(database_url: str) -> dict[str, Any]:
+    """Cores, CPU, Python, PostgreSQL/pgvector versions, load, library versions."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions = {}
+    for pkg in PACKAGES:
+        try:
+            versions[pkg] = version(pkg)
+        except PackageNotFoundError:
+            versions[pkg] = None
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        pgvector = await (
+            await conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+        ).fetchone()
+        pg = (await (await conn.execute("SHOW server_version")).fetchone())[0]
+        settings = {}
+        for name in POSTGRES_SETTINGS:
+            settings[name] = (await (await conn.execute(f"SHOW {name}")).fetchone())[0]
+    try:
+        import torch
+
+        torch_threads = torch.get_num_threads()
+    except Exception:  # noqa: BLE001
+        torch_threads = None
+    return {
+        "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
+        "cores": os.cpu_count(),
+        "cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cpu_model": cpu_model(),
+        "loadavg_at_start": list(os.getloadavg()),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "postgres": pg,
+        "pgvector": pgvector[0] if pgvector else None,
+        "postgres_settings": settings,
+        "torch_threads": torch_threads,
+        "packages": versions,
+    }

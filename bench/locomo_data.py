@@ -1,0 +1,263 @@
+"""LoCoMo data for `bench.locomo`: conversations, questions and their evidence, repaired.
+
+`load_locomo` reads a LoCoMo-format file into `Conversation` objects (turns in replay
+order, stamped with their session date, and questions whose evidence ids are split,
+repaired and checked against the conversation's turns); every data defect met on the
+way is counted in `Defects` (kinds and meanings in `DEFECT_KINDS`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import re
+from collections import Counter
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+
+from memory_graph_agent.storage.window import StoredMessage
+
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+SCORED_CATEGORIES = (1, 2, 3, 4)
+
+DEFECT_KINDS = {
+    "joined": "one evidence entry holding several ids ('D8:6; D9:17'); split",
+    "zero_padded": "leading zeros ('D30:05'); normalised to 'D30:5'",
+    "malformed_repaired": "extra separator ('D:11:26'); repaired to 'D11:26'",
+    "malformed_dropped": "not an id at all ('D'); dropped",
+    "past_end": "turn number beyond the end of its session; dropped",
+    "unknown_session": "session that has no turns; dropped",
+    "missing_turn": "turn number inside a session but absent; dropped",
+    "duplicate": "same id twice in one question; counted once",
+    "empty_evidence": "question without evidence; not scored",
+    "no_valid_evidence": "question whose evidence ids all were dropped; not scored",
+    "bad_category": "category not in 1-5; not scored",
+    "bad_turn_id": "turn whose dia_id is not D<session>:<turn>; kept as is",
+    "unparsed_date": "session date that could not be parsed; its turns get no timestamp",
+}
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One dialog turn, as it enters the memory window."""
+
+    dia_id: str
+    speaker: str
+    text: str
+    timestamp: str | None
+
+    def message(self) -> HumanMessage:
+        """The window message: tagged with the speaker and the session date."""
+        extra = {"timestamp": self.timestamp} if self.timestamp else {}
+        return HumanMessage(
+            content=self.text, name=self.speaker, id=self.dia_id, additional_kwargs=extra
+        )
+
+    def line(self) -> str:
+        """The transcript line the pipeline stores for this turn (``[ts] speaker: text``)."""
+        return StoredMessage.from_message(self.message()).render()
+
+
+@dataclass(frozen=True)
+class Question:
+    """One QA item; ``evidence`` holds the valid, canonical dialog ids only."""
+
+    index: int
+    text: str
+    category: int
+    evidence: tuple[str, ...]
+    raw_evidence: tuple[str, ...]
+
+    @property
+    def scored(self) -> bool:
+        """Whether the question enters the metric (known category, some evidence)."""
+        return bool(self.evidence) and self.category in CATEGORIES
+
+
+@dataclass
+class Conversation:
+    """One LoCoMo sample: turns in replay order and its questions."""
+
+    sample_id: str
+    turns: list[Turn]
+    questions: list[Question]
+    sessions: int
+
+    @property
+    def user_id(self) -> str:
+        """One memory user per conversation."""
+        return safe_id(f"locomo-{self.sample_id}")
+
+    @property
+    def thread_id(self) -> str:
+        """One thread per conversation."""
+        return safe_id(f"replay-{self.sample_id}")
+
+
+@dataclass
+class Defects:
+    """Counts of data defects, with a few examples of each kind."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    examples: list[dict[str, Any]] = field(default_factory=list)
+    max_examples: int = 5
+
+    def add(self, kind: str, where: str, value: Any) -> None:
+        """Count one defect of ``kind`` found at ``where``."""
+        if kind not in DEFECT_KINDS:
+            raise ValueError(f"unknown defect kind {kind!r}")
+        self.counts[kind] += 1
+        if sum(e["kind"] == kind for e in self.examples) < self.max_examples:
+            self.examples.append({"kind": kind, "where": where, "value": value})
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON view: every kind (zeros included), its meaning, examples."""
+        return {
+            "counts": {k: self.counts.get(k, 0) for k in DEFECT_KINDS},
+            "meaning": DEFECT_KINDS,
+            "examples": self.examples,
+        }
+
+
+def safe_id(text: str) -> str:
+    """``text`` mapped to the project's id charset (1-64 of ``[A-Za-z0-9_.@-]``)."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.@-]+", "-", text).strip("_.@-")[:64]
+    return cleaned or f"x{hashlib.sha1(text.encode()).hexdigest()[:12]}"
+
+
+_DATE_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%I:%M %p on %B %d, %Y")
+
+
+def parse_session_date(text: str) -> str | None:
+    """LoCoMo's ``'1:56 pm on 8 May, 2023'`` (or ISO) as ISO-8601, None if unparseable."""
+    text = " ".join(str(text).split())
+    for fmt in _DATE_FORMATS:
+        with contextlib.suppress(ValueError):
+            return datetime.strptime(text, fmt).isoformat()
+    with contextlib.suppress(ValueError):
+        return datetime.fromisoformat(text).isoformat()
+    return None
+
+
+_ID = re.compile(r"D(\d+):(\d+)")
+_REPAIRABLE_ID = re.compile(r"D\W*(\d+)\W+(\d+)")
+_ID_SEPARATORS = re.compile(r"[;,\s]+")
+
+
+def canonical_id(piece: str) -> tuple[str | None, str | None]:
+    """(canonical ``D<s>:<t>`` or None, defect kind or None) for one evidence token."""
+    if m := _ID.fullmatch(piece):
+        fixed = f"D{int(m[1])}:{int(m[2])}"
+        return fixed, None if fixed == piece else "zero_padded"
+    if m := _REPAIRABLE_ID.fullmatch(piece):
+        return f"D{int(m[1])}:{int(m[2])}", "malformed_repaired"
+    return None, "malformed_dropped"
+
+
+def _unknown_kind(dia_id: str, known_ids: Collection[str]) -> str:
+    """Why a well-formed id matches no turn: past the session's end, or no such session."""
+    session, turn = (int(x) for x in _ID.fullmatch(dia_id).groups())
+    in_session = [int(m[2]) for k in known_ids if (m := _ID.fullmatch(k)) and int(m[1]) == session]
+    if not in_session:
+        return "unknown_session"
+    return "past_end" if turn > max(in_session) else "missing_turn"
+
+
+@dataclass(frozen=True)
+class EvidenceParse:
+    """The valid evidence ids of a question and the defects met on the way."""
+
+    ids: tuple[str, ...]
+    defects: tuple[tuple[str, str], ...]
+
+
+def parse_evidence(raw: Sequence[Any] | None, known_ids: Collection[str]) -> EvidenceParse:
+    """Split, repair and check a question's evidence list against the conversation's ids."""
+    ids: list[str] = []
+    defects: list[tuple[str, str]] = []
+    for entry in raw or []:
+        pieces = [p for p in _ID_SEPARATORS.split(str(entry).strip()) if p]
+        if len(pieces) > 1:
+            defects.append(("joined", str(entry)))
+        for piece in pieces:
+            dia_id, kind = canonical_id(piece)
+            if kind:
+                defects.append((kind, piece))
+            if dia_id is None:
+                continue
+            if dia_id not in known_ids:
+                defects.append((_unknown_kind(dia_id, known_ids), piece))
+            elif dia_id in ids:
+                defects.append(("duplicate", piece))
+            else:
+                ids.append(dia_id)
+    if not raw:
+        defects.append(("empty_evidence", ""))
+    elif not ids:
+        defects.append(("no_valid_evidence", json.dumps(list(raw))))
+    return EvidenceParse(tuple(ids), tuple(defects))
+
+
+def _session_numbers(conversation: dict[str, Any]) -> list[int]:
+    return sorted(
+        int(k.split("_")[1])
+        for k, v in conversation.items()
+        if re.fullmatch(r"session_\d+", k) and isinstance(v, list)
+    )
+
+
+def load_turns(sample_id: str, conversation: dict[str, Any], defects: Defects) -> list[Turn]:
+    """All turns in session order, stamped with their session date."""
+    turns = []
+    for n in _session_numbers(conversation):
+        raw_date = conversation.get(f"session_{n}_date_time", "")
+        stamp = parse_session_date(raw_date)
+        if stamp is None:
+            defects.add("unparsed_date", f"{sample_id} session_{n}", raw_date)
+        for t in conversation[f"session_{n}"]:
+            dia_id, kind = canonical_id(str(t["dia_id"]))
+            if dia_id is None or kind:
+                defects.add("bad_turn_id", sample_id, t["dia_id"])
+            turn_id = dia_id if dia_id else str(t["dia_id"])
+            turns.append(Turn(turn_id, str(t["speaker"]), str(t["text"]), stamp))
+    return turns
+
+
+def load_questions(
+    sample_id: str, qa: list[dict[str, Any]], known_ids: Collection[str], defects: Defects
+) -> list[Question]:
+    """The sample's questions with parsed evidence; defects counted."""
+    out = []
+    for i, item in enumerate(qa):
+        parsed = parse_evidence(item.get("evidence"), known_ids)
+        for kind, value in parsed.defects:
+            defects.add(kind, f"{sample_id} q{i}", value)
+        category = int(item.get("category", 0))
+        if category not in CATEGORIES:
+            defects.add("bad_category", f"{sample_id} q{i}", item.get("category"))
+        raw = tuple(str(e) for e in item.get("evidence") or [])
+        out.append(Question(i, str(item["question"]), category, parsed.ids, raw))
+    return out
+
+
+def load_locomo(path: str | Path, limit: int | None = None) -> tuple[list[Conversation], Defects]:
+    """Read a LoCoMo-format file (a list of samples); the first ``limit`` conversations."""
+    samples = json.loads(Path(path).read_text())
+    if isinstance(samples, dict):
+        samples = [samples]
+    defects = Defects()
+    conversations = []
+    for sample in samples[:limit] if limit else samples:
+        sample_id = str(sample.get("sample_id") or f"sample-{len(conversations)}")
+        conv = sample["conversation"]
+        turns = load_turns(sample_id, conv, defects)
+        known = {t.dia_id for t in turns}
+        questions = load_questions(sample_id, sample.get("qa", []), known, defects)
+        conversations.append(Conversation(sample_id, turns, questions, len(_session_numbers(conv))))
+    return conversations, defects

@@ -1,0 +1,207 @@
+"""The memory pipeline side of `bench.locomo`: replay a conversation, ask the recall node.
+
+The replay graph runs the project's ``trim_window → summarize → consolidate → reflect``
+nodes on the run's services (raw summaries, no reflection, a guard model that refuses
+every call); the recall graph runs the project's ``recall`` node alone. The context a
+question gets is the provenance of what recall returns plus the live window.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.outputs import ChatResult
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+from bench.locomo_data import Conversation, Question
+from bench.locomo_scoring import message_tokens
+from graph.context import Context
+from graph.routing import route_after_consolidate, route_after_summarize, route_after_trim
+from graph.state import State
+from memory_graph_agent.services import Services
+from nodes.consolidate import consolidate
+from nodes.recall import recall
+from nodes.reflect import reflect
+from nodes.summarize import summarize
+from nodes.trim_window import trim_window
+
+RECALL_K = 5
+"""The `Context` default: the token budget, not ``recall_k``, limits hybrid recall."""
+NO_REFLECTION = 10**6
+REPLAY_NODES = (trim_window, summarize, consolidate, reflect)
+
+
+class GuardChatModel(BaseChatModel):
+    """The replay's chat model: counts calls and refuses them (raw mode needs none)."""
+
+    calls: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "locomo-guard"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.calls += 1
+        raise RuntimeError("the LoCoMo replay must not call a chat model")
+
+
+def build_replay_graph(services: Services) -> CompiledStateGraph:
+    """trim_window → summarize → consolidate → reflect, routed like the agent's graph.
+
+    The nodes are bound to ``services`` as `graph.builder` binds them.
+    """
+    builder = StateGraph(State, context_schema=Context)
+    for node in REPLAY_NODES:
+        builder.add_node(node.__name__, partial(node, services=services))
+    builder.add_edge(START, "trim_window")
+    builder.add_conditional_edges("trim_window", route_after_trim)
+    builder.add_conditional_edges("summarize", route_after_summarize)
+    builder.add_conditional_edges("consolidate", route_after_consolidate)
+    builder.add_edge("reflect", END)
+    return builder.compile(name="locomo_replay")
+
+
+def build_recall_graph(services: Services) -> CompiledStateGraph:
+    """The project's recall node alone, bound to ``services``."""
+    builder = StateGraph(State, context_schema=Context)
+    builder.add_node("recall", partial(recall, services=services))
+    builder.add_edge(START, "recall")
+    builder.add_edge("recall", END)
+    return builder.compile(name="locomo_recall")
+
+
+def replay_context(conv: Conversation, model: str) -> Context:
+    """Raw summaries, no reflection: the replay needs no model."""
+    return Context(
+        user_id=conv.user_id,
+        model=model,
+        summary_mode="raw",
+        reflect_after=NO_REFLECTION,
+        reflect_importance_threshold=float(NO_REFLECTION),
+    )
+
+
+def recall_context(conv: Conversation, model: str, budget: int, recall_k: int) -> Context:
+    """The recall node's knobs for the questions (``min_similarity`` left at its default)."""
+    return Context(
+        user_id=conv.user_id,
+        model=model,
+        summary_mode="raw",
+        reflect_after=NO_REFLECTION,
+        reflect_importance_threshold=float(NO_REFLECTION),
+        recall_k=recall_k,
+        memory_token_budget=max(0, budget),
+    )
+
+
+def _thread_config(conv: Conversation) -> dict[str, Any]:
+    return {"configurable": {"thread_id": conv.thread_id}}
+
+
+async def check_fresh(services: Services, conv: Conversation) -> None:
+    """Refuse to replay into a user that already has memory (results would be mixed)."""
+    window = await services.window.window(conv.user_id, conv.thread_id)
+    stored = await services.memories.count(conv.user_id)
+    if window or stored:
+        raise RuntimeError(
+            f"user {conv.user_id!r} already has memory in this database/prefix; "
+            "run against a fresh database (the default) or another key prefix"
+        )
+
+
+async def replay(
+    graph: CompiledStateGraph, conv: Conversation, ctx: Context, advance: Callable[[], None]
+) -> None:
+    """Feed every turn, one graph invocation per turn."""
+    config = _thread_config(conv)
+    for turn in conv.turns:
+        await graph.ainvoke({"messages": [turn.message()]}, config, context=ctx)
+        advance()
+
+
+@dataclass
+class MemoryState:
+    """What the pipeline holds for a conversation after the replay."""
+
+    window_ids: set[str]
+    window_tokens: int
+    summaries: int
+    summarized_ids: set[str]
+    counts: dict[str, int]
+
+
+async def memory_state(services: Services, conv: Conversation) -> MemoryState:
+    """The live window and what long-term memory covers."""
+    window = await services.window.window(conv.user_id, conv.thread_id)
+    summaries = await services.memories.list(conv.user_id, kind="summary", limit=10**7)
+    return MemoryState(
+        window_ids={m.id for m in window},
+        window_tokens=message_tokens([m.to_message() for m in window]),
+        summaries=len(summaries),
+        summarized_ids={sid for s in summaries for sid in s.source_ids},
+        counts=await services.memories.count(conv.user_id),
+    )
+
+
+@contextlib.asynccontextmanager
+async def accesses_rolled_back(services: Services, user_id: str) -> AsyncIterator[None]:
+    """Restore the user's memory access statistics (recency signal) on exit."""
+    table = services.memories.table
+    rows = await services.db.run(
+        (
+            f'SELECT langchain_id::text AS id, last_accessed_at, access_count FROM "{table}" '
+            "WHERE user_id = :user_id",
+            {"user_id": user_id},
+        ),
+    )
+    try:
+        yield
+    finally:
+        await services.db.run(
+            (
+                f'UPDATE "{table}" t SET last_accessed_at = s.at, access_count = s.n '
+                "FROM unnest(CAST(:ids AS uuid[]), CAST(:ats AS timestamptz[]), "
+                "CAST(:ns AS integer[])) AS s(id, at, n) "
+                "WHERE t.user_id = :user_id AND t.langchain_id = s.id",
+                {
+                    "user_id": user_id,
+                    "ids": [r["id"] for r in rows],
+                    "ats": [r["last_accessed_at"] for r in rows],
+                    "ns": [r["access_count"] for r in rows],
+                },
+            ),
+        )
+
+
+async def recall_context_ids(
+    graph: CompiledStateGraph, conv: Conversation, ctx: Context, question: Question
+) -> tuple[set[str], int]:
+    """Provenance ids and tokens of what the recall node returns for ``question``."""
+    message = HumanMessage(question.text, id=f"q{question.index}")
+    state = await graph.ainvoke({"messages": [message]}, _thread_config(conv), context=ctx)
+    recalled = state.get("recalled") or []
+    ids = {sid for item in recalled for sid in item.get("source_ids") or []}
+    return ids, sum(int(item.get("tokens", 0)) for item in recalled)
+
+
+@dataclass
+class Graphs:
+    """The compiled graphs and the guard model of a run."""
+
+    replay: CompiledStateGraph
+    recall: CompiledStateGraph
+    model_spec: str
+    model: GuardChatModel

@@ -1,0 +1,304 @@
+"""Numbers and output of `bench.overhead`: per-turn metrics, tables and the plot.
+
+`full_turn_metrics` derives, from one turn's `TurnRecord`, the memory work with and
+without the embeddings and the fake model's calls; `summarize_full` /
+`summarize_baseline` turn a size's turns into percentiles; `print_size`,
+`print_summary` and `plot_overhead` show them next to the peers' search-only numbers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bench.stats import fmt, ms_stats, pyplot
+from bench.timing import TurnRecord
+
+PEERS_SEARCH_P50_MS = {
+    "LangGraph PostgresStore": 6.4,
+    "Mem0": 6.0,
+    "langchain-postgres PGVector": 4.7,
+}
+"""Peers' search-only p50 (10k memories over 10 users, pre-embedded queries), per the issue."""
+MEMORY_NODES = ("load_profile", "recall", "trim_window", "summarize", "consolidate", "reflect")
+ALL_NODES = (
+    "load_profile",
+    "recall",
+    "respond",
+    "trim_window",
+    "summarize",
+    "consolidate",
+    "reflect",
+)
+HOT_PATH = ("load_profile", "recall")
+POST_RESPONSE = ("trim_window", "summarize", "consolidate", "reflect")
+
+
+# ---------------------------------------------------------------------- turn metrics
+
+
+def full_turn_metrics(rec: TurnRecord, turn_s: float) -> dict[str, float]:
+    """Derived per-turn numbers (seconds) of one full-graph turn."""
+    nodes = rec.nodes
+    memory = sum(nodes.get(n, 0.0) for n in MEMORY_NODES)
+    embed_q = rec.total("embed_query")
+    embed_d = rec.total("embed_documents")
+    model_mem = rec.total_prefix("model:", exclude=("model:respond",))
+    hot = sum(nodes.get(n, 0.0) for n in HOT_PATH)
+    return {
+        "turn": turn_s,
+        "memory": memory,
+        "memory_excl_embedding": memory - embed_q - embed_d,
+        "memory_excl_embedding_and_model": memory - embed_q - embed_d - model_mem,
+        "hot_path": hot,
+        "hot_path_excl_embedding": hot - embed_q,
+        "post_response": sum(nodes.get(n, 0.0) for n in POST_RESPONSE),
+        "graph_overhead": turn_s - sum(nodes.values()),
+        "recall_excl_embedding": nodes.get("recall", 0.0) - embed_q,
+        "embed_query": embed_q,
+        "embed_documents": embed_d,
+        "model_in_memory_nodes": model_mem,
+    }
+
+
+def summarize_full(records: list[tuple[TurnRecord, float]]) -> dict[str, Any]:
+    """p50/p95/... of the full graph per derived metric, per node and per timed call."""
+    per_turn = [full_turn_metrics(r, t) for r, t in records]
+    n = len(records)
+    out: dict[str, Any] = {k: ms_stats([m[k] for m in per_turn]) for k in per_turn[0]}
+    nodes = {}
+    for name in ALL_NODES:
+        vals = [r.nodes[name] for r, _ in records if name in r.nodes]
+        nodes[name] = {
+            **ms_stats(vals),
+            "ran_in_turns": len(vals),
+            "mean_per_turn": round(1000 * sum(vals) / n, 3),
+        }
+    out["nodes"] = nodes
+    parts: dict[str, list[float]] = {}
+    for r, _ in records:
+        for k, v in r.parts.items():
+            parts.setdefault(k, []).extend(v)
+    out["calls"] = {
+        k: {**ms_stats(v), "mean_per_turn": round(1000 * sum(v) / n, 3)}
+        for k, v in sorted(parts.items())
+    }
+    return out
+
+
+def summarize_baseline(records: list[tuple[TurnRecord, float]]) -> dict[str, Any]:
+    """p50/p95/... of the respond-only graph."""
+    return {
+        "turn": ms_stats([t for _, t in records]),
+        "respond": ms_stats([r.nodes.get("respond", 0.0) for r, _ in records]),
+        "graph_overhead": ms_stats([t - sum(r.nodes.values()) for r, t in records]),
+    }
+
+
+# ----------------------------------------------------------------------------- output
+
+
+def print_size(r: dict[str, Any]) -> None:
+    """The per-size table (milliseconds)."""
+    full, base = r["full"], r["baseline"]
+    ex = r["explain"]
+    custom = ex.get("custom_plan", {})
+    generic = ex.get("generic_plan", {})
+    idx = r["index"]
+    total = r["bench_user_memories"]
+    print(
+        f"\n== {r['size']} memories for the benchmark user ({total}), "
+        f"{r['other_memories']} for {r['other_users']} other users =="
+    )
+    if idx:
+        print(
+            f"HNSW build {idx['build_s']:.2f} s over {idx['table_rows']} rows "
+            f"({idx['index_mb']} MB), VACUUM ANALYZE {idx['vacuum_analyze_s']:.2f} s; "
+            f"seeding: vectors {r['seeding']['vector_s']:.1f} s, "
+            f"COPY {r['seeding']['copy_s']:.1f} s"
+        )
+    print(
+        f"recall query plan: HNSW {'used' if custom.get('uses_hnsw') else 'NOT used'} "
+        f"({', '.join(custom.get('indexes') or ['no index'])}; "
+        f"exec {fmt(custom.get('execution_ms'))} ms); generic plan: HNSW "
+        f"{'used' if generic.get('uses_hnsw') else 'NOT used'}"
+    )
+    prep = r.get("prepared_recall_plans") or {}
+    if prep.get("prepared_recall_statements"):
+        print(
+            f"recall as prepared statement: {prep['custom_plan_executions']} custom-plan, "
+            f"{prep['generic_plan_executions']} generic-plan executions"
+        )
+    elif prep:
+        print(
+            "recall SQL never prepared (its filter parameter name changes on every call), "
+            f"so it is planned every time: planning {fmt(custom.get('planning_ms'))} ms"
+        )
+    print(f"load average after the turns: {', '.join(f'{x:.2f}' for x in r['loadavg_after'])}")
+    rows = [
+        ("turn, full memory graph", full["turn"]),
+        ("turn, respond only", base["turn"]),
+        ("  load_profile", full["nodes"]["load_profile"]),
+        ("  recall", full["nodes"]["recall"]),
+        ("    query embedding", full["embed_query"]),
+        ("    (MiniLM compute, all embeds)", full["calls"].get("embed_compute", {})),
+        ("    search (pgvector)", full["calls"].get("search", {})),
+        ("    touch", full["calls"].get("touch", {})),
+        ("    recall excl. embedding", full["recall_excl_embedding"]),
+        ("  respond", full["nodes"]["respond"]),
+        ("  trim_window", full["nodes"]["trim_window"]),
+        ("  summarize", full["nodes"]["summarize"]),
+        ("  consolidate", full["nodes"]["consolidate"]),
+        ("    summary embedding", full["calls"].get("embed_documents", {})),
+        ("  reflect", full["nodes"]["reflect"]),
+        ("  graph/checkpoint overhead", full["graph_overhead"]),
+        ("memory work (all but respond)", full["memory"]),
+        ("memory work excl. embedding", full["memory_excl_embedding"]),
+        ("  ... and excl. fake model calls", full["memory_excl_embedding_and_model"]),
+        ("hot path excl. embedding", full["hot_path_excl_embedding"]),
+        ("search only, pre-embedded", r["search_only_pre_embedded"]),
+    ]
+    print(f"{'(ms)':34} {'p50':>8} {'p95':>8} {'mean':>8} {'n':>5}")
+    for label, s in rows:
+        if not s:
+            continue
+        ran = ""
+        name = label.strip()
+        if name in full["nodes"] and full["nodes"][name]["ran_in_turns"] != full["turn"]["n"]:
+            ran = f"  (ran in {full['nodes'][name]['ran_in_turns']} turns, "
+            ran += f"{full['nodes'][name]['mean_per_turn']:.2f} ms/turn amortized)"
+        print(
+            f"{label:34} {fmt(s.get('p50')):>8} {fmt(s.get('p95')):>8} "
+            f"{fmt(s.get('mean')):>8} {s.get('n', 0):>5}{ran}"
+        )
+    d = r["difference_ms"]
+    print(
+        f"{'difference full - respond only':34} {fmt(d['p50']):>8} {fmt(d['p95']):>8} "
+        f"{fmt(d['mean']):>8}"
+    )
+
+
+def print_summary(data: dict[str, Any]) -> None:
+    """Growth with size and the comparison with the peers' search."""
+    peers = ", ".join(f"{k} {v} ms" for k, v in PEERS_SEARCH_P50_MS.items())
+    print(f"\n== summary (ms; peers' search-only p50: {peers}) ==")
+    print(
+        f"{'size':>8} {'rows':>8} {'search p50':>11} {'p95':>7} {'in-graph p50':>13} "
+        f"{'p95':>7} {'emb q p50':>10} {'mem-emb p50':>12} {'p95':>7} {'mean':>7} "
+        f"{'diff p50':>9} {'HNSW':>5}"
+    )
+    for r in data["sizes"]:
+        f = r["full"]
+        s = r["search_only_pre_embedded"]
+        g = f["calls"].get("search", {})
+        m = f["memory_excl_embedding"]
+        print(
+            f"{r['size']:>8} {r['index'].get('table_rows', '-'):>8} {fmt(s['p50']):>11} "
+            f"{fmt(s['p95']):>7} {fmt(g.get('p50')):>13} {fmt(g.get('p95')):>7} "
+            f"{fmt(f['embed_query']['p50']):>10} {fmt(m['p50']):>12} {fmt(m['p95']):>7} "
+            f"{fmt(m['mean']):>7} {fmt(r['difference_ms']['p50']):>9} "
+            f"{'yes' if r['explain'].get('custom_plan', {}).get('uses_hnsw') else 'no':>5}"
+        )
+
+
+def plot_overhead(data: dict[str, Any], path: Path) -> None:
+    """Four panels: per-node time, turn latency, search growth, memory work vs peers."""
+    plt = pyplot()
+    rs = data["sizes"]
+    sizes = [r["size"] for r in rs]
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+
+    ax = axes[0][0]
+    labels = [f"{s:,}" for s in sizes] + ["respond only"]
+    bottom = [0.0] * len(labels)
+    parts = [
+        ("load_profile", None),
+        ("recall: embedding", "embed_query"),
+        ("recall: rest", "recall_rest"),
+        ("respond", None),
+        ("trim_window", None),
+        ("summarize", None),
+        ("consolidate", None),
+        ("reflect", None),
+        ("graph/checkpoint", "graph_overhead"),
+    ]
+    for label, key in parts:
+        vals = []
+        for r in rs:
+            f = r["full"]
+            if key == "embed_query":
+                vals.append(f["embed_query"]["mean"] or 0)
+            elif key == "recall_rest":
+                vals.append(f["recall_excl_embedding"]["mean"] or 0)
+            elif key == "graph_overhead":
+                vals.append(f["graph_overhead"]["mean"] or 0)
+            else:
+                vals.append(f["nodes"][label]["mean_per_turn"])
+        b = rs[-1]["baseline"]
+        vals.append(
+            b["respond"]["mean"] or 0
+            if label == "respond"
+            else (b["graph_overhead"]["mean"] or 0 if key == "graph_overhead" else 0)
+        )
+        ax.bar(labels, vals, bottom=bottom, label=label)
+        bottom = [x + y for x, y in zip(bottom, vals, strict=True)]
+    ax.set_ylabel("mean ms per turn (amortized)")
+    ax.set_title("Where a turn's time goes (memories of the benchmark user)")
+    ax.legend(fontsize=7)
+
+    ax = axes[0][1]
+    for key, label, style in (
+        ("full", "full memory graph", "o-"),
+        ("baseline", "respond only", "s--"),
+    ):
+        ax.plot(sizes, [r[key]["turn"]["p50"] for r in rs], style, label=f"{label} p50")
+        ax.plot(sizes, [r[key]["turn"]["p95"] for r in rs], style, alpha=0.5, label=f"{label} p95")
+    ax.plot(sizes, [r["full"]["embed_query"]["p50"] for r in rs], "^:", label="query embedding p50")
+    ax.set_xscale("log")
+    ax.set_xlabel("stored memories of the benchmark user")
+    ax.set_ylabel("ms")
+    ax.set_title("Per-turn latency")
+    ax.legend(fontsize=7)
+
+    ax = axes[1][0]
+    s50 = [r["search_only_pre_embedded"]["p50"] for r in rs]
+    s95 = [r["search_only_pre_embedded"]["p95"] for r in rs]
+    g50 = [r["full"]["calls"].get("search", {}).get("p50") for r in rs]
+    g95 = [r["full"]["calls"].get("search", {}).get("p95") for r in rs]
+    ax.plot(sizes, s50, "o-", label="search only (pre-embedded) p50")
+    ax.plot(sizes, s95, "o--", label="search only p95")
+    ax.plot(sizes, g50, "s-", label="in-graph recall search p50")
+    ax.plot(sizes, g95, "s--", label="in-graph recall search p95")
+    for (name, v), c in zip(PEERS_SEARCH_P50_MS.items(), ("grey", "silver", "black"), strict=True):
+        ax.axhline(v, color=c, ls=":", lw=1, label=f"{name} search p50 ({v} ms)")
+    ax.set_xscale("log")
+    ax.set_xlabel("stored memories of the benchmark user")
+    ax.set_ylabel("ms")
+    ax.set_title("Recall search vs size")
+    ax.legend(fontsize=7)
+
+    ax = axes[1][1]
+    for key, label in (
+        ("memory_excl_embedding", "memory work excl. embedding"),
+        ("memory_excl_embedding_and_model", "... and excl. fake model"),
+        ("hot_path_excl_embedding", "hot path (profile+recall) excl. emb."),
+    ):
+        ax.plot(sizes, [r["full"][key]["p50"] for r in rs], "o-", label=f"{label} p50")
+        ax.plot(sizes, [r["full"][key]["p95"] for r in rs], "o--", alpha=0.5, label=f"{label} p95")
+    for (name, v), c in zip(PEERS_SEARCH_P50_MS.items(), ("grey", "silver", "black"), strict=True):
+        ax.axhline(v, color=c, ls=":", lw=1, label=f"{name} search p50")
+    ax.set_xscale("log")
+    ax.set_xlabel("stored memories of the benchmark user")
+    ax.set_ylabel("ms per turn")
+    ax.set_title("Our memory work per turn (no embedding) vs peers' search alone")
+    ax.legend(fontsize=7)
+
+    m = data["machine"]
+    fig.suptitle(
+        f"memory graph overhead: {m['cpu_model']}, {m['cores']} cores, "
+        f"Python {m['python']}, pgvector {m['pgvector']}",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,232 @@
+"""Seeding the memory table for a benchmark: vectors, bulk ``COPY`` and the HNSW index.
+
+`VectorSource` makes the vectors of seeded memories (embedded in batches, perturbed
+copies of embedded texts, or random), `seed_user` bulk-loads a user's history with
+``COPY`` into the `MemoryStore` table (every metadata column and ``stored_at``), and
+`drop_hnsw` / `build_hnsw` take the index down before a bulk load and rebuild it after,
+exactly as `MemoryStore.open` defines it.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from bench.content import memory_text
+
+DIM = 384
+"""Dimension of the benchmark embeddings (`bench.env.EMBEDDING`, MiniLM)."""
+TABLE = f"memories_{DIM}"
+"""The `MemoryStore` table of that dimension."""
+HNSW_INDEX = f"{TABLE}_hnsw"
+"""Its HNSW index, as `MemoryStore.open` names it."""
+
+PERTURB_SIGMA = 0.032
+"""Per-dimension Gaussian noise added to a pooled embedding (384-d): cosine ~0.85 to it."""
+
+
+async def embed_batched(embeddings: Any, texts: list[str], batch: int = 512) -> np.ndarray:
+    """Embed many texts in large batches (MiniLM batch throughput >> one by one)."""
+    out = []
+    for i in range(0, len(texts), batch):
+        out.append(
+            np.asarray(await embeddings.aembed_documents(texts[i : i + batch]), dtype=np.float32)
+        )
+    return np.concatenate(out) if out else np.zeros((0, DIM), dtype=np.float32)
+
+
+class VectorSource:
+    """Vectors for seeded memories.
+
+    ``perturbed`` (default): a pool of generated texts is embedded with MiniLM in
+    batches; each seeded memory takes a pool text and its embedding plus Gaussian noise
+    (renormalised, cosine ~0.85 to the original), so the data keeps the cluster
+    structure of real embeddings at the cost of embedding only the pool.
+    ``real``: every seeded text is embedded (batched). ``random``: random unit vectors.
+    """
+
+    def __init__(self, mode: str, embeddings: Any, rng: random.Random, pool: int = 2048):
+        if mode not in ("perturbed", "real", "random"):
+            raise ValueError(f"vector mode must be perturbed|real|random, got {mode!r}")
+        self.mode = mode
+        self.embeddings = embeddings
+        self.rng = rng
+        self.np_rng = np.random.default_rng(rng.getrandbits(32))
+        self.pool_size = pool
+        self.pool_texts: dict[str, list[str]] = {}
+        self.pool_vecs: dict[str, np.ndarray] = {}
+        self.embed_seconds = 0.0
+        self.embedded_texts = 0
+
+    async def _pool(self, kind: str) -> None:
+        if kind in self.pool_texts:
+            return
+        n = self.pool_size if kind == "summary" else max(16, self.pool_size // 8)
+        texts = [memory_text(self.rng, kind) for _ in range(n)]
+        start = time.perf_counter()
+        vecs = await embed_batched(self.embeddings, texts)
+        self.embed_seconds += time.perf_counter() - start
+        self.embedded_texts += n
+        self.pool_texts[kind], self.pool_vecs[kind] = texts, vecs
+
+    async def make(self, kinds: list[str]) -> tuple[list[str], np.ndarray]:
+        """Texts and unit vectors (float32, shape (n, DIM)) for memories of these kinds."""
+        n = len(kinds)
+        if self.mode == "real":
+            texts = [memory_text(self.rng, k) for k in kinds]
+            start = time.perf_counter()
+            vecs = await embed_batched(self.embeddings, texts)
+            self.embed_seconds += time.perf_counter() - start
+            self.embedded_texts += n
+            return texts, vecs
+        texts: list[str] = [""] * n
+        vecs = np.empty((n, DIM), dtype=np.float32)
+        for kind in set(kinds):
+            await self._pool(kind)
+            idx = [i for i, k in enumerate(kinds) if k == kind]
+            pick = self.np_rng.integers(0, len(self.pool_texts[kind]), size=len(idx))
+            for i, j in zip(idx, pick, strict=True):
+                texts[i] = self.pool_texts[kind][j]
+            if self.mode == "perturbed":
+                vecs[idx] = self.pool_vecs[kind][pick] + self.np_rng.normal(
+                    0.0, PERTURB_SIGMA, size=(len(idx), DIM)
+                ).astype(np.float32)
+            else:
+                vecs[idx] = self.np_rng.normal(size=(len(idx), DIM)).astype(np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        return texts, vecs
+
+
+_NS = uuid.UUID("2b7f7f5e-3f61-4a43-9d7e-0d5f0c1b2a90")
+COPY_COLUMNS = (
+    "langchain_id",
+    "content",
+    "embedding",
+    "user_id",
+    "thread_id",
+    "kind",
+    "importance",
+    "created_at",
+    "last_accessed_at",
+    "access_count",
+    "source_ids",
+    "stored_at",
+)
+"""The `MemoryStore` table's columns we fill: id, content, embedding, every metadata
+column of ``memory_graph_agent.storage.memories.METADATA_COLUMNS`` and ``stored_at``."""
+
+REFLECTION_EVERY = 11
+"""Seeded history: 10 summaries, then one reflection citing them, repeated."""
+SEED_STEP = timedelta(minutes=5)
+
+
+def seeded_kind(i: int) -> str:
+    """Kind of the i-th newest seeded memory of a user (i = 0 is the newest: a reflection)."""
+    return "reflection" if i % REFLECTION_EVERY == 0 else "summary"
+
+
+def _seed_id(user_id: str, i: int) -> uuid.UUID:
+    return uuid.uuid5(_NS, f"{user_id}:{i}")
+
+
+def _vector_literal(v: np.ndarray) -> str:
+    return "[" + ",".join(map(repr, np.round(v.astype(np.float64), 6).tolist())) + "]"
+
+
+async def seed_user(
+    database_url: str,
+    user_id: str,
+    start: int,
+    stop: int,
+    vectors: VectorSource,
+    anchor: datetime,
+    chunk: int = 5000,
+) -> dict[str, float]:
+    """COPY the user's seeded memories ``start..stop-1`` (0 = newest) into the table.
+
+    History runs backwards from ``anchor`` in 5-minute steps, so topping a user up later
+    adds older memories and never changes which reflection is the latest. Summaries
+    carry 5 message ids as provenance, reflections the ids of the 10 summaries before.
+    """
+    stats = {"rows": 0, "embed_s": 0.0, "copy_s": 0.0}
+    rng = random.Random(f"{user_id}:{start}")
+    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+        for lo in range(start, stop, chunk):
+            hi = min(stop, lo + chunk)
+            kinds = [seeded_kind(i) for i in range(lo, hi)]
+            t0 = time.perf_counter()
+            texts, vecs = await vectors.make(kinds)
+            stats["embed_s"] += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            cols = ", ".join(COPY_COLUMNS)
+            async with conn.cursor() as cur:
+                async with cur.copy(f'COPY "{TABLE}" ({cols}) FROM STDIN') as copy:
+                    for n, i in enumerate(range(lo, hi)):
+                        kind = kinds[n]
+                        ts = anchor - SEED_STEP * i
+                        if kind == "reflection":
+                            sources = [str(_seed_id(user_id, j)) for j in range(i + 1, i + 11)]
+                            importance = 0.9
+                        else:
+                            sources = [str(uuid.UUID(int=rng.getrandbits(128))) for _ in range(5)]
+                            importance = 0.5
+                        await copy.write_row(
+                            (
+                                _seed_id(user_id, i),
+                                texts[n],
+                                _vector_literal(vecs[n]),
+                                user_id,
+                                None if kind == "reflection" else f"seed-{i // 40}",
+                                kind,
+                                importance,
+                                ts,
+                                None,
+                                0,
+                                sources,
+                                ts,
+                            )
+                        )
+            await conn.commit()
+            stats["copy_s"] += time.perf_counter() - t0
+            stats["rows"] += hi - lo
+    return stats
+
+
+async def drop_hnsw(database_url: str) -> None:
+    """Drop the HNSW index before a bulk load (rebuilt by `build_hnsw`)."""
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute(f'DROP INDEX IF EXISTS "{HNSW_INDEX}"')
+
+
+async def build_hnsw(database_url: str, maintenance_work_mem: str = "1GB") -> dict[str, Any]:
+    """(Re)build the index exactly as `MemoryStore.open` defines it, then VACUUM ANALYZE."""
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute(f"SET maintenance_work_mem = '{maintenance_work_mem}'")
+        t0 = time.perf_counter()
+        await conn.execute(
+            f'CREATE INDEX IF NOT EXISTS "{HNSW_INDEX}" ON "{TABLE}" '
+            "USING hnsw (embedding vector_cosine_ops)"
+        )
+        build_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        await conn.execute(f'VACUUM (ANALYZE) "{TABLE}"')
+        analyze_s = time.perf_counter() - t0
+        rows = (await (await conn.execute(f'SELECT count(*) FROM "{TABLE}"')).fetchone())[0]
+        size = (
+            await (
+                await conn.execute("SELECT pg_relation_size(%s::regclass)", (HNSW_INDEX,))
+            ).fetchone()
+        )[0]
+    return {
+        "build_s": round(build_s, 3),
+        "vacuum_analyze_s": round(analyze_s, 3),
+        "table_rows": int(rows),
+        "index_mb": round(size / 2**20, 1),
+        "maintenance_work_mem": maintenance_work_mem,
+    }

@@ -1,0 +1,158 @@
+"""Where a benchmark turn spends its time: per node and per timed call.
+
+`timed_node` wraps a node function (plain or bound with ``functools.partial``) and
+`instrument` wraps the embedding and pgvector calls of the live `Services`; both report
+into the `TurnRecord` of the running turn, held in a context variable (`CURRENT_TURN`)
+so concurrent turns never mix their numbers. `record_part` is how other timed code (the
+fake chat model of `bench.fake_model`) reports, under the node that runs it
+(`CURRENT_NODE`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class TurnRecord:
+    """What one turn spent where (seconds). Nodes that run twice in a turn are summed."""
+
+    nodes: dict[str, float] = field(default_factory=dict)
+    parts: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+
+    def add_node(self, name: str, seconds: float) -> None:
+        """Add the duration of one node execution."""
+        self.nodes[name] = self.nodes.get(name, 0.0) + seconds
+
+    def add(self, part: str, seconds: float) -> None:
+        """Add one timed call (``embed_query``, ``search``, ``model:respond``...)."""
+        self.parts[part].append(seconds)
+
+    def total(self, part: str) -> float:
+        """Sum of one part's calls."""
+        return sum(self.parts.get(part, ()))
+
+    def total_prefix(self, prefix: str, exclude: Sequence[str] = ()) -> float:
+        """Sum of every part whose name starts with ``prefix`` (minus ``exclude``)."""
+        return sum(
+            sum(v) for k, v in self.parts.items() if k.startswith(prefix) and k not in exclude
+        )
+
+
+CURRENT_TURN: contextvars.ContextVar[TurnRecord | None] = contextvars.ContextVar(
+    "bench_turn", default=None
+)
+CURRENT_NODE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "bench_node", default=None
+)
+
+
+def record_part(part: str, seconds: float) -> None:
+    """Add one timed call to the running turn's record (no-op outside a turn)."""
+    rec = CURRENT_TURN.get()
+    if rec is not None:
+        rec.add(part, seconds)
+
+
+def node_name(fn: Callable) -> str:
+    """The name of a node function, or of the function a ``functools.partial`` binds."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return fn.__name__
+
+
+def timed_node(fn: Callable, name: str | None = None) -> Callable:
+    """Wrap an async node ``fn(state, runtime)`` (maybe a ``partial``); name it ``name``.
+
+    ``functools.wraps`` keeps what LangGraph inspects (the signature, through
+    ``__wrapped__``); ``name`` defaults to the wrapped function's name (`node_name`).
+    """
+    name = name or node_name(fn)
+
+    @functools.wraps(fn)
+    async def wrapper(state, runtime):  # noqa: ANN001, ANN202 - same signature as the node
+        token = CURRENT_NODE.set(name)
+        start = time.perf_counter()
+        try:
+            return await fn(state, runtime)
+        finally:
+            elapsed = time.perf_counter() - start
+            CURRENT_NODE.reset(token)
+            rec = CURRENT_TURN.get()
+            if rec is not None:
+                rec.add_node(name, elapsed)
+
+    wrapper.__name__ = wrapper.__qualname__ = name
+    return wrapper
+
+
+def _timed_call(func: Callable, part: str) -> Callable:
+    @functools.wraps(func)
+    async def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        start = time.perf_counter()
+        try:
+            return await func(*args, **kwargs)
+        finally:
+            record_part(part, time.perf_counter() - start)
+
+    return wrapper
+
+
+def _timed_sync_call(func: Callable, part: str) -> Callable:
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        start = time.perf_counter()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            record_part(part, time.perf_counter() - start)
+
+    return wrapper
+
+
+INSTRUMENTED = (
+    ("embeddings", "aembed_query", "embed_query"),
+    ("embeddings", "aembed_documents", "embed_documents"),
+    ("memories", "search", "search"),
+    ("memories", "touch", "touch"),
+    ("memories", "add", "memory_add"),
+    ("memories", "summaries_since_reflection", "since_reflection"),
+)
+"""(services attribute, method, part name) timed by `instrument`."""
+
+
+@contextlib.contextmanager
+def instrument(services: Any) -> Iterator[None]:
+    """Time the embedding and pgvector calls of ``services`` (instance-level patches).
+
+    The query embedding of `recall` is ``embed_query``; the summary embedding inside
+    `consolidate`'s ``memory_add`` is ``embed_documents``. Restored on exit.
+    """
+    patched = []
+    for attr, method, part in INSTRUMENTED:
+        obj = getattr(services, attr)
+        if method in vars(obj):  # already instrumented (nested use): keep the outer one
+            continue
+        setattr(obj, method, _timed_call(getattr(obj, method), part))
+        patched.append((obj, method))
+    # MiniLM's own encode (runs under LocalEmbeddings' lock, in a worker thread that
+    # inherits the turn's context): pure compute, without the wait for the lock. The
+    # model is this project's LocalEmbeddings field; other embeddings have none.
+    model = getattr(services.embeddings, "_model", None)
+    if model is not None and callable(getattr(model, "encode", None)):
+        if "encode" not in vars(model):
+            model.encode = _timed_sync_call(model.encode, "embed_compute")
+            patched.append((model, "encode"))
+    try:
+        yield
+    finally:
+        for obj, method in patched:
+            with contextlib.suppress(AttributeError):
+                delattr(obj, method)

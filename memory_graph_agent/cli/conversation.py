@@ -1,0 +1,139 @@
+"""``chat`` and ``send``: talk to the agent from a terminal or a script."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import uuid
+from typing import Any
+
+from rich.markup import escape
+
+from memory_graph_agent.cli.console import console
+
+
+async def _chat(args: argparse.Namespace) -> int:
+    from graph.context import Context
+    from memory_graph_agent.cli.session import check_thread_owner, end_session, open_agent, run_turn
+    from memory_graph_agent.validation import InvalidInputError, check_id
+
+    context = Context(user_id=args.user)
+    thread = check_id(args.thread or f"t-{uuid.uuid4().hex[:8]}", "thread_id")
+    async with open_agent() as (agent, services):
+        if args.thread:
+            await check_thread_owner(services, context, thread)
+        console.print(
+            f"[bold]user[/] {context.user_id}  [bold]thread[/] {thread}  "
+            f"[bold]model[/] {context.model}"
+        )
+        console.print(
+            "Type a message; '/new' archives this thread into memory and starts a new one, "
+            "'/quit' exits."
+        )
+        while True:
+            try:
+                text = await asyncio.to_thread(input, "you> ")
+            except EOFError:
+                break
+            if text.strip() == "/quit":
+                break
+            if text.strip() == "/new":  # archive this thread into memory, then start fresh
+                try:
+                    archive = await end_session(agent, context, thread)
+                except InvalidInputError as exc:
+                    console.print(f"[red]error:[/] {escape(str(exc))} (thread not archived)")
+                    continue
+                for event in archive.get("memory_events", []):
+                    console.print(f"  [dim]{escape(event['text'])}[/]")
+                console.print(_archive_note(thread, archive))
+                thread = f"t-{uuid.uuid4().hex[:8]}"
+                console.print(f"[dim]new thread {thread}[/]")
+                continue
+            if not text.strip():
+                console.print("[yellow]empty message ignored[/]")
+                continue
+            try:
+                state = await run_turn(agent, context, thread, text)
+            except InvalidInputError as exc:
+                console.print(f"[red]error:[/] {escape(str(exc))} (message not sent)")
+                continue
+            console.print(f"[green]agent>[/] {escape(str(state['messages'][-1].content))}")
+            for event in state.get("memory_events", []):
+                console.print(f"  [dim]{escape(event['text'])}[/]")
+    return 0
+
+
+def _read_message(arg: str) -> str:
+    """The message of ``send``: the argument, or stdin (strict UTF-8) when it is ``-``."""
+    from memory_graph_agent.validation import InvalidInputError
+
+    if arg != "-":
+        return arg
+    raw = sys.stdin.buffer.read()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(
+            f"stdin is not valid UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start}"
+        ) from None
+
+
+def _archive_note(thread: str, state: dict[str, Any]) -> str:
+    """One line on the outcome of an `end_session` run (rich markup)."""
+    from memory_graph_agent.cli.session import archived
+
+    if archived(state):
+        return f"[dim]thread {thread} archived into long-term memory[/]"
+    return (
+        f"[yellow]thread {thread} not fully archived[/] (a service is down; its "
+        f"{state.get('pending_count', 0)} waiting messages are kept): retry with "
+        f"memory-agent send --end-session --thread {thread} --user ..."
+    )
+
+
+async def _send(args: argparse.Namespace) -> int:
+    from graph.context import Context
+    from memory_graph_agent.cli.session import (
+        archived,
+        check_thread_owner,
+        check_turn,
+        end_session,
+        open_agent,
+        run_turn,
+    )
+    from memory_graph_agent.validation import check_id
+
+    context = Context(user_id=args.user)
+    if args.message is None and not (args.end_session and args.thread):
+        raise ValueError("send needs a message, or --end-session --thread ID to archive a thread")
+    thread = check_id(args.thread or f"t-{uuid.uuid4().hex[:8]}", "thread_id")
+    text = None
+    if args.message is not None:  # validated before any service starts
+        text = check_turn(context, thread, _read_message(args.message))
+    state = archive = None
+    async with open_agent() as (agent, services):
+        if args.thread:
+            await check_thread_owner(services, context, thread)
+        if text is not None:
+            state = await run_turn(agent, context, thread, text)
+        if args.end_session:
+            archive = await end_session(agent, context, thread)
+    reply = state["messages"][-1] if state else None
+    if args.json:
+        out: dict[str, Any] = {
+            "user_id": context.user_id,
+            "thread_id": thread,
+            "reply": reply.text if reply else None,
+        }
+        if archive is not None:
+            out["archived"] = archived(archive)
+        print(json.dumps(out))
+    else:
+        console.print(f"[dim]thread {thread}[/]")
+        if reply is not None:
+            console.print(escape(str(reply.content)))
+        if archive is not None:
+            console.print(_archive_note(thread, archive))
+    return 1 if archive is not None and not archived(archive) else 0

@@ -1,0 +1,245 @@
+"""``memory show``, ``memory redrive``, ``forget`` and ``maintain``: inspect and tidy memory."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from memory_graph_agent.cli.console import console
+
+
+async def _forget(args: argparse.Namespace) -> int:
+    from memory_graph_agent.cli.session import forget
+    from memory_graph_agent.validation import check_id
+
+    user = check_id(args.user, "user_id")
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise ValueError(
+                f"refusing to forget user {user!r} without confirmation: stdin is not a "
+                "terminal; re-run with --yes"
+            )
+        console.print(
+            f"This deletes everything stored about user [bold]{user}[/]: window, pending, "
+            "profile, summaries, reflections, episodes and the checkpoints of their threads."
+        )
+        answer = await asyncio.to_thread(input, "Type the user id to confirm: ")
+        if answer.strip() != user:
+            console.print("aborted; nothing was deleted")
+            return 1
+    report = await forget(user)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    memories = sum(report["memories"].values())
+    checkpoints = sum(report["checkpoints"].values())
+    episodes = "no table" if report["episodes"] is None else report["episodes"]
+    console.print(
+        f"forgot user {user}: {report['redis_keys']} redis keys, {memories} memories, "
+        f"episodes: {episodes}, {checkpoints} checkpoint rows of "
+        f"{len(report['threads'])} threads"
+    )
+    if report["shared_threads"]:
+        console.print(
+            "[yellow]warning:[/] these threads were also used by another user and their "
+            f"checkpoints were deleted too: {', '.join(report['shared_threads'])}"
+        )
+    return 0
+
+
+async def _memory_query(args: argparse.Namespace, context: Any, services: Any) -> int:
+    """``memory show --query``: the recall node's retrieval for this user, with score parts."""
+    from memory_graph_agent.retrieval import retrieve
+
+    found = await retrieve(services, context, args.query, "memory-show", touch=False)
+    if args.json:
+        out = {"user_id": context.user_id, "query": args.query, **vars(found)}
+        print(json.dumps(out, default=str))
+        return 0
+    weights = (context.weight_relevance, context.weight_recency, context.weight_importance)
+    console.print(f"recall for {args.query!r}: {found.describe()}")
+    console.print(
+        f"score = ({weights[0]} x relevance + {weights[1]} x recency + {weights[2]} x "
+        f"importance) / {sum(weights)}"
+    )
+
+    def part(value: Any, fmt: str = ".3f") -> str:
+        return "-" if value is None else format(value, fmt)
+
+    for n, m in enumerate(found.items, 1):
+        console.print(
+            f"{n}. [{m['kind']}] score {part(m['score'])}: relevance {part(m['relevance'])} "
+            f"(similarity {part(m['similarity'])}, dense rank {part(m['dense_rank'], 'd')}, "
+            f"keyword rank {part(m['keyword_rank'], 'd')}), recency {part(m['recency'])}, "
+            f"importance {part(m['importance'], '.2f')}; {m['tokens']} tokens",
+            markup=False,
+            soft_wrap=True,
+        )
+        console.print("   " + m["text"][:200], markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
+async def _memory_show(args: argparse.Namespace) -> int:
+    from graph.context import Context
+    from memory_graph_agent.services import services_session
+
+    context = Context(user_id=args.user)
+    async with services_session() as services:
+        return await _show(args, context, services)
+
+
+async def _show(args: argparse.Namespace, context: Any, services: Any) -> int:
+    if getattr(args, "query", None):
+        return await _memory_query(args, context, services)
+    profile = await services.profile.get(context.user_id)
+    history = await services.profile.history(context.user_id)
+    memories = await services.memories.list(context.user_id, limit=args.limit)
+    decisions = await services.decisions.list(context.user_id, limit=args.limit)
+    threads = await services.window.threads(context.user_id)
+    pending = {t: await services.queue.backlog(context.user_id, t) for t in threads}
+    dead = {}
+    for thread in threads:
+        for entry in await services.queue.dead_letters(context.user_id, thread):
+            dead.setdefault(thread, []).append(
+                {
+                    "error": entry.get("error"),
+                    "attempts": entry.get("attempts"),
+                    "message_ids": [m.id for m in entry["items"]],
+                }
+            )
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "user_id": context.user_id,
+                    "profile": profile,
+                    "profile_history": history,
+                    "memories": [m.as_dict() for m in memories],
+                    "decisions": [d.as_dict() for d in decisions],
+                    "pending": pending,
+                    "dead_letters": dead,
+                },
+                indent=2,
+                default=str,
+            )
+        )
+        return 0
+    table = Table(title=f"profile of {context.user_id} (past values under each key)")
+    past: dict[str, list[dict]] = {}
+    for entry in history:
+        past.setdefault(entry["key"], []).append(entry)
+    keys = [*profile, *(k for k in past if k not in profile)]
+    table.add_column("key", min_width=min(48, max(map(len, keys), default=3)))
+    for col in ("value", "imp.", "valid", "source"):
+        table.add_column(col)
+    for key in keys:
+        fact = profile.get(key)
+        if fact:
+            expiry = "pinned" if fact["pinned"] else f"expires {fact['expires_at'] or 'never'}"
+            table.add_row(
+                key,
+                escape(fact["value"]),
+                str(fact["importance"]),
+                f"since {fact['valid_from'][:10]}, {expiry[:18]}",
+                ",".join(s[:8] for s in fact.get("source_ids", [])),
+            )
+        else:
+            table.add_row(key, "[dim](none now)[/]", "", "", "")
+        for old in reversed(past.get(key, [])):  # newest first, right under the key
+            table.add_row(
+                "",
+                f"[dim]was {escape(old['value'])}[/]",
+                str(old["importance"]),
+                f"{old['valid_from'][:10]} → {old['valid_to'][:10]} ({old['reason']})",
+                ",".join(s[:8] for s in old.get("source_ids", [])),
+            )
+    console.print(table)
+    table = Table(title="summaries and reflections (newest first)")
+    for col in ("kind", "created", "imp.", "thread", "text", "sources"):
+        table.add_column(col)
+    for m in memories:
+        table.add_row(
+            m.kind,
+            m.created_at.isoformat()[:19],
+            f"{m.importance:.2f}",
+            m.thread_id or "-",
+            escape(m.text[:160]),
+            f"{len(m.source_ids)}: " + ",".join(s[:8] for s in m.source_ids[:3]),
+        )
+    console.print(table)
+    _print_decisions(decisions)
+    console.print(f"threads: {threads or 'none'}  pending per thread: {pending}")
+    for thread, entries in dead.items():
+        for entry in entries:
+            console.print(
+                f"[red]dead letter[/] thread {thread}: {len(entry['message_ids'])} messages, "
+                f"{entry['attempts']} attempts, last error {escape(str(entry['error']))} "
+                f"(re-drive: memory-agent memory redrive --user {context.user_id})"
+            )
+    return 0
+
+
+def _print_decisions(decisions: list[Any]) -> None:
+    """The memory decision log (consolidation, reflection, facts, maintenance), newest first."""
+    table = Table(title="memory decisions (newest first)")
+    for col in ("when", "item", "action", "target", "detail"):
+        table.add_column(col)
+    for d in decisions:
+        detail = d.detail.get("reason") or d.detail.get("new_value") or ""
+        table.add_row(
+            d.decided_at.isoformat()[:19],
+            f"{d.item_kind} {d.item_id[:8] if d.item_kind != 'fact' else d.item_id[-24:]}",
+            d.action,
+            (d.target_id or "-")[:24],
+            escape(str(detail)[:80]),
+        )
+    console.print(table)
+
+
+async def _maintain(args: argparse.Namespace) -> int:
+    from graph.context import Context
+    from graph.maintenance import build_maintenance_graph
+    from memory_graph_agent.services import services_session
+
+    context = Context(user_id=args.user) if args.user else Context()
+    async with services_session() as services:
+        state = await build_maintenance_graph(services).ainvoke(
+            {"user_id": context.user_id, "all_users": args.all_users, "dry_run": args.dry_run},
+            context=context,
+        )
+    report = state["report"]
+    if args.json:
+        print(json.dumps(state, indent=2, default=str))
+        return 0
+    verb = "would remove/supersede" if report["dry_run"] else "removed/superseded"
+    console.print(
+        f"maintenance of {report['users']} user(s), {verb}: {report['expired']} expired, "
+        f"{report['evicted']} evicted, {report['compacted']} compacted duplicates"
+    )
+    for action in ("expired", "evicted", "compacted"):
+        for e in state.get(action, []):
+            kept = f" (kept {e['kept'][:8]})" if "kept" in e else ""
+            console.print(
+                f"  [dim]{action} {e['user_id']} {e['id'][:8]} imp {e['importance']:.2f}"
+                f"{kept}: {escape(e['text'][:60])}[/]"
+            )
+    return 0
+
+
+async def _memory_redrive(args: argparse.Namespace) -> int:
+    from graph.context import Context
+    from memory_graph_agent.services import services_session
+
+    context = Context(user_id=args.user)
+    async with services_session() as services:
+        user = context.user_id
+        threads = [args.thread] if args.thread else await services.window.threads(user)
+        moved = {t: await services.queue.redrive(user, t) for t in threads}
+    console.print(f"re-queued dead-lettered messages per thread: {moved}")
+    return 0

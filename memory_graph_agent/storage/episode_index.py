@@ -1,0 +1,271 @@
+"""Searching the episodic log: index raw turns (vector + full text), then find them.
+
+A mixin of `memory_graph_agent.storage.episodes.EpisodeLog` (same tables, same engine):
+one row per summarized human or AI message in ``episode_vectors_<dim>`` with its
+embedding (HNSW, cosine) and a generated ``tsvector`` (GIN), searched densely and by
+keyword, always per user.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+
+from memory_graph_agent.ids import validate_id
+from memory_graph_agent.storage.memory_rows import _vector_literal
+from memory_graph_agent.storage.outages import guarded
+from memory_graph_agent.storage.postgres import Database
+from memory_graph_agent.storage.window import StoredMessage, parse_ts
+
+EMBED_WORDS = 150
+"""Words of a message embedded (the date and speaker prefix always fit in MiniLM's
+256 word pieces; the model truncates the rest anyway). Full text is still indexed."""
+INDEXED_ROLES = ("human", "ai")
+_SPEAKERS = {"human": "user", "ai": "assistant"}
+_QUERY_WORD = re.compile(r"[^\W_]+")
+MAX_QUERY_WORDS = 32
+STATS_SAMPLE = 1000
+"""Turns sampled per user for the keyword channel's corpus statistics (average length,
+document frequencies); users with fewer turns get exact statistics."""
+KEYWORD_CANDIDATES = 2000
+"""About how many turns the keyword channel scores at most: candidates must contain one
+of the query's rarest words (whose estimated document frequencies add up to this)."""
+BM25_K1, BM25_B = 1.2, 0.75
+
+
+def speaker(message: StoredMessage) -> str:
+    """Who said it: the message's ``name`` if set, else ``user`` / ``assistant``."""
+    return message.name or _SPEAKERS.get(message.role, message.role)
+
+
+def episode_content(message: StoredMessage) -> str:
+    """The indexed (and recalled) text of a message: ``Speaker: text``."""
+    return f"{speaker(message)}: {message.content}"
+
+
+def embedding_text(content: str, ts: datetime) -> str:
+    """What is embedded: ``[YYYY-MM-DD] Speaker: text``, cut to `EMBED_WORDS` words."""
+    words = content.split()
+    body = content if len(words) <= EMBED_WORDS else " ".join(words[:EMBED_WORDS])
+    return f"[{ts.date().isoformat()}] {body}"
+
+
+def keyword_terms(text: str) -> list[str]:
+    """The query's distinct words, lower-cased, letters and digits only (tsquery-safe)."""
+    words = dict.fromkeys(w.lower() for w in _QUERY_WORD.findall(text))
+    return list(words)[:MAX_QUERY_WORDS]
+
+
+@dataclass
+class EpisodeHit:
+    """One raw turn found by the dense or the keyword channel."""
+
+    thread_id: str
+    message_id: str
+    content: str
+    ts: datetime
+    similarity: float | None = None
+    keyword_score: float | None = None
+
+
+def _hit(row: dict[str, Any]) -> EpisodeHit:
+    distance = row.get("distance")
+    return EpisodeHit(
+        thread_id=row["thread_id"],
+        message_id=row["message_id"],
+        content=row["content"],
+        ts=row["ts"],
+        similarity=None if distance is None else 1.0 - float(distance),
+        keyword_score=None if row.get("score") is None else float(row["score"]),
+    )
+
+
+@guarded("postgres")
+class EpisodeIndex:
+    """Index and search the raw turns of every user, always per user."""
+
+    db: Database
+    dim: int | None
+    vector_table: str | None
+    query_options: list[str]
+
+    async def index(
+        self,
+        user_id: str,
+        thread_id: str,
+        messages: list[StoredMessage],
+        embeddings: Embeddings,
+    ) -> int:
+        """Embed messages (one batch call) and upsert them into the vector table.
+
+        Only human and AI messages with text are indexed; returns how many were. The
+        messages must be in the log already (their rows reference it).
+        """
+        table = self._table()
+        validate_id(user_id, "user_id")
+        validate_id(thread_id, "thread_id")
+        keep = [m for m in messages if m.role in INDEXED_ROLES and m.content.strip()]
+        if not keep:
+            return 0
+        stamps = [parse_ts(m.ts) for m in keep]
+        contents = [episode_content(m).replace("\x00", "") for m in keep]
+        texts = [embedding_text(c, t) for c, t in zip(contents, stamps, strict=True)]
+        vectors = await embeddings.aembed_documents(texts)
+        await self.db.run(
+            (
+                f'INSERT INTO "{table}" (user_id, thread_id, message_id, embedding, content, ts) '
+                "SELECT :user_id, :thread_id, m.id, CAST(m.v AS vector), m.content, m.ts "
+                "FROM unnest(CAST(:ids AS text[]), CAST(:vectors AS text[]), "
+                "CAST(:contents AS text[]), CAST(:ts AS timestamptz[])) AS m(id, v, content, ts) "
+                "ON CONFLICT (user_id, thread_id, message_id) DO UPDATE SET "
+                "embedding = EXCLUDED.embedding, content = EXCLUDED.content, ts = EXCLUDED.ts",
+                {
+                    "user_id": user_id,
+                    "thread_id": thread_id,
+                    "ids": [m.id for m in keep],
+                    "vectors": [_vector_literal(v) for v in vectors],
+                    "contents": contents,
+                    "ts": stamps,
+                },
+            ),
+        )
+        return len(keep)
+
+    async def index_batch(
+        self, user_id: str, thread_id: str, ids: list[str], embeddings: Embeddings
+    ) -> int:
+        """Index the logged messages with these ids (a stored summary's sources)."""
+        return await self.index(
+            user_id, thread_id, await self.messages(user_id, thread_id, ids), embeddings
+        )
+
+    async def backfill(
+        self, embeddings: Embeddings, user_id: str | None = None, batch: int = 256
+    ) -> int:
+        """Index summarized messages that have no vector yet; returns how many.
+
+        For turns whose index step failed, or a log written before the vector table
+        existed.
+        """
+        table = self._table()
+        where = "AND e.user_id = :user_id " if user_id else ""
+        total = 0
+        while True:
+            rows = await self.db.run(
+                (
+                    "SELECT e.user_id, e.thread_id, e.message_id, e.role, e.name, e.content, e.ts "
+                    f'FROM episodes e LEFT JOIN "{table}" v USING (user_id, thread_id, message_id) '
+                    "WHERE e.summarized AND v.message_id IS NULL "
+                    "AND e.role = ANY(CAST(:roles AS text[])) AND e.content <> '' "
+                    f"{where}ORDER BY e.user_id, e.thread_id, e.seq LIMIT :batch",
+                    {
+                        "user_id": validate_id(user_id, "user_id") if user_id else None,
+                        "roles": list(INDEXED_ROLES),
+                        "batch": batch,
+                    },
+                ),
+            )
+            if not rows:
+                return total
+            groups: dict[tuple[str, str], list[StoredMessage]] = {}
+            for r in rows:
+                groups.setdefault((r["user_id"], r["thread_id"]), []).append(
+                    StoredMessage(
+                        id=r["message_id"],
+                        role=r["role"],
+                        name=r["name"],
+                        content=r["content"],
+                        ts=r["ts"].isoformat(),
+                    )
+                )
+            done = 0
+            for (user, thread), msgs in groups.items():
+                done += await self.index(user, thread, msgs, embeddings)
+            if not done:  # only whitespace-only messages left
+                return total
+            total += done
+
+    async def dense_search(self, user_id: str, vector: list[float], k: int) -> list[EpisodeHit]:
+        """The user's ``k`` indexed turns nearest to ``vector`` (cosine), nearest first."""
+        table = self._table()
+        options = [f"SET LOCAL hnsw.ef_search = {min(1000, max(100, int(k)))}"]
+        options += [f"SET LOCAL {p}" for p in self.query_options]
+        rows = await self.db.run(
+            *options,
+            (
+                "SELECT thread_id, message_id, content, ts, "
+                "embedding <=> CAST(:q AS vector) AS distance "
+                f'FROM "{table}" WHERE user_id = :user_id '
+                "ORDER BY embedding <=> CAST(:q AS vector) LIMIT :k",
+                {"user_id": validate_id(user_id, "user_id"), "q": _vector_literal(vector), "k": k},
+            ),
+        )
+        hits = [_hit(r) for r in rows]
+        hits.sort(key=lambda h: -(h.similarity or 0.0))  # relaxed_order may be slightly off
+        return hits
+
+    async def keyword_search(self, user_id: str, text: str, k: int) -> list[EpisodeHit]:
+        """The user's ``k`` best indexed turns for the words of ``text``, best first.
+
+        Any word may match (an OR query over the English-stemmed words, stopwords
+        dropped; the words are reduced to letters and digits first, so nothing in the
+        query is tsquery syntax). Scored like BM25 with binary term frequency: the sum
+        of the matched terms' IDF over the user's turns, normalised by the turn's
+        length, so a rare word ("XJ-9000") outweighs a speaker name that every second
+        turn carries. For users with very long logs the cost stays bounded: the
+        statistics come from a sample of `STATS_SAMPLE` turns, and only the rarest
+        words select the turns to score (about `KEYWORD_CANDIDATES`); the other words
+        still add to their scores.
+        """
+        table = self._table()
+        terms = keyword_terms(text)
+        if not terms:
+            return []
+        rows = await self.db.run(
+            (
+                "WITH terms AS ("
+                "  SELECT DISTINCT lex, quote_literal(lex)::tsquery AS tq "
+                "  FROM unnest(tsvector_to_array(to_tsvector('english', :words))) AS lex), "
+                # corpus statistics from a bounded sample of the user's turns (all of
+                # them below STATS_SAMPLE); the exact size only for larger logs
+                "sample AS MATERIALIZED ("
+                f'  SELECT tsv FROM "{table}" WHERE user_id = :user_id LIMIT :sample), '
+                "corpus AS MATERIALIZED ("
+                "  SELECT s.n, s.avglen, CASE WHEN s.n < :sample THEN s.n ELSE ("
+                f'    SELECT count(*) FROM "{table}" WHERE user_id = :user_id) END AS total '
+                "  FROM (SELECT count(*) AS n, COALESCE(avg(length(tsv)), 1) AS avglen "
+                "        FROM sample) s), "
+                "counts AS MATERIALIZED ("
+                "  SELECT t.lex, t.tq, (SELECT count(*) FROM sample s WHERE s.tsv @@ t.tq) AS df "
+                "  FROM terms t), "
+                "weights AS MATERIALIZED ("
+                "  SELECT w.lex, w.tq, w.df, ln(1 + (c.n - w.df + 0.5) / (w.df + 0.5)) AS idf, "
+                "  sum(w.df) OVER (ORDER BY w.df, w.lex) * c.total / GREATEST(c.n, 1) AS reach "
+                "  FROM counts w CROSS JOIN corpus c), "
+                # candidates: turns with one of the rarest words, as long as they are
+                # expected to number at most :cap (the rarest word always counts)
+                "selective AS ("
+                "  SELECT string_agg(quote_literal(lex), ' | ')::tsquery AS q FROM weights "
+                "  WHERE reach <= :cap OR df = (SELECT min(df) FROM weights)) "
+                "SELECT e.thread_id, e.message_id, e.content, e.ts, "
+                "  (SELECT sum(w.idf) FROM weights w WHERE e.tsv @@ w.tq) * (:k1 + 1) "
+                "  / (1 + :k1 * (1 - :b + :b * length(e.tsv) / c.avglen)) AS score "
+                f'FROM "{table}" e CROSS JOIN corpus c '
+                "WHERE e.user_id = :user_id AND e.tsv @@ (SELECT q FROM selective) "
+                "ORDER BY score DESC, e.ts DESC, e.message_id LIMIT :k",
+                {
+                    "user_id": validate_id(user_id, "user_id"),
+                    "words": " ".join(terms),
+                    "sample": STATS_SAMPLE,
+                    "cap": KEYWORD_CANDIDATES,
+                    "k1": BM25_K1,
+                    "b": BM25_B,
+                    "k": k,
+                },
+            ),
+        )
+        return [_hit(r) for r in rows]

@@ -1,0 +1,182 @@
+"""The layering of the code, checked from the source (no import of it, no server).
+
+Arrows point one way: apps -> wiring -> nodes -> declarations -> domain -> services ->
+local/storage -> core. ``graph/`` holds the wiring; its declarations (state, context,
+prompts, tools) are what nodes may import from it. Every import counts, including the
+lazy ones inside functions (only ``if TYPE_CHECKING:`` blocks are skipped).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("graph", "nodes", "memory_graph_agent")
+P = "memory_graph_agent"
+
+# lowest first; a module belongs to the most specific (longest) prefix that matches
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("core", (f"{P}.ids", f"{P}.records", f"{P}.metrics", f"{P}.settings", f"{P}.turns")),
+    ("storage", (f"{P}.storage",)),
+    ("local", (f"{P}.local",)),
+    ("services", (f"{P}.models", f"{P}.services")),
+    ("domain", (P,)),
+    (
+        "declarations",
+        ("graph.state", "graph.context", "graph.prompts", "graph.tools", "graph.maintenance_state"),
+    ),  # fmt: skip
+    ("nodes", ("nodes",)),
+    ("wiring", ("graph",)),
+    ("apps", (f"{P}.cli", f"{P}.webapp")),
+]
+RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
+# what the same rank may import sideways: storage and local are peers, not a stack
+PEERS_FORBIDDEN = {("storage", "local")}
+DRIVERS = ("redis", "psycopg", "psycopg_pool", "sqlalchemy", "langchain_postgres")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer_of(module: str) -> str:
+    best, best_len = "", -1
+    for name, prefixes in LAYERS:
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best_len:
+                best, best_len = name, len(prefix)
+    return best
+
+
+def _skip_type_checking(tree: ast.AST) -> list[ast.AST]:
+    nodes: list[ast.AST] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            stack.extend(node.orelse)
+            continue
+        nodes.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return nodes
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every module ``path`` imports (absolute names; ``from x import y`` may name x.y)."""
+    found: set[str] = set()
+    for node in _skip_type_checking(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def source_files() -> list[Path]:
+    return sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
+
+
+def project_graph() -> dict[str, set[str]]:
+    """module -> the project modules it imports."""
+    modules = {module_name(p): p for p in source_files()}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        graph[name] = {i for i in imports_of(path) if i in modules and i != name}
+    return graph
+
+
+def test_every_module_has_a_layer() -> None:
+    assert [m for m in project_graph() if not layer_of(m)] == []
+
+
+def test_imports_only_point_down_the_layers() -> None:
+    wrong = []
+    for module, imported in project_graph().items():
+        here = layer_of(module)
+        for target in imported:
+            there = layer_of(target)
+            if RANK[there] > RANK[here] or (here, there) in PEERS_FORBIDDEN:
+                wrong.append(f"{module} ({here}) imports {target} ({there})")
+    assert wrong == []
+
+
+def test_no_import_cycle_between_modules() -> None:
+    graph = project_graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    assert cycles == []
+
+
+def test_a_node_never_imports_another_node() -> None:
+    wrong = [
+        f"{m} imports {t}"
+        for m, imported in project_graph().items()
+        if m.startswith("nodes.")
+        for t in imported
+        if t.startswith("nodes.")
+    ]
+    assert wrong == []
+
+
+def test_the_domain_imports_neither_langgraph_nor_a_driver() -> None:
+    wrong = []
+    for path in source_files():
+        module = module_name(path)
+        if layer_of(module) not in ("core", "domain"):
+            continue
+        for name in imports_of(path):
+            top = name.split(".")[0]
+            if top == "langgraph" or top in DRIVERS:
+                wrong.append(f"{module} imports {name}")
+    assert wrong == []
+
+
+def test_only_storage_knows_redis_keys_and_sql() -> None:
+    """Key names are built by `storage.keys`; SQL text lives in storage modules."""
+    wrong = []
+    for path in source_files():
+        module = module_name(path)
+        if layer_of(module) in ("storage",) or module.startswith(f"{P}.local"):
+            continue
+        text = path.read_text()
+        for needle in (":window:", ":seen:", ":owner:", ":pending:", ":profile:", "SELECT ", "INSERT INTO", "DELETE FROM"):  # fmt: skip
+            if needle in text:
+                wrong.append(f"{module}: {needle.strip()}")
+    assert wrong == []
+
+
+@pytest.mark.parametrize("path", source_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_source_files_stay_small(path: Path) -> None:
+    lines = len(path.read_text().splitlines())
+    limit = 80 if path.parent.name == "nodes" else 400
+    assert lines <= limit, f"{path.relative_to(ROOT)} has {lines} lines (limit {limit})"
