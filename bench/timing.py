@@ -140,19 +140,21 @@ def instrument(services: Any) -> Iterator[None]:
         obj = getattr(services, attr)
         if method in vars(obj):  # already instrumented (nested use): keep the outer one
             continue
-        setattr(obj, method, _timed_call(getattr(obj, method), part))
+        # object.__setattr__: the embeddings are a pydantic model that refuses new fields
+        object.__setattr__(obj, method, _timed_call(getattr(obj, method), part))
         patched.append((obj, method))
-    # MiniLM's own encode (runs under LocalEmbeddings' lock, in a worker thread that
-    # inherits the turn's context): pure compute, without the wait for the lock. The
-    # model is this project's LocalEmbeddings field; other embeddings have none.
-    model = getattr(services.embeddings, "_model", None)
-    if model is not None and callable(getattr(model, "encode", None)):
-        if "encode" not in vars(model):
-            model.encode = _timed_sync_call(model.encode, "embed_compute")
-            patched.append((model, "encode"))
+    # MiniLM's own compute (`LocalEmbeddings.encode`, run under its lock in a worker
+    # thread that inherits the turn's context): without the wait for the lock. Other
+    # embeddings have no such method.
+    embeddings = services.embeddings
+    if callable(getattr(embeddings, "encode", None)) and "encode" not in vars(embeddings):
+        object.__setattr__(
+            embeddings, "encode", _timed_sync_call(embeddings.encode, "embed_compute")
+        )
+        patched.append((embeddings, "encode"))
     try:
         yield
     finally:
         for obj, method in patched:
             with contextlib.suppress(AttributeError):
-                delattr(obj, method)
+                object.__delattr__(obj, method)

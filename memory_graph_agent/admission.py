@@ -18,6 +18,7 @@ from langchain_core.messages import AnyMessage, HumanMessage
 
 from memory_graph_agent.records import MemoryEvent, ProfileChange, event
 from memory_graph_agent.services import Services
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.validation import (
     ThreadOwnershipError,
@@ -39,7 +40,7 @@ class TurnStart:
 
 async def start_turn(
     services: Services,
-    settings: Any,
+    settings: Settings,
     thread_id: str,
     messages: Sequence[AnyMessage],
     end_session: bool,

@@ -195,7 +195,7 @@ async def consolidate_memory(
 async def record_fact_changes(
     services: Services, user_id: str, thread_id: str | None, source_id: str, changes: list
 ) -> list[dict[str, Any]]:
-    """Log profile-fact changes (`memory_graph_agent.storage.profile.FactChange`) caused by ``source_id``.
+    """Log the profile-fact changes (`storage.profile.FactChange`) caused by ``source_id``.
 
     One decision per fact key and source, so a replay does not log twice. Returns the
     decisions as dicts (for the ``memory_decisions`` state key).

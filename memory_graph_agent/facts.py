@@ -57,7 +57,7 @@ def facts_grounded(facts: list[Fact], source_text: str) -> list[Fact]:
 
 
 def rules_enabled(ctx: Settings) -> bool:
-    """Whether rule-based extraction runs (`memory_graph_agent.fact_rules`); 'auto' = local models."""
+    """Whether rule-based extraction runs (`fact_rules`); 'auto' = with local models."""
     return ctx.fact_rules == "on" or (ctx.fact_rules == "auto" and ctx.model.startswith("local:"))
 
 

@@ -19,6 +19,7 @@ from memory_graph_agent.facts import extract_facts
 from memory_graph_agent.llm import MemoryPrompts
 from memory_graph_agent.records import MemoryEvent, SummaryDraft, event
 from memory_graph_agent.services import Services
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.window import parse_ts
@@ -44,7 +45,7 @@ class Stored:
 
 
 async def store_summary(
-    services: Services, settings: Any, draft: SummaryDraft, prompts: MemoryPrompts
+    services: Services, settings: Settings, draft: SummaryDraft, prompts: MemoryPrompts
 ) -> Stored:
     """Store ``draft`` durably, then acknowledge its batch, then extract profile facts."""
     out = Stored()
@@ -117,7 +118,7 @@ async def store_summary(
 
 async def _learn_facts(
     services: Services,
-    settings: Any,
+    settings: Settings,
     draft: SummaryDraft,
     summary_id: str,
     prompts: MemoryPrompts,

@@ -1,4 +1,4 @@
-"""Maintenance rules: which near-duplicates to supersede, and how actions are logged."""
+"""Maintenance of one user's memories: expire, evict, compact, each action logged."""
 
 from __future__ import annotations
 
@@ -66,3 +66,62 @@ def plan_compaction(
             if other_id not in superseded and not other.pinned and rank[other_id] > rank[keeper.id]:
                 superseded[other_id] = (other, keeper, sim)
     return list(superseded.values())
+
+
+async def expire_memories(services: Services, user: str, dry_run: bool) -> list[dict[str, Any]]:
+    """Delete ``user``'s expired, unpinned memories (only report them on a dry run)."""
+    found = [entry(m, expires_at=m.expires_at) for m in await services.memories.expired(user)]
+    if found and not dry_run:
+        await log_actions(services, "expired", found)
+        await services.memories.delete(user, [e["id"] for e in found])
+    return found
+
+
+async def evict_memories(
+    services: Services,
+    user: str,
+    below_importance: float,
+    after_days: float,
+    dry_run: bool,
+    already_gone: set[str],
+) -> list[dict[str, Any]]:
+    """Delete ``user``'s unpinned memories below an importance and older than some days.
+
+    Memories in ``already_gone`` (expired in this run, or would be on a dry run) are not
+    counted twice.
+    """
+    old = await services.memories.evictable(user, below_importance, after_days)
+    found = [entry(m, created_at=m.created_at) for m in old if m.id not in already_gone]
+    if found and not dry_run:
+        await log_actions(services, "evicted", found)
+        await services.memories.delete(user, [e["id"] for e in found])
+    return found
+
+
+async def compact_memories(
+    services: Services, user: str, min_similarity: float, dry_run: bool, already_gone: set[str]
+) -> list[dict[str, Any]]:
+    """Supersede ``user``'s active memories at least ``min_similarity`` alike (`plan_compaction`).
+
+    The keeper of a group then stands for its duplicates: it lives as long as the
+    longest-lived of them (a superseded row is never recalled again).
+    """
+    pairs = await services.memories.duplicate_pairs(user, min_similarity)
+    ids = {i for a, b, _ in pairs for i in (a, b)} - already_gone
+    memories = {m.id: m for m in await services.memories.get(user, sorted(ids))}
+    found = [
+        entry(dup, kept=kept.id, similarity=round(sim, 4))
+        for dup, kept, sim in plan_compaction(memories, pairs)
+    ]
+    if not found or dry_run:
+        return found
+    await log_actions(services, "compacted", found, target_key="kept")
+    by_keeper: dict[str, list[str]] = defaultdict(list)
+    for e in found:
+        by_keeper[e["kept"]].append(e["id"])
+    for kept, dups in by_keeper.items():
+        await services.memories.supersede(user, dups, kept)
+        ends = [m.expires_at for m in (memories[kept], *(memories[d] for d in dups))]
+        until = None if any(e is None for e in ends) else max(ends)
+        await services.memories.extend_expiry(user, kept, until)
+    return found

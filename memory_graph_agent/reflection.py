@@ -23,6 +23,7 @@ from memory_graph_agent.records import MemoryEvent, event
 from memory_graph_agent.rendering import defang, limit_words
 from memory_graph_agent.schemas import ReflectionOut
 from memory_graph_agent.services import Services
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.decisions import Decision
 from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.outages import StoreUnavailable
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 REFLECTION_IMPORTANCE = 0.9
 
 
-def reflection_due(count: int, importance: float, settings: Any) -> bool:
+def reflection_due(count: int, importance: float, settings: Settings) -> bool:
     """Whether ``count`` summaries of summed ``importance`` call for a reflection."""
     return count >= settings.reflect_after or (
         count > 0 and importance >= settings.reflect_importance_threshold
@@ -54,7 +55,7 @@ class Reflected:
         self.events.append(event("reflect", kind, text))
 
 
-async def reflect_if_due(services: Services, settings: Any, prompt: str) -> Reflected:
+async def reflect_if_due(services: Services, settings: Settings, prompt: str) -> Reflected:
     """Write a reflection citing its summaries once one is due; propose profile facts."""
     out = Reflected()
     user = settings.user_id
@@ -119,7 +120,7 @@ async def reflect_if_due(services: Services, settings: Any, prompt: str) -> Refl
 
 async def _propose_facts(
     services: Services,
-    settings: Any,
+    settings: Settings,
     answer: ReflectionOut,
     reflection_id: str,
     listing: str,

@@ -11,8 +11,8 @@ three channels run concurrently:
 
 (The profile, the third tier, is small and always in the prompt: `load_profile`.)
 
-The lists are fused by reciprocal rank (`memory_graph_agent.ranking.rrf`; equally similar items share
-a rank), dense-only hits below ``min_similarity`` are dropped, and every candidate is
+The lists are fused by reciprocal rank (`memory_graph_agent.ranking.rrf`; equally similar
+items share a rank), dense-only hits below ``min_similarity`` are dropped, and every candidate is
 scored like a memory::
 
     score = (w_rel * relevance + w_rec * recency + w_imp * importance) / (w_rel + w_rec + w_imp)

@@ -25,6 +25,20 @@ class Settings(Protocol):
     merge_similarity: float
     min_fact_importance: float
     fact_rules: str
+    change_note_days: int
+    max_message_chars: int
+    max_turn_messages: int
+    window_size: int
+    context_window_tokens: int
+    trigger_ratio: float
+    keep_recent_turns: int
+    summary_batch: int
+    summary_mode: str
+    lease_seconds: float
+    max_attempts: int
+    retry_backoff_s: float
+    reflect_after: int
+    reflect_importance_threshold: float
 
     def ttl_days(self, importance: float, pinned: bool = False) -> float | None:
         """Days an item of this importance lives (``None``: never expires)."""

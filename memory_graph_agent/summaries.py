@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
 
 from langchain_core.messages import HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
@@ -25,6 +24,7 @@ from memory_graph_agent.models import load_chat_model
 from memory_graph_agent.records import MemoryEvent, SummaryDraft, event
 from memory_graph_agent.rendering import defang, limit_words, now_iso
 from memory_graph_agent.services import Services
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.outages import StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ FALLBACK_IMPORTANCE = 0.3
 
 async def draft_summary(
     services: Services,
-    settings: Any,
+    settings: Settings,
     thread_id: str,
     draining: bool,
     prompt: str,
@@ -99,7 +99,7 @@ async def draft_summary(
     return draft, draining and not left, [event("summarize", claim.status, note)]
 
 
-async def _max_batch(services: Services, settings: Any, thread_id: str, prompt: str) -> int:
+async def _max_batch(services: Services, settings: Settings, thread_id: str, prompt: str) -> int:
     """Largest batch whose transcript fits the summarizer's prompt budget (at least 1).
 
     Long messages (a compressed window) would otherwise make a 50-message transcript
@@ -115,7 +115,7 @@ async def _max_batch(services: Services, settings: Any, thread_id: str, prompt: 
 
 
 async def _compress(
-    settings: Any, prompt: str, transcript: str, said: str
+    settings: Settings, prompt: str, transcript: str, said: str
 ) -> tuple[str, float, str]:
     """LLM summary (importance 0.5), or the raw transcript (0.3) if the model fails."""
     try:

@@ -19,6 +19,7 @@ from memory_graph_agent import metrics
 from memory_graph_agent.budgets import cut_to_recent_turns, messages_over_budget, trigger_budget
 from memory_graph_agent.records import MemoryEvent, event
 from memory_graph_agent.services import Services
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.failsafe import window_buffer
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.window import StoredMessage
@@ -41,7 +42,7 @@ def _note(update: WindowUpdate, kind: str, text: str) -> None:
 
 async def update_window(
     services: Services,
-    settings: Any,
+    settings: Settings,
     user: str,
     thread_id: str,
     messages: Sequence[Any],
@@ -65,7 +66,9 @@ async def update_window(
         window_buffer.put_back(user, thread_id, buffered + incoming)
         _note(update, "buffered", f"window: Redis unavailable, {len(window_buffer)} buffered")
         if end_session:  # not archived; consumed anyway so the next turn is answered
-            _note(update, "deferred", "window: session end deferred (Redis unavailable)")
+            _note(
+                update, "session_end_deferred", "window: session end deferred (Redis unavailable)"
+            )
         return update
     metrics.set_pending(update.pending)
     update.moved = moved
@@ -77,7 +80,7 @@ async def update_window(
 
 async def _evict(
     services: Services,
-    settings: Any,
+    settings: Settings,
     user: str,
     thread_id: str,
     end_session: bool,
@@ -103,9 +106,13 @@ async def _evict(
     except StoreUnavailable as exc:
         if exc.service != "postgres":
             raise
-        _note(update, "deferred", "window: episodic log unavailable, eviction deferred")
+        _note(update, "eviction_deferred", "window: episodic log unavailable, eviction deferred")
         if end_session:
-            _note(update, "deferred", "window: session end deferred (Postgres unavailable)")
+            _note(
+                update,
+                "session_end_deferred",
+                "window: session end deferred (Postgres unavailable)",
+            )
         return [], False
     if requeued:
         _note(

@@ -6,17 +6,14 @@ from langgraph.runtime import Runtime
 
 from graph.context import Context
 from graph.maintenance_state import MaintenanceState
-from memory_graph_agent.maintenance import entry, log_actions
+from memory_graph_agent.maintenance import expire_memories
 from memory_graph_agent.services import Services
 
 
 async def expire(state: MaintenanceState, runtime: Runtime[Context], *, services: Services) -> dict:
     """Delete each selected user's expired, unpinned memories (only report on a dry run)."""
+    dry_run = bool(state.get("dry_run"))
     out = []
     for user in state.get("users", []):
-        found = [entry(m, expires_at=m.expires_at) for m in await services.memories.expired(user)]
-        if found and not state.get("dry_run"):
-            await log_actions(services, "expired", found)
-            await services.memories.delete(user, [e["id"] for e in found])
-        out += found
+        out += await expire_memories(services, user, dry_run)
     return {"expired": out}

@@ -110,7 +110,7 @@ async def check_thread_owner(services: Services, context: Context, thread_id: st
 
 
 async def forget(user_id: str) -> dict[str, Any]:
-    """Delete everything stored about ``user_id`` (see `memory_graph_agent.storage.forget.forget_user`)."""
+    """Delete everything stored about ``user_id`` (`storage.forget.forget_user`)."""
     from memory_graph_agent.storage.forget import forget_user
 
     check_id(user_id, "user_id")

@@ -221,7 +221,10 @@ def _exit_with_parent(parent: int) -> None:
 
 
 def main() -> None:
-    """Child entry point: ``python -m memory_graph_agent.local.model_server PARENT_PID <llama_cpp.server args>``."""
+    """Child entry point.
+
+    ``python -m memory_graph_agent.local.model_server PARENT_PID <llama_cpp.server args>``.
+    """
     import runpy
 
     parent = int(sys.argv[1])

@@ -60,7 +60,7 @@ def _vector_schema(table: str, dim: int) -> list[str]:
             FOREIGN KEY (user_id, thread_id, message_id)
                 REFERENCES episodes (user_id, thread_id, message_id) ON DELETE CASCADE
         )""",
-        # In-row vectors (see memory_graph_agent.storage.memories); the primary key doubles as the btree on
+        # In-row vectors (see storage.memories); the primary key doubles as the btree on
         # user_id that every per-user query filters on.
         f'ALTER TABLE "{table}" ALTER COLUMN embedding SET STORAGE PLAIN',
         f'CREATE INDEX IF NOT EXISTS "{table}_tsv" ON "{table}" USING gin (tsv)',

@@ -42,7 +42,7 @@ from psycopg import sql
 from redis.asyncio import Redis
 
 from memory_graph_agent.ids import validate_id
-from memory_graph_agent.storage.keys import default_prefix
+from memory_graph_agent.storage.keys import RedisKeys, default_prefix
 from memory_graph_agent.storage.postgres import Database
 
 CHECKPOINT_TABLES = ("checkpoint_writes", "checkpoint_blobs", "checkpoints")
@@ -56,10 +56,11 @@ async def user_keys(redis: Redis, prefix: str, user_id: str) -> list[str]:
     """Every Redis key whose user segment (the one after the kind) is ``user_id``."""
     validate_id(user_id, "user_id")
     found: set[str] = set()
-    for pattern in (f"{prefix}:*:{user_id}", f"{prefix}:*:{user_id}:*"):
+    keys = RedisKeys(prefix)
+    for pattern in keys.user_patterns(user_id):
         async for raw in redis.scan_iter(match=pattern, count=1000):
             key = _text(raw)
-            parts = key[len(prefix) + 1 :].split(":")
+            parts = keys.parse(key)
             # ``owner:{thread}`` names a thread, not a user: handled by its value instead
             if len(parts) >= 2 and parts[1] == user_id and parts[0] != "owner":
                 found.add(key)
@@ -73,8 +74,9 @@ async def thread_users(redis: Redis, prefix: str, thread_id: str) -> set[str]:
     """
     validate_id(thread_id, "thread_id")
     users = set()
-    async for raw in redis.scan_iter(match=f"{prefix}:*:*:{thread_id}", count=1000):
-        parts = _text(raw)[len(prefix) + 1 :].split(":")
+    keys = RedisKeys(prefix)
+    async for raw in redis.scan_iter(match=keys.threads_pattern(thread_id=thread_id), count=1000):
+        parts = keys.parse(_text(raw))
         if len(parts) == 3 and parts[2] == thread_id:
             users.add(parts[1])
     return users
@@ -84,7 +86,7 @@ def threads_of_keys(keys: list[str], prefix: str) -> set[str]:
     """Thread ids named by ``{prefix}:{kind}:{user}:{thread}`` keys."""
     out = set()
     for key in keys:
-        parts = key[len(prefix) + 1 :].split(":")
+        parts = RedisKeys(prefix).parse(key)
         if len(parts) >= 3 and parts[2]:
             out.add(parts[2])
     return out
@@ -154,8 +156,9 @@ async def _shared_threads(
             (sorted(threads), user_id),
         )
         shared |= {r[0] for r in await cur.fetchall()}
-    async for raw in redis.scan_iter(match=f"{prefix}:*:*:*", count=1000):
-        parts = _text(raw)[len(prefix) + 1 :].split(":")
+    keys = RedisKeys(prefix)
+    async for raw in redis.scan_iter(match=keys.threads_pattern(), count=1000):
+        parts = keys.parse(_text(raw))
         if len(parts) >= 3 and parts[1] != user_id and parts[2] in threads:
             shared.add(parts[2])
     return sorted(shared)
@@ -243,7 +246,7 @@ async def forget_user(
     if late:
         deleted += int(await redis.delete(*late))
     for thread in sorted(threads):  # thread ownership marks held by this user
-        owner_key = f"{prefix}:owner:{thread}"
+        owner_key = RedisKeys(prefix).owner(thread)
         if await redis.get(owner_key) == user_id:
             deleted += int(await redis.delete(owner_key))
     report["redis_keys"] = deleted

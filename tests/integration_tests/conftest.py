@@ -1,15 +1,27 @@
-"""Fixtures of the integration tests that start their own embedded servers."""
+"""Fixtures of the integration tests: the real Redis and Postgres.
+
+The embedded servers (or ``REDIS_URL``/``DATABASE_URL``) are started once per session,
+with a fresh database and key prefix; `services` and `agent` are opened on them. Tests
+that start servers of their own use `private_home`.
+"""
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
+from graph.builder import build_graph
 from memory_graph_agent.local import embedded
+from memory_graph_agent.local.embedded import ensure_services
+from memory_graph_agent.storage.postgres import with_database
+from tests.conftest import EMBEDDING
 
 
 @pytest.fixture
@@ -30,3 +42,57 @@ def private_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     finally:
         embedded.stop_services()
         shutil.rmtree(parent, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def memory_env() -> Iterator[dict[str, str]]:
+    """Real servers (embedded unless REDIS_URL/DATABASE_URL are set), a fresh database."""
+    urls = ensure_services()
+    db = f"test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(urls.database_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{db}"')
+    env = {
+        "REDIS_URL": urls.redis_url,
+        "DATABASE_URL": with_database(urls.database_url, db),
+        "MEMORY_KEY_PREFIX": f"test-{db}",
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield env
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        import redis
+
+        r = redis.Redis.from_url(urls.redis_url)
+        for key in r.scan_iter(match=f"{env['MEMORY_KEY_PREFIX']}:*", count=1000):
+            r.delete(key)
+        r.close()
+        with psycopg.connect(urls.database_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+async def checkpointer(memory_env: dict[str, str]) -> AsyncIterator:
+    from memory_graph_agent.services import open_checkpointer
+
+    async with open_checkpointer(memory_env["DATABASE_URL"]) as saver:
+        yield saver
+
+
+@pytest.fixture(scope="session")
+async def services(memory_env: dict[str, str]) -> AsyncIterator:
+    """The session's stores, opened once (on the session's event loop) and closed at the end."""
+    from memory_graph_agent.services import services_session
+
+    async with services_session(EMBEDDING) as opened:
+        yield opened
+
+
+@pytest.fixture(scope="session")
+def agent(services, checkpointer):
+    return build_graph(services, checkpointer=checkpointer)

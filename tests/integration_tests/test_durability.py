@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from memory_graph_agent.storage.outages import guard
-from tests.conftest import say
+from tests.conftest import kinds, say
 from tests.fakes import ScriptedChatModel
 
 
@@ -68,7 +68,7 @@ async def test_a_crashed_worker_batch_is_reclaimed_after_its_lease_and_stored_on
     assert (other.status, other.messages) == ("leased", [])
     await asyncio.sleep(0.4)  # the lease expires
     state = await say(agent, ctx, thread, "three")
-    assert any("(reclaimed)" in e["text"] for e in state["memory_events"])
+    assert ("summarize", "reclaimed") in kinds(state)
     await say(agent, ctx, thread, "four")
     crashed_ids = [m.id for m in crashed.messages]
     summaries = await services.memories.list(user, kind="summary")
@@ -90,10 +90,10 @@ async def test_storage_failures_back_off_then_dead_letter_then_redrive(
     monkeypatch.setattr(services.memories, "add", guard("postgres", postgres_down))
     await say(agent, ctx, thread, "remember the blue door")
     state = await say(agent, ctx, thread, "and the red key")
-    assert any("storage failed, batch retry" in e["text"] for e in state["memory_events"])
+    assert ("consolidate", "storage_failed") in kinds(state)
     # immediately after a failure the batch backs off
     state = await say(agent, ctx, thread, "third")
-    assert any("nothing claimed (backoff)" in e["text"] for e in state["memory_events"])
+    assert ("summarize", "nothing_backoff") in kinds(state)
     for i in range(3):
         await asyncio.sleep(1.1)  # past the doubling backoff (0.5 s, then 1 s)
         state = await say(agent, ctx, thread, f"more {i}")
@@ -124,7 +124,7 @@ async def test_messages_lost_by_redis_are_requeued_from_the_episodic_log(
     # Redis loses the pending list (e.g. a crash before its AOF was written)
     await services.redis.delete(services.queue.key("pending", ctx.user_id, thread))
     state = await say(agent, ctx, thread, "after loss")
-    assert any("re-queued from the log" in e["text"] for e in state["memory_events"])
+    assert ("trim_window", "requeued") in kinds(state)
     for i in range(4):
         await say(agent, ctx, thread, f"later {i}")
     summarized = {
@@ -151,7 +151,7 @@ async def test_episodic_log_outage_defers_eviction_and_loses_nothing(
     monkeypatch.setattr(services.episodes, "append", guard("postgres", postgres_down))
     for i in range(3):
         state = await say(agent, ctx, thread, f"during outage {i}")
-    assert any("eviction deferred" in e["text"] for e in state["memory_events"])
+    assert ("trim_window", "eviction_deferred") in kinds(state)
     assert len(await services.window.window(ctx.user_id, thread)) == 6  # kept, not evicted
     monkeypatch.setattr(services.episodes, "append", real_append)
     for i in range(3):

@@ -1,4 +1,4 @@
-"""The embedded Redis and PostgreSQL/pgvector servers (`memory_graph_agent.local.embedded`), for real.
+"""The embedded Redis and PostgreSQL/pgvector servers (`local.embedded`), for real.
 
 These tests use the machine-wide data home shared with other processes, and leave the
 servers running when they finish.

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from memory_graph_agent.local import embedded
-from tests.conftest import say
+from tests.conftest import kinds, say
 
 
 @pytest.fixture
@@ -82,7 +82,7 @@ async def test_redis_killed_mid_conversation_then_restarted(private_servers, age
     layout, restart = private_servers
     ctx = make_context(window_size=6, summary_batch=4)
     thread = f"t-{uuid.uuid4().hex[:8]}"
-    events: list[str] = []
+    events: list[tuple[str, str]] = []
     for turn in range(60):
         if turn == 20:
             os.kill(int(layout.redis_pidfile.read_text().split()[0]), signal.SIGKILL)
@@ -90,8 +90,8 @@ async def test_redis_killed_mid_conversation_then_restarted(private_servers, age
             restart()
         state = await say(agent, ctx, thread, f"turn {turn}: note {uuid.uuid4().hex[:6]}")
         assert state["messages"][-1].type == "ai"  # every turn completes
-        events += [e["text"] for e in state["memory_events"]]
-    assert any("Redis unavailable" in e for e in events)
+        events += kinds(state)
+    assert ("trim_window", "buffered") in events
     for turn in range(60, 64):  # let the backlog drain
         await say(agent, ctx, thread, f"turn {turn}: drain")
     await _invariant(ctx.user_id, thread, 64)
@@ -107,13 +107,13 @@ async def test_postgres_stopped_mid_conversation_then_restarted(
     for turn in range(5):
         await say(agent, ctx, thread, f"filler {turn}")
     embedded._stop_postgres(layout)
-    events: list[str] = []
+    events: list[tuple[str, str]] = []
     for turn in range(10):
         state = await say(agent, ctx, thread, f"while postgres is down {turn}")
         assert state["messages"][-1].type == "ai"
-        events += [e["text"] for e in state["memory_events"]]
-    assert any("long-term memory unavailable" in e for e in events)
-    assert any("eviction deferred" in e for e in events)
+        events += kinds(state)
+    assert ("recall", "unavailable") in events
+    assert ("trim_window", "eviction_deferred") in events
     restart()
     for turn in range(8):
         state = await say(agent, ctx, thread, f"after restart {turn}")

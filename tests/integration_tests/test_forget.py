@@ -161,7 +161,7 @@ async def test_forget_matches_the_user_segment_exactly(agent, make_context, serv
 async def test_forget_reports_a_thread_another_user_also_used(
     agent, make_context, services, memory_env
 ):
-    db, prefix = memory_env["DATABASE_URL"], services.keys.prefix
+    prefix = services.keys.prefix
     a, b, shared = _id("ua"), _id("ub"), _id("shared")
     await say(agent, make_context(user_id=a), shared, "A talks in the shared thread")
     # data from before thread ownership was enforced: drop the mark so B can write

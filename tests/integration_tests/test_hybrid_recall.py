@@ -14,7 +14,7 @@ from sqlalchemy.exc import OperationalError
 from memory_graph_agent.rendering import render_memory
 from memory_graph_agent.storage.outages import guard
 from memory_graph_agent.storage.window import StoredMessage
-from tests.conftest import say
+from tests.conftest import kinds, say
 from tests.fakes import ScriptedChatModel, block, default_handler, prompt_text
 
 FILLER = [
@@ -78,9 +78,7 @@ async def test_an_evicted_turn_is_recalled_as_an_episode_with_provenance(
     day = item["created_at"][:10]
     memories_block = block(model.system_prompts()[-1], "memories")
     assert f"- [episode {day}] user: {fact}" in memories_block.splitlines()
-    assert any(
-        "episode" in e["text"] and e["text"].startswith("recall:") for e in state["memory_events"]
-    )
+    assert ("recall", "auto") in kinds(state)
 
 
 async def test_a_turn_quoted_by_a_raw_summary_is_shown_once(agent, make_context, fake_model):
@@ -215,7 +213,7 @@ async def test_postgres_down_recall_returns_nothing_and_says_so(
     monkeypatch.setattr(services.episodes, "keyword_search", guard("postgres", down))
     state = await say(agent, ctx, thread, "Where do I keep bees?")
     assert state["recalled"] == []
-    assert any("long-term memory unavailable" in e["text"] for e in state["memory_events"])
+    assert ("recall", "unavailable") in kinds(state)
 
 
 async def test_indexing_failure_keeps_the_summary_and_is_backfilled(

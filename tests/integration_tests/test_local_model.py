@@ -143,11 +143,12 @@ async def test_a_dead_server_is_restarted_and_the_turn_says_so_once(
 
     state = await say(agent, ctx, thread, "Are you still there?")
     assert state["messages"][-1].type == "ai" and str(state["messages"][-1].content).strip()
-    crash_events = [e for e in state["memory_events"] if "local model server crashed" in e["text"]]
-    assert len(crash_events) == 1 and "signal 9" in crash_events[0]["text"]
+    notices = [e["text"] for e in state["memory_events"] if e["kind"] == "notice"]
+    crash_events = [n for n in notices if "local model server crashed" in n]
+    assert len(crash_events) == 1 and "signal 9" in crash_events[0]
 
     state = await say(agent, ctx, thread, "Good.")
-    assert not [e for e in state["memory_events"] if "crashed" in e["text"]]
+    assert [e for e in state["memory_events"] if e["kind"] == "notice"] == []
 
 
 def test_missing_model_package_error(monkeypatch: pytest.MonkeyPatch) -> None:

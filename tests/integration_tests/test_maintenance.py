@@ -13,7 +13,7 @@ import pytest
 from graph.maintenance import build_maintenance_graph
 from memory_graph_agent.cli.main import main
 from memory_graph_agent.storage.memories import Memory
-from nodes.compact import plan_compaction
+from memory_graph_agent.maintenance import plan_compaction
 
 NOW = datetime.now(UTC)
 

@@ -35,6 +35,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
 # what the same rank may import sideways: storage and local are peers, not a stack
 PEERS_FORBIDDEN = {("storage", "local")}
+KEY_AND_SQL_MARKERS = (":window:", ":seen:", ":owner:", ":pending:", ":profile:", "SELECT ",
+                       "INSERT INTO", "DELETE FROM")  # fmt: skip
 DRIVERS = ("redis", "psycopg", "psycopg_pool", "sqlalchemy", "langchain_postgres")
 
 
@@ -169,7 +171,7 @@ def test_only_storage_knows_redis_keys_and_sql() -> None:
         if layer_of(module) in ("storage",) or module.startswith(f"{P}.local"):
             continue
         text = path.read_text()
-        for needle in (":window:", ":seen:", ":owner:", ":pending:", ":profile:", "SELECT ", "INSERT INTO", "DELETE FROM"):  # fmt: skip
+        for needle in KEY_AND_SQL_MARKERS:
             if needle in text:
                 wrong.append(f"{module}: {needle.strip()}")
     assert wrong == []

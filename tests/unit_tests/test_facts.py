@@ -1,4 +1,4 @@
-"""Fact extraction and grounding (memory_graph_agent/facts.py) and the profile block's change notes."""
+"""Fact extraction and grounding (`memory_graph_agent.facts`) and the profile's change notes."""
 
 from __future__ import annotations
 

@@ -176,3 +176,16 @@ def test_iterative_hnsw_query_options():
         "hnsw.iterative_scan = relaxed_order",
     ]
     assert _IterativeHNSW(ef_search=40, iterative=False).to_parameter() == ["hnsw.ef_search = 40"]
+
+
+def test_the_context_provides_every_setting_the_domain_reads() -> None:
+    """The domain reads `Settings`; `Context` must have each field, with the same type."""
+    import dataclasses
+
+    from memory_graph_agent.settings import Settings
+
+    fields = {f.name: f.type for f in dataclasses.fields(Context)}
+    for name, kind in Settings.__annotations__.items():
+        assert name in fields, f"Context lacks {name}"
+        assert str(kind) in str(fields[name]), (name, kind, fields[name])
+    assert callable(Context().ttl_days)
