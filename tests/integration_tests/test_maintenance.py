@@ -12,8 +12,8 @@ import pytest
 
 from graph.maintenance import build_maintenance_graph
 from memory_graph_agent.cli.main import main
-from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.maintenance import plan_compaction
+from memory_graph_agent.storage.memories import Memory
 
 NOW = datetime.now(UTC)
 

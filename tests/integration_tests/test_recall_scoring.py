@@ -128,7 +128,7 @@ async def test_flat_mode_injects_the_hottest_memories_without_searching(
 
         return call
 
-    monkeypatch.setattr(services.embeddings, "aembed_query", refuse("aembed_query"))
+    monkeypatch.setattr(type(services.embeddings), "aembed_query", refuse("aembed_query"))
     monkeypatch.setattr(services.memories, "search", refuse("memories.search"))
     monkeypatch.setattr(services.episodes, "dense_search", refuse("dense_search"))
     monkeypatch.setattr(services.episodes, "keyword_search", refuse("keyword_search"))
