@@ -18,169 +18,100 @@ from memory_graph_agent.models import default_chat_model
 from memory_graph_agent.validation import check_id
 
 
+def knob(default: Any, description: str) -> Any:
+    """A `Context` field with its description (shown in Studio's form)."""
+    return field(default=default, metadata={"description": description})
+
+
 @dataclass(kw_only=True)
 class Context:
     """Knobs of the memory agent, shown as a form in LangGraph Studio."""
 
-    user_id: str = field(
-        default="default-user",
-        metadata={
-            "description": "Whose memory this run reads and writes (1-64 of [A-Za-z0-9_.@-])."
-        },
+    user_id: str = knob(
+        "default-user", "Whose memory this run reads and writes (1-64 of [A-Za-z0-9_.@-])."
     )
-    model: Annotated[str, {"__template_metadata__": {"kind": "llm"}}] = field(
-        default="",
-        metadata={
-            "description": "Chat model as 'provider:model' (e.g. 'openai:gpt-4o-mini'); "
-            "'local:smollm2' runs SmolLM2-135M in a local server process. Empty picks OpenAI when "
-            "OPENAI_API_KEY is set, else the local model."
-        },
+    model: Annotated[str, {"__template_metadata__": {"kind": "llm"}}] = knob(
+        "",
+        "Chat model as 'provider:model' (e.g. 'openai:gpt-4o-mini'); 'local:smollm2' runs "
+        "SmolLM2-135M in a local server process. Empty picks OpenAI when OPENAI_API_KEY is set, "
+        "else the local model.",
     )
-    window_size: int = field(
-        default=20, metadata={"description": "Messages kept in the Redis working window."}
+    window_size: int = knob(20, "Messages kept in the Redis working window.")
+    summary_batch: int = knob(5, "Pending messages needed before summarizing.")
+    reflect_after: int = knob(10, "Summaries since the last reflection that trigger one.")
+    recall_k: int = knob(5, "Memories recalled per turn (top-k).")
+    min_similarity: float = knob(0.2, "Cosine similarity below which a memory is ignored.")
+    memory_token_budget: int = knob(1800, "Token cap of the recalled-memories block.")
+    min_fact_importance: float = knob(0.5, "Extracted facts below this importance are dropped.")
+    summary_mode: str = knob(
+        "llm",
+        "'llm' compresses evicted messages with the chat model; 'raw' stores their raw text (no "
+        "model call, e.g. for benchmarks).",
     )
-    summary_batch: int = field(
-        default=5, metadata={"description": "Pending messages needed before summarizing."}
+    max_message_chars: int = knob(
+        32_000, "Longer messages are rejected (nothing is cut or stored)."
     )
-    reflect_after: int = field(
-        default=10,
-        metadata={"description": "Summaries since the last reflection that trigger one."},
-    )
-    recall_k: int = field(
-        default=5, metadata={"description": "Memories recalled per turn (top-k)."}
-    )
-    min_similarity: float = field(
-        default=0.2, metadata={"description": "Cosine similarity below which a memory is ignored."}
-    )
-    memory_token_budget: int = field(
-        default=1800, metadata={"description": "Token cap of the recalled-memories block."}
-    )
-    min_fact_importance: float = field(
-        default=0.5, metadata={"description": "Extracted facts below this importance are dropped."}
-    )
-    summary_mode: str = field(
-        default="llm",
-        metadata={
-            "description": "'llm' compresses evicted messages with the chat model; 'raw' "
-            "stores their raw text (no model call, e.g. for benchmarks)."
-        },
-    )
-    max_message_chars: int = field(
-        default=32_000,
-        metadata={"description": "Longer messages are rejected (nothing is cut or stored)."},
-    )
-    max_turn_messages: int = field(
-        default=100, metadata={"description": "New messages one turn may add."}
-    )
-    lease_seconds: float = field(
-        default=120.0,
-        metadata={"description": "How long a claimed batch stays leased to its worker."},
-    )
-    max_attempts: int = field(
-        default=5, metadata={"description": "Failed stores of a batch before it is dead-lettered."}
-    )
-    retry_backoff_s: float = field(
-        default=2.0, metadata={"description": "First retry delay; doubles with each failure."}
-    )
-    model_timeout_s: float = field(
-        default=60.0,
-        metadata={"description": "Timeout of background model calls (summary, facts)."},
-    )
+    max_turn_messages: int = knob(100, "New messages one turn may add.")
+    lease_seconds: float = knob(120.0, "How long a claimed batch stays leased to its worker.")
+    max_attempts: int = knob(5, "Failed stores of a batch before it is dead-lettered.")
+    retry_backoff_s: float = knob(2.0, "First retry delay; doubles with each failure.")
+    model_timeout_s: float = knob(60.0, "Timeout of background model calls (summary, facts).")
     # --- recall ranking (score = relevance + recency + importance, each in [0, 1]) ---
-    recall_mode: str = field(
-        default="auto",
-        metadata={
-            "description": "'auto': recall searches every turn; 'tool': the model searches "
-            "through the search_memory tool; 'flat': inject the user's hottest memories "
-            "by importance, no search. Same token budget in all modes."
-        },
+    recall_mode: str = knob(
+        "auto",
+        "'auto': recall searches every turn; 'tool': the model searches through the search_memory "
+        "tool; 'flat': inject the user's hottest memories by importance, no search. Same token "
+        "budget in all modes.",
     )
-    weight_relevance: float = field(
-        default=1.0, metadata={"description": "Weight of the fused (vector + keyword) relevance."}
+    weight_relevance: float = knob(1.0, "Weight of the fused (vector + keyword) relevance.")
+    weight_recency: float = knob(
+        0.0,
+        "Weight of recency (exponential decay since last access). Off by default: on LoCoMo it "
+        "boosts memories recalled for earlier, unrelated questions (0.829 at 0, 0.825 at 0.5; "
+        "in-budget 0.776 vs 0.724).",
     )
-    weight_recency: float = field(
-        default=0.0,
-        metadata={
-            "description": "Weight of recency (exponential decay since last access). Off by "
-            "default: on LoCoMo it boosts memories recalled for earlier, unrelated questions "
-            "(0.829 at 0, 0.825 at 0.5; in-budget 0.776 vs 0.724)."
-        },
-    )
-    weight_importance: float = field(
-        default=0.5, metadata={"description": "Weight of the memory's importance."}
-    )
-    recency_half_life_days: float = field(
-        default=30.0, metadata={"description": "Days after which the recency signal halves."}
-    )
+    weight_importance: float = knob(0.5, "Weight of the memory's importance.")
+    recency_half_life_days: float = knob(30.0, "Days after which the recency signal halves.")
     # --- consolidation, reflection, decay ---
-    merge_similarity: float = field(
-        default=0.8,
-        metadata={
-            "description": "A new summary this close (cosine) to an existing memory is "
-            "merged/updated/strengthened/discarded by the model instead of just created."
-        },
+    merge_similarity: float = knob(
+        0.8,
+        "A new summary this close (cosine) to an existing memory is "
+        "merged/updated/strengthened/discarded by the model instead of just created.",
     )
-    reflect_importance_threshold: float = field(
-        default=5.0,
-        metadata={
-            "description": "Summed importance of memories since the last reflection that "
-            "triggers one (or reflect_after summaries, whichever comes first)."
-        },
+    reflect_importance_threshold: float = knob(
+        5.0,
+        "Summed importance of memories since the last reflection that triggers one (or "
+        "reflect_after summaries, whichever comes first).",
     )
-    ttl_policy: str = field(
-        default="0.9:never,0.5:30,0:7",
-        metadata={
-            "description": "Expiry by importance, 'min_importance:days|never' pairs: facts "
-            "and memories at or above a threshold live that long; pinned items never expire."
-        },
+    ttl_policy: str = knob(
+        "0.9:never,0.5:30,0:7",
+        "Expiry by importance, 'min_importance:days|never' pairs: facts and memories at or above a"
+        " threshold live that long; pinned items never expire.",
     )
-    change_note_days: int = field(
-        default=7,
-        metadata={"description": "Profile changes this recent are noted in the prompt."},
+    change_note_days: int = knob(7, "Profile changes this recent are noted in the prompt.")
+    evict_below_importance: float = knob(0.1, "Maintenance evicts memories below this importance")
+    evict_after_days: int = knob(180, "... and older than this many days.")
+    duplicate_similarity: float = knob(
+        0.95, "Maintenance compacts active memories at least this similar."
     )
-    evict_below_importance: float = field(
-        default=0.1, metadata={"description": "Maintenance evicts memories below this importance"}
-    )
-    evict_after_days: int = field(
-        default=180, metadata={"description": "... and older than this many days."}
-    )
-    duplicate_similarity: float = field(
-        default=0.95,
-        metadata={"description": "Maintenance compacts active memories at least this similar."},
-    )
-    fact_rules: str = field(
-        default="auto",
-        metadata={
-            "description": "Rule-based extraction of explicit self-statements (name, city, "
-            "preferred language...) merged with the model's facts: 'on', 'off', or 'auto' "
-            "(on for local models, which map statements to keys unreliably)."
-        },
+    fact_rules: str = knob(
+        "auto",
+        "Rule-based extraction of explicit self-statements (name, city, preferred language...) "
+        "merged with the model's facts: 'on', 'off', or 'auto' (on for local models, which map "
+        "statements to keys unreliably).",
     )
     # --- short-term compression by tokens ---
-    context_window_tokens: int = field(
-        default=8192, metadata={"description": "Context size of the chat model, in tokens."}
+    context_window_tokens: int = knob(8192, "Context size of the chat model, in tokens.")
+    trigger_ratio: float = knob(
+        0.8, "Compress the window when the prompt exceeds this share of context_window_tokens."
     )
-    trigger_ratio: float = field(
-        default=0.8,
-        metadata={
-            "description": "Compress the window when the prompt exceeds this share of "
-            "context_window_tokens."
-        },
-    )
-    keep_recent_turns: int = field(
-        default=5, metadata={"description": "Turns kept verbatim when compressing."}
-    )
+    keep_recent_turns: int = knob(5, "Turns kept verbatim when compressing.")
     # --- memory tools ---
-    memory_tools: bool = field(
-        default=True,
-        metadata={
-            "description": "Bind search_memory/remember/forget/pin/unpin to the model when it "
-            "supports tool calling."
-        },
+    memory_tools: bool = knob(
+        True,
+        "Bind search_memory/remember/forget/pin/unpin to the model when it supports tool calling.",
     )
-    max_tool_rounds: int = field(
-        default=4, metadata={"description": "Tool-call rounds allowed per turn."}
-    )
+    max_tool_rounds: int = knob(4, "Tool-call rounds allowed per turn.")
 
     def __post_init__(self) -> None:
         """Fill defaults from the environment, resolve auto models and validate."""
