@@ -22,7 +22,12 @@ import pytest
 import redis
 
 from memory_graph_agent.local import embedded
-from memory_graph_agent.local.embedded import EmbeddedServiceError, ServiceURLs
+from memory_graph_agent.local.embedded import (
+    EmbeddedServiceError,
+    ServiceURLs,
+    postgres_server,
+    redis_server,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 IS_ROOT = os.geteuid() == 0
@@ -150,8 +155,8 @@ def test_env_urls_are_used_as_given_and_nothing_is_started(
     def refuse(*args: object) -> None:
         raise AssertionError("an embedded server was started although its URL is set")
 
-    monkeypatch.setattr(embedded, "_start_redis", refuse)
-    monkeypatch.setattr(embedded, "_start_postgres", refuse)
+    monkeypatch.setattr(redis_server, "_start_redis", refuse)
+    monkeypatch.setattr(postgres_server, "_start_postgres", refuse)
     monkeypatch.setenv("REDIS_URL", urls.redis_url)
     monkeypatch.setenv("DATABASE_URL", urls.database_url)
     assert embedded.ensure_services() == urls
@@ -173,8 +178,8 @@ def test_only_the_unset_service_is_embedded(monkeypatch: pytest.MonkeyPatch) -> 
     def refuse(*args: object) -> None:
         raise AssertionError("embedded Redis touched although REDIS_URL is set")
 
-    monkeypatch.setattr(embedded, "_start_redis", refuse)
-    monkeypatch.setattr(embedded, "_ensure_redis", refuse)
+    monkeypatch.setattr(redis_server, "_start_redis", refuse)
+    monkeypatch.setattr(embedded, "_ensure_redis", refuse)  # what ensure_services calls
     monkeypatch.setenv("REDIS_URL", "redis://redis.invalid:6379/0")
     assert embedded.ensure_services() == ServiceURLs(
         "redis://redis.invalid:6379/0", urls.database_url

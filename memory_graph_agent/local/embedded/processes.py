@@ -1,0 +1,202 @@
+"""Processes of the embedded servers: pid files, waits, subprocess runs, the system user."""
+
+from __future__ import annotations
+
+import logging
+import os
+import pwd
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from memory_graph_agent.local.embedded.layout import (
+    _LOG_TAIL_LINES,
+    _SOCKET_PATH_MAX,
+    SYSTEM_USER,
+    EmbeddedServiceError,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def _pid_alive(pid: int) -> bool:
+    """Return True if process ``pid`` exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+def _live_pid(pidfile: Path, expected_cwd: Path) -> int | None:
+    """Return the pid recorded in ``pidfile`` if that process is alive and is ours.
+
+    Both Redis and the postmaster ``chdir`` into their data directory, so a live pid
+    whose working directory is elsewhere is a reused pid and the file is stale.
+    """
+    try:
+        pid = int(pidfile.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    if pid <= 0 or not _pid_alive(pid):
+        return None
+    try:
+        cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+    except FileNotFoundError:
+        return pid if not Path("/proc/self").exists() else None
+    except OSError:
+        return pid  # cannot tell (another user's process): assume it is ours
+    return pid if cwd == expected_cwd.resolve() else None
+
+
+def _process_binary(pid: int) -> Path | None:
+    """The executable of process ``pid``, or None if it cannot be read."""
+    try:
+        return Path(os.readlink(f"/proc/{pid}/exe"))
+    except OSError:
+        return None
+
+
+def _wait_pid_exit(pid: int, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for ``pid`` to exit; return True if it did."""
+    deadline = time.monotonic() + timeout
+    while _pid_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _log_tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
+    """Return the last ``lines`` lines of ``path``, or a note if it cannot be read."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as exc:
+        return f"(no log at {path}: {exc.strerror})"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _check_socket_path(path: Path) -> None:
+    """Raise `EmbeddedServiceError` if ``path`` is too long for a unix socket."""
+    size = len(os.fsencode(path))
+    if size > _SOCKET_PATH_MAX:
+        raise EmbeddedServiceError(
+            f"Unix socket path {path} is {size} bytes, over the {_SOCKET_PATH_MAX}-byte "
+            "limit. Set MEMORY_AGENT_HOME to a shorter path."
+        )
+
+
+def _ensure_system_user() -> tuple[int, int]:
+    """Return ``(uid, gid)`` of `SYSTEM_USER`, creating it with ``useradd`` if missing.
+
+    Raises:
+        EmbeddedServiceError: The user does not exist and cannot be created.
+    """
+    try:
+        entry = pwd.getpwnam(SYSTEM_USER)
+    except KeyError:
+        useradd = shutil.which("useradd") or "/usr/sbin/useradd"
+        cmd = [useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SYSTEM_USER]
+        logger.info("Creating system user %s to run PostgreSQL", SYSTEM_USER)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        except OSError as exc:
+            raise EmbeddedServiceError(
+                f"PostgreSQL cannot run as root and creating user {SYSTEM_USER!r} failed: {exc}"
+            ) from exc
+        if proc.returncode not in (0, 9):  # 9: created meanwhile by another process
+            raise EmbeddedServiceError(
+                f"PostgreSQL cannot run as root and `{shlex.join(cmd)}` failed "
+                f"(exit {proc.returncode}): {proc.stderr.strip()}"
+            )
+        entry = pwd.getpwnam(SYSTEM_USER)
+    return entry.pw_uid, entry.pw_gid
+
+
+def _can_traverse(path: Path, owner: tuple[int, int]) -> bool:
+    """Return True if the user ``owner`` can search (``cd`` into) ``path``."""
+    proc = subprocess.run(
+        ["/bin/sh", "-c", 'cd -- "$1"', "sh", str(path)],
+        user=owner[0],
+        group=owner[1],
+        extra_groups=[],
+        cwd="/",
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=30,
+    )
+    return proc.returncode == 0
+
+
+def _check_reachable(home: Path, owner: tuple[int, int]) -> None:
+    """Check that the system user can traverse to ``home``; never change permissions.
+
+    Raises:
+        EmbeddedServiceError: Naming the first directory it cannot traverse.
+    """
+    if _can_traverse(home, owner):
+        return
+    blocker = home
+    for ancestor in [*reversed(home.parents), home]:
+        if not _can_traverse(ancestor, owner):
+            blocker = ancestor
+            break
+    try:
+        st = blocker.stat()
+        detail = f"mode {st.st_mode & 0o7777:04o}, owner uid {st.st_uid}"
+    except OSError as exc:
+        detail = str(exc)
+    raise EmbeddedServiceError(
+        f"PostgreSQL refuses to run as root, so it runs as the system user {SYSTEM_USER!r}, "
+        f"which cannot traverse {blocker} ({detail}) to reach the data home {home}. "
+        f"Set MEMORY_AGENT_HOME to a directory it can reach (e.g. the default "
+        f"/var/lib/memory-agent when unset). Permissions outside the data home are never "
+        "changed."
+    )
+
+
+def _chown_if_needed(path: Path, owner: tuple[int, int]) -> None:
+    """Give ``path`` (not its contents) to ``owner`` if it belongs to someone else."""
+    st = path.stat()
+    if (st.st_uid, st.st_gid) != owner:
+        os.chown(path, *owner)
+
+
+def _run(
+    cmd: list[str], *, cwd: Path, timeout: float, **kwargs: Any
+) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd`` in its own session, capturing output through temporary files.
+
+    Pipes are avoided: a daemon inheriting them would keep the call from returning.
+
+    Raises:
+        EmbeddedServiceError: The program cannot be run or timed out.
+    """
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        try:
+            proc = subprocess.run(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                cwd=cwd,
+                timeout=timeout,
+                start_new_session=True,
+                text=True,
+                **kwargs,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise EmbeddedServiceError(f"Cannot run {shlex.join(cmd)}: {exc}") from exc
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(cmd, proc.returncode, out.read(), err.read())

