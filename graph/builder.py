@@ -10,6 +10,7 @@ The CLI, notebooks, benchmarks and tests open services themselves and call
 
 from __future__ import annotations
 
+import weakref
 from functools import partial
 
 from langchain_core.runnables import RunnableConfig
@@ -67,6 +68,15 @@ def build_graph(
     return build_builder(services).compile(checkpointer=checkpointer, name=GRAPH_NAME)
 
 
+_compiled: weakref.WeakKeyDictionary[Services, CompiledStateGraph] = weakref.WeakKeyDictionary()
+
+
 async def make_graph(config: RunnableConfig) -> CompiledStateGraph:
-    """Graph factory of ``langgraph.json``: the agent on the server's services."""
-    return build_graph(await server_services())
+    """Graph factory of ``langgraph.json``: the agent on the server's services.
+
+    The server calls it for every run; the graph is compiled once per set of services.
+    """
+    services = await server_services()
+    if services not in _compiled:
+        _compiled[services] = build_graph(services)
+    return _compiled[services]

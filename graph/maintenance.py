@@ -8,6 +8,7 @@ server's factory (on the server's services).
 
 from __future__ import annotations
 
+import weakref
 from functools import partial
 
 from langchain_core.runnables import RunnableConfig
@@ -47,6 +48,12 @@ def build_maintenance_graph(services: Services) -> CompiledStateGraph:
     return build_maintenance_builder(services).compile(name=GRAPH_NAME)
 
 
+_compiled: weakref.WeakKeyDictionary[Services, CompiledStateGraph] = weakref.WeakKeyDictionary()
+
+
 async def make_graph(config: RunnableConfig) -> CompiledStateGraph:
-    """Graph factory of ``langgraph.json``: maintenance on the server's services."""
-    return build_maintenance_graph(await server_services())
+    """Graph factory of ``langgraph.json``: maintenance on the server's services (compiled once)."""
+    services = await server_services()
+    if services not in _compiled:
+        _compiled[services] = build_maintenance_graph(services)
+    return _compiled[services]

@@ -44,7 +44,7 @@ from memory_graph_agent.storage.threads import ThreadOwners
 from memory_graph_agent.storage.window import WindowStore
 
 
-@dataclass
+@dataclass(eq=False)  # compared and hashed by identity: one set of open connections
 class Services:
     """Everything the nodes, tools and CLI need to touch memory."""
 

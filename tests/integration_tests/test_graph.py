@@ -340,3 +340,19 @@ async def test_consolidate_writes_only_for_the_runs_own_user_and_thread(
     assert await services.memories.list(victim) == []
     assert await services.memories.list(attacker.user_id, kind="summary") == []
     assert ("consolidate", "dropped") in kinds(state), state["memory_events"]
+
+
+async def test_the_server_factory_opens_services_once_and_compiles_once(memory_env):
+    from graph.builder import make_graph
+    from graph.maintenance import make_graph as make_maintenance
+    from memory_graph_agent.services import close_server_services, server_services
+
+    first, second = await make_graph({}), await make_graph({})
+    assert first is second, "a run must not pay for compiling the graph"
+    assert {"load_profile", "recall", "respond", "reflect"} <= set(first.get_graph().nodes)
+    assert (await make_maintenance({})).name == "maintenance"
+    services = await server_services()
+    assert services is await server_services()
+    await close_server_services()
+    assert await server_services() is not services  # closed, then opened afresh
+    await close_server_services()
