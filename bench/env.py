@@ -29,6 +29,7 @@ from redis.asyncio import Redis
 
 from memory_graph_agent.local.embedded import ensure_services
 from memory_graph_agent.storage.postgres import with_database
+from tests.builders import environment
 
 EMBEDDING = "local:all-minilm-l6-v2"
 """The embeddings of every benchmark (local MiniLM, 384 dimensions)."""
@@ -73,16 +74,10 @@ async def isolated_services(
     key_prefix = key_prefix or f"{tag}-{uuid.uuid4().hex[:12]}"
     env = BenchEnv(redis_url, database_url, key_prefix, owned)
     values = {"REDIS_URL": redis_url, "DATABASE_URL": database_url, "MEMORY_KEY_PREFIX": key_prefix}
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
     try:
-        yield env
+        with environment(values):
+            yield env
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
         if owned:
             await _drop_owned(env, server_url)
 

@@ -7,7 +7,6 @@ that start servers of their own use `private_home`.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import uuid
@@ -21,6 +20,7 @@ from graph.builder import build_graph
 from memory_graph_agent.local import embedded
 from memory_graph_agent.local.embedded import ensure_services
 from memory_graph_agent.storage.postgres import with_database
+from tests.builders import environment
 from tests.conftest import EMBEDDING
 
 
@@ -56,16 +56,10 @@ def memory_env() -> Iterator[dict[str, str]]:
         "DATABASE_URL": with_database(urls.database_url, db),
         "MEMORY_KEY_PREFIX": f"test-{db}",
     }
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
     try:
-        yield env
+        with environment(env):
+            yield env
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
         import redis
 
         r = redis.Redis.from_url(urls.redis_url)

@@ -6,18 +6,7 @@ import json
 import uuid
 
 from bench.locomo import run_benchmark
-
-
-def _sample(sample_id: str, sessions: dict[int, list[tuple[str, str]]], qa: list[dict]) -> dict:
-    conversation = {"speaker_a": "Alice", "speaker_b": "Bob"}
-    for n, turns in sessions.items():
-        conversation[f"session_{n}_date_time"] = f"{n}:00 pm on {n} May, 2023"
-        conversation[f"session_{n}"] = [
-            {"speaker": speaker, "dia_id": f"D{n}:{i}", "text": text}
-            for i, (speaker, text) in enumerate(turns, start=1)
-        ]
-    return {"sample_id": sample_id, "conversation": conversation, "qa": qa}
-
+from tests.builders import locomo_sample as _sample
 
 FILLER = [
     "The bus was late again this morning.",

@@ -9,28 +9,11 @@ import pytest
 
 from memory_graph_agent.ids import InvalidIdError
 from memory_graph_agent.storage.window import StoredMessage
-
-TS = "2026-01-02T03:04:05+00:00"
+from tests.builders import assert_tool_groups_intact, ids, msg, tool_conversation
 
 
 def _thread() -> str:
     return f"t-{uuid.uuid4().hex[:8]}"
-
-
-def msg(role: str, mid: str | None = None, content: str = "", tool_calls=None, tool_call_id=None):
-    mid = mid or f"{role}-{uuid.uuid4().hex[:8]}"
-    return StoredMessage(
-        id=mid,
-        role=role,
-        content=content or f"{role} {mid}",
-        ts=TS,
-        tool_calls=list(tool_calls or []),
-        tool_call_id=tool_call_id,
-    )
-
-
-def tc(call_id: str) -> dict:
-    return {"name": "lookup", "args": {"q": call_id}, "id": call_id, "type": "tool_call"}
 
 
 def pairs(n: int, tag: str = "") -> list[StoredMessage]:
@@ -41,53 +24,12 @@ def pairs(n: int, tag: str = "") -> list[StoredMessage]:
     return out
 
 
-def tool_conversation() -> list[list[StoredMessage]]:
-    """Turns (lists of messages) mixing plain turns and tool-call turns."""
-    turns: list[list[StoredMessage]] = []
-    for t in range(6):
-        h = msg("human", f"h{t}")
-        if t % 2 == 0:
-            calls = [tc(f"c{t}a"), tc(f"c{t}b")] if t % 4 == 0 else [tc(f"c{t}a")]
-            ai_call = msg("ai", f"call{t}", content="", tool_calls=calls)
-            results = [msg("tool", f"r{c['id']}", tool_call_id=c["id"]) for c in calls]
-            turns.append([h, ai_call, *results, msg("ai", f"a{t}")])
-        else:
-            turns.append([h, msg("ai", f"a{t}")])
-    return turns
-
-
-def ids(messages) -> list[str]:
-    return [m.id for m in messages]
-
-
 async def _state(
     services, user_id: str, thread: str
 ) -> tuple[list[StoredMessage], list[StoredMessage]]:
     window = await services.window.window(user_id, thread)
     pending = [m for _, m in await services.window.pending(user_id, thread)]
     return pending, window
-
-
-def assert_tool_groups_intact(pending: list[StoredMessage], window: list[StoredMessage]) -> None:
-    """Every AI tool call sits in the same list as all of its tool results."""
-    where: dict[str, str] = {}
-    for name, lst in (("pending", pending), ("window", window)):
-        for m in lst:
-            where[m.id] = name
-    for lst in (pending, window):
-        for m in lst:
-            for call in m.tool_calls:
-                for r in pending + window:
-                    if r.role == "tool" and r.tool_call_id == call["id"]:
-                        assert where[r.id] == where[m.id], (
-                            f"tool call {m.id} in {where[m.id]} but result {r.id} in {where[r.id]}"
-                        )
-    if pending and window:
-        last, first = pending[-1], window[0]
-        assert not (last.role == "ai" and last.tool_calls and first.role == "tool"), (
-            "pending ends with a tool-call AI message whose results stayed in the window"
-        )
-    assert not window or window[0].role != "tool", "window starts with an orphan tool result"
 
 
 async def test_push_is_idempotent(services, user_id):

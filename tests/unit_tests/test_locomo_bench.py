@@ -23,23 +23,13 @@ from bench.locomo_scoring import (
     ranking,
     rrf,
 )
+from tests.builders import locomo_sample as _sample
 
 KNOWN = {"D1:1", "D1:2", "D1:3", "D2:1", "D2:2", "D3:1", "D3:3", "D30:5"}
 
 
 def kinds(parsed) -> list[str]:
     return [k for k, _ in parsed.defects]
-
-
-def _sample(sample_id: str, sessions: dict[int, list[tuple[str, str]]], qa: list[dict]) -> dict:
-    conversation = {"speaker_a": "Alice", "speaker_b": "Bob"}
-    for n, turns in sessions.items():
-        conversation[f"session_{n}_date_time"] = f"{n}:00 pm on {n} May, 2023"
-        conversation[f"session_{n}"] = [
-            {"speaker": speaker, "dia_id": f"D{n}:{i}", "text": text}
-            for i, (speaker, text) in enumerate(turns, start=1)
-        ]
-    return {"sample_id": sample_id, "conversation": conversation, "qa": qa}
 
 
 @pytest.mark.parametrize(

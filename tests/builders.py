@@ -1,0 +1,97 @@
+"""Builders shared by unit and integration tests: stored messages, LoCoMo samples."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator
+
+from memory_graph_agent.storage.window import StoredMessage
+
+TS = "2026-01-02T03:04:05+00:00"
+
+
+def msg(role: str, mid: str | None = None, content: str = "", tool_calls=None, tool_call_id=None):
+    mid = mid or f"{role}-{uuid.uuid4().hex[:8]}"
+    return StoredMessage(
+        id=mid,
+        role=role,
+        content=content or f"{role} {mid}",
+        ts=TS,
+        tool_calls=list(tool_calls or []),
+        tool_call_id=tool_call_id,
+    )
+
+
+def tc(call_id: str) -> dict:
+    return {"name": "lookup", "args": {"q": call_id}, "id": call_id, "type": "tool_call"}
+
+
+def tool_conversation() -> list[list[StoredMessage]]:
+    """Turns (lists of messages) mixing plain turns and tool-call turns."""
+    turns: list[list[StoredMessage]] = []
+    for t in range(6):
+        h = msg("human", f"h{t}")
+        if t % 2 == 0:
+            calls = [tc(f"c{t}a"), tc(f"c{t}b")] if t % 4 == 0 else [tc(f"c{t}a")]
+            ai_call = msg("ai", f"call{t}", content="", tool_calls=calls)
+            results = [msg("tool", f"r{c['id']}", tool_call_id=c["id"]) for c in calls]
+            turns.append([h, ai_call, *results, msg("ai", f"a{t}")])
+        else:
+            turns.append([h, msg("ai", f"a{t}")])
+    return turns
+
+
+def ids(messages) -> list[str]:
+    return [m.id for m in messages]
+
+
+def assert_tool_groups_intact(pending: list[StoredMessage], window: list[StoredMessage]) -> None:
+    """Every AI tool call sits in the same list as all of its tool results."""
+    where: dict[str, str] = {}
+    for name, lst in (("pending", pending), ("window", window)):
+        for m in lst:
+            where[m.id] = name
+    for lst in (pending, window):
+        for m in lst:
+            for call in m.tool_calls:
+                for r in pending + window:
+                    if r.role == "tool" and r.tool_call_id == call["id"]:
+                        assert where[r.id] == where[m.id], (
+                            f"tool call {m.id} in {where[m.id]} but result {r.id} in {where[r.id]}"
+                        )
+    if pending and window:
+        last, first = pending[-1], window[0]
+        assert not (last.role == "ai" and last.tool_calls and first.role == "tool"), (
+            "pending ends with a tool-call AI message whose results stayed in the window"
+        )
+    assert not window or window[0].role != "tool", "window starts with an orphan tool result"
+
+
+def locomo_sample(
+    sample_id: str, sessions: dict[int, list[tuple[str, str]]], qa: list[dict]
+) -> dict:
+    conversation = {"speaker_a": "Alice", "speaker_b": "Bob"}
+    for n, turns in sessions.items():
+        conversation[f"session_{n}_date_time"] = f"{n}:00 pm on {n} May, 2023"
+        conversation[f"session_{n}"] = [
+            {"speaker": speaker, "dia_id": f"D{n}:{i}", "text": text}
+            for i, (speaker, text) in enumerate(turns, start=1)
+        ]
+    return {"sample_id": sample_id, "conversation": conversation, "qa": qa}
+
+
+@contextlib.contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    """Set environment variables for the duration of the block, then restore them."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
