@@ -26,11 +26,6 @@ class Fused:
     score: float
     ranks: dict[str, int] = field(default_factory=dict)
 
-    @property
-    def best_rank(self) -> int:
-        """The item's best (smallest) rank over its channels."""
-        return min(self.ranks.values())
-
 
 def rrf(
     rankings: Mapping[str, Sequence[Hashable]],

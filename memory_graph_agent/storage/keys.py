@@ -69,10 +69,6 @@ class RedisKeys:
         """SCAN pattern of per-thread keys (of one user and/or thread, or all)."""
         return f"{self.prefix}:*:{user_id}:{thread_id}"
 
-    def owner_pattern(self) -> str:
-        """SCAN pattern of every thread-owner key."""
-        return f"{self.prefix}:owner:*"
-
     def parse(self, key: str) -> tuple[str, ...]:
         """The segments of a key after the prefix: ``(kind, user[, thread])`` or ``()``."""
         if not key.startswith(self.prefix + ":"):

@@ -259,14 +259,6 @@ class MemoryStore(MemoryLifecycle):
         )
         return int(rows[0]["n"]), float(rows[0]["total"])
 
-    async def count_since_reflection(self, user_id: str) -> int:
-        """How many active summaries the user stored after the latest reflection."""
-        return (await self.reflection_progress(user_id))[0]
-
-    async def importance_since_reflection(self, user_id: str) -> float:
-        """Summed importance of the active summaries stored after the latest reflection."""
-        return (await self.reflection_progress(user_id))[1]
-
     async def list(
         self,
         user_id: str,

@@ -276,12 +276,12 @@ async def test_search_and_reflection_progress_skip_superseded_and_expired(servic
     for m in (live, gone, stale):
         await services.memories.add(m)
     # the expired one counts for nothing already
-    assert await services.memories.importance_since_reflection(user_id) == pytest.approx(1.2)
+    assert (await services.memories.reflection_progress(user_id))[1] == pytest.approx(1.2)
     assert await services.memories.supersede(user_id, [gone.id], live.id) == 1
     vec = services.embeddings.embed_query("tomatoes")
     assert [m.id for m in await services.memories.search(user_id, vec, k=10)] == [live.id]
-    assert await services.memories.count_since_reflection(user_id) == 1
-    assert await services.memories.importance_since_reflection(user_id) == pytest.approx(0.5)
+    count, importance = await services.memories.reflection_progress(user_id)
+    assert count == 1 and importance == pytest.approx(0.5)
     assert [m.id for m in await services.memories.summaries_since_reflection(user_id)] == [live.id]
     assert len(await services.memories.list(user_id)) == 3  # every status by default
     assert [m.id for m in await services.memories.list(user_id, active_only=True)] == [live.id]
