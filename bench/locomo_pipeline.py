@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -96,14 +96,8 @@ def replay_context(conv: Conversation, model: str) -> Context:
 
 def recall_context(conv: Conversation, model: str, budget: int, recall_k: int) -> Context:
     """The recall node's knobs for the questions (``min_similarity`` left at its default)."""
-    return Context(
-        user_id=conv.user_id,
-        model=model,
-        summary_mode="raw",
-        reflect_after=NO_REFLECTION,
-        reflect_importance_threshold=float(NO_REFLECTION),
-        recall_k=recall_k,
-        memory_token_budget=max(0, budget),
+    return replace(
+        replay_context(conv, model), recall_k=recall_k, memory_token_budget=max(0, budget)
     )
 
 
