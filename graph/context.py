@@ -41,6 +41,21 @@ class Context:
     reflect_after: int = knob(10, "Summaries since the last reflection that trigger one.")
     recall_k: int = knob(5, "Memories recalled per turn (top-k).")
     min_similarity: float = knob(0.2, "Cosine similarity below which a memory is ignored.")
+    neighbour_weight: float = knob(
+        0.5,
+        "Share of a recalled turn's score its neighbours (the turns said just before and "
+        "after) get; 0 turns neighbours off. Chosen by cross-validation on LoCoMo.",
+    )
+    summary_turn_weight: float = knob(
+        0.3,
+        "Weight of a recalled summary's rank in the ranking of the turns it was made from; "
+        "0 turns it off. Chosen by cross-validation on LoCoMo.",
+    )
+    recall_candidate_tokens: int = knob(
+        30,
+        "Each turn channel fetches one candidate per this many tokens of the budget (at "
+        "least 20). Chosen by cross-validation on LoCoMo.",
+    )
     memory_token_budget: int = knob(1800, "Token cap of the recalled-memories block.")
     min_fact_importance: float = knob(0.5, "Extracted facts below this importance are dropped.")
     summary_mode: str = knob(
@@ -137,6 +152,12 @@ class Context:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 <= self.neighbour_weight <= 1.0:
+            raise ValueError(f"neighbour_weight must be in [0, 1], got {self.neighbour_weight}")
+        if self.summary_turn_weight < 0:
+            raise ValueError("summary_turn_weight must be >= 0")
+        if self.recall_candidate_tokens < 1:
+            raise ValueError("recall_candidate_tokens must be >= 1")
         if not 0.0 <= self.min_similarity <= 1.0:
             raise ValueError(f"min_similarity must be in [0, 1], got {self.min_similarity}")
         if self.summary_mode not in ("llm", "raw"):

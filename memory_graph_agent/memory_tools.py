@@ -1,9 +1,7 @@
 """What the memory tools do: search, remember, forget, pin and unpin, for one user.
 
-`graph/tools.py` exposes these to the chat model as LangChain tools; the user and
-thread come from the run, never from the model's arguments. Bad arguments and
-unavailable storage come back as an ``error: ...`` string for the model to read,
-instead of failing the turn.
+Bad arguments and unavailable storage come back as an ``error: ...`` string for the model
+to read instead of failing the turn.
 """
 
 from __future__ import annotations
@@ -35,6 +33,8 @@ def is_memory_id(ref: str) -> bool:
 def render_hit(item: dict[str, Any]) -> str:
     """One search hit as a line of data; stored memories carry the id forget/pin take."""
     line = render_memory(item)
+    if item.get("kind") == "episode":
+        line = f"- [episode {str(item.get('created_at', ''))[:10]}] {line.strip()}"
     if item.get("kind") in ("summary", "reflection") and item.get("id"):
         line += f" (id: {item['id']})"
     return line

@@ -101,16 +101,19 @@ def fill_budget(
     """Take items in order while they fit the budget; one that does not fit is skipped.
 
     Each item carries ``tokens`` (its cost), ``source_ids`` (the message or memory ids
-    it shows), ``kind`` and ``text``. Items whose every source id is in ``exclude``
-    (messages already in the prompt's window) are skipped. With ``dedupe``, a raw turn
-    that a taken item already shows verbatim (`shown_verbatim`) is skipped, and taking
-    such an item gives back the tokens of the turns it shows that were taken before.
+    it shows), ``kind`` and ``text``; an item with a ``group`` (the date line its day's
+    turns share) also pays ``group_tokens`` when it is the first of its group. Items
+    whose every source id is in ``exclude`` (already in the prompt's window) are
+    skipped. With ``dedupe``, a raw turn that a taken item already shows verbatim
+    (`shown_verbatim`) is skipped, and taking such an item gives back the tokens of the
+    turns it shows that were taken before (their group lines stay paid).
 
     Returns:
         The taken items in order and the tokens they use.
     """
     excluded = set(exclude)
     taken: list[Mapping[str, Any]] = []
+    groups: set[Any] = set()
     used = 0
     for item in items:
         sources = set(item.get("source_ids") or ())
@@ -120,12 +123,16 @@ def fill_budget(
             continue
         shown = [t for t in taken if shown_verbatim(t, item)] if dedupe else []
         freed = sum(int(t["tokens"]) for t in shown)
-        cost = int(item["tokens"])
+        group = item.get("group")
+        cost = int(item["tokens"]) + (
+            int(item.get("group_tokens") or 0) if group is not None and group not in groups else 0
+        )
         if used - freed + cost > budget:
             continue
         if shown:
             taken = [t for t in taken if not any(t is s for s in shown)]
         taken.append(item)
+        groups.add(group)
         used += cost - freed
     return taken, used
 

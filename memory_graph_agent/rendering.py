@@ -61,15 +61,39 @@ def render_profile(
     return "\n".join(defang(line) for line in lines) if lines else "(nothing known yet)"
 
 
+CHARS_PER_TOKEN = 4
+"""`count_tokens_approximately`'s rate: a line costs what its characters add to the prompt."""
+
+
+def text_tokens(text: str) -> int:
+    """Tokens one line (and its newline) adds to the prompt."""
+    return -(-(len(text) + 1) // CHARS_PER_TOKEN)
+
+
+def episode_header(memory: dict[str, Any]) -> str:
+    """The date line a group of recalled turns of one day shares."""
+    return f"[conversation {str(memory.get('created_at', ''))[:10]}]"
+
+
 def render_memory(memory: dict[str, Any]) -> str:
-    """One recalled memory as a line of data."""
+    """One recalled memory as a line of data (a turn without its date: its group has it)."""
+    if memory.get("kind") == "episode":
+        return f"  {defang(str(memory.get('text', '')))}"
     day = str(memory.get("created_at", ""))[:10]
     return f"- [{memory.get('kind')} {day}] {defang(str(memory.get('text', '')))}"
 
 
 def render_memories(recalled: list[dict[str, Any]]) -> str:
-    """The recalled block, in rank order."""
-    return "\n".join(render_memory(m) for m in recalled) if recalled else "(none)"
+    """The recalled block in its given order; each day's turns under one date line."""
+    lines: list[str] = []
+    header = None
+    for memory in recalled:
+        group = episode_header(memory) if memory.get("kind") == "episode" else None
+        if group is not None and group != header:
+            lines.append(group)
+        header = group
+        lines.append(render_memory(memory))
+    return "\n".join(lines) if lines else "(none)"
 
 
 def now_iso() -> str:

@@ -1,43 +1,15 @@
 """Retrieval that ranks like a memory: the search behind recall, `search_memory` and the CLI.
 
-`retrieve` runs the hybrid search over every long-term tier, one query embedding,
-three channels run concurrently:
-
-- ``memory``: dense search over the user's summaries and reflections (pgvector);
-- ``episode_dense``: dense search over the user's raw episodic turns (the messages that
-  left the window, one vector each);
-- ``episode_keyword``: full-text search over the same turns (Postgres ``tsvector``,
-  any query word may match, BM25-like IDF weighting).
-
-(The profile, the third tier, is small and always in the prompt: `load_profile`.)
-
-The lists are fused by reciprocal rank (`memory_graph_agent.ranking.rrf`; equally similar
-items share a rank), dense-only hits below ``min_similarity`` are dropped, and every candidate is
-scored like a memory::
-
-    score = (w_rel * relevance + w_rec * recency + w_imp * importance) / (w_rel + w_rec + w_imp)
-
-- relevance: the item's RRF score divided by the best candidate's, in (0, 1];
-- recency: ``0.5 ** (days since last access / recency_half_life_days)``; an item never
-  accessed counts from its creation (a raw turn from when it was said);
-- importance: the stored importance; raw turns carry none and get `EPISODE_IMPORTANCE`.
-
-Turns still in the thread's Redis window (already in the prompt) are dropped and the
-token budget is filled greedily in score order; a turn that a taken raw-text summary
-quotes verbatim is not shown twice. The kept items are returned tier by tier
-(reflections, summaries, episodes), each tier in score order, which is the prompt's
-order, with every score part: ``similarity``, ``keyword_score``, ``dense_rank``,
-``keyword_rank``, ``rrf``, ``relevance``, ``recency``, ``importance``, ``score``,
-``tokens``. Recalled summaries and reflections are marked accessed (``touch``).
-
-`hot_memories` is the search-free alternative of ``recall_mode='flat'``: the user's
-active memories by importance, then most recent access, within the same budget, with
-no embedding call.
-
-Depth: the summaries/reflections channel returns ``recall_k`` items; each episode
-channel returns ``max(recall_k, 20, budget // 60)``: raw turns are short (~30 tokens),
-so the two episode channels together can fill the budget, and the token budget, not
-``recall_k``, decides how many turns reach the prompt.
+`retrieve` embeds the query once and runs three channels concurrently: dense search over
+the user's summaries and reflections, dense and full-text search over the raw turns
+that left the window. The lists are fused by reciprocal rank (`ranking.rrf`); the turns
+just before and after the best turns join as neighbours (evidence is often the turn
+next to a hit) at ``neighbour_weight`` of their hit's score. Every candidate is scored
+like a memory (relevance, recency, importance) and the token budget is filled in score
+order, skipping turns already in the window or quoted by a taken raw summary. The kept
+items come back in prompt order: reflections, summaries, then turns by date, each day's
+turns under one date line (`rendering.render_memories`). `hot_memories` is the
+search-free ``recall_mode='flat'``.
 """
 
 from __future__ import annotations
@@ -47,13 +19,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from langchain_core.messages import SystemMessage
-from langchain_core.messages.utils import count_tokens_approximately
-
 from memory_graph_agent import metrics
+from memory_graph_agent.linking import episode_item, linked_turns
 from memory_graph_agent.ranking import RRF_K, fill_budget, memory_score, recency, rrf
 from memory_graph_agent.records import MemoryEvent, event
-from memory_graph_agent.rendering import render_memory
+from memory_graph_agent.rendering import episode_header, render_memory, text_tokens
 from memory_graph_agent.services import Services
 from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.episodes import EpisodeHit
@@ -61,13 +31,9 @@ from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.outages import StoreUnavailable
 
 MIN_EPISODE_DEPTH = 20
-TOKENS_PER_EPISODE_CANDIDATE = 60
-"""One candidate per channel per 60 budget tokens: two channels of ~30-token turns."""
 TOKENS_PER_HOT_CANDIDATE = 20
 """Flat mode fetches one memory per 20 budget tokens (shorter than any real memory)."""
 MAX_HOT_CANDIDATES = 500
-EPISODE_IMPORTANCE = 0.5
-"""Raw turns carry no importance rating: the neutral middle neither favours nor hides them."""
 TIER_ORDER = {"reflection": 0, "summary": 1, "episode": 2}
 
 
@@ -99,21 +65,7 @@ class Retrieval:
 def episode_depth(ctx: Settings, budget: int | None = None) -> int:
     """How many turns each episode channel returns."""
     budget = ctx.memory_token_budget if budget is None else budget
-    return max(ctx.recall_k, MIN_EPISODE_DEPTH, budget // TOKENS_PER_EPISODE_CANDIDATE)
-
-
-def episode_item(hit: EpisodeHit) -> dict[str, Any]:
-    """A recalled raw turn, rendered as ``- [episode <date>] Speaker: text``."""
-    return {
-        "id": f"{hit.thread_id}:{hit.message_id}",
-        "kind": "episode",
-        "text": hit.content,
-        "thread_id": hit.thread_id,
-        "created_at": hit.ts.isoformat(),
-        "importance": EPISODE_IMPORTANCE,
-        "source_ids": [hit.message_id],
-        "seen_at": hit.ts.isoformat(),
-    }
+    return max(ctx.recall_k, MIN_EPISODE_DEPTH, budget // max(1, ctx.recall_candidate_tokens))
 
 
 def memory_item(memory: Memory) -> dict[str, Any]:
@@ -132,7 +84,7 @@ def fuse(
     keyword: list[EpisodeHit],
     min_similarity: float,
 ) -> list[dict[str, Any]]:
-    """RRF of the three channels, in fused order; dense-only hits below the floor dropped."""
+    """RRF of the three channels, best first; dense-only hits below the floor dropped."""
     # relaxed_order HNSW scans may return neighbours slightly out of order
     memories = sorted(memories, key=lambda m: -(m.similarity or 0.0))
     items: dict[str, dict[str, Any]] = {}
@@ -189,8 +141,12 @@ def score(items: list[dict[str, Any]], ctx: Settings, now: datetime) -> list[dic
 
 
 def _with_tokens(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each item's prompt cost; a turn also names the date line its group pays once."""
     for item in items:
-        item["tokens"] = count_tokens_approximately([SystemMessage(render_memory(item))])
+        item["tokens"] = text_tokens(render_memory(item))
+        if item["kind"] == "episode":
+            item["group"] = episode_header(item)
+            item["group_tokens"] = text_tokens(item["group"])
     return items
 
 
@@ -199,8 +155,13 @@ def _parse(ts: str | None) -> datetime | None:
 
 
 def prompt_order(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Tier by tier (reflections, summaries, episodes); each tier keeps its given order."""
-    return sorted((dict(m) for m in items), key=lambda m: TIER_ORDER.get(m["kind"], 1))
+    """Reflections, then summaries, each in the given order, then turns as they were said."""
+
+    def key(m: dict[str, Any]) -> tuple[int, str]:
+        tier = TIER_ORDER.get(m["kind"], 1)
+        return (tier, "") if m["kind"] != "episode" else (tier, str(m.get("created_at", "")))
+
+    return sorted((dict(m) for m in items), key=key)
 
 
 async def _window_ids(services: Services, user_id: str, thread_id: str) -> set[str]:
@@ -259,9 +220,10 @@ async def retrieve(
             services.episodes.keyword_search(ctx.user_id, query, depth),
             _window_ids(services, ctx.user_id, thread_id),
         )
-    candidates = _with_tokens(
-        score(fuse(memories, dense, keyword, ctx.min_similarity), ctx, datetime.now(UTC))
+    fused = await linked_turns(
+        services, ctx, fuse(memories, dense, keyword, ctx.min_similarity), memories
     )
+    candidates = _with_tokens(score(fused, ctx, datetime.now(UTC)))
     kept, used = fill_budget(candidates, budget, exclude=window)
     items = prompt_order(kept)
     metrics.record_similarities(items)

@@ -18,6 +18,9 @@ class Settings(Protocol):
     recall_k: int
     memory_token_budget: int
     min_similarity: float
+    neighbour_weight: float
+    summary_turn_weight: float
+    recall_candidate_tokens: int
     weight_relevance: float
     weight_recency: float
     weight_importance: float

@@ -31,7 +31,7 @@ MAX_QUERY_WORDS = 32
 STATS_SAMPLE = 1000
 """Turns sampled per user for the keyword channel's corpus statistics (average length,
 document frequencies); users with fewer turns get exact statistics."""
-KEYWORD_CANDIDATES = 2000
+KEYWORD_CANDIDATES = 1000
 """About how many turns the keyword channel scores at most: candidates must contain one
 of the query's rarest words (whose estimated document frequencies add up to this)."""
 BM25_K1, BM25_B = 1.2, 0.75
@@ -70,6 +70,10 @@ class EpisodeHit:
     ts: datetime
     similarity: float | None = None
     keyword_score: float | None = None
+
+
+NEIGHBOUR_HOURS = 12
+"""Turns further apart than this are not neighbours (another sitting of the thread)."""
 
 
 def _hit(row: dict[str, Any]) -> EpisodeHit:
@@ -269,3 +273,60 @@ class EpisodeIndex:
             ),
         )
         return [_hit(r) for r in rows]
+
+    async def turns(self, user_id: str, keys: list[tuple[str, str]]) -> list[EpisodeHit]:
+        """The indexed turns of ``(thread_id, message_id)`` keys (e.g. a summary's sources)."""
+        if not keys:
+            return []
+        rows = await self.db.run(
+            (
+                "SELECT v.thread_id, v.message_id, v.content, v.ts "
+                f'FROM "{self._table()}" v JOIN unnest(CAST(:threads AS text[]), '
+                "CAST(:ids AS text[])) AS k(thread_id, message_id) "
+                "ON v.thread_id = k.thread_id AND v.message_id = k.message_id "
+                "WHERE v.user_id = :user_id",
+                _keys(user_id, keys),
+            ),
+        )
+        return [_hit(r) for r in rows]
+
+    async def neighbours(
+        self, user_id: str, keys: list[tuple[str, str]]
+    ) -> list[tuple[tuple[str, str], EpisodeHit]]:
+        """The indexed turns said just before and after each key's turn, in its thread.
+
+        A neighbour more than `NEIGHBOUR_HOURS` away belongs to another sitting and is
+        left out. Returns ``(key, neighbour)`` pairs.
+        """
+        if not keys:
+            return []
+        rows = await self.db.run(
+            (
+                "SELECT h.thread_id AS of_thread, h.message_id AS of_message, "
+                "v.thread_id, v.message_id, v.content, v.ts "
+                "FROM unnest(CAST(:threads AS text[]), CAST(:ids AS text[])) "
+                "AS k(thread_id, message_id) "
+                "JOIN episodes h ON h.user_id = :user_id AND h.thread_id = k.thread_id "
+                "AND h.message_id = k.message_id "
+                "CROSS JOIN LATERAL ("
+                "  (SELECT n.message_id FROM episodes n WHERE n.user_id = :user_id "
+                "   AND n.thread_id = h.thread_id AND n.seq < h.seq ORDER BY n.seq DESC LIMIT 1) "
+                "  UNION ALL "
+                "  (SELECT n.message_id FROM episodes n WHERE n.user_id = :user_id "
+                "   AND n.thread_id = h.thread_id AND n.seq > h.seq ORDER BY n.seq LIMIT 1)"
+                ") AS n "
+                f'JOIN "{self._table()}" v ON v.user_id = :user_id '
+                "AND v.thread_id = h.thread_id AND v.message_id = n.message_id "
+                "WHERE abs(extract(epoch FROM v.ts - h.ts)) <= :seconds",
+                {**_keys(user_id, keys), "seconds": NEIGHBOUR_HOURS * 3600},
+            ),
+        )
+        return [((r["of_thread"], r["of_message"]), _hit(r)) for r in rows]
+
+
+def _keys(user_id: str, keys: list[tuple[str, str]]) -> dict[str, Any]:
+    return {
+        "user_id": validate_id(user_id, "user_id"),
+        "threads": [t for t, _ in keys],
+        "ids": [m for _, m in keys],
+    }

@@ -43,6 +43,8 @@ _SCHEMA = [
     )""",
     "CREATE INDEX IF NOT EXISTS episodes_open ON episodes (user_id, thread_id, seq) "
     "WHERE NOT summarized",
+    # a recalled turn's neighbours: the previous and next message of its thread
+    "CREATE INDEX IF NOT EXISTS episodes_thread_seq ON episodes (user_id, thread_id, seq)",
 ]
 
 

@@ -9,13 +9,12 @@ from types import SimpleNamespace
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
-from langchain_core.messages.utils import count_tokens_approximately
 from langgraph.graph import END, START, StateGraph
 
 from graph.context import Context
 from graph.routing import route_after_consolidate, route_after_summarize, route_after_trim
 from graph.state import State
-from memory_graph_agent.rendering import render_memory
+from memory_graph_agent.rendering import render_memory, text_tokens
 from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.outages import guard
 from memory_graph_agent.storage.profile import Fact
@@ -158,7 +157,7 @@ async def test_recall_respects_the_token_budget(services, make_context, user_id)
     )["recalled"]
     assert len(everything) == 3
     for m in everything:  # the cost recorded is the cost of the rendered line
-        assert m["tokens"] == count_tokens_approximately([SystemMessage(render_memory(m))])
+        assert m["tokens"] == text_tokens(render_memory(m))
 
     for budget in [
         0,

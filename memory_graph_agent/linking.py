@@ -1,0 +1,128 @@
+"""The memory graph's links: turns reached from what recall found, not from the query.
+
+A recalled summary links to the turns it was made from; a recalled turn links to the
+turns said just before and after it in its thread. Multi-hop and follow-up evidence
+often shares no word with the question but sits next to a hit or under a summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from memory_graph_agent.ranking import RRF_K
+from memory_graph_agent.services import Services
+from memory_graph_agent.settings import Settings
+from memory_graph_agent.storage.episodes import EpisodeHit
+from memory_graph_agent.storage.memories import Memory
+
+NEIGHBOUR_SOURCES = 10
+"""How many of the best turns bring their neighbours."""
+EPISODE_IMPORTANCE = 0.5
+"""Raw turns carry no importance rating: the neutral middle neither favours nor hides them."""
+
+
+def episode_item(hit: EpisodeHit) -> dict[str, Any]:
+    """A recalled raw turn (``Speaker: text``), shown under its day's date line."""
+    return {
+        "id": f"{hit.thread_id}:{hit.message_id}",
+        "kind": "episode",
+        "text": hit.content,
+        "thread_id": hit.thread_id,
+        "created_at": hit.ts.isoformat(),
+        "importance": EPISODE_IMPORTANCE,
+        "source_ids": [hit.message_id],
+        "seen_at": hit.ts.isoformat(),
+    }
+
+
+def best_turns(items: list[dict[str, Any]], n: int = NEIGHBOUR_SOURCES) -> list[tuple[str, str]]:
+    """``(thread_id, message_id)`` of the ``n`` best-fused raw turns."""
+    turns = [m for m in items if m["kind"] == "episode"][:n]
+    return [(m["thread_id"], m["source_ids"][0]) for m in turns]
+
+
+def summary_turns(memories: list[Memory]) -> list[tuple[str, str]]:
+    """``(thread_id, message_id)`` of the turns the recalled summaries were made from."""
+    keys = dict.fromkeys(
+        (m.thread_id, sid)
+        for m in memories
+        if m.kind == "summary" and m.thread_id
+        for sid in m.source_ids
+    )
+    return list(keys)
+
+
+def quotes_all(memory: Memory, turns: list[EpisodeHit]) -> bool:
+    """Whether a summary is just the transcript of its turns (all of them fetched)."""
+    if memory.kind != "summary" or not memory.source_ids:
+        return False
+    sources = {(memory.thread_id, sid) for sid in memory.source_ids}
+    quoted = [h for h in turns if (h.thread_id, h.message_id) in sources]
+    return len(quoted) == len(sources) and all(
+        h.content.partition(": ")[2] in memory.text for h in quoted
+    )
+
+
+def _borrow(by_key: dict[str, dict[str, Any]], hit: EpisodeHit, rrf_score: float, via: str) -> None:
+    """Give ``hit`` the RRF ``rrf_score`` if it is more than it has; add it if new."""
+    key = f"{hit.thread_id}:{hit.message_id}"
+    item = by_key.get(key)
+    if item is None:
+        item = by_key[key] = episode_item(hit)
+        item.update(similarity=None, keyword_score=None, dense_rank=None, keyword_rank=None)
+        item.update(rrf=0.0)
+    if rrf_score > item["rrf"]:
+        item.update(rrf=round(rrf_score, 6), via=via)
+
+
+def link_turns(
+    items: list[dict[str, Any]],
+    memories: list[Memory],
+    members: list[EpisodeHit],
+    neighbours: list[tuple[tuple[str, str], EpisodeHit]],
+    ctx: Settings,
+) -> list[dict[str, Any]]:
+    """Turns reached through the memory graph's links, added to the fused ``items``.
+
+    A turn a recalled summary was made from gains ``summary_turn_weight / (k + rank)``
+    of that summary; a summary that only quotes its turns word for word (raw mode, or a
+    failed model call) gives way to them, so the prompt pays for the turns that rank,
+    not for the whole transcript. A neighbour of one of the best turns is worth
+    ``neighbour_weight`` of that turn. Returns every item, best RRF first.
+    """
+    by_key = {item["id"]: dict(item) for item in items}
+    rank = {}
+    for r, m in enumerate(sorted(memories, key=lambda m: -(m.similarity or 0.0)), 1):
+        for sid in m.source_ids if m.kind == "summary" else ():
+            rank.setdefault((m.thread_id, sid), r)
+    for hit in members:
+        r = rank.get((hit.thread_id, hit.message_id))
+        if r is None or ctx.summary_turn_weight <= 0:
+            continue
+        key = f"{hit.thread_id}:{hit.message_id}"
+        base = by_key[key]["rrf"] if key in by_key else 0.0
+        _borrow(by_key, hit, base + ctx.summary_turn_weight / (RRF_K + r), "summary")
+    for memory in memories:
+        if memory.id in by_key and quotes_all(memory, members):
+            del by_key[memory.id]  # a raw transcript: its turns are shown one by one
+    for (thread, message), hit in neighbours:
+        parent = by_key.get(f"{thread}:{message}")
+        if parent is not None and ctx.neighbour_weight > 0:
+            _borrow(by_key, hit, ctx.neighbour_weight * parent["rrf"], "neighbour")
+    return sorted(by_key.values(), key=lambda m: -m["rrf"])
+
+
+async def linked_turns(
+    services: Services, ctx: Settings, fused: list[dict[str, Any]], memories: list[Memory]
+) -> list[dict[str, Any]]:
+    """Fetch the summaries' turns and the best turns' neighbours, and rank them in."""
+    members = summary_turns(memories)
+    around = best_turns(fused) if ctx.neighbour_weight > 0 else []
+    if not members and not around:
+        return fused
+    turns, neighbours = await asyncio.gather(
+        services.episodes.turns(ctx.user_id, members),
+        services.episodes.neighbours(ctx.user_id, around),
+    )
+    return link_turns(fused, memories, turns, neighbours, ctx)

@@ -1,0 +1,102 @@
+"""Turns linked to what recall found (real Postgres): the turn said next to a hit, and the
+turns a recalled summary was made from, reach the prompt even when they share no word
+with the question; links never cross a thread, a sitting or a user."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+
+from memory_graph_agent.retrieval import retrieve
+from memory_graph_agent.storage.memory_rows import Memory
+from memory_graph_agent.storage.window import StoredMessage
+
+DOG = "I adopted a dog from the shelter last week."
+NAME = "Biscuit, because of the colour of his fur."  # shares no word with the question
+QUESTION = "What did I call the dog I adopted?"
+FILLER = [
+    "The weather in Lisbon was lovely in spring.",
+    "My sister plays the cello in an orchestra.",
+    "We painted the kitchen a pale shade of green.",
+    "The train to Porto takes about three hours.",
+]
+
+
+async def log(services, user, thread, *texts, day="2024-03-01", hour=10):
+    """Log and index ``texts`` as consecutive turns of ``thread``; return their ids."""
+    messages = [
+        StoredMessage(
+            id=f"m-{uuid.uuid4().hex[:8]}",
+            role="human" if i % 2 == 0 else "ai",
+            content=text,
+            ts=f"{day}T{hour:02d}:{i:02d}:00+00:00",
+        )
+        for i, text in enumerate(texts)
+    ]
+    await services.episodes.append(user, thread, messages)
+    await services.episodes.index(user, thread, messages, services.embeddings)
+    return [m.id for m in messages]
+
+
+def sources(found) -> set[str]:
+    return {s for item in found.items for s in item["source_ids"]}
+
+
+async def test_the_turn_next_to_a_hit_is_recalled(services, make_context):
+    # a high cosine floor: only keyword hits count, and the name shares no word
+    ctx = make_context(summary_turn_weight=0.0, min_similarity=0.9)
+    ids = await log(services, ctx.user_id, "t1", *FILLER[:2], DOG, NAME, *FILLER[2:])
+    dog, name = ids[2], ids[3]
+
+    found = await retrieve(services, ctx, QUESTION, "other-thread", touch=False)
+    assert {dog, name} <= sources(found)
+    (item,) = [m for m in found.items if m["source_ids"] == [name]]
+    assert item["via"] == "neighbour" and item["keyword_rank"] is None
+
+    off = await retrieve(
+        services,
+        replace(ctx, neighbour_weight=0.0),
+        QUESTION,
+        "x",
+        touch=False,
+    )
+    assert name not in sources(off)
+
+
+async def test_neighbours_stay_in_their_thread_sitting_and_user(services, make_context):
+    ctx = make_context(summary_turn_weight=0.0, min_similarity=0.9)
+    (dog,) = await log(services, ctx.user_id, "t1", DOG)
+    await log(services, ctx.user_id, "t2", NAME)  # another thread
+    later = await log(services, ctx.user_id, "t1", NAME, day="2024-03-02")  # next day
+    other = make_context(summary_turn_weight=0.0, user_id=f"u-{uuid.uuid4().hex[:8]}")
+    theirs = await log(services, other.user_id, "t1", NAME, hour=9)
+
+    pairs = await services.episodes.neighbours(ctx.user_id, [("t1", dog)])
+    assert pairs == []  # same thread only, same sitting only
+    found = await retrieve(services, ctx, QUESTION, "x", touch=False)
+    assert not set(later + theirs) & sources(found)
+    # the other user's own neighbour query never reaches this user's turns
+    assert await services.episodes.neighbours(other.user_id, [("t1", dog)]) == []
+
+
+async def test_the_turns_of_a_recalled_summary_are_ranked_in(services, make_context):
+    ctx = make_context(neighbour_weight=0.0, min_similarity=0.9)
+    ids = await log(services, ctx.user_id, "t1", *FILLER, NAME)
+    summary = Memory(
+        ctx.user_id,
+        "summary",
+        "The user adopted a shelter dog and named it.",
+        0.5,
+        [ids[-1]],
+        thread_id="t1",
+    )
+    await services.memories.add(summary)
+    found = await retrieve(services, ctx, QUESTION, "x", touch=False)
+    (item,) = [m for m in found.items if m["source_ids"] == [ids[-1]]]
+    assert item["kind"] == "episode" and item["via"] == "summary"
+
+    plain = await retrieve(
+        services, replace(ctx, summary_turn_weight=0.0), QUESTION, "x", touch=False
+    )
+    linked = [m for m in plain.items if m["source_ids"] == [ids[-1]] and m["kind"] == "episode"]
+    assert not linked or "via" not in linked[0]
