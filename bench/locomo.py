@@ -64,11 +64,13 @@ import asyncio
 import os
 import time
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from bench.env import EMBEDDING, isolated_services, machine_info
+from bench.locomo_cv import cross_validate, default_key, grid_points, point_key
 from bench.locomo_data import Conversation, Question, load_locomo
 from bench.locomo_pipeline import (
     RECALL_K,
@@ -135,6 +137,8 @@ async def evaluate_conversation(
 
     full_ctx = recall_context(conv, graphs.model_spec, budget, recall_k)
     fit_ctx = recall_context(conv, graphs.model_spec, budget - mem.window_tokens, recall_k)
+    default = default_key()
+    grid = {point_key(p): replace(fit_ctx, **p) for p in grid_points()}
     bar.update(tasks["questions"], description=f"questions {conv.sample_id}")
     t0 = time.perf_counter()
     records = []
@@ -142,12 +146,18 @@ async def evaluate_conversation(
         contexts = baseline_contexts(index, question.text, vector, budget)
         # memory_in_budget is a probe of the same memory: its accesses are rolled back,
         # so both methods see the access history a live session of "memory" leaves
-        async with accesses_rolled_back(services, conv.user_id):
-            ids, tokens = await recall_context_ids(graphs.recall, conv, fit_ctx, question)
-        contexts["memory_in_budget"] = (ids | mem.window_ids, tokens + mem.window_tokens)
+        probes = {}
+        for key, point_ctx in grid.items():
+            async with accesses_rolled_back(services, conv.user_id):
+                ids, tokens = await recall_context_ids(graphs.recall, conv, point_ctx, question)
+            probes[key] = (ids | mem.window_ids, tokens + mem.window_tokens)
+        contexts["memory_in_budget"] = probes[default]
         ids, tokens = await recall_context_ids(graphs.recall, conv, full_ctx, question)
         contexts["memory"] = (ids | mem.window_ids, tokens + mem.window_tokens)
-        records.append(_record(conv, question, contexts))
+        record = _record(conv, question, contexts)
+        record["grid"] = {k: evidence_recall(question.evidence, v[0]) for k, v in probes.items()}
+        record["grid_tokens"] = {k: v[1] for k, v in probes.items()}
+        records.append(record)
         bar.advance(tasks["questions"])
     all_ids = {t.dia_id for t in conv.turns}
     info = {
@@ -243,6 +253,9 @@ async def run_benchmark(
         "machine": machine,
         "llm_calls": guard.calls,
         "results": aggregate(records, list(METHODS)),
+        "cross_validated": cross_validate(
+            records, [point_key(p) for p in grid_points()], default_key()
+        ),
         "reference": {
             "overall_1_4": REFERENCE,
             "full_tokens_per_conversation": REFERENCE_FULL_TOKENS,
@@ -250,6 +263,8 @@ async def run_benchmark(
         "conversations": per_conversation,
         "questions": records,
     }
+    for r in records:  # per-question grid results are summed up by cross_validated
+        r.pop("grid"), r.pop("grid_tokens")
     write_json(out / "locomo.json", report)
     plot(report, out / "locomo.png")
     if not quiet:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.outputs import ChatResult
@@ -74,8 +75,37 @@ def build_replay_graph(services: Services) -> CompiledStateGraph:
     return builder.compile(name="locomo_replay")
 
 
+class QueryCache(Embeddings):
+    """The run's embeddings, each question's vector computed once (the grid asks it often)."""
+
+    def __init__(self, inner: Embeddings) -> None:
+        self.inner = inner
+        self.vectors: dict[str, list[float]] = {}
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Delegate."""
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        """The question's vector, computed once."""
+        if text not in self.vectors:
+            self.vectors[text] = self.inner.embed_query(text)
+        return self.vectors[text]
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Delegate."""
+        return await self.inner.aembed_documents(texts)
+
+    async def aembed_query(self, text: str) -> list[float]:
+        """The question's vector, computed once."""
+        if text not in self.vectors:
+            self.vectors[text] = await self.inner.aembed_query(text)
+        return self.vectors[text]
+
+
 def build_recall_graph(services: Services) -> CompiledStateGraph:
-    """The project's recall node alone, bound to ``services``."""
+    """The project's recall node alone, bound to ``services`` (query vectors cached)."""
+    services = replace(services, embeddings=QueryCache(services.embeddings))
     builder = StateGraph(State, context_schema=Context)
     builder.add_node("recall", partial(recall, services=services))
     builder.add_edge(START, "recall")

@@ -116,7 +116,9 @@ def run_config(budget: int, recall_k: int, conversations: Sequence[Conversation]
         "embedding_model": EMBEDDING,
         "token_counter": "langchain_core count_tokens_approximately",
         "turn_text": "StoredMessage.render(): '[<session date ISO>[:16]] <speaker>: <text>'",
-        "turn_cost": "count_tokens_approximately([SystemMessage(line)]), as recall counts",
+        "turn_cost": "ceil((characters + newline) / 4) of the line the prompt shows, as recall "
+        "counts a memory line; recall's turns are grouped under one date line per day, "
+        "which each group pays once; a baseline's line carries its own date",
         "window_cost": "count_tokens_approximately(window messages, speaker name included)",
         "budget_fill": "greedy in rank order, items that do not fit are skipped",
         "replay_context": replay_ctx,
@@ -177,7 +179,16 @@ def print_table(report: dict[str, Any]) -> None:
             _fmt(REFERENCE.get(method)),
             _fmt(r["tokens_mean"], 0),
         )
-    console = Console(width=140)
+    cv = report.get("cross_validated")
+    if cv:
+        table.add_row(
+            "memory_in_budget (cross-validated)",
+            *(_fmt(cv["by_category"][str(c)]) for c in CATEGORIES),
+            _fmt(cv["overall_1_4"], 3),
+            "-",
+            _fmt(cv["tokens_mean"], 0),
+        )
+    console = Console(width=150)
     console.print(table)
     d = report["data"]
     counts = {k: v for k, v in report["defects"]["counts"].items() if v}
@@ -191,7 +202,9 @@ def print_table(report: dict[str, Any]) -> None:
 def plot(report: dict[str, Any], path: Path) -> None:
     """Grouped bars of evidence recall per category and method, plus context tokens."""
     plt = pyplot()
-    results = report["results"]
+    results = dict(report["results"])
+    if report.get("cross_validated"):
+        results["memory_in_budget (cv)"] = report["cross_validated"]
     methods = list(results)
     groups = [str(c) for c in CATEGORIES] + ["overall"]
     labels = [f"{c} {n}" for c, n in CATEGORIES.items()] + ["overall 1-4"]

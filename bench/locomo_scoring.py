@@ -18,20 +18,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.messages import BaseMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
 from bench.locomo_data import CATEGORIES, SCORED_CATEGORIES, Conversation
 from bench.seeding import embed_batched
+from memory_graph_agent.rendering import text_tokens
 
 CHUNK_TURNS = 5
 RRF_K = 60
 BM25_K1, BM25_B = 1.5, 0.75
 
 METHODS = {
-    "memory": "memory pipeline: window + hybrid recall (RRF of dense summaries, dense and "
-    "full-text raw turns; recall fills the budget)",
-    "memory_in_budget": "memory pipeline: window + recall within budget - window tokens",
+    "memory_in_budget": "memory pipeline, the headline: window + recall, all within the budget",
+    "memory": "memory pipeline with the window on top of the budget: window + recall of "
+    "the full budget",
     "window": "last window_size turns only",
     "dense": "dense top-k over raw turns (MiniLM, cosine), budget-filled",
     "bm25": "BM25 over raw turns, budget-filled",
@@ -156,8 +157,8 @@ def fill_budget(order: Sequence[int], costs: Sequence[int], budget: int) -> list
 
 
 def line_tokens(text: str) -> int:
-    """Tokens of one context line, counted like the recall node counts a memory."""
-    return count_tokens_approximately([SystemMessage(text)])
+    """Tokens of one context line, counted like the recall node counts a memory line."""
+    return text_tokens(text)
 
 
 def message_tokens(messages: Sequence[BaseMessage]) -> int:

@@ -205,3 +205,40 @@ def test_bm25_tokens_and_ranking():
     bm = BM25(["Bob went hiking", "Caroline paints sunsets", "the weather was nice"])
     scores = bm.scores("What did Caroline paint?")
     assert ranking(scores)[0] == 1 and scores[0] == 0.0 == scores[2]
+
+
+def test_cross_validation_chooses_on_the_other_conversations():
+    from bench.locomo_cv import cross_validate
+
+    def rec(conv: str, a: float, b: float, category: int = 1) -> dict:
+        return {
+            "sample_id": conv,
+            "category": category,
+            "grid": {"a": a, "b": b},
+            "grid_tokens": {"a": 10, "b": 20},
+        }
+
+    # "a" wins in c1 and c2, "b" only in c3: held out, c3 is scored with "a"
+    records = [rec("c1", 1.0, 0.0), rec("c2", 1.0, 0.0), rec("c3", 0.0, 0.5)]
+    records.append(rec("c3", 0.0, 1.0, category=5))  # adversarial: not chosen on
+    cv = cross_validate(records, ["a", "b"], default="b")
+    assert [f["chosen"] for f in cv["folds"]] == ["a", "a", "a"]
+    assert cv["by_category"]["1"] == 2 / 3  # c1: 1, c2: 1, c3: 0
+    assert cv["overall_1_4"] == 2 / 3 and cv["tokens_mean"] == 10
+    assert cv["best_in_sample"] == "a"
+    assert cv["in_sample_overall_1_4"] == {"a": round(2 / 3, 4), "b": round(0.5 / 3, 4)}
+
+
+def test_cross_validation_ties_go_to_the_default():
+    from bench.locomo_cv import cross_validate
+
+    records = [
+        {
+            "sample_id": c,
+            "category": 2,
+            "grid": {"a": 1.0, "b": 1.0},
+            "grid_tokens": {"a": 1, "b": 1},
+        }
+        for c in ("c1", "c2")
+    ]
+    assert {f["chosen"] for f in cross_validate(records, ["a", "b"], "b")["folds"]} == {"b"}

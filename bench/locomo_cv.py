@@ -1,0 +1,88 @@
+"""Leave-one-conversation-out cross-validation of the recall knobs `bench.locomo` tunes.
+
+Every question is recalled (within the budget, window included) once per point of
+`GRID`. For each conversation, the point with the best overall recall on the *other*
+conversations is chosen and scored on the held-out one; the held-out scores together are
+the cross-validated figure. A knob's default counts only if it holds up there.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from bench.locomo_data import SCORED_CATEGORIES
+from bench.locomo_scoring import aggregate
+from graph.context import Context
+
+GRID: dict[str, tuple[Any, ...]] = {
+    "neighbour_weight": (0.0, 0.5, 0.75),
+    "summary_turn_weight": (0.0, 0.3),
+    "recall_candidate_tokens": (30, 40),
+}
+"""The knobs of the recall node that were tuned on LoCoMo, and the values tried."""
+
+
+def grid_points(grid: dict[str, tuple[Any, ...]] = GRID) -> list[dict[str, Any]]:
+    """Every combination of the grid's values."""
+    return [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
+
+
+def point_key(point: dict[str, Any]) -> str:
+    """A stable name of a grid point, e.g. ``neighbour_weight=0.5,recall_candidate_tokens=40``."""
+    return ",".join(f"{k}={v}" for k, v in point.items())
+
+
+def default_key() -> str:
+    """The grid point the shipped `Context` defaults make."""
+    fields = Context.__dataclass_fields__
+    return point_key({k: fields[k].default for k in GRID})
+
+
+def overall(records: Sequence[dict[str, Any]], key: str) -> float:
+    """Mean recall of the scored categories' questions at grid point ``key``."""
+    scored = [r["grid"][key] for r in records if r["category"] in SCORED_CATEGORIES]
+    return float(np.mean(scored)) if scored else 0.0
+
+
+def cross_validate(
+    records: Sequence[dict[str, Any]], keys: Sequence[str], default: str
+) -> dict[str, Any]:
+    """Leave one conversation out: choose on the others, score on it; ties go to ``default``."""
+
+    def best(rows: Sequence[dict[str, Any]]) -> str:
+        return max(keys, key=lambda k: (round(overall(rows, k), 9), k == default))
+
+    folds, held_out = [], []
+    for conv in sorted({r["sample_id"] for r in records}):
+        train = [r for r in records if r["sample_id"] != conv]
+        test = [r for r in records if r["sample_id"] == conv]
+        chosen = best(train)
+        folds.append(
+            {
+                "held_out": conv,
+                "chosen": chosen,
+                "train_overall_1_4": round(overall(train, chosen), 4),
+                "held_out_overall_1_4": round(overall(test, chosen), 4),
+            }
+        )
+        held_out += [
+            {
+                "category": r["category"],
+                "recall": {"cross_validated": r["grid"][chosen]},
+                "tokens": {"cross_validated": r["grid_tokens"][chosen]},
+            }
+            for r in test
+        ]
+    result = aggregate(held_out, ["cross_validated"])["cross_validated"]
+    return {
+        **result,
+        "grid": {k: list(v) for k, v in GRID.items()},
+        "default": default,
+        "best_in_sample": best(records),
+        "in_sample_overall_1_4": {k: round(overall(records, k), 4) for k in keys},
+        "folds": folds,
+    }
