@@ -177,6 +177,7 @@ async def run_overhead(
                             env.database_url, bench_user, seeded, size, source, anchor
                         )
                         seeding["bench_user_rows"] = st["rows"]
+                        seeding["bench_user_turns"] = st["turns"]
                         seeding["vector_s"] += st["embed_s"]
                         seeding["copy_s"] += st["copy_s"]
                         seeded = size

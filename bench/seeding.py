@@ -26,6 +26,12 @@ TABLE = f"memories_{DIM}"
 """The `MemoryStore` table of that dimension."""
 HNSW_INDEX = f"{TABLE}_hnsw"
 """Its HNSW index, as `MemoryStore.open` names it."""
+TURN_TABLE = f"episode_vectors_{DIM}"
+"""The raw turns' vector table (`EpisodeLog`) and its HNSW index."""
+TURN_HNSW_INDEX = f"{TURN_TABLE}_hnsw"
+TURNS_PER_SUMMARY = 5
+MAX_SEEDED_TURNS = 50_000
+"""Turns are seeded under the newest summaries only, up to this many per user."""
 
 PERTURB_SIGMA = 0.032
 """Per-dimension Gaussian noise added to a pooled embedding (384-d): cosine ~0.85 to it."""
@@ -147,14 +153,17 @@ async def seed_user(
     vectors: VectorSource,
     anchor: datetime,
     chunk: int = 5000,
+    max_turns: int = MAX_SEEDED_TURNS,
 ) -> dict[str, float]:
     """COPY the user's seeded memories ``start..stop-1`` (0 = newest) into the table.
 
     History runs backwards from ``anchor`` in 5-minute steps, so topping a user up later
     adds older memories and never changes which reflection is the latest. Summaries
     carry 5 message ids as provenance, reflections the ids of the 10 summaries before.
+    The summaries among the newest ``max_turns / 5`` memories also get their 5 raw
+    turns, logged and indexed as `EpisodeLog` stores them, so recall searches turns too.
     """
-    stats = {"rows": 0, "embed_s": 0.0, "copy_s": 0.0}
+    stats = {"rows": 0, "turns": 0, "embed_s": 0.0, "copy_s": 0.0}
     rng = random.Random(f"{user_id}:{start}")
     async with await psycopg.AsyncConnection.connect(database_url) as conn:
         for lo in range(start, stop, chunk):
@@ -165,6 +174,7 @@ async def seed_user(
             stats["embed_s"] += time.perf_counter() - t0
             t0 = time.perf_counter()
             cols = ", ".join(COPY_COLUMNS)
+            turned: list[int] = []
             async with conn.cursor() as cur:
                 async with cur.copy(f'COPY "{TABLE}" ({cols}) FROM STDIN') as copy:
                     for n, i in enumerate(range(lo, hi)):
@@ -173,6 +183,10 @@ async def seed_user(
                         if kind == "reflection":
                             sources = [str(_seed_id(user_id, j)) for j in range(i + 1, i + 11)]
                             importance = 0.9
+                        elif i < max_turns // TURNS_PER_SUMMARY:
+                            sources = [f"turn-{i}-{k}" for k in range(TURNS_PER_SUMMARY)]
+                            turned.append(i)
+                            importance = 0.5
                         else:
                             sources = [str(uuid.UUID(int=rng.getrandbits(128))) for _ in range(5)]
                             importance = 0.5
@@ -192,16 +206,49 @@ async def seed_user(
                                 ts,
                             )
                         )
+            stats["turns"] += await _seed_turns(conn, user_id, turned, vectors, anchor)
             await conn.commit()
             stats["copy_s"] += time.perf_counter() - t0
             stats["rows"] += hi - lo
     return stats
 
 
+async def _seed_turns(
+    conn: psycopg.AsyncConnection,
+    user_id: str,
+    summaries: list[int],
+    vectors: VectorSource,
+    anchor: datetime,
+) -> int:
+    """Log and index the raw turns of the seeded summaries ``summaries``."""
+    keys = [(i, k) for i in summaries for k in range(TURNS_PER_SUMMARY)]
+    if not keys:
+        return 0
+    texts, vecs = await vectors.make(["summary"] * len(keys))
+    rows = []
+    for n, (i, k) in enumerate(keys):
+        ts = anchor - SEED_STEP * i + timedelta(seconds=k)
+        role = "human" if k % 2 == 0 else "ai"
+        rows.append((f"seed-{i // 40}", f"turn-{i}-{k}", role, texts[n], ts, vecs[n]))
+    async with conn.cursor() as cur:
+        columns = "user_id, thread_id, message_id, role, content, ts, summarized"
+        async with cur.copy(f"COPY episodes ({columns}) FROM STDIN") as copy:
+            for thread, mid, role, text, ts, _ in rows:
+                await copy.write_row((user_id, thread, mid, role, text, ts, True))
+        columns = "user_id, thread_id, message_id, embedding, content, ts"
+        async with cur.copy(f'COPY "{TURN_TABLE}" ({columns}) FROM STDIN') as copy:
+            for thread, mid, role, text, ts, vec in rows:
+                speaker = "user" if role == "human" else "assistant"
+                content = f"{speaker}: {text}"
+                await copy.write_row((user_id, thread, mid, _vector_literal(vec), content, ts))
+    return len(rows)
+
+
 async def drop_hnsw(database_url: str) -> None:
-    """Drop the HNSW index before a bulk load (rebuilt by `build_hnsw`)."""
+    """Drop the HNSW indexes before a bulk load (rebuilt by `build_hnsw`)."""
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
         await conn.execute(f'DROP INDEX IF EXISTS "{HNSW_INDEX}"')
+        await conn.execute(f'DROP INDEX IF EXISTS "{TURN_HNSW_INDEX}"')
 
 
 async def build_hnsw(database_url: str, maintenance_work_mem: str = "1GB") -> dict[str, Any]:
@@ -213,11 +260,18 @@ async def build_hnsw(database_url: str, maintenance_work_mem: str = "1GB") -> di
             f'CREATE INDEX IF NOT EXISTS "{HNSW_INDEX}" ON "{TABLE}" '
             "USING hnsw (embedding vector_cosine_ops)"
         )
+        await conn.execute(
+            f'CREATE INDEX IF NOT EXISTS "{TURN_HNSW_INDEX}" ON "{TURN_TABLE}" '
+            "USING hnsw (embedding vector_cosine_ops)"
+        )
         build_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         await conn.execute(f'VACUUM (ANALYZE) "{TABLE}"')
+        await conn.execute(f'VACUUM (ANALYZE) "{TURN_TABLE}"')
+        await conn.execute("VACUUM (ANALYZE) episodes")
         analyze_s = time.perf_counter() - t0
         rows = (await (await conn.execute(f'SELECT count(*) FROM "{TABLE}"')).fetchone())[0]
+        turns = (await (await conn.execute(f'SELECT count(*) FROM "{TURN_TABLE}"')).fetchone())[0]
         size = (
             await (
                 await conn.execute("SELECT pg_relation_size(%s::regclass)", (HNSW_INDEX,))
@@ -227,6 +281,7 @@ async def build_hnsw(database_url: str, maintenance_work_mem: str = "1GB") -> di
         "build_s": round(build_s, 3),
         "vacuum_analyze_s": round(analyze_s, 3),
         "table_rows": int(rows),
+        "turn_rows": int(turns),
         "index_mb": round(size / 2**20, 1),
         "maintenance_work_mem": maintenance_work_mem,
     }
