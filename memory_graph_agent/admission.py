@@ -1,11 +1,7 @@
 """Start of a turn: check the input and the thread's owner, then read the profile.
 
-`start_turn` is the first step of every turn, so a rejected turn raises before
-anything is written. A thread belongs to the first user who wrote to it; another
-user's turn on it is rejected, so nobody reads someone else's conversation through a
-guessed thread id. "New" messages are those of the state not yet in the thread's Redis
-window: the caller's input, plus any message an earlier failed turn left in the
-checkpointed thread.
+A thread belongs to the first user who wrote to it. "New" messages are those of the
+state not yet in the thread's Redis window, so a rejected turn raises before any write.
 """
 
 from __future__ import annotations

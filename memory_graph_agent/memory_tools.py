@@ -1,9 +1,7 @@
 """What the memory tools do: search, remember, forget, pin and unpin, for one user.
 
-`graph/tools.py` exposes these to the chat model as LangChain tools; the user and
-thread come from the run, never from the model's arguments. Bad arguments and
-unavailable storage come back as an ``error: ...`` string for the model to read,
-instead of failing the turn.
+Bad arguments and unavailable storage come back as an ``error: ...`` string for the model
+to read instead of failing the turn.
 """
 
 from __future__ import annotations

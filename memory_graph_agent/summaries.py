@@ -1,11 +1,8 @@
-"""Summaries of the overflow: claim a batch of a thread's pending messages, compress it.
+"""Summaries of the overflow: claim a leased batch of pending messages, compress it.
 
-A batch holds ``summary_batch`` to `MAX_BATCH` messages, fewer when their transcript
-would not fit ``trigger_ratio × context_window_tokens``; while the window is being
-compressed (or the session archived) any non-empty backlog is claimed. The batch is
-leased (`memory_graph_agent.storage.queue.PendingQueue.claim`): if the run dies before
-the summary is stored and acknowledged, the lease expires and a later run gets the
-same batch.
+A batch is ``summary_batch`` to `MAX_BATCH` messages, fewer when its transcript would not
+fit the context. If the run dies before the summary is stored, the lease expires and a
+later run gets the same batch.
 """
 
 from __future__ import annotations
