@@ -43,16 +43,9 @@ async def start_turn(
 ) -> TurnStart:
     """Validate the turn, admit the user to the thread, load their profile.
 
-    Args:
-        services: The stores.
-        settings: The run's settings (``user_id``, limits, ``change_note_days``).
-        thread_id: The run's thread.
-        messages: Every message of the checkpointed state, the turn's input last.
-        end_session: Whether the caller asked to archive the thread.
-
-    Raises:
-        InvalidInputError: The input breaks a rule of `memory_graph_agent.validation`.
-        ThreadOwnershipError: The thread belongs to another user.
+    ``messages`` is every message of the checkpointed state, the turn's input last. Raises
+    `InvalidInputError` for input that breaks a rule of `memory_graph_agent.validation`,
+    `ThreadOwnershipError` when the thread belongs to another user.
     """
     user_id = check_id(settings.user_id, "user_id")
     check_id(thread_id, "thread_id")

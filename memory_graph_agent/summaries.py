@@ -40,16 +40,9 @@ async def draft_summary(
 ) -> tuple[SummaryDraft | None, bool, list[MemoryEvent]]:
     """Claim the oldest pending batch and summarize it (≤ 100 words; raw if the model fails).
 
-    Args:
-        services: The stores.
-        settings: The run's settings.
-        thread_id: The run's thread.
-        draining: Claim any non-empty backlog (compression or session end).
-        prompt: The summarizer's prompt, with a ``{transcript}`` placeholder.
-
-    Returns:
-        The draft (``None`` when nothing was claimed), whether the backlog is now
-        empty, and what happened.
+    ``draining`` claims any non-empty backlog (compression or session end); ``prompt`` has
+    a ``{transcript}`` placeholder. Returns the draft (``None`` when nothing was claimed),
+    whether the backlog is now empty, and what happened.
     """
     user = settings.user_id
     worker = uuid.uuid4().hex
