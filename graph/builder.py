@@ -1,11 +1,7 @@
-"""Wire the seven memory nodes and the memory tools into a `StateGraph`.
+"""Wire the memory nodes and tools into a `StateGraph`; bind the services to the nodes.
 
-The nodes get the memory stores (`memory_graph_agent.services.Services`) from here, bound
-with ``functools.partial``; they never look them up or open them. ``make_graph`` is the
-factory ``langgraph.json`` registers for ``langgraph dev`` / Studio / the platform: it
-compiles without a checkpointer (the server injects its own) on the server's services.
-The CLI, notebooks, benchmarks and tests open services themselves and call
-`build_graph` with their checkpointer.
+``make_graph`` is the ``langgraph.json`` factory (no checkpointer: the server injects one);
+the CLI, notebooks, benchmarks and tests call `build_graph` with their own checkpointer.
 """
 
 from __future__ import annotations
@@ -18,14 +14,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
+from graph import routing
 from graph.context import Context
-from graph.routing import (
-    route_after_consolidate,
-    route_after_load_profile,
-    route_after_respond,
-    route_after_summarize,
-    route_after_trim,
-)
 from graph.state import InputState, State
 from graph.tools import build_tool_node, memory_tools
 from memory_graph_agent.services import Services, server_services
@@ -50,13 +40,13 @@ def build_builder(services: Services) -> StateGraph:
     builder.add_node("respond", partial(respond, tools=tools))
     builder.add_node("tools", build_tool_node(tools))
     builder.add_edge(START, "load_profile")
-    builder.add_conditional_edges("load_profile", route_after_load_profile)  # end_session
+    builder.add_conditional_edges("load_profile", routing.route_after_load_profile)  # end_session
     builder.add_edge("recall", "respond")
-    builder.add_conditional_edges("respond", route_after_respond)
+    builder.add_conditional_edges("respond", routing.route_after_respond)
     builder.add_edge("tools", "respond")
-    builder.add_conditional_edges("trim_window", route_after_trim)
-    builder.add_conditional_edges("summarize", route_after_summarize)
-    builder.add_conditional_edges("consolidate", route_after_consolidate)
+    builder.add_conditional_edges("trim_window", routing.route_after_trim)
+    builder.add_conditional_edges("summarize", routing.route_after_summarize)
+    builder.add_conditional_edges("consolidate", routing.route_after_consolidate)
     builder.add_edge("reflect", END)
     return builder
 
@@ -72,10 +62,7 @@ _compiled: weakref.WeakKeyDictionary[Services, CompiledStateGraph] = weakref.Wea
 
 
 async def make_graph(config: RunnableConfig) -> CompiledStateGraph:
-    """Graph factory of ``langgraph.json``: the agent on the server's services.
-
-    The server calls it for every run; the graph is compiled once per set of services.
-    """
+    """Graph factory of ``langgraph.json``, called per run: compiled once per set of services."""
     services = await server_services()
     if services not in _compiled:
         _compiled[services] = build_graph(services)

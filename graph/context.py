@@ -1,8 +1,7 @@
 """Run-time configuration of the memory agent: one `Context` dataclass.
 
-Every field left at its default is filled from the environment variable of the same
-name, upper-cased (``WINDOW_SIZE=8`` sets ``window_size``), so the same knobs work from
-Studio's form, from the CLI and from ``langgraph.json``'s ``env`` file.
+A field left at its default is read from its upper-cased environment variable (``WINDOW_SIZE``),
+so the knobs work the same from Studio's form, the CLI and ``langgraph.json``'s ``env`` file.
 """
 
 from __future__ import annotations
@@ -197,10 +196,7 @@ def parse_ttl_policy(policy: str) -> list[tuple[float, float | None]]:
             continue
         try:
             threshold, days = part.split(":")
-            rule = (
-                float(threshold),
-                None if days.strip().lower() == "never" else float(days),
-            )
+            rule = (float(threshold), None if days.strip().lower() == "never" else float(days))
         except ValueError as exc:
             raise ValueError(
                 f"ttl_policy must look like '0.9:never,0.5:30,0:7', got {policy!r}"
@@ -229,12 +225,6 @@ DEFAULT_THREAD = "default"
 
 
 def current_thread_id() -> str:
-    """The run's thread id (``configurable.thread_id``), validated; ``default`` if unset.
-
-    Raises:
-        InvalidInputError: The thread id is not a safe identifier.
-
-    The one place a node learns its thread: from the run's config, never from state.
-    """
+    """The run's validated ``configurable.thread_id`` (``default`` if unset), never from state."""
     configurable = get_config().get("configurable", {})
     return check_id(str(configurable.get("thread_id") or DEFAULT_THREAD), "thread_id")

@@ -1,9 +1,7 @@
 """The ``maintenance`` graph: decay and compaction of long-term memory.
 
-select_users → expire → evict → compact → report. Run it from the CLI
-(``memory-agent maintain``) or on the LangGraph server as a cron (see README). It keeps
-no conversation state, so it is compiled without a checkpointer; ``make_graph`` is the
-server's factory (on the server's services).
+Run from ``memory-agent maintain`` or as a server cron (see README); it keeps no
+conversation state, so it is compiled without a checkpointer.
 """
 
 from __future__ import annotations
@@ -28,18 +26,14 @@ GRAPH_NAME = "maintenance"
 
 
 def build_maintenance_builder(services: Services) -> StateGraph:
-    """The uncompiled maintenance graph (a straight line of nodes)."""
+    """The uncompiled maintenance graph: select_users → expire → evict → compact → report."""
     builder = StateGraph(MaintenanceState, input_schema=MaintenanceInput, context_schema=Context)
-    names = []
-    for node in (select_users, expire, evict, compact):
-        builder.add_node(node.__name__, partial(node, services=services))
-        names.append(node.__name__)
-    builder.add_node(report)
-    names.append("report")
-    builder.add_edge(START, names[0])
-    for a, b in zip(names, names[1:], strict=False):
-        builder.add_edge(a, b)
-    builder.add_edge(names[-1], END)
+    steps = [
+        (n.__name__, partial(n, services=services)) for n in (select_users, expire, evict, compact)
+    ]
+    builder.add_sequence([*steps, report])
+    builder.add_edge(START, "select_users")
+    builder.add_edge("report", END)
     return builder
 
 
@@ -52,7 +46,7 @@ _compiled: weakref.WeakKeyDictionary[Services, CompiledStateGraph] = weakref.Wea
 
 
 async def make_graph(config: RunnableConfig) -> CompiledStateGraph:
-    """Graph factory of ``langgraph.json``: maintenance on the server's services (compiled once)."""
+    """Graph factory of ``langgraph.json``, called per run: compiled once per set of services."""
     services = await server_services()
     if services not in _compiled:
         _compiled[services] = build_maintenance_graph(services)

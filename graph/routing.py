@@ -14,10 +14,7 @@ from memory_graph_agent.reflection import reflection_due
 
 
 def route_after_respond(state: State) -> Literal["tools", "trim_window"]:
-    """Run the model's tool calls, then answer again; a plain answer ends the turn.
-
-    `respond` only keeps tool calls while the turn has tool rounds left, so this loop ends.
-    """
+    """Run the model's tool calls; a plain answer ends the turn (`respond` bounds the rounds)."""
     messages = state.get("messages") or []
     last = messages[-1] if messages else None
     return "tools" if isinstance(last, AIMessage) and last.tool_calls else "trim_window"
@@ -44,11 +41,7 @@ def route_after_summarize(state: State) -> Literal["consolidate", "__end__"]:
 def route_after_consolidate(
     state: State, runtime: Runtime[Context]
 ) -> Literal["reflect", "summarize", "__end__"]:
-    """Reflect when due; else keep draining a backlog of full batches; else stop.
-
-    A reflection is due after ``reflect_after`` summaries or once their summed
-    importance reaches ``reflect_importance_threshold``, whichever comes first.
-    """
+    """Drain a compression/session-end backlog; else reflect when due; else drain full batches."""
     ctx = runtime.context
     if draining(state) and state.get("summary_stored") and state.get("pending_count", 0) > 0:
         return "summarize"  # compression/session end: empty the backlog, then reflect

@@ -1,11 +1,7 @@
 """Start of a turn: check the input and the thread's owner, then read the profile.
 
-`start_turn` is the first step of every turn, so a rejected turn raises before
-anything is written. A thread belongs to the first user who wrote to it; another
-user's turn on it is rejected, so nobody reads someone else's conversation through a
-guessed thread id. "New" messages are those of the state not yet in the thread's Redis
-window: the caller's input, plus any message an earlier failed turn left in the
-checkpointed thread.
+A thread belongs to the first user who wrote to it. "New" messages are those of the
+state not yet in the thread's Redis window, so a rejected turn raises before any write.
 """
 
 from __future__ import annotations
@@ -47,16 +43,9 @@ async def start_turn(
 ) -> TurnStart:
     """Validate the turn, admit the user to the thread, load their profile.
 
-    Args:
-        services: The stores.
-        settings: The run's settings (``user_id``, limits, ``change_note_days``).
-        thread_id: The run's thread.
-        messages: Every message of the checkpointed state, the turn's input last.
-        end_session: Whether the caller asked to archive the thread.
-
-    Raises:
-        InvalidInputError: The input breaks a rule of `memory_graph_agent.validation`.
-        ThreadOwnershipError: The thread belongs to another user.
+    ``messages`` is every message of the checkpointed state, the turn's input last. Raises
+    `InvalidInputError` for input that breaks a rule of `memory_graph_agent.validation`,
+    `ThreadOwnershipError` when the thread belongs to another user.
     """
     user_id = check_id(settings.user_id, "user_id")
     check_id(thread_id, "thread_id")

@@ -1,9 +1,7 @@
 """Token budgets of a turn: prompt size, the reply's window, the summarizer's batch.
 
-Tokens are counted with LangChain's ``count_tokens_approximately`` (about 4 characters
-a token; tiktoken needs a download). Cutting old turns is LangChain's ``trim_messages``
-(``strategy="last"``, ``start_on="human"``), so a cut never separates an AI tool call
-from its results; the turn rule itself is `memory_graph_agent.turns`.
+Tokens are counted with ``count_tokens_approximately`` (tiktoken needs a download); old
+turns are cut with ``trim_messages(strategy="last", start_on="human")``.
 """
 
 from __future__ import annotations

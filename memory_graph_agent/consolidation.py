@@ -1,19 +1,9 @@
 """Consolidation of a new summary with the user's similar memories (used by `consolidate`).
 
-The new summary is compared with the user's nearest active summaries. Below
-``ctx.merge_similarity`` it is simply created (no model call); otherwise the model picks
-one of created / merged / updated / strengthened / discarded under the
-`ConsolidationDecision` schema, and anything it gets wrong (unknown target, unfaithful
-merged text, failed call) falls back to created. Nothing is lost either way:
-
-- the new summary row is always stored under its deterministic id (its ``source_ids``
-  prove exactly-once storage), superseded by the target when it was discarded or
-  strengthened;
-- a merged or updated target is marked ``superseded`` by the new row, never deleted.
-
-The decision is recorded in the `DecisionLog` (unique per summary) *before* it is
-applied, so a replayed summary re-applies the same decision and never bumps a target
-twice. A crash between recording and applying loses at most that one importance bump.
+Below ``ctx.merge_similarity`` the summary is simply created; otherwise the model picks
+created / merged / updated / strengthened / discarded, and any invalid answer falls back
+to created. The new row is always stored (nothing is deleted, only superseded), and the
+decision is logged before it is applied, so a replay never bumps a target twice.
 """
 
 from __future__ import annotations

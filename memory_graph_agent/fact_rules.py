@@ -1,12 +1,7 @@
-"""Rule-based fact extraction from the user's own first-person statements.
+"""Rule-based extraction of facts the user states about themself ("my name is...").
 
-A 135M offline model cannot be trusted to map a statement to the right key (it happily
-answers ``city: Zhang San``). For the handful of self-statements every assistant meets
-("my name is…", "I live in…", "I prefer X over Y", "I work at…") a precise pattern is
-more reliable than the model, so with a local model (``Context.fact_rules='auto'``)
-these facts are extracted by rule and merged with the model's grounded proposals; on a
-key both propose, the rule wins. Each rule only fires on a sentence the user said about
-themself, never on a question.
+A 135M model maps statements to the wrong keys, so with a local model
+(``fact_rules='auto'``) these patterns win over its proposals. Questions never match.
 """
 
 from __future__ import annotations

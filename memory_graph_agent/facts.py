@@ -1,8 +1,7 @@
 """Profile facts from text: schema-constrained extraction and grounding checks.
 
-Shared by consolidate (facts from a new summary) and reflect (facts a reflection
-proposes). A fact is kept only if its key is a real attribute name and every content
-word of its value occurs in something the user said about themself in the source text.
+A fact is kept only if its key is an attribute name and every content word of its value
+occurs in something the user said about themself.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Checks that model output is grounded in what the user actually said.
 
-Small local models (SmolLM2-135M is the offline default) summarise and extract poorly:
-they drop names and invent entities. A summary that loses most of the salient terms
-of the conversation, or introduces many new ones, is treated as a failed call (the
-raw text is stored instead); an extracted fact whose value is not in the source text
-is dropped. Both checks are cheap and model-agnostic.
+A summary that drops or invents too many salient terms counts as a failed call, and a fact
+whose value is not in the source text is dropped. Cheap and model-agnostic.
 """
 
 from __future__ import annotations

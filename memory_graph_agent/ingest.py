@@ -1,10 +1,8 @@
 """Storing a summary: upsert it, index its turns, acknowledge its batch, learn facts.
 
-Order matters for exactly-once: the summary row is upserted under a deterministic id
-and its source messages marked summarized *before* the batch is acknowledged, so a run
-that dies in between replays the same batch as an upsert, never a duplicate. If
-Postgres is unavailable the batch stays claimed and is retried with exponential backoff
-on later turns (dead-lettered after ``max_attempts``).
+The row is upserted under a deterministic id *before* the batch is acknowledged, so a
+replay is an upsert, never a duplicate. While Postgres is down the batch is retried with
+backoff and dead-lettered after ``max_attempts``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""Guarded model calls of the memory nodes, each tagged with its purpose.
+"""Guarded model calls of the memory nodes, each tagged ``memory`` and ``prompt:<purpose>``.
 
-Every call carries the tags ``memory`` and ``prompt:<purpose>`` (e.g.
-``prompt:summarize``): a stream of the user's reply can leave memory's tokens out, and a
-test's fake model answers by purpose (`tests.fakes`), never by guessing from the text.
+The tags keep memory's tokens out of the user's stream and let a fake model answer by
+purpose.
 """
 
 from __future__ import annotations

@@ -1,26 +1,7 @@
-"""Prometheus metrics of the memory pipeline (``prometheus-client``).
+"""Prometheus metrics of the memory pipeline, on the default registry.
 
-The metric objects are module-level singletons on the default registry
-(`prometheus_client.REGISTRY`), so they show up wherever that registry is exposed:
-``memory-agent chat|demo --metrics-port N``, ``memory-agent metrics``, the built-in
-``/metrics`` of ``langgraph dev`` / the LangGraph server and ``memory_graph_agent/webapp.py``.
-Creating them opens no connection and starts no thread.
-
-Metrics (no label ever carries a user or thread id):
-
-- ``agent_memory_retrieval_seconds``: histogram, time of the recall node's retrieval
-  (embedding the query + the concurrent dense and full-text searches).
-- ``agent_memory_hit_total{tier}``: what reached the prompt, per turn: ``window``
-  messages, recalled raw ``episode`` turns, ``summary`` and ``reflection`` memories,
-  ``profile`` facts.
-- ``agent_memory_pending_queue_size``: gauge, length of the pending list of the thread
-  last trimmed or consolidated by this process.
-- ``agent_memory_vector_similarity``: histogram of the cosine similarity of recalled items.
-- ``agent_memory_redis_failures_total{op}``: Redis operations of the stores that raised
-  (the error is re-raised); ``op`` is the store method, e.g. ``push``, ``profile_get``.
-- ``agent_memory_summaries_total{outcome}``: summaries produced by ``summarize``
-  (``llm``, ``fallback``, ``raw``) and summaries ``consolidate`` failed to store
-  (``failed``).
+They show up wherever that registry is exposed: ``--metrics-port``, ``memory-agent metrics``
+and the ``/metrics`` of the LangGraph server. No label ever carries a user or thread id.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""One way to build the chat model and one way to get embeddings, from a spec string.
+"""Build the chat model and the embeddings from a spec string.
 
-``"provider:model"`` goes through `init_chat_model` (``openai:gpt-4o-mini``; with
-``OPENAI_BASE_URL`` any OpenAI-compatible server such as vLLM, Ollama or llama.cpp).
-``local:...`` selects the offline defaults that ship as Python packages.
+``provider:model`` goes through `init_chat_model`; ``local:...`` selects the offline defaults.
 """
 
 from __future__ import annotations

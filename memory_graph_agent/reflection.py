@@ -1,11 +1,8 @@
 """Reflection: distil accumulated summaries into one long-term insight about the user.
 
-Due (Generative-Agents style) when the summed importance of the active summaries since
-the last reflection reaches ``reflect_importance_threshold``, or after ``reflect_after``
-summaries, whichever comes first. The model answers under the `ReflectionOut` schema:
-an insight, which must not invent entities the summaries lack, and at most three stable
-facts, which go through the same grounding and profile path as consolidation's, citing
-the reflection. A failed reflection loses nothing: the summaries stay counted.
+Due when the summed importance since the last reflection reaches a threshold, or after
+``reflect_after`` summaries. Its facts are grounded like consolidation's; a failed
+reflection loses nothing.
 """
 
 from __future__ import annotations

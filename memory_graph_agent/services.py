@@ -1,16 +1,8 @@
 """Open, hand out and close the memory stores: Redis, Postgres and the embeddings.
 
-Services are opened explicitly, by whoever runs the graph, and passed in:
-
-- the CLI, the notebook, benchmarks and tests: ``async with open_services() as services``
-  then ``build_graph(services, checkpointer)``;
-- the LangGraph server: the graph factories of ``graph/builder.py`` and
-  ``graph/maintenance.py`` call `server_services` (opened once per process), and the
-  HTTP app's lifespan (`memory_graph_agent.webapp`) closes them at shutdown.
-
-No node ever opens a connection or starts a server. With ``REDIS_URL`` /
-``DATABASE_URL`` set, those services are used; otherwise `open_services` starts (or
-reuses) the embedded ones (`memory_graph_agent.local.embedded`).
+Whoever runs the graph opens them (`open_services`) and passes them in; the LangGraph
+server's graph factories use `server_services` and its lifespan closes them. No node
+opens a connection or starts a server.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""Summaries of the overflow: claim a batch of a thread's pending messages, compress it.
+"""Summaries of the overflow: claim a leased batch of pending messages, compress it.
 
-A batch holds ``summary_batch`` to `MAX_BATCH` messages, fewer when their transcript
-would not fit ``trigger_ratio × context_window_tokens``; while the window is being
-compressed (or the session archived) any non-empty backlog is claimed. The batch is
-leased (`memory_graph_agent.storage.queue.PendingQueue.claim`): if the run dies before
-the summary is stored and acknowledged, the lease expires and a later run gets the
-same batch.
+A batch is ``summary_batch`` to `MAX_BATCH` messages, fewer when its transcript would not
+fit the context. If the run dies before the summary is stored, the lease expires and a
+later run gets the same batch.
 """
 
 from __future__ import annotations
@@ -43,16 +40,9 @@ async def draft_summary(
 ) -> tuple[SummaryDraft | None, bool, list[MemoryEvent]]:
     """Claim the oldest pending batch and summarize it (≤ 100 words; raw if the model fails).
 
-    Args:
-        services: The stores.
-        settings: The run's settings.
-        thread_id: The run's thread.
-        draining: Claim any non-empty backlog (compression or session end).
-        prompt: The summarizer's prompt, with a ``{transcript}`` placeholder.
-
-    Returns:
-        The draft (``None`` when nothing was claimed), whether the backlog is now
-        empty, and what happened.
+    ``draining`` claims any non-empty backlog (compression or session end); ``prompt`` has
+    a ``{transcript}`` placeholder. Returns the draft (``None`` when nothing was claimed),
+    whether the backlog is now empty, and what happened.
     """
     user = settings.user_id
     worker = uuid.uuid4().hex

@@ -1,9 +1,7 @@
 """The turn-boundary rule, in one place: where a conversation may be cut.
 
-A *turn* starts at a human message and runs to the next one, so a cut on a turn
-boundary never separates an AI tool call from its tool results (LangMem #111). The
-functions take LangChain messages or `memory_graph_agent.storage.window.StoredMessage`
-(anything with ``role`` or ``type``).
+A turn runs from a human message to the next, so a cut never separates a tool call from
+its results. Works on LangChain messages and stored messages alike.
 """
 
 from __future__ import annotations

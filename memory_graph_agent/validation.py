@@ -1,25 +1,8 @@
 """Validation of a turn's input at the edge of the graph, before anything is written.
 
-`nodes.load_profile` (the first node) calls `validate_turn` on the turn's *new*
-messages: the messages of the graph state that are not yet stored in the thread's
-Redis window. The CLI calls `validate_user_text` on a line before it builds a message,
-so a rejected line never reaches the graph or its checkpoint.
-
-Every rejection raises `InvalidInputError` (a `ValueError`) with a message that says
-what is wrong and which message it is, without echoing large or binary input back.
-
-Rules (the README's "Reliability" table lists them with examples):
-
-- the turn must end with a human message;
-- at most `MAX_TURN_MESSAGES` new messages per turn;
-- roles: ``human``, ``ai`` and ``tool`` only; ``system`` messages are the agent's own,
-  other roles (``ChatMessage(role="wizard")``, ``function``...) are refused;
-- a tool message must answer a tool call of an earlier AI message of the thread;
-- content is text: a string or a list of text blocks (no images, audio, files);
-- text must be valid Unicode (no lone surrogates), free of NUL characters (Postgres
-  ``text`` cannot store them), at most `MAX_MESSAGE_CHARS` characters; a human message
-  must contain at least one visible character (not only spaces or control characters);
-- a message ``name`` (shown in summary transcripts) follows the identifier charset.
+`validate_turn` checks the turn's new messages (roles, text-only content, sizes, NUL and
+surrogates, tool answers); the README's "Reliability" table lists the rules. Every
+rejection raises `InvalidInputError` without echoing large or binary input back.
 """
 
 from __future__ import annotations

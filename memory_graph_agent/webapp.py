@@ -1,13 +1,8 @@
 """HTTP routes served next to the graph by ``langgraph dev`` / the LangGraph server.
 
-Registered in ``langgraph.json`` as ``"http": {"app": "./memory_graph_agent/webapp.py:app"}``.
-
-- ``GET /metrics``: the default Prometheus registry (``agent_memory_*`` included). Under
-  the LangGraph server the built-in ``/metrics`` route cannot be shadowed and answers
-  instead; it serves the same default registry, so the ``agent_memory_*`` metrics are
-  in it as well. This route answers when the app runs on its own
-  (``uvicorn memory_graph_agent.webapp:app``) or with ``"disable_meta": true``.
-- ``GET /memory/metrics``: only the ``agent_memory_*`` metrics, never shadowed.
+``GET /metrics`` serves the default Prometheus registry (the server's own ``/metrics``
+shadows it and serves the same registry); ``GET /memory/metrics`` serves only the
+``agent_memory_*`` metrics. The lifespan closes the server's services.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The working window: mirror each turn into Redis and move what leaves it to pending.
 
-Three reasons move messages out, always on a turn boundary (a tool call is never
-separated from its results) and only after the window is durably in the episode log:
-more than ``window_size`` messages; a next prompt larger than ``trigger_ratio ×
-context_window_tokens`` (everything before the last ``keep_recent_turns`` turns leaves
-and ``compress`` asks summarize to drain it now); and ``end_session`` (the whole window
-leaves). While Redis is down the turn's messages wait in `window_buffer` (and in the
-checkpoint); while Postgres is down nothing leaves the window.
+Messages leave on a turn boundary, after they are durably in the episode log, when the
+window is too long, when the next prompt would be too large (``compress``), or at
+``end_session``. While Redis is down a turn waits in `window_buffer`.
 """
 
 from __future__ import annotations

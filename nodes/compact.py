@@ -18,10 +18,6 @@ async def compact(
     out = []
     for user in state.get("users", []):
         out += await compact_memories(
-            services,
-            user,
-            runtime.context.duplicate_similarity,
-            bool(state.get("dry_run")),
-            gone,
+            services, user, runtime.context.duplicate_similarity, bool(state.get("dry_run")), gone
         )
     return {"compacted": out}

@@ -1,8 +1,7 @@
-"""consolidate: store the summary durably, then acknowledge its batch, then extract facts.
+"""consolidate: store the summary durably, acknowledge its batch, extract facts.
 
-The rules are `memory_graph_agent.ingest.store_summary`. The draft is checked against
-the run first: a summary is only ever made by this run's `summarize`, so one naming
-another user or thread (a state edit, a forged checkpoint) is dropped, never stored.
+Rules: `memory_graph_agent.ingest.store_summary`. Only this run's `summarize` makes drafts,
+so one naming another user or thread (a state edit, a forged checkpoint) is dropped.
 """
 
 from __future__ import annotations
@@ -32,19 +31,17 @@ def merge_thread_summary(previous: str, new: str) -> str:
 
 async def consolidate(state: State, runtime: Runtime[Context], *, services: Services) -> dict:
     """Upsert the summary under a deterministic id, ack its messages, update the profile."""
+    ctx = runtime.context
     draft = state.get("summary")
     if not draft:
         return {"summary": None}
     events = notices("consolidate")
-    if (draft.get("user_id"), draft.get("thread_id")) != (
-        runtime.context.user_id,
-        current_thread_id(),
-    ):
+    if (draft.get("user_id"), draft.get("thread_id")) != (ctx.user_id, current_thread_id()):
         log.warning("dropping a summary that is not this run's (user/thread mismatch)")
         text = "consolidate: dropped a summary that is not this run's user/thread"
         events.append(event("consolidate", "dropped", text))
         return {"summary": None, "summary_stored": False, "memory_events": events}
-    out = await store_summary(services, runtime.context, draft, MEMORY_PROMPTS)
+    out = await store_summary(services, ctx, draft, MEMORY_PROMPTS)
     update = {"summary": None, "summary_stored": out.stored, "memory_events": events + out.events}
     if not out.stored:
         return {**update, "memory_decisions": out.decisions}

@@ -16,15 +16,11 @@ async def evict(state: MaintenanceState, runtime: Runtime[Context], *, services:
     On a dry run, memories `expire` would already remove are not counted twice.
     """
     ctx = runtime.context
+    dry_run = bool(state.get("dry_run"))
     gone = {e["id"] for e in state.get("expired", [])}
     out = []
     for user in state.get("users", []):
         out += await evict_memories(
-            services,
-            user,
-            ctx.evict_below_importance,
-            ctx.evict_after_days,
-            bool(state.get("dry_run")),
-            gone,
+            services, user, ctx.evict_below_importance, ctx.evict_after_days, dry_run, gone
         )
     return {"evicted": out}

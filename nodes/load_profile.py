@@ -1,8 +1,6 @@
-"""load_profile: validate the turn's input, then read the user's profile from Redis.
+"""load_profile: validate the turn's input, then read the user's live profile and its changes.
 
-Besides the live facts (expired ones are left out) it loads the profile's recent
-changes (``change_note_days``), which respond notes in the prompt. It is the first node
-of a turn, so it also starts the turn's ``memory_events`` and ``memory_decisions``.
+The first node of a turn, so it also starts the turn's ``memory_events`` and ``memory_decisions``.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """recall: put the user's relevant long-term memories in the prompt, per ``recall_mode``.
 
-- ``auto``: search every tier with the user's latest message
-  (`memory_graph_agent.retrieval.retrieve`: hybrid search, scored by relevance + recency
-  + importance, within the token budget);
-- ``tool``: no search here, the model searches through the ``search_memory`` tool (which
-  calls the same `retrieve`); a model that cannot call tools falls back to ``auto``;
-- ``flat``: the user's hottest memories by importance, then recency, no search and no
-  embedding (`memory_graph_agent.retrieval.hot_memories`).
-
-Every recalled item keeps its score parts in ``recalled`` (visible in Studio).
+The modes are `memory_graph_agent.retrieval.recall_memories`; ``tool`` mode falls back to
+``auto`` for a model that cannot call tools. Items keep their score parts (seen in Studio).
 """
 
 from __future__ import annotations

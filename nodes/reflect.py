@@ -1,8 +1,4 @@
-"""reflect: distil accumulated summaries into one long-term insight about the user.
-
-The rules (when it is due, grounding, facts) are
-`memory_graph_agent.reflection.reflect_if_due`.
-"""
+"""reflect: distil summaries into one insight (rules: `memory_graph_agent.reflection`)."""
 
 from __future__ import annotations
 

@@ -39,9 +39,8 @@ async def respond(
 ) -> dict:
     """Call the chat model on the system prompt followed by the window messages.
 
-    With ``memory_tools`` and a model that can call tools, the memory tools are bound and
-    the graph loops ``respond → tools → respond`` for at most ``max_tool_rounds`` rounds;
-    the last call is made without tools so the turn ends with an answer.
+    Tools loop ``respond → tools → respond`` for at most ``max_tool_rounds`` rounds; the
+    last call binds no tools, so the turn ends with an answer.
     """
     ctx = runtime.context
     model = load_chat_model(ctx.model)

@@ -1,8 +1,4 @@
-"""summarize: claim a batch of the thread's overflow and compress it, with provenance.
-
-The rules are `memory_graph_agent.summaries.draft_summary`; the draft goes to
-``summary`` for `consolidate` to store.
-"""
+"""summarize: draft a summary of the thread's overflow (`summaries.draft_summary`)."""
 
 from __future__ import annotations
 
@@ -17,9 +13,8 @@ from memory_graph_agent.summaries import draft_summary
 
 async def summarize(state: State, runtime: Runtime[Context], *, services: Services) -> dict:
     """Summarize the oldest pending messages (≤ 100 words); raw text if the model fails."""
-    drain = draining(state)
     draft, drained, events = await draft_summary(
-        services, runtime.context, current_thread_id(), drain, SUMMARIZE_PROMPT
+        services, runtime.context, current_thread_id(), draining(state), SUMMARIZE_PROMPT
     )
     update: dict = {"summary": draft, "memory_events": events}
     if drained:  # this is the last batch of the drain: compression done

@@ -1,7 +1,6 @@
-"""trim_window: mirror the turn into the Redis window, evict overflow and old turns to pending.
+"""trim_window: mirror the turn into the Redis window, move overflow and old turns to pending.
 
-The rules are `memory_graph_agent.windowing.update_window`; this node removes the moved
-messages from the graph state and consumes ``end_session``.
+Rules: `memory_graph_agent.windowing.update_window`; this node also consumes ``end_session``.
 """
 
 from __future__ import annotations
@@ -19,17 +18,12 @@ from memory_graph_agent.windowing import update_window
 
 async def trim_window(state: State, runtime: Runtime[Context], *, services: Services) -> dict:
     """Push new messages (once each), move the oldest out of the window to pending."""
+    ctx = runtime.context
     messages = state.get("messages") or []
     end_session = bool(state.get("end_session"))
     # the next prompt is estimated as this turn's system prompt plus what stays
     window = await update_window(
-        services,
-        runtime.context,
-        runtime.context.user_id,
-        current_thread_id(),
-        messages,
-        end_session,
-        system_prompt(state),
+        services, ctx, ctx.user_id, current_thread_id(), messages, end_session, system_prompt(state)
     )
     in_state = {m.id for m in messages}
     update = {

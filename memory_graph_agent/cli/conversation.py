@@ -14,23 +14,29 @@ from rich.markup import escape
 from memory_graph_agent.cli.console import console
 
 
+def _new_thread() -> str:
+    return f"t-{uuid.uuid4().hex[:8]}"
+
+
+def _print_events(state: dict[str, Any]) -> None:
+    for event in state.get("memory_events", []):
+        console.print(f"  [dim]{escape(event['text'])}[/]")
+
+
 async def _chat(args: argparse.Namespace) -> int:
     from graph.context import Context
     from memory_graph_agent.cli.session import check_thread_owner, end_session, open_agent, run_turn
     from memory_graph_agent.validation import InvalidInputError, check_id
 
     context = Context(user_id=args.user)
-    thread = check_id(args.thread or f"t-{uuid.uuid4().hex[:8]}", "thread_id")
+    thread = check_id(args.thread or _new_thread(), "thread_id")
     async with open_agent() as (agent, services):
         if args.thread:
             await check_thread_owner(services, context, thread)
         console.print(
-            f"[bold]user[/] {context.user_id}  [bold]thread[/] {thread}  "
-            f"[bold]model[/] {context.model}"
-        )
-        console.print(
-            "Type a message; '/new' archives this thread into memory and starts a new one, "
-            "'/quit' exits."
+            f"[bold]user[/] {context.user_id}  [bold]thread[/] {thread}  [bold]model[/] "
+            f"{context.model}\nType a message; '/new' archives this thread into memory and "
+            "starts a new one, '/quit' exits."
         )
         while True:
             try:
@@ -45,10 +51,9 @@ async def _chat(args: argparse.Namespace) -> int:
                 except InvalidInputError as exc:
                     console.print(f"[red]error:[/] {escape(str(exc))} (thread not archived)")
                     continue
-                for event in archive.get("memory_events", []):
-                    console.print(f"  [dim]{escape(event['text'])}[/]")
+                _print_events(archive)
                 console.print(_archive_note(thread, archive))
-                thread = f"t-{uuid.uuid4().hex[:8]}"
+                thread = _new_thread()
                 console.print(f"[dim]new thread {thread}[/]")
                 continue
             if not text.strip():
@@ -60,8 +65,7 @@ async def _chat(args: argparse.Namespace) -> int:
                 console.print(f"[red]error:[/] {escape(str(exc))} (message not sent)")
                 continue
             console.print(f"[green]agent>[/] {escape(str(state['messages'][-1].content))}")
-            for event in state.get("memory_events", []):
-                console.print(f"  [dim]{escape(event['text'])}[/]")
+            _print_events(state)
     return 0
 
 
@@ -95,45 +99,33 @@ def _archive_note(thread: str, state: dict[str, Any]) -> str:
 
 async def _send(args: argparse.Namespace) -> int:
     from graph.context import Context
-    from memory_graph_agent.cli.session import (
-        archived,
-        check_thread_owner,
-        check_turn,
-        end_session,
-        open_agent,
-        run_turn,
-    )
+    from memory_graph_agent.cli import session
     from memory_graph_agent.validation import check_id
 
     context = Context(user_id=args.user)
     if args.message is None and not (args.end_session and args.thread):
         raise ValueError("send needs a message, or --end-session --thread ID to archive a thread")
-    thread = check_id(args.thread or f"t-{uuid.uuid4().hex[:8]}", "thread_id")
+    thread = check_id(args.thread or _new_thread(), "thread_id")
     text = None
     if args.message is not None:  # validated before any service starts
-        text = check_turn(context, thread, _read_message(args.message))
+        text = session.check_turn(context, thread, _read_message(args.message))
     state = archive = None
-    async with open_agent() as (agent, services):
+    async with session.open_agent() as (agent, services):
         if args.thread:
-            await check_thread_owner(services, context, thread)
+            await session.check_thread_owner(services, context, thread)
         if text is not None:
-            state = await run_turn(agent, context, thread, text)
+            state = await session.run_turn(agent, context, thread, text)
         if args.end_session:
-            archive = await end_session(agent, context, thread)
+            archive = await session.end_session(agent, context, thread)
     reply = state["messages"][-1] if state else None
+    done = archive is None or session.archived(archive)
     if args.json:
-        out: dict[str, Any] = {
-            "user_id": context.user_id,
-            "thread_id": thread,
-            "reply": reply.text if reply else None,
-        }
-        if archive is not None:
-            out["archived"] = archived(archive)
-        print(json.dumps(out))
+        out = {"user_id": context.user_id, "thread_id": thread, "reply": reply and reply.text}
+        print(json.dumps(out if archive is None else {**out, "archived": done}))
     else:
         console.print(f"[dim]thread {thread}[/]")
         if reply is not None:
             console.print(escape(str(reply.content)))
         if archive is not None:
             console.print(_archive_note(thread, archive))
-    return 1 if archive is not None and not archived(archive) else 0
+    return 0 if done else 1

@@ -1,11 +1,7 @@
 """The demo: a 30+ turn conversation whose early facts outlive the working window.
 
-Zhang San introduces themself (preferring Go), then talks about unrelated things until
-the introduction leaves the Redis window, then says they now prefer Rust and ends the
-session (``/new``: the whole thread is archived into memory). Each turn prints what
-memory did. Then a NEW thread of the same user shows the agent still knows them, notes
-the changed preference (with its history), and shows the reflections written along the
-way; another user sees none of it.
+Zhang San introduces themself, small-talks until that leaves the window, switches from Go to
+Rust and ends the session; a new thread still knows them and the change, another user does not.
 """
 
 from __future__ import annotations
@@ -68,6 +64,8 @@ CHANGE = "Actually, for programming I now prefer Rust over Go."
 RECALL_QUESTION = "Hi again! Do you remember my name, where I live and which language I prefer?"
 
 
+SHOWN = ("summarize", "reflect:", "consolidate: profile", "notice:")
+"""The per-turn memory events the demo prints."""
 STORAGE_FAILURES = (
     "notice: PostgreSQL crashed",
     "consolidate: storage failed",
@@ -123,11 +121,7 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
             window = await services.window.window(zhang.user_id, thread)
             counts = await services.memories.count(zhang.user_id)
             events = [
-                e["text"]
-                for e in state.get("memory_events", [])
-                if e["text"].startswith(
-                    ("summarize", "reflect:", "consolidate: profile", "notice:")
-                )
+                e["text"] for e in state.get("memory_events", []) if e["text"].startswith(SHOWN)
             ]
             console.print(
                 f"[bold]turn {i:>2}[/] you: {escape(text)}\n"
@@ -158,23 +152,19 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
         first = await services.window.window(zhang.user_id, thread)
         if first:
             console.print(f"oldest message still in the window: {escape(first[0].content[:60])!r}")
-        holders = [
-            m
-            for m in await services.memories.list(zhang.user_id, kind="summary")
-            if "zhang san" in m.text.lower()
-        ]
-        console.print(
-            f"the introduction now lives in {len(holders)} stored summary(ies): "
-            + ", ".join(
-                f"{m.id[:8]} ({m.importance}, {len(m.source_ids)} sources)" for m in holders
-            )
+        summaries = await services.memories.list(zhang.user_id, kind="summary")
+        holders = [m for m in summaries if "zhang san" in m.text.lower()]
+        cited = ", ".join(
+            f"{m.id[:8]} ({m.importance}, {len(m.source_ids)} sources)" for m in holders
         )
+        console.print(f"the introduction now lives in {len(holders)} stored summary(ies): {cited}")
 
         console.rule("[bold]new thread, same user")
         state = await run_turn(agent, zhang, f"demo-{run}-new", RECALL_QUESTION)
         prompt = system_prompt(state)
-        console.print(f"[bold]profile in prompt:[/]\n{escape(_block(prompt, 'profile'))}")
-        changed = "preferred_language Go → Rust" in _block(prompt, "profile")
+        profile, memories = _block(prompt, "profile"), _block(prompt, "memories")
+        console.print(f"[bold]profile in prompt:[/]\n{escape(profile)}")
+        changed = "preferred_language Go → Rust" in profile
         history = await services.profile.history(zhang.user_id, "preferred_language")
         for past in history:
             console.print(
@@ -189,17 +179,17 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
                 f"[bold]reflection[/] {r.id[:8]} (cites {len(r.source_ids)} summaries): "
                 f"{escape(r.text[:300])}"
             )
-        memories = escape(_block(prompt, "memories")[:900])
-        console.print(f"[bold]recalled memories in prompt:[/]\n{memories}")
+        console.print(f"[bold]recalled memories in prompt:[/]\n{escape(memories[:900])}")
         console.print(f"[bold]agent:[/] {escape(str(state['messages'][-1].content))}")
-        knows = "zhang san" in (_block(prompt, "profile") + _block(prompt, "memories")).lower()
+        knows = "zhang san" in (profile + memories).lower()
 
         console.rule("[bold]another user asks the same")
         state = await run_turn(agent, other, f"demo-{run}-other", RECALL_QUESTION)
         prompt = system_prompt(state)
-        console.print(f"[bold]profile in prompt:[/] {escape(_block(prompt, 'profile'))}")
-        console.print(f"[bold]recalled memories in prompt:[/] {escape(_block(prompt, 'memories'))}")
-        leaks = "zhang san" in (_block(prompt, "profile") + _block(prompt, "memories")).lower()
+        profile, memories = _block(prompt, "profile"), _block(prompt, "memories")
+        console.print(f"[bold]profile in prompt:[/] {escape(profile)}")
+        console.print(f"[bold]recalled memories in prompt:[/] {escape(memories)}")
+        leaks = "zhang san" in (profile + memories).lower()
 
     console.rule("[bold]result")
     console.print(

@@ -23,6 +23,8 @@ from memory_graph_agent.cli.conversation import _chat, _send
 from memory_graph_agent.cli.memory import _forget, _maintain, _memory_redrive, _memory_show
 
 METRICS_PORT_HELP = "serve Prometheus metrics on http://127.0.0.1:PORT/metrics"
+COMMANDS = {"chat": _chat, "send": _send, "forget": _forget, "maintain": _maintain}
+MEMORY_COMMANDS = {"show": _memory_show, "redrive": _memory_redrive}
 
 
 def _quiet_libraries(verbose: bool) -> None:
@@ -36,10 +38,7 @@ def _quiet_libraries(verbose: bool) -> None:
 
 
 def _serve_metrics(port: int | None) -> Any:
-    """Start the Prometheus endpoint on 127.0.0.1 when ``--metrics-port`` was given.
-
-    Returns the HTTP server (``None`` without a port); it runs in a daemon thread.
-    """
+    """Serve Prometheus metrics on 127.0.0.1 from a daemon thread; return the server (or None)."""
     if port is None:
         return None
     from memory_graph_agent.metrics import start_metrics_server
@@ -153,21 +152,13 @@ def main(argv: list[str] | None = None) -> int:
             return _metrics()
         if args.command in ("chat", "demo"):
             _serve_metrics(args.metrics_port)
-        if args.command == "chat":
-            return asyncio.run(_chat(args))
-        if args.command == "send":
-            return asyncio.run(_send(args))
-        if args.command == "forget":
-            return asyncio.run(_forget(args))
-        if args.command == "maintain":
-            return asyncio.run(_maintain(args))
-        if args.command == "memory" and args.memory_command == "redrive":
-            return asyncio.run(_memory_redrive(args))
-        if args.command == "memory":
-            return asyncio.run(_memory_show(args))
-        from memory_graph_agent.cli.demo import run_demo
+        if args.command == "demo":
+            from memory_graph_agent.cli.demo import run_demo
 
-        return asyncio.run(run_demo(args.turns, args.window_size))
+            return asyncio.run(run_demo(args.turns, args.window_size))
+        if args.command == "memory":
+            return asyncio.run(MEMORY_COMMANDS[args.memory_command](args))
+        return asyncio.run(COMMANDS[args.command](args))
     except (ValueError, RuntimeError) as exc:
         console.print(f"[red]error:[/] {escape(str(exc))}")
         return 2

@@ -9,13 +9,14 @@ import sys
 from typing import Any
 
 from rich.markup import escape
-from rich.table import Table
+from rich.table import Column, Table
 
 from memory_graph_agent.cli.console import console
 
 
 async def _forget(args: argparse.Namespace) -> int:
-    from memory_graph_agent.cli.session import forget
+    from memory_graph_agent.services import services_session
+    from memory_graph_agent.storage.forget import forget_user
     from memory_graph_agent.validation import check_id
 
     user = check_id(args.user, "user_id")
@@ -33,7 +34,10 @@ async def _forget(args: argparse.Namespace) -> int:
         if answer.strip() != user:
             console.print("aborted; nothing was deleted")
             return 1
-    report = await forget(user)
+    async with services_session() as services:
+        report = await forget_user(
+            user, redis=services.redis, db=services.db, prefix=services.keys.prefix
+        )
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -90,54 +94,41 @@ async def _memory_show(args: argparse.Namespace) -> int:
     from memory_graph_agent.services import services_session
 
     context = Context(user_id=args.user)
+    user = context.user_id
     async with services_session() as services:
-        return await _show(args, context, services)
-
-
-async def _show(args: argparse.Namespace, context: Any, services: Any) -> int:
-    if getattr(args, "query", None):
-        return await _memory_query(args, context, services)
-    profile = await services.profile.get(context.user_id)
-    history = await services.profile.history(context.user_id)
-    memories = await services.memories.list(context.user_id, limit=args.limit)
-    decisions = await services.decisions.list(context.user_id, limit=args.limit)
-    threads = await services.window.threads(context.user_id)
-    pending = {t: await services.queue.backlog(context.user_id, t) for t in threads}
-    dead = {}
-    for thread in threads:
-        for entry in await services.queue.dead_letters(context.user_id, thread):
-            dead.setdefault(thread, []).append(
-                {
-                    "error": entry.get("error"),
-                    "attempts": entry.get("attempts"),
-                    "message_ids": [m.id for m in entry["items"]],
-                }
-            )
+        if getattr(args, "query", None):
+            return await _memory_query(args, context, services)
+        profile = await services.profile.get(user)
+        history = await services.profile.history(user)
+        memories = await services.memories.list(user, limit=args.limit)
+        decisions = await services.decisions.list(user, limit=args.limit)
+        threads = await services.window.threads(user)
+        pending = {t: await services.queue.backlog(user, t) for t in threads}
+        dead: dict[str, list[dict[str, Any]]] = {}
+        for thread in threads:
+            for entry in await services.queue.dead_letters(user, thread):
+                ids = [m.id for m in entry["items"]]
+                item = {"error": entry.get("error"), "attempts": entry.get("attempts")}
+                dead.setdefault(thread, []).append({**item, "message_ids": ids})
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "user_id": context.user_id,
-                    "profile": profile,
-                    "profile_history": history,
-                    "memories": [m.as_dict() for m in memories],
-                    "decisions": [d.as_dict() for d in decisions],
-                    "pending": pending,
-                    "dead_letters": dead,
-                },
-                indent=2,
-                default=str,
-            )
-        )
+        out = {
+            "user_id": user,
+            "profile": profile,
+            "profile_history": history,
+            "memories": [m.as_dict() for m in memories],
+            "decisions": [d.as_dict() for d in decisions],
+            "pending": pending,
+            "dead_letters": dead,
+        }
+        print(json.dumps(out, indent=2, default=str))
         return 0
-    table = Table(title=f"profile of {context.user_id} (past values under each key)")
     past: dict[str, list[dict]] = {}
     for entry in history:
         past.setdefault(entry["key"], []).append(entry)
     keys = [*profile, *(k for k in past if k not in profile)]
-    table.add_column("key", min_width=min(48, max(map(len, keys), default=3)))
-    for col in ("value", "imp.", "valid", "source"):
-        table.add_column(col)
+    key_column = Column("key", min_width=min(48, max(map(len, keys), default=3)))
+    title = f"profile of {user} (past values under each key)"
+    table = Table(key_column, "value", "imp.", "valid", "source", title=title)
     for key in keys:
         fact = profile.get(key)
         if fact:
@@ -160,9 +151,8 @@ async def _show(args: argparse.Namespace, context: Any, services: Any) -> int:
                 ",".join(s[:8] for s in old.get("source_ids", [])),
             )
     console.print(table)
-    table = Table(title="summaries and reflections (newest first)")
-    for col in ("kind", "created", "imp.", "thread", "text", "sources"):
-        table.add_column(col)
+    headers = ("kind", "created", "imp.", "thread", "text", "sources")
+    table = Table(*headers, title="summaries and reflections (newest first)")
     for m in memories:
         table.add_row(
             m.kind,
@@ -180,16 +170,16 @@ async def _show(args: argparse.Namespace, context: Any, services: Any) -> int:
             console.print(
                 f"[red]dead letter[/] thread {thread}: {len(entry['message_ids'])} messages, "
                 f"{entry['attempts']} attempts, last error {escape(str(entry['error']))} "
-                f"(re-drive: memory-agent memory redrive --user {context.user_id})"
+                f"(re-drive: memory-agent memory redrive --user {user})"
             )
     return 0
 
 
 def _print_decisions(decisions: list[Any]) -> None:
     """The memory decision log (consolidation, reflection, facts, maintenance), newest first."""
-    table = Table(title="memory decisions (newest first)")
-    for col in ("when", "item", "action", "target", "detail"):
-        table.add_column(col)
+    table = Table(
+        "when", "item", "action", "target", "detail", title="memory decisions (newest first)"
+    )
     for d in decisions:
         detail = d.detail.get("reason") or d.detail.get("new_value") or ""
         table.add_row(

@@ -1,8 +1,6 @@
-"""Open the agent for the CLI: services up, Postgres checkpointer, compiled graph.
+"""Open the agent for the CLI (services, Postgres checkpointer, compiled graph) and run it.
 
-Thread ids created by the CLI (``t-<random>``, ``demo-...``) belong to one user: the
-checkpointer keys threads by ``thread_id`` only, so never reuse a thread id for another
-user (``forget`` deletes the checkpoints of every thread of the forgotten user).
+The checkpointer keys threads by ``thread_id`` only, so a CLI thread id belongs to one user.
 """
 
 from __future__ import annotations
@@ -38,32 +36,30 @@ async def open_agent() -> AsyncIterator[tuple[CompiledStateGraph, Services]]:
 
 
 def check_turn(context: Context, thread_id: str, text: object) -> str:
-    """Validate a CLI turn before it reaches the graph; returns the text.
-
-    Raises `InvalidInputError` (a `ValueError`) for a bad thread id or message, so a
-    rejected line never enters the thread's checkpoint.
-    """
+    """Validate a turn before it reaches the graph (`InvalidInputError`); return the text."""
     check_id(thread_id, "thread_id")
     return validate_user_text(text, max_chars=limits_of(context)[0])
+
+
+async def _invoke(
+    agent: CompiledStateGraph, context: Context, thread_id: str, graph_input: dict[str, Any]
+) -> dict[str, Any]:
+    """Run the graph; a rejected input is removed from the checkpoint, so the next run is clean."""
+    config = {"configurable": {"thread_id": thread_id}, "recursion_limit": RECURSION_LIMIT}
+    try:
+        return await agent.ainvoke(graph_input, config, context=context)
+    except InvalidInputError as exc:
+        if agent.checkpointer is not None:
+            await discard_rejected(agent, config, exc)
+        raise
 
 
 async def run_turn(
     agent: CompiledStateGraph, context: Context, thread_id: str, text: str, **extra: Any
 ) -> dict[str, Any]:
-    """Send one user message; return the final state of the turn.
-
-    A turn the graph rejects (`InvalidInputError`) is removed from the thread's
-    checkpoint before the error is re-raised, so the next turn starts clean.
-    """
-    text = check_turn(context, thread_id, text)
-    message = HumanMessage(text, **extra)
-    config = {"configurable": {"thread_id": thread_id}, "recursion_limit": RECURSION_LIMIT}
-    try:
-        return await agent.ainvoke({"messages": [message]}, config, context=context)
-    except InvalidInputError as exc:
-        if agent.checkpointer is not None:
-            await discard_rejected(agent, config, exc)
-        raise
+    """Send one user message; return the final state of the turn."""
+    message = HumanMessage(check_turn(context, thread_id, text), **extra)
+    return await _invoke(agent, context, thread_id, {"messages": [message]})
 
 
 async def end_session(
@@ -71,19 +67,11 @@ async def end_session(
 ) -> dict[str, Any]:
     """Archive the whole thread into long-term memory; return the final state.
 
-    Runs the graph with ``{"end_session": true}``: no answer; the window and the pending
-    backlog are summarized and stored (reflecting if due). The thread's window and
-    pending list are then empty (``pending_count == 0``), unless a service was down:
-    then the messages wait, durably, and the returned ``memory_events`` say so.
+    The window and backlog are left empty unless a service was down: then the messages
+    wait, durably, and the returned ``memory_events`` say so.
     """
     check_id(thread_id, "thread_id")
-    config = {"configurable": {"thread_id": thread_id}, "recursion_limit": RECURSION_LIMIT}
-    try:
-        return await agent.ainvoke({"end_session": True}, config, context=context)
-    except InvalidInputError as exc:
-        if agent.checkpointer is not None:
-            await discard_rejected(agent, config, exc)
-        raise
+    return await _invoke(agent, context, thread_id, {"end_session": True})
 
 
 def archived(state: dict[str, Any]) -> bool:
@@ -92,29 +80,12 @@ def archived(state: dict[str, Any]) -> bool:
 
 
 async def check_thread_owner(services: Services, context: Context, thread_id: str) -> None:
-    """Refuse a thread id that another user already has memory in.
-
-    The checkpointer keys threads by id only, so a shared id would show one user's
-    conversation to the other and copy it into their memory.
-    """
+    """Refuse a thread id another user has memory in: they would see each other's thread."""
     from memory_graph_agent.storage.forget import thread_users
 
     check_id(thread_id, "thread_id")
-    others = await thread_users(services.redis, services.keys.prefix, thread_id)
-    others -= {context.user_id}
-    if others:
+    if await thread_users(services.redis, services.keys.prefix, thread_id) - {context.user_id}:
         raise InvalidInputError(
             f"thread_id {thread_id!r} belongs to another user; thread ids are not "
             "namespaced by user, so pick a new thread (omit --thread)"
-        )
-
-
-async def forget(user_id: str) -> dict[str, Any]:
-    """Delete everything stored about ``user_id`` (`storage.forget.forget_user`)."""
-    from memory_graph_agent.storage.forget import forget_user
-
-    check_id(user_id, "user_id")
-    async with services_session() as services:
-        return await forget_user(
-            user_id, redis=services.redis, db=services.db, prefix=services.keys.prefix
         )

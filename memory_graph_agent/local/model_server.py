@@ -1,15 +1,8 @@
 """The offline chat model's server: llama-cpp-python's OpenAI-compatible server, supervised.
 
-The local model runs in a child process (``python -m llama_cpp.server`` on 127.0.0.1 and
-a port of its own), never inside the agent: whatever llama.cpp does (a grammar it cannot
-handle has made it segfault), the agent process lives on. One child per agent process,
-started on first use, reached through ``langchain-openai`` like any OpenAI-compatible
-server. If it dies, the call in flight fails like any model error (memory work falls
-back to raw text, nothing is lost), one warning and one notice say so (the turn's
-``memory_events``), and the next call restarts it on the same port.
-
-The child ends with its parent: it polls its parent pid and exits when it changes, so a
-killed agent leaves no model server behind.
+It runs in a child process on 127.0.0.1, never inside the agent, so a llama.cpp crash (a
+grammar it cannot handle has made it segfault) fails one call like any model error; the
+next call restarts it. The child polls its parent pid and exits with the agent.
 """
 
 from __future__ import annotations
@@ -38,22 +31,13 @@ class ModelServerError(RuntimeError):
 
 @dataclass
 class LocalModelServer:
-    """One supervised ``llama_cpp.server`` child process serving one GGUF model.
-
-    Attributes:
-        model_path: The GGUF file.
-        alias: The model name clients ask for.
-        n_ctx: Context window in tokens (fixed at start).
-        n_threads: llama.cpp generation threads; half the CPUs by default (its threads
-            busy-wait, and the embeddings and databases share the machine).
-        n_threads_batch: prompt-processing threads; all CPUs by default: the agent waits
-            for the answer anyway, and a 1,000-token prompt takes 4.4 s instead of 7.5 s
-            on 2 cores.
-    """
+    """One supervised ``llama_cpp.server`` child process serving one GGUF model."""
 
     model_path: str
-    alias: str
+    alias: str  # the model name clients ask for
     n_ctx: int = 4096
+    # Generation threads busy-wait beside the embeddings and databases: half the CPUs.
+    # Prompt processing gets all (the agent waits): 1,000 tokens take 4.4 s, not 7.5 s, on 2 cores.
     n_threads: int = field(default_factory=lambda: max((os.cpu_count() or 2) // 2, 1))
     n_threads_batch: int = field(default_factory=lambda: os.cpu_count() or 1)
     port: int = 0
@@ -64,30 +48,24 @@ class LocalModelServer:
 
     @property
     def base_url(self) -> str:
-        """The OpenAI-compatible endpoint (``http://127.0.0.1:<port>/v1``)."""
+        """Return the OpenAI-compatible endpoint (``http://127.0.0.1:<port>/v1``)."""
         if not self.port:
             self.port = _free_port()
         return f"http://127.0.0.1:{self.port}/v1"
 
     @property
     def log_file(self) -> Path:
-        """Where the server's output goes (appended by every process of the machine)."""
-        from memory_graph_agent.local.embedded import (
-            data_home,  # not in the child, which needs none of it
-        )
+        """Return where the server's output goes (appended by every process of the machine)."""
+        from memory_graph_agent.local.embedded import data_home  # the child needs none of it
 
         return data_home() / "run" / "local-model.log"
 
     def alive(self) -> bool:
-        """Whether the child process is running."""
+        """Return whether the child process is running."""
         return self._proc is not None and self._proc.poll() is None
 
     def ensure(self) -> str:
-        """Start the server if it is not running (restart it if it died); return its URL.
-
-        Raises:
-            ModelServerError: It did not answer within `START_TIMEOUT_S`.
-        """
+        """Start the server if it is not running (restart it if it died); return its URL."""
         with self._lock:
             if self.alive():
                 return self.base_url
@@ -98,10 +76,9 @@ class LocalModelServer:
             return self.base_url
 
     def check(self, wait_s: float = 2.0) -> bool:
-        """After a failed call: True (and reported once) if the child has died.
+        """After a failed call, return True (and report it once) if the child has died.
 
-        A dying server drops its connections a moment before it can be reaped, so this
-        waits up to ``wait_s`` for the process to end.
+        Waits up to ``wait_s``: a dying server drops its connections before it can be reaped.
         """
         with self._lock:
             if self._proc is None:
@@ -188,7 +165,6 @@ class LocalModelServer:
 
 
 def _free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -199,7 +175,7 @@ _servers_lock = threading.Lock()
 
 
 def model_server(model_path: str, alias: str, n_ctx: int = 4096) -> LocalModelServer:
-    """The process's server for ``model_path`` (created once, started on `ensure`)."""
+    """Return the process's server for ``model_path`` (created once, started on `ensure`)."""
     with _servers_lock:
         key = (model_path, n_ctx)
         if key not in _servers:
@@ -221,10 +197,7 @@ def _exit_with_parent(parent: int) -> None:
 
 
 def main() -> None:
-    """Child entry point.
-
-    ``python -m memory_graph_agent.local.model_server PARENT_PID <llama_cpp.server args>``.
-    """
+    """Run ``llama_cpp.server`` in the child: ``python -m ... PARENT_PID <server args>``."""
     import runpy
 
     parent = int(sys.argv[1])

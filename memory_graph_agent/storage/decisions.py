@@ -1,20 +1,15 @@
 """What memory decided, item by item: the ``memory_decisions`` table in Postgres.
 
-Consolidation (created / merged / updated / strengthened / discarded), reflections,
-profile-fact changes and maintenance (expired / evicted / compacted) each leave one row
-per item, so "why is this memory gone?" has an answer. A row is unique per
-``(user_id, item_kind, item_id)``: recording the same item twice (a replayed run) keeps
-the first decision, which is what makes consolidation idempotent.
+One row per ``(user_id, item_kind, item_id)``, so "why is this memory gone?" has an answer;
+a replayed run keeps the first decision, which is what makes consolidation idempotent.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, Literal
-
-from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from memory_graph_agent.ids import validate_id
 from memory_graph_agent.storage.outages import guarded
@@ -38,16 +33,9 @@ class Decision:
     decided_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly view (for state, Studio and the CLI)."""
-        return {
-            "item_kind": self.item_kind,
-            "item_id": self.item_id,
-            "action": self.action,
-            "target_id": self.target_id,
-            "thread_id": self.thread_id,
-            "detail": self.detail,
-            "decided_at": self.decided_at.isoformat(),
-        }
+        """JSON-friendly view without the user (for state, Studio and the CLI)."""
+        view = {k: v for k, v in vars(self).items() if k != "user_id"}
+        return {**view, "decided_at": self.decided_at.isoformat()}
 
 
 @guarded("postgres")
@@ -69,34 +57,24 @@ class DecisionLog:
             "UNIQUE (user_id, item_kind, item_id))",
             f"CREATE INDEX IF NOT EXISTS {TABLE}_user_time ON {TABLE} (user_id, decided_at)",
         )
-        try:
-            await db.run(*ddl)
-        except (IntegrityError, ProgrammingError) as exc:  # another process created it first
-            if "already exists" not in str(exc) and "duplicate key" not in str(exc):
-                raise
-            await db.run(*ddl)
+        await db.create(*ddl)
         return cls(db)
 
     async def record(self, decision: Decision) -> tuple[Decision, bool]:
-        """Store a decision unless this item already has one.
-
-        Returns the decision in force for the item and whether it is the one just
-        given: a replay gets the original decision back with ``False``.
-        """
+        """Store a decision unless the item has one; return the one in force and if it is new."""
         validate_id(decision.user_id, "user_id")
-        rows = await self.db.run(
-            (
-                f"WITH ins AS (INSERT INTO {TABLE} (user_id, thread_id, item_kind, item_id, "
-                "action, target_id, detail, decided_at) VALUES (:user_id, :thread_id, "
-                ":item_kind, :item_id, :action, :target_id, CAST(:detail AS jsonb), "
-                ":decided_at) ON CONFLICT (user_id, item_kind, item_id) DO NOTHING "
-                "RETURNING *) "
-                "SELECT *, true AS inserted FROM ins UNION ALL "
-                f"SELECT *, false AS inserted FROM {TABLE} WHERE user_id = :user_id "
-                "AND item_kind = :item_kind AND item_id = :item_id "
-                "AND NOT EXISTS (SELECT 1 FROM ins)",
-                _params(decision),
-            ),
+        detail = json.dumps(decision.detail, ensure_ascii=False, default=str)
+        rows = await self.db.query(
+            f"WITH ins AS (INSERT INTO {TABLE} (user_id, thread_id, item_kind, item_id, "
+            "action, target_id, detail, decided_at) VALUES (:user_id, :thread_id, "
+            ":item_kind, :item_id, :action, :target_id, CAST(:detail AS jsonb), "
+            ":decided_at) ON CONFLICT (user_id, item_kind, item_id) DO NOTHING "
+            "RETURNING *) "
+            "SELECT *, true AS inserted FROM ins UNION ALL "
+            f"SELECT *, false AS inserted FROM {TABLE} WHERE user_id = :user_id "
+            "AND item_kind = :item_kind AND item_id = :item_id "
+            "AND NOT EXISTS (SELECT 1 FROM ins)",
+            {**vars(decision), "detail": detail},
         )
         if not rows:  # a concurrent writer committed it after this statement's snapshot
             existing = await self.get(decision.user_id, decision.item_kind, decision.item_id)
@@ -106,16 +84,11 @@ class DecisionLog:
 
     async def get(self, user_id: str, item_kind: str, item_id: str) -> Decision | None:
         """The decision recorded for one item, if any."""
-        rows = await self.db.run(
-            (
-                f"SELECT * FROM {TABLE} WHERE user_id = :user_id AND item_kind = :item_kind "
-                "AND item_id = :item_id",
-                {
-                    "user_id": validate_id(user_id, "user_id"),
-                    "item_kind": item_kind,
-                    "item_id": item_id,
-                },
-            ),
+        validate_id(user_id, "user_id")
+        rows = await self.db.query(
+            f"SELECT * FROM {TABLE} WHERE user_id = :user_id AND item_kind = :item_kind "
+            "AND item_id = :item_id",
+            {"user_id": user_id, "item_kind": item_kind, "item_id": item_id},
         )
         return _from_row(rows[0]) if rows else None
 
@@ -127,50 +100,21 @@ class DecisionLog:
         item_kind: ItemKind | None = None,
     ) -> list[Decision]:
         """The user's decisions, newest first, optionally of one action or item kind."""
+        validate_id(user_id, "user_id")
         where = "user_id = :user_id"
         if action:
             where += " AND action = :action"
         if item_kind:
             where += " AND item_kind = :item_kind"
-        rows = await self.db.run(
-            (
-                f"SELECT * FROM {TABLE} WHERE {where} ORDER BY decided_at DESC, id DESC "
-                "LIMIT :limit",
-                {
-                    "user_id": validate_id(user_id, "user_id"),
-                    "action": action,
-                    "item_kind": item_kind,
-                    "limit": limit,
-                },
-            ),
+        rows = await self.db.query(
+            f"SELECT * FROM {TABLE} WHERE {where} ORDER BY decided_at DESC, id DESC LIMIT :limit",
+            {"user_id": user_id, "action": action, "item_kind": item_kind, "limit": limit},
         )
         return [_from_row(r) for r in rows]
-
-
-def _params(decision: Decision) -> dict[str, Any]:
-    return {
-        "user_id": decision.user_id,
-        "thread_id": decision.thread_id,
-        "item_kind": decision.item_kind,
-        "item_id": decision.item_id,
-        "action": decision.action,
-        "target_id": decision.target_id,
-        "detail": json.dumps(decision.detail, ensure_ascii=False, default=str),
-        "decided_at": decision.decided_at,
-    }
 
 
 def _from_row(row: dict[str, Any]) -> Decision:
     detail = row.get("detail") or {}
     if isinstance(detail, str):
         detail = json.loads(detail)
-    return Decision(
-        user_id=row["user_id"],
-        item_kind=row["item_kind"],
-        item_id=row["item_id"],
-        action=row["action"],
-        target_id=row.get("target_id"),
-        thread_id=row.get("thread_id"),
-        detail=detail,
-        decided_at=row["decided_at"],
-    )
+    return Decision(**{f.name: row.get(f.name) for f in fields(Decision)} | {"detail": detail})

@@ -1,9 +1,7 @@
 """Searching the episodic log: index raw turns (vector + full text), then find them.
 
-A mixin of `memory_graph_agent.storage.episodes.EpisodeLog` (same tables, same engine):
-one row per summarized human or AI message in ``episode_vectors_<dim>`` with its
-embedding (HNSW, cosine) and a generated ``tsvector`` (GIN), searched densely and by
-keyword, always per user.
+A mixin of `episodes.EpisodeLog`: one row per summarized human or AI message in
+``episode_vectors_<dim>``, searched densely (HNSW) and by keyword (GIN), always per user.
 """
 
 from __future__ import annotations
@@ -21,19 +19,13 @@ from memory_graph_agent.storage.outages import guarded
 from memory_graph_agent.storage.postgres import Database
 from memory_graph_agent.storage.window import StoredMessage, parse_ts
 
-EMBED_WORDS = 150
-"""Words of a message embedded (the date and speaker prefix always fit in MiniLM's
-256 word pieces; the model truncates the rest anyway). Full text is still indexed."""
+EMBED_WORDS = 150  # keeps the date and speaker within MiniLM's 256 word pieces
 INDEXED_ROLES = ("human", "ai")
 _SPEAKERS = {"human": "user", "ai": "assistant"}
 _QUERY_WORD = re.compile(r"[^\W_]+")
 MAX_QUERY_WORDS = 32
-STATS_SAMPLE = 1000
-"""Turns sampled per user for the keyword channel's corpus statistics (average length,
-document frequencies); users with fewer turns get exact statistics."""
-KEYWORD_CANDIDATES = 1000
-"""About how many turns the keyword channel scores at most: candidates must contain one
-of the query's rarest words (whose estimated document frequencies add up to this)."""
+STATS_SAMPLE = 1000  # turns per user sampled for the keyword channel's corpus statistics
+KEYWORD_CANDIDATES = 1000  # about how many turns the keyword channel scores at most
 BM25_K1, BM25_B = 1.2, 0.75
 
 
@@ -56,8 +48,12 @@ def embedding_text(content: str, ts: datetime) -> str:
 
 def keyword_terms(text: str) -> list[str]:
     """The query's distinct words, lower-cased, letters and digits only (tsquery-safe)."""
-    words = dict.fromkeys(w.lower() for w in _QUERY_WORD.findall(text))
-    return list(words)[:MAX_QUERY_WORDS]
+    return list(dict.fromkeys(w.lower() for w in _QUERY_WORD.findall(text)))[:MAX_QUERY_WORDS]
+
+
+def _to_message(row: dict) -> StoredMessage:
+    ts = row["ts"].isoformat()
+    return StoredMessage(row["message_id"], row["role"], row["content"], ts, name=row["name"])
 
 
 @dataclass
@@ -98,17 +94,9 @@ class EpisodeIndex:
     query_options: list[str]
 
     async def index(
-        self,
-        user_id: str,
-        thread_id: str,
-        messages: list[StoredMessage],
-        embeddings: Embeddings,
+        self, user_id: str, thread_id: str, messages: list[StoredMessage], embeddings: Embeddings
     ) -> int:
-        """Embed messages (one batch call) and upsert them into the vector table.
-
-        Only human and AI messages with text are indexed; returns how many were. The
-        messages must be in the log already (their rows reference it).
-        """
+        """Embed and upsert the (already logged) human and AI messages with text; count them."""
         table = self._table()
         validate_id(user_id, "user_id")
         validate_id(thread_id, "thread_id")
@@ -119,23 +107,21 @@ class EpisodeIndex:
         contents = [episode_content(m).replace("\x00", "") for m in keep]
         texts = [embedding_text(c, t) for c, t in zip(contents, stamps, strict=True)]
         vectors = await embeddings.aembed_documents(texts)
-        await self.db.run(
-            (
-                f'INSERT INTO "{table}" (user_id, thread_id, message_id, embedding, content, ts) '
-                "SELECT :user_id, :thread_id, m.id, CAST(m.v AS vector), m.content, m.ts "
-                "FROM unnest(CAST(:ids AS text[]), CAST(:vectors AS text[]), "
-                "CAST(:contents AS text[]), CAST(:ts AS timestamptz[])) AS m(id, v, content, ts) "
-                "ON CONFLICT (user_id, thread_id, message_id) DO UPDATE SET "
-                "embedding = EXCLUDED.embedding, content = EXCLUDED.content, ts = EXCLUDED.ts",
-                {
-                    "user_id": user_id,
-                    "thread_id": thread_id,
-                    "ids": [m.id for m in keep],
-                    "vectors": [_vector_literal(v) for v in vectors],
-                    "contents": contents,
-                    "ts": stamps,
-                },
-            ),
+        await self.db.query(
+            f'INSERT INTO "{table}" (user_id, thread_id, message_id, embedding, content, ts) '
+            "SELECT :user_id, :thread_id, m.id, CAST(m.v AS vector), m.content, m.ts "
+            "FROM unnest(CAST(:ids AS text[]), CAST(:vectors AS text[]), "
+            "CAST(:contents AS text[]), CAST(:ts AS timestamptz[])) AS m(id, v, content, ts) "
+            "ON CONFLICT (user_id, thread_id, message_id) DO UPDATE SET "
+            "embedding = EXCLUDED.embedding, content = EXCLUDED.content, ts = EXCLUDED.ts",
+            {
+                "user_id": user_id,
+                "thread_id": thread_id,
+                "ids": [m.id for m in keep],
+                "vectors": [_vector_literal(v) for v in vectors],
+                "contents": contents,
+                "ts": stamps,
+            },
         )
         return len(keep)
 
@@ -150,42 +136,28 @@ class EpisodeIndex:
     async def backfill(
         self, embeddings: Embeddings, user_id: str | None = None, batch: int = 256
     ) -> int:
-        """Index summarized messages that have no vector yet; returns how many.
-
-        For turns whose index step failed, or a log written before the vector table
-        existed.
-        """
+        """Index summarized messages that have no vector yet (a failed index step); count them."""
         table = self._table()
         where = "AND e.user_id = :user_id " if user_id else ""
         total = 0
         while True:
-            rows = await self.db.run(
-                (
-                    "SELECT e.user_id, e.thread_id, e.message_id, e.role, e.name, e.content, e.ts "
-                    f'FROM episodes e LEFT JOIN "{table}" v USING (user_id, thread_id, message_id) '
-                    "WHERE e.summarized AND v.message_id IS NULL "
-                    "AND e.role = ANY(CAST(:roles AS text[])) AND e.content <> '' "
-                    f"{where}ORDER BY e.user_id, e.thread_id, e.seq LIMIT :batch",
-                    {
-                        "user_id": validate_id(user_id, "user_id") if user_id else None,
-                        "roles": list(INDEXED_ROLES),
-                        "batch": batch,
-                    },
-                ),
+            rows = await self.db.query(
+                "SELECT e.user_id, e.thread_id, e.message_id, e.role, e.name, e.content, e.ts "
+                f'FROM episodes e LEFT JOIN "{table}" v USING (user_id, thread_id, message_id) '
+                "WHERE e.summarized AND v.message_id IS NULL "
+                "AND e.role = ANY(CAST(:roles AS text[])) AND e.content <> '' "
+                f"{where}ORDER BY e.user_id, e.thread_id, e.seq LIMIT :batch",
+                {
+                    "user_id": validate_id(user_id, "user_id") if user_id else None,
+                    "roles": list(INDEXED_ROLES),
+                    "batch": batch,
+                },
             )
             if not rows:
                 return total
             groups: dict[tuple[str, str], list[StoredMessage]] = {}
             for r in rows:
-                groups.setdefault((r["user_id"], r["thread_id"]), []).append(
-                    StoredMessage(
-                        id=r["message_id"],
-                        role=r["role"],
-                        name=r["name"],
-                        content=r["content"],
-                        ts=r["ts"].isoformat(),
-                    )
-                )
+                groups.setdefault((r["user_id"], r["thread_id"]), []).append(_to_message(r))
             done = 0
             for (user, thread), msgs in groups.items():
                 done += await self.index(user, thread, msgs, embeddings)
@@ -195,7 +167,6 @@ class EpisodeIndex:
 
     async def dense_search(self, user_id: str, vector: list[float], k: int) -> list[EpisodeHit]:
         """The user's ``k`` indexed turns nearest to ``vector`` (cosine), nearest first."""
-        table = self._table()
         options = [f"SET LOCAL hnsw.ef_search = {min(1000, max(100, int(k)))}"]
         options += [f"SET LOCAL {p}" for p in self.query_options]
         rows = await self.db.run(
@@ -203,74 +174,64 @@ class EpisodeIndex:
             (
                 "SELECT thread_id, message_id, content, ts, "
                 "embedding <=> CAST(:q AS vector) AS distance "
-                f'FROM "{table}" WHERE user_id = :user_id '
+                f'FROM "{self._table()}" WHERE user_id = :user_id '
                 "ORDER BY embedding <=> CAST(:q AS vector) LIMIT :k",
                 {"user_id": validate_id(user_id, "user_id"), "q": _vector_literal(vector), "k": k},
             ),
         )
-        hits = [_hit(r) for r in rows]
-        hits.sort(key=lambda h: -(h.similarity or 0.0))  # relaxed_order may be slightly off
-        return hits
+        # relaxed_order may return them slightly out of order
+        return sorted((_hit(r) for r in rows), key=lambda h: -(h.similarity or 0.0))
 
     async def keyword_search(self, user_id: str, text: str, k: int) -> list[EpisodeHit]:
-        """The user's ``k`` best indexed turns for the words of ``text``, best first.
+        """The user's ``k`` best indexed turns for any word of ``text``, best first.
 
-        Any word may match (an OR query over the English-stemmed words, stopwords
-        dropped; the words are reduced to letters and digits first, so nothing in the
-        query is tsquery syntax). Scored like BM25 with binary term frequency: the sum
-        of the matched terms' IDF over the user's turns, normalised by the turn's
-        length, so a rare word ("XJ-9000") outweighs a speaker name that every second
-        turn carries. For users with very long logs the cost stays bounded: the
-        statistics come from a sample of `STATS_SAMPLE` turns, and only the rarest
-        words select the turns to score (about `KEYWORD_CANDIDATES`); the other words
-        still add to their scores.
+        BM25-like, so a rare word ("XJ-9000") outweighs a common speaker name; sampled
+        statistics and candidates chosen by the rarest words keep long logs cheap.
         """
         table = self._table()
         terms = keyword_terms(text)
         if not terms:
             return []
-        rows = await self.db.run(
-            (
-                "WITH terms AS ("
-                "  SELECT DISTINCT lex, quote_literal(lex)::tsquery AS tq "
-                "  FROM unnest(tsvector_to_array(to_tsvector('english', :words))) AS lex), "
-                # corpus statistics from a bounded sample of the user's turns (all of
-                # them below STATS_SAMPLE); the exact size only for larger logs
-                "sample AS MATERIALIZED ("
-                f'  SELECT tsv FROM "{table}" WHERE user_id = :user_id LIMIT :sample), '
-                "corpus AS MATERIALIZED ("
-                "  SELECT s.n, s.avglen, CASE WHEN s.n < :sample THEN s.n ELSE ("
-                f'    SELECT count(*) FROM "{table}" WHERE user_id = :user_id) END AS total '
-                "  FROM (SELECT count(*) AS n, COALESCE(avg(length(tsv)), 1) AS avglen "
-                "        FROM sample) s), "
-                "counts AS MATERIALIZED ("
-                "  SELECT t.lex, t.tq, (SELECT count(*) FROM sample s WHERE s.tsv @@ t.tq) AS df "
-                "  FROM terms t), "
-                "weights AS MATERIALIZED ("
-                "  SELECT w.lex, w.tq, w.df, ln(1 + (c.n - w.df + 0.5) / (w.df + 0.5)) AS idf, "
-                "  sum(w.df) OVER (ORDER BY w.df, w.lex) * c.total / GREATEST(c.n, 1) AS reach "
-                "  FROM counts w CROSS JOIN corpus c), "
-                # candidates: turns with one of the rarest words, as long as they are
-                # expected to number at most :cap (the rarest word always counts)
-                "selective AS ("
-                "  SELECT string_agg(quote_literal(lex), ' | ')::tsquery AS q FROM weights "
-                "  WHERE reach <= :cap OR df = (SELECT min(df) FROM weights)) "
-                "SELECT e.thread_id, e.message_id, e.content, e.ts, "
-                "  (SELECT sum(w.idf) FROM weights w WHERE e.tsv @@ w.tq) * (:k1 + 1) "
-                "  / (1 + :k1 * (1 - :b + :b * length(e.tsv) / c.avglen)) AS score "
-                f'FROM "{table}" e CROSS JOIN corpus c '
-                "WHERE e.user_id = :user_id AND e.tsv @@ (SELECT q FROM selective) "
-                "ORDER BY score DESC, e.ts DESC, e.message_id LIMIT :k",
-                {
-                    "user_id": validate_id(user_id, "user_id"),
-                    "words": " ".join(terms),
-                    "sample": STATS_SAMPLE,
-                    "cap": KEYWORD_CANDIDATES,
-                    "k1": BM25_K1,
-                    "b": BM25_B,
-                    "k": k,
-                },
-            ),
+        rows = await self.db.query(
+            "WITH terms AS ("
+            "  SELECT DISTINCT lex, quote_literal(lex)::tsquery AS tq "
+            "  FROM unnest(tsvector_to_array(to_tsvector('english', :words))) AS lex), "
+            # corpus statistics from a bounded sample of the user's turns (all of
+            # them below STATS_SAMPLE); the exact size only for larger logs
+            "sample AS MATERIALIZED ("
+            f'  SELECT tsv FROM "{table}" WHERE user_id = :user_id LIMIT :sample), '
+            "corpus AS MATERIALIZED ("
+            "  SELECT s.n, s.avglen, CASE WHEN s.n < :sample THEN s.n ELSE ("
+            f'    SELECT count(*) FROM "{table}" WHERE user_id = :user_id) END AS total '
+            "  FROM (SELECT count(*) AS n, COALESCE(avg(length(tsv)), 1) AS avglen "
+            "        FROM sample) s), "
+            "counts AS MATERIALIZED ("
+            "  SELECT t.lex, t.tq, (SELECT count(*) FROM sample s WHERE s.tsv @@ t.tq) AS df "
+            "  FROM terms t), "
+            "weights AS MATERIALIZED ("
+            "  SELECT w.lex, w.tq, w.df, ln(1 + (c.n - w.df + 0.5) / (w.df + 0.5)) AS idf, "
+            "  sum(w.df) OVER (ORDER BY w.df, w.lex) * c.total / GREATEST(c.n, 1) AS reach "
+            "  FROM counts w CROSS JOIN corpus c), "
+            # candidates: turns with one of the rarest words, as long as they are
+            # expected to number at most :cap (the rarest word always counts)
+            "selective AS ("
+            "  SELECT string_agg(quote_literal(lex), ' | ')::tsquery AS q FROM weights "
+            "  WHERE reach <= :cap OR df = (SELECT min(df) FROM weights)) "
+            "SELECT e.thread_id, e.message_id, e.content, e.ts, "
+            "  (SELECT sum(w.idf) FROM weights w WHERE e.tsv @@ w.tq) * (:k1 + 1) "
+            "  / (1 + :k1 * (1 - :b + :b * length(e.tsv) / c.avglen)) AS score "
+            f'FROM "{table}" e CROSS JOIN corpus c '
+            "WHERE e.user_id = :user_id AND e.tsv @@ (SELECT q FROM selective) "
+            "ORDER BY score DESC, e.ts DESC, e.message_id LIMIT :k",
+            {
+                "user_id": validate_id(user_id, "user_id"),
+                "words": " ".join(terms),
+                "sample": STATS_SAMPLE,
+                "cap": KEYWORD_CANDIDATES,
+                "k1": BM25_K1,
+                "b": BM25_B,
+                "k": k,
+            },
         )
         return [_hit(r) for r in rows]
 
@@ -278,15 +239,13 @@ class EpisodeIndex:
         """The indexed turns of ``(thread_id, message_id)`` keys (e.g. a summary's sources)."""
         if not keys:
             return []
-        rows = await self.db.run(
-            (
-                "SELECT v.thread_id, v.message_id, v.content, v.ts "
-                f'FROM "{self._table()}" v JOIN unnest(CAST(:threads AS text[]), '
-                "CAST(:ids AS text[])) AS k(thread_id, message_id) "
-                "ON v.thread_id = k.thread_id AND v.message_id = k.message_id "
-                "WHERE v.user_id = :user_id",
-                _keys(user_id, keys),
-            ),
+        rows = await self.db.query(
+            "SELECT v.thread_id, v.message_id, v.content, v.ts "
+            f'FROM "{self._table()}" v JOIN unnest(CAST(:threads AS text[]), '
+            "CAST(:ids AS text[])) AS k(thread_id, message_id) "
+            "ON v.thread_id = k.thread_id AND v.message_id = k.message_id "
+            "WHERE v.user_id = :user_id",
+            _keys(user_id, keys),
         )
         return [_hit(r) for r in rows]
 
@@ -300,26 +259,24 @@ class EpisodeIndex:
         """
         if not keys:
             return []
-        rows = await self.db.run(
-            (
-                "SELECT h.thread_id AS of_thread, h.message_id AS of_message, "
-                "v.thread_id, v.message_id, v.content, v.ts "
-                "FROM unnest(CAST(:threads AS text[]), CAST(:ids AS text[])) "
-                "AS k(thread_id, message_id) "
-                "JOIN episodes h ON h.user_id = :user_id AND h.thread_id = k.thread_id "
-                "AND h.message_id = k.message_id "
-                "CROSS JOIN LATERAL ("
-                "  (SELECT n.message_id FROM episodes n WHERE n.user_id = :user_id "
-                "   AND n.thread_id = h.thread_id AND n.seq < h.seq ORDER BY n.seq DESC LIMIT 1) "
-                "  UNION ALL "
-                "  (SELECT n.message_id FROM episodes n WHERE n.user_id = :user_id "
-                "   AND n.thread_id = h.thread_id AND n.seq > h.seq ORDER BY n.seq LIMIT 1)"
-                ") AS n "
-                f'JOIN "{self._table()}" v ON v.user_id = :user_id '
-                "AND v.thread_id = h.thread_id AND v.message_id = n.message_id "
-                "WHERE abs(extract(epoch FROM v.ts - h.ts)) <= :seconds",
-                {**_keys(user_id, keys), "seconds": NEIGHBOUR_HOURS * 3600},
-            ),
+        rows = await self.db.query(
+            "SELECT h.thread_id AS of_thread, h.message_id AS of_message, "
+            "v.thread_id, v.message_id, v.content, v.ts "
+            "FROM unnest(CAST(:threads AS text[]), CAST(:ids AS text[])) "
+            "AS k(thread_id, message_id) "
+            "JOIN episodes h ON h.user_id = :user_id AND h.thread_id = k.thread_id "
+            "AND h.message_id = k.message_id "
+            "CROSS JOIN LATERAL ("
+            "  (SELECT n.message_id FROM episodes n WHERE n.user_id = :user_id "
+            "   AND n.thread_id = h.thread_id AND n.seq < h.seq ORDER BY n.seq DESC LIMIT 1) "
+            "  UNION ALL "
+            "  (SELECT n.message_id FROM episodes n WHERE n.user_id = :user_id "
+            "   AND n.thread_id = h.thread_id AND n.seq > h.seq ORDER BY n.seq LIMIT 1)"
+            ") AS n "
+            f'JOIN "{self._table()}" v ON v.user_id = :user_id '
+            "AND v.thread_id = h.thread_id AND v.message_id = n.message_id "
+            "WHERE abs(extract(epoch FROM v.ts - h.ts)) <= :seconds",
+            {**_keys(user_id, keys), "seconds": NEIGHBOUR_HOURS * 3600},
         )
         return [((r["of_thread"], r["of_message"]), _hit(r)) for r in rows]
 

@@ -1,8 +1,6 @@
-"""Degraded mode: keep turns working while Redis is unreachable.
+"""Degraded mode: a bounded in-process buffer of the messages Redis could not take.
 
-`WindowBuffer` holds, in process and bounded, the messages that could not be pushed to
-Redis; they are pushed first when Redis answers again (idempotently: the window's
-seen-set drops anything already there).
+They are pushed first when Redis answers again; the window's seen-set drops duplicates.
 """
 
 from __future__ import annotations
@@ -32,11 +30,10 @@ class WindowBuffer:
             buf = self._threads.setdefault((user_id, thread_id), deque())
             known = {m.id for m in buf}
             for m in messages:
-                if m.id in known:
-                    continue
-                buf.append(m)
-                known.add(m.id)
-                self._size += 1
+                if m.id not in known:
+                    buf.append(m)
+                    known.add(m.id)
+                    self._size += 1
             while self._size > self.max_messages:  # oldest thread's oldest message goes
                 key, oldest = next(iter(self._threads.items()))
                 oldest.popleft()

@@ -1,36 +1,8 @@
 """Forget one user: delete everything the agent stored about them ("forget me").
 
-What is deleted, for one ``user_id``:
-
-- every Redis key of the user under the prefix: ``{prefix}:{kind}:{user}`` and
-  ``{prefix}:{kind}:{user}:{...}`` for any kind (window, pending, seen, profile, and
-  kinds added later, e.g. leases or dead letters). Ids cannot contain ``:`` or glob
-  characters, so the user segment of a key name is unambiguous and is compared exactly;
-- the user's rows of every ``memories_<dim>`` table (summaries and reflections, with
-  their embeddings), and of the ``episodes`` table when it exists (it is append-only
-  for the agent; the deleting transaction sets ``memory_agent.forget_user`` to the
-  user id, so a guard trigger can allow exactly this erasure);
-- the user's rows of ``memory_decisions`` (what consolidation, reflection and
-  maintenance decided about their memories);
-- the LangGraph checkpoints (``checkpoints``, ``checkpoint_blobs``,
-  ``checkpoint_writes``) of the user's threads. Checkpoints are keyed by ``thread_id``
-  only, so the user's threads are collected from the Redis key names and from the
-  ``thread_id`` columns of their memories and episodes.
-
-Caveats (documented in the README):
-
-- Thread ids are not namespaced by user in the checkpointer. The CLI creates a fresh
-  random thread id per conversation, so its threads belong to one user. A thread id
-  that another user also used is still deleted (erasure wins) and is reported in
-  ``shared_threads``.
-- A thread that never reached memory (every turn of it failed or was rejected before
-  the window was written) cannot be attributed to the user and is not found.
-- Stop the user's sessions first: a turn that runs concurrently can write again, and
-  another process's degraded-mode buffer (messages waiting for Redis to come back) is
-  out of reach; this process's buffer is emptied of the user.
-
-Postgres rows go first, in one transaction; Redis keys after. If anything fails midway,
-running `forget_user` again finishes the job (it is idempotent).
+Their Redis keys, rows of ``memories_<dim>``, ``episodes``, ``memory_decisions``, and the
+checkpoints of their threads. Postgres first in one transaction, Redis after: running it
+again finishes an interrupted run. Caveats (shared threads, live sessions): the README.
 """
 
 from __future__ import annotations
@@ -42,54 +14,43 @@ from psycopg import sql
 from redis.asyncio import Redis
 
 from memory_graph_agent.ids import validate_id
+from memory_graph_agent.storage.failsafe import window_buffer
 from memory_graph_agent.storage.keys import RedisKeys, default_prefix
 from memory_graph_agent.storage.postgres import Database
 
 CHECKPOINT_TABLES = ("checkpoint_writes", "checkpoint_blobs", "checkpoints")
 
 
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+async def _scan(redis: Redis, keys: RedisKeys, pattern: str) -> dict[str, tuple[str, ...]]:
+    """The keys matching ``pattern``, each with its segments."""
+    raws = [raw async for raw in redis.scan_iter(match=pattern, count=1000)]
+    found = [raw.decode() if isinstance(raw, bytes) else raw for raw in raws]
+    return {key: keys.parse(key) for key in found}
 
 
 async def user_keys(redis: Redis, prefix: str, user_id: str) -> list[str]:
     """Every Redis key whose user segment (the one after the kind) is ``user_id``."""
     validate_id(user_id, "user_id")
-    found: set[str] = set()
-    keys = RedisKeys(prefix)
+    keys, found = RedisKeys(prefix), set()
     for pattern in keys.user_patterns(user_id):
-        async for raw in redis.scan_iter(match=pattern, count=1000):
-            key = _text(raw)
-            parts = keys.parse(key)
-            # ``owner:{thread}`` names a thread, not a user: handled by its value instead
+        # ``owner:{thread}`` names a thread, not a user: handled by its value instead
+        for key, parts in (await _scan(redis, keys, pattern)).items():
             if len(parts) >= 2 and parts[1] == user_id and parts[0] != "owner":
                 found.add(key)
     return sorted(found)
 
 
 async def thread_users(redis: Redis, prefix: str, thread_id: str) -> set[str]:
-    """Users that have Redis keys (window, pending, seen...) in ``thread_id``.
-
-    One ``SCAN`` over the prefix: meant for a CLI session start, not for every turn.
-    """
+    """Users that have Redis keys in ``thread_id`` (one ``SCAN``: not for every turn)."""
     validate_id(thread_id, "thread_id")
-    users = set()
     keys = RedisKeys(prefix)
-    async for raw in redis.scan_iter(match=keys.threads_pattern(thread_id=thread_id), count=1000):
-        parts = keys.parse(_text(raw))
-        if len(parts) == 3 and parts[2] == thread_id:
-            users.add(parts[1])
-    return users
+    found = await _scan(redis, keys, keys.threads_pattern(thread_id=thread_id))
+    return {p[1] for p in found.values() if len(p) == 3 and p[2] == thread_id}
 
 
 def threads_of_keys(keys: list[str], prefix: str) -> set[str]:
     """Thread ids named by ``{prefix}:{kind}:{user}:{thread}`` keys."""
-    out = set()
-    for key in keys:
-        parts = RedisKeys(prefix).parse(key)
-        if len(parts) >= 3 and parts[2]:
-            out.add(parts[2])
-    return out
+    return {p[2] for p in map(RedisKeys(prefix).parse, keys) if len(p) >= 3 and p[2]}
 
 
 async def _memory_tables(conn: psycopg.AsyncConnection) -> list[str]:
@@ -157,23 +118,13 @@ async def _shared_threads(
         )
         shared |= {r[0] for r in await cur.fetchall()}
     keys = RedisKeys(prefix)
-    async for raw in redis.scan_iter(match=keys.threads_pattern(), count=1000):
-        parts = keys.parse(_text(raw))
-        if len(parts) >= 3 and parts[1] != user_id and parts[2] in threads:
-            shared.add(parts[2])
+    found = await _scan(redis, keys, keys.threads_pattern())
+    shared |= {p[2] for p in found.values() if len(p) >= 3 and p[1] != user_id and p[2] in threads}
     return sorted(shared)
 
 
 def _drop_buffered(user_id: str) -> tuple[set[str], int]:
-    """Drop the user's messages from this process's degraded-mode buffer (if any).
-
-    Returns the buffered threads and how many messages were dropped. Another process's
-    buffer cannot be reached: stop the user's sessions before forgetting them.
-    """
-    try:
-        from memory_graph_agent.storage.failsafe import window_buffer
-    except ImportError:  # pragma: no cover - degraded mode not present
-        return set(), 0
+    """Drop the user's messages from this process's buffer; return their threads and count."""
     threads = {t for u, t in list(getattr(window_buffer, "_threads", {})) if u == user_id}
     return threads, sum(len(window_buffer.take(user_id, t)) for t in threads)
 
@@ -183,17 +134,10 @@ async def forget_user(
 ) -> dict[str, Any]:
     """Delete everything stored about ``user_id``; return what was deleted, counted.
 
-    Args:
-        user_id: The user to forget (validated: no glob or separator characters).
-        redis: A client of the agent's Redis.
-        db: The agent's Postgres (memories, episodes, checkpoints).
-        prefix: Redis key prefix; defaults to ``MEMORY_KEY_PREFIX`` (``mem``).
-
     Returns:
         ``{"user_id", "threads", "shared_threads", "redis_keys", "memories": {table: n},
         "episodes": n or None (no table), "decisions": n, "checkpoints": {table: n},
-        "buffered_messages"}`` (the last: dropped from this process's degraded-mode
-        buffer of messages waiting for Redis).
+        "buffered_messages"}``.
     """
     validate_id(user_id, "user_id")
     prefix = prefix if prefix is not None else default_prefix()
@@ -242,8 +186,7 @@ async def forget_user(
     for start in range(0, len(keys), 500):
         deleted += int(await redis.delete(*keys[start : start + 500]))
     # Keys written between the scan and now (a turn still running) are caught here.
-    late = await user_keys(redis, prefix, user_id)
-    if late:
+    if late := await user_keys(redis, prefix, user_id):
         deleted += int(await redis.delete(*late))
     for thread in sorted(threads):  # thread ownership marks held by this user
         owner_key = RedisKeys(prefix).owner(thread)

@@ -1,26 +1,8 @@
 """The Redis key schema: every key name of the project is built here, nowhere else.
 
-All keys live under one prefix (``MEMORY_KEY_PREFIX``, default ``mem``); ids are
-validated (`memory_graph_agent.ids`), so they hold no ``:`` or glob characters and the
-segments of a key name are unambiguous.
-
-Per user and thread (``{prefix}:{kind}:{user}:{thread}``):
-    ``window``      list, oldest first, the last N messages of the conversation
-    ``pending``     list, messages that left the window, not yet summarized
-    ``seen``        set of message ids already pushed (idempotency)
-    ``processing``  the batch a summarizer claimed
-    ``lease``       worker id holding that batch, with a TTL
-    ``attempts``    failed attempts of the current batch
-    ``retry_at``    no claim before this time (ms, backoff)
-    ``dead``        batches that failed ``max_attempts`` times
-
-Per user (``{prefix}:{kind}:{user}``):
-    ``profile``            hash, one field per fact key
-    ``profile_history``    list, oldest first, of values that stopped being current
-    ``profile_forgotten``  hash, fact key -> when the user asked to forget it
-
-Per thread:
-    ``{prefix}:owner:{thread}``  the user who wrote to the thread first
+``{prefix}:{kind}:{user}:{thread}`` for `THREAD_KINDS` (window, pending, seen, summary queue),
+``{prefix}:{kind}:{user}`` for `USER_KINDS` (profile, history, forget tombstones) and
+``{prefix}:owner:{thread}``. Ids are validated, so the segments are unambiguous.
 """
 
 from __future__ import annotations
@@ -61,7 +43,7 @@ class RedisKeys:
         return f"{self.prefix}:owner:{validate_id(thread_id, 'thread_id')}"
 
     def user_patterns(self, user_id: str) -> tuple[str, str]:
-        """SCAN patterns that match every key of ``user_id`` (and, loosely, a few others)."""
+        """SCAN patterns matching every key of ``user_id`` (and, loosely, a few others)."""
         validate_id(user_id, "user_id")
         return f"{self.prefix}:*:{user_id}", f"{self.prefix}:*:{user_id}:*"
 

@@ -1,16 +1,12 @@
 """Long-term memories (summaries and reflections) in Postgres + pgvector.
 
-Built on `langchain_postgres.PGVectorStore`: one table per embedding dimension
-(``memories_384``) with real metadata columns, so every search is filtered by
-``user_id`` in SQL. Bookkeeping the vector store has no API for (access counters,
-listing, reflection progress) is plain parameterised SQL on the same engine
-(`memory_graph_agent.storage.postgres`). The record is `memory_rows.Memory`; status
-changes are `memory_lifecycle.MemoryLifecycle`.
+`langchain_postgres.PGVectorStore`, one table per embedding dimension (``memories_384``) with
+real metadata columns, so every search filters ``user_id`` in SQL; the rest is plain SQL.
 """
 
 from __future__ import annotations
 
-import logging
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
@@ -30,25 +26,18 @@ from memory_graph_agent.storage.memory_rows import (
     Memory,
     _from_metadata,
     _vector_literal,
-    _version_tuple,
     memory_id,
 )
 from memory_graph_agent.storage.outages import guarded
 from memory_graph_agent.storage.postgres import Database
 
-log = logging.getLogger(__name__)
 
-
+@dataclass
 class _IterativeHNSW(QueryOptions):
-    """HNSW query options with pgvector >= 0.8 iterative scans.
+    """HNSW options with pgvector >= 0.8 iterative scans, lest other users' rows crowd out k."""
 
-    Without iterative scans an HNSW search filtered by user can return fewer than k rows
-    when other users' vectors crowd the candidate list.
-    """
-
-    def __init__(self, ef_search: int = 100, iterative: bool = True) -> None:
-        self.ef_search = ef_search
-        self.iterative = iterative
+    ef_search: int = 100
+    iterative: bool = True
 
     def to_parameter(self) -> list[str]:
         params = [f"hnsw.ef_search = {self.ef_search}"]
@@ -76,7 +65,7 @@ class MemoryStore(MemoryLifecycle):
     async def open(cls, db: Database, embeddings: Embeddings, dim: int) -> MemoryStore:
         """Create the table and indexes if needed, then return the store."""
         table = f"memories_{dim}"
-        exists = await db.run(f"SELECT to_regclass('public.{table}') IS NOT NULL AS ok")
+        exists = await db.query(f"SELECT to_regclass('public.{table}') IS NOT NULL AS ok")
         if not exists[0]["ok"]:
             try:
                 await db.vectors.ainit_vectorstore_table(
@@ -100,9 +89,7 @@ class MemoryStore(MemoryLifecycle):
             f'CREATE INDEX IF NOT EXISTS "{table}_hnsw" ON "{table}" '
             "USING hnsw (embedding vector_cosine_ops)",
         )
-        version = await db.run("SELECT extversion FROM pg_extension WHERE extname='vector'")
-        iterative = _version_tuple(version[0]["extversion"]) >= (0, 8) if version else False
-        query_options = _IterativeHNSW(iterative=iterative)
+        query_options = _IterativeHNSW(iterative=await db.iterative_scans())
         vectors = await PGVectorStore.create(
             db.vectors,
             embedding_service=embeddings,
@@ -117,17 +104,14 @@ class MemoryStore(MemoryLifecycle):
         """Upsert a memory under its deterministic id; returns the id.
 
         A replayed write keeps the stored row's creation time, access statistics, pin,
-        supersession, highest importance and latest expiry (the vector store's upsert
-        would otherwise overwrite every metadata column): a batch re-claimed after a lost
+        supersession, highest importance and latest expiry: a batch re-claimed after a lost
         acknowledgement must not revive a memory that was merged or compacted meanwhile.
         """
-        existing = await self.db.run(
-            (
-                "SELECT created_at, last_accessed_at, access_count, pinned, status, "
-                f'superseded_by, importance, expires_at FROM "{self.table}" '
-                "WHERE langchain_id = CAST(:id AS uuid) AND user_id = :user_id",
-                {"id": memory.id, "user_id": memory.user_id},
-            ),
+        existing = await self.db.query(
+            "SELECT created_at, last_accessed_at, access_count, pinned, status, "
+            f'superseded_by, importance, expires_at FROM "{self.table}" '
+            "WHERE langchain_id = CAST(:id AS uuid) AND user_id = :user_id",
+            {"id": memory.id, "user_id": memory.user_id},
         )
         if existing:
             row = existing[0]
@@ -145,20 +129,8 @@ class MemoryStore(MemoryLifecycle):
                 memory.pinned, memory.expires_at = True, None
         if vector is None:
             vector = (await self.vectors.embeddings.aembed_documents([memory.text]))[0]
-        metadata = {
-            "user_id": memory.user_id,
-            "thread_id": memory.thread_id,
-            "kind": memory.kind,
-            "importance": float(memory.importance),
-            "created_at": memory.created_at,
-            "last_accessed_at": memory.last_accessed_at,
-            "access_count": memory.access_count,
-            "source_ids": list(memory.source_ids),
-            "status": memory.status,
-            "superseded_by": memory.superseded_by,
-            "pinned": memory.pinned,
-            "expires_at": memory.expires_at,
-        }
+        metadata = {name: getattr(memory, name) for name in _META_NAMES}
+        metadata.update(importance=float(memory.importance), source_ids=list(memory.source_ids))
         await self.vectors.aadd_embeddings(
             [memory.text], [vector], metadatas=[metadata], ids=[memory.id]
         )
@@ -167,36 +139,21 @@ class MemoryStore(MemoryLifecycle):
     async def search(
         self, user_id: str, vector: list[float], k: int, min_similarity: float | None = None
     ) -> list[Memory]:
-        """Top-k of this user's active memories by cosine similarity (recall's search).
-
-        Superseded and expired memories are never returned (`ACTIVE`). One statement with
-        stable parameter names (the vector store's own search names its filter parameter
-        randomly, so Postgres re-plans it on every call), run with the HNSW options of
-        `_IterativeHNSW` in the same transaction.
-        """
-        return await self._nearest(user_id, vector, k, min_similarity)
+        """Top-k of this user's active memories by cosine similarity (recall's search)."""
+        return await self.similar(user_id, vector, k, min_similarity)
 
     async def similar(
         self,
         user_id: str,
         vector: list[float],
         k: int,
-        min_similarity: float,
+        min_similarity: float | None,
         kind: Kind | None = None,
         exclude_ids: list[str] | None = None,
     ) -> list[Memory]:
         """Consolidation candidates: like `search`, of one ``kind``, without ``exclude_ids``."""
-        return await self._nearest(user_id, vector, k, min_similarity, kind, exclude_ids)
-
-    async def _nearest(
-        self,
-        user_id: str,
-        vector: list[float],
-        k: int,
-        min_similarity: float | None = None,
-        kind: Kind | None = None,
-        exclude_ids: list[str] | None = None,
-    ) -> list[Memory]:
+        # Own SQL, not the vector store's search: that one names its filter parameter
+        # randomly, so Postgres would re-plan it on every call.
         validate_id(user_id, "user_id")
         options = [f"SET LOCAL {p}" for p in self.query_options]
         where = f"user_id = :user_id AND {ACTIVE}"
@@ -220,19 +177,15 @@ class MemoryStore(MemoryLifecycle):
                 },
             ),
         )
-        out = []
-        for row in rows:
-            similarity = 1.0 - float(row["distance"])
-            if min_similarity is not None and similarity < min_similarity:
-                continue
-            out.append(_from_metadata(str(row["langchain_id"]), row["content"], row, similarity))
-        return out
+        scored = [(1.0 - float(row["distance"]), row) for row in rows]
+        return [
+            _from_metadata(str(row["langchain_id"]), row["content"], row, similarity)
+            for similarity, row in scored
+            if min_similarity is None or not similarity < min_similarity  # NaN is kept
+        ]
 
     async def touch(self, user_id: str, ids: list[str]) -> None:
-        """Record that these memories were recalled (recency and frequency signals).
-
-        Best-effort statistics: committed without waiting for the WAL flush.
-        """
+        """Record that these memories were recalled (best effort: no wait for the WAL flush)."""
         if not ids:
             return
         await self.db.run(
@@ -246,114 +199,71 @@ class MemoryStore(MemoryLifecycle):
         )
 
     async def reflection_progress(self, user_id: str) -> tuple[int, float]:
-        """Count and summed importance of the active summaries since the latest reflection.
-
-        One query for both numbers the reflection trigger needs (`consolidate`).
-        """
-        rows = await self.db.run(
-            (
-                "SELECT count(*) AS n, COALESCE(sum(importance), 0) AS total "
-                f'FROM "{self.table}" s WHERE {self._since_reflection()}',
-                {"user_id": validate_id(user_id, "user_id")},
-            ),
+        """Count and summed importance of the active summaries since the latest reflection."""
+        rows = await self.db.query(
+            "SELECT count(*) AS n, COALESCE(sum(importance), 0) AS total "
+            f'FROM "{self.table}" s WHERE {self._since_reflection()}',
+            {"user_id": validate_id(user_id, "user_id")},
         )
         return int(rows[0]["n"]), float(rows[0]["total"])
 
     async def list(
-        self,
-        user_id: str,
-        kind: Kind | None = None,
-        limit: int = 200,
-        active_only: bool = False,
+        self, user_id: str, kind: Kind | None = None, limit: int = 200, active_only: bool = False
     ) -> list[Memory]:
-        """The user's memories, newest first.
-
-        Every status by default (superseded rows are the provenance of what replaced
-        them); ``active_only`` keeps what recall and reflection would consider.
-        """
+        """The user's memories, newest first: of every status unless ``active_only``."""
         validate_id(user_id, "user_id")
         where = "user_id = :user_id" + (" AND kind = :kind" if kind else "")
         if active_only:
             where += f" AND {ACTIVE}"
-        rows = await self.db.run(
-            (
-                f'SELECT langchain_id, content, {", ".join(_META_NAMES)} FROM "{self.table}" '
-                f"WHERE {where} ORDER BY stored_at DESC LIMIT :limit",
-                {"user_id": user_id, "kind": kind, "limit": limit},
-            ),
+        return await self._rows(
+            f"WHERE {where} ORDER BY stored_at DESC LIMIT :limit",
+            {"user_id": user_id, "kind": kind, "limit": limit},
         )
-        return [_from_metadata(str(r["langchain_id"]), r["content"], r, None) for r in rows]
 
     async def get(self, user_id: str, ids: list[str]) -> list[Memory]:
         """The user's memories with these ids (any status), in no particular order."""
         validate_id(user_id, "user_id")
         if not ids:
             return []
-        rows = await self.db.run(
-            (
-                f'SELECT langchain_id, content, {", ".join(_META_NAMES)} FROM "{self.table}" '
-                "WHERE user_id = :user_id AND langchain_id = ANY(CAST(:ids AS uuid[]))",
-                {"user_id": user_id, "ids": ids},
-            ),
+        return await self._rows(
+            "WHERE user_id = :user_id AND langchain_id = ANY(CAST(:ids AS uuid[]))",
+            {"user_id": user_id, "ids": ids},
         )
-        return [_from_metadata(str(r["langchain_id"]), r["content"], r, None) for r in rows]
 
     async def summaries_since_reflection(self, user_id: str) -> list[Memory]:
         """Active summaries stored after the user's latest reflection, oldest first."""
         validate_id(user_id, "user_id")
-        rows = await self.db.run(
-            (
-                f'SELECT langchain_id, content, {", ".join(_META_NAMES)} FROM "{self.table}" s '
-                f"WHERE {self._since_reflection()} ORDER BY s.stored_at",
-                {"user_id": user_id},
-            ),
+        return await self._rows(
+            f"s WHERE {self._since_reflection()} ORDER BY s.stored_at", {"user_id": user_id}
         )
-        return [_from_metadata(str(r["langchain_id"]), r["content"], r, None) for r in rows]
 
     def _since_reflection(self) -> str:
         return _SINCE_REFLECTION.format(table=f'"{self.table}"')
 
-    async def _select(self, user_id: str, condition: str, params: dict[str, Any]) -> list[Memory]:
-        validate_id(user_id, "user_id")
-        rows = await self.db.run(
-            (
-                f'SELECT langchain_id, content, {", ".join(_META_NAMES)} FROM "{self.table}" '
-                f"WHERE user_id = :user_id AND {condition} ORDER BY stored_at",
-                {"user_id": user_id, **params},
-            ),
+    async def _rows(self, clauses: str, params: dict[str, Any]) -> list[Memory]:
+        rows = await self.db.query(
+            f'SELECT langchain_id, content, {", ".join(_META_NAMES)} FROM "{self.table}" {clauses}',
+            params,
         )
         return [_from_metadata(str(r["langchain_id"]), r["content"], r, None) for r in rows]
 
     async def count(self, user_id: str) -> dict[str, int]:
         """Number of memories of the user per kind."""
-        rows = await self.db.run(
-            (
-                f'SELECT kind, count(*) AS n FROM "{self.table}" WHERE user_id = :user_id '
-                "GROUP BY kind",
-                {"user_id": validate_id(user_id, "user_id")},
-            ),
+        rows = await self.db.query(
+            f'SELECT kind, count(*) AS n FROM "{self.table}" WHERE user_id = :user_id '
+            "GROUP BY kind",
+            {"user_id": validate_id(user_id, "user_id")},
         )
         return {r["kind"]: int(r["n"]) for r in rows}
 
     async def hot(self, user_id: str, limit: int) -> list[Memory]:
-        """The user's ``limit`` hottest active memories: pinned, most important, most recent.
-
-        Pinned memories (the user asked to always remember them) come first. Recency is
-        the last access, or the creation for a memory never recalled. No vector is read
-        or compared (``recall_mode='flat'``).
-        """
+        """The user's ``limit`` hottest active memories: pinned, most important, most recent."""
         validate_id(user_id, "user_id")
-        rows = await self.db.run(
-            (
-                f'SELECT langchain_id, content, {", ".join(_META_NAMES)} FROM "{self.table}" '
-                f"WHERE user_id = :user_id AND {ACTIVE} "
-                "ORDER BY pinned DESC, importance DESC, "
-                "COALESCE(last_accessed_at, created_at) DESC, "
-                "stored_at DESC LIMIT :limit",
-                {"user_id": user_id, "limit": max(0, int(limit))},
-            ),
+        return await self._rows(
+            f"WHERE user_id = :user_id AND {ACTIVE} ORDER BY pinned DESC, importance DESC, "
+            "COALESCE(last_accessed_at, created_at) DESC, stored_at DESC LIMIT :limit",
+            {"user_id": user_id, "limit": max(0, int(limit))},
         )
-        return [_from_metadata(str(r["langchain_id"]), r["content"], r, None) for r in rows]
 
 
 __all__ = ["ACTIVE", "Kind", "Memory", "MemoryStore", "memory_id"]

@@ -1,11 +1,8 @@
-"""The lifecycle of stored memories: supersede, strengthen, pin, expire, evict, delete.
-
-A mixin of `memory_graph_agent.storage.memories.MemoryStore` (same table, same
-engine), kept apart so the store's read path stays short.
-"""
+"""The lifecycle of stored memories (a `MemoryStore` mixin): supersede, pin, expire, evict."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -21,93 +18,61 @@ class MemoryLifecycle:
 
     db: Database
     table: str
-
-    async def _select(self, user_id: str, condition: str, params: dict[str, Any]) -> list[Memory]:
-        raise NotImplementedError
+    _rows: Callable[[str, dict[str, Any]], Awaitable[list[Memory]]]  # MemoryStore's
 
     async def supersede(self, user_id: str, ids: list[str], by_id: str) -> int:
-        """Mark these memories superseded by ``by_id`` (kept as provenance, never recalled).
-
-        Pinned memories are left alone. Returns how many rows changed.
-        """
+        """Mark unpinned memories superseded by ``by_id`` (kept as provenance); count them."""
         validate_id(user_id, "user_id")
         ids = [i for i in ids if i != by_id]
         if not ids:
             return 0
-        rows = await self.db.run(
-            (
-                f"UPDATE \"{self.table}\" SET status = 'superseded', superseded_by = :by "
-                "WHERE user_id = :user_id AND langchain_id = ANY(CAST(:ids AS uuid[])) "
-                "AND NOT pinned RETURNING langchain_id",
-                {"user_id": user_id, "ids": ids, "by": by_id},
-            ),
+        rows = await self.db.query(
+            f"UPDATE \"{self.table}\" SET status = 'superseded', superseded_by = :by "
+            "WHERE user_id = :user_id AND langchain_id = ANY(CAST(:ids AS uuid[])) "
+            "AND NOT pinned RETURNING langchain_id",
+            {"user_id": user_id, "ids": ids, "by": by_id},
         )
         return len(rows)
 
     async def strengthen(
         self, user_id: str, memory_id: str, bump: float, expires_at: datetime | None = None
     ) -> float | None:
-        """Raise a memory's importance by ``bump`` (capped at 1) and count an access.
-
-        ``expires_at`` (when given) replaces the expiry, which follows the new importance.
-        Returns the new importance, or ``None`` when the memory does not exist.
-        """
+        """Raise a memory's importance by ``bump`` (max 1), count an access; None if missing."""
         validate_id(user_id, "user_id")
-        rows = await self.db.run(
-            (
-                f'UPDATE "{self.table}" SET importance = LEAST(1.0, importance + :bump), '
-                "access_count = COALESCE(access_count, 0) + 1, last_accessed_at = now(), "
-                "expires_at = CASE WHEN pinned THEN NULL "
-                "WHEN CAST(:set_expiry AS boolean) THEN CAST(:expires AS timestamptz) "
-                "ELSE expires_at END "
-                "WHERE user_id = :user_id AND langchain_id = CAST(:id AS uuid) "
-                "RETURNING importance",
-                {
-                    "user_id": user_id,
-                    "id": memory_id,
-                    "bump": float(bump),
-                    "set_expiry": expires_at is not None,
-                    "expires": expires_at,
-                },
-            ),
+        rows = await self.db.query(
+            f'UPDATE "{self.table}" SET importance = LEAST(1.0, importance + :bump), '
+            "access_count = COALESCE(access_count, 0) + 1, last_accessed_at = now(), "
+            "expires_at = CASE WHEN pinned THEN NULL "
+            "ELSE COALESCE(CAST(:expires AS timestamptz), expires_at) END "
+            "WHERE user_id = :user_id AND langchain_id = CAST(:id AS uuid) RETURNING importance",
+            {"user_id": user_id, "id": memory_id, "bump": float(bump), "expires": expires_at},
         )
         return float(rows[0]["importance"]) if rows else None
 
     async def extend_expiry(self, user_id: str, memory_id: str, until: datetime | None) -> bool:
         """Make a memory live at least ``until`` (``None``: never expire); True if found."""
         validate_id(user_id, "user_id")
-        rows = await self.db.run(
-            (
-                f'UPDATE "{self.table}" SET expires_at = CASE '
-                "WHEN expires_at IS NULL OR CAST(:forever AS boolean) THEN NULL "
-                "ELSE GREATEST(expires_at, CAST(:until AS timestamptz)) END "
-                "WHERE user_id = :user_id AND langchain_id = CAST(:id AS uuid) "
-                "RETURNING langchain_id",
-                {"user_id": user_id, "id": memory_id, "forever": until is None, "until": until},
-            ),
+        rows = await self.db.query(
+            f'UPDATE "{self.table}" SET expires_at = CASE '
+            "WHEN expires_at IS NULL OR CAST(:forever AS boolean) THEN NULL "
+            "ELSE GREATEST(expires_at, CAST(:until AS timestamptz)) END "
+            "WHERE user_id = :user_id AND langchain_id = CAST(:id AS uuid) "
+            "RETURNING langchain_id",
+            {"user_id": user_id, "id": memory_id, "forever": until is None, "until": until},
         )
         return bool(rows)
 
     async def set_pinned(
         self, user_id: str, memory_id: str, pinned: bool, expires_at: datetime | None
     ) -> bool:
-        """Pin (never expires, never evicted) or unpin a memory; set its expiry.
-
-        Returns whether the user has such a memory.
-        """
+        """Pin (never expires, never evicted) or unpin a memory; ``False`` if there is none."""
         validate_id(user_id, "user_id")
-        rows = await self.db.run(
-            (
-                f'UPDATE "{self.table}" SET pinned = :pinned, expires_at = :expires '
-                "WHERE user_id = :user_id AND langchain_id = CAST(:id AS uuid) "
-                "RETURNING langchain_id",
-                {
-                    "user_id": user_id,
-                    "id": memory_id,
-                    "pinned": pinned,
-                    "expires": None if pinned else expires_at,
-                },
-            ),
+        expires = None if pinned else expires_at
+        rows = await self.db.query(
+            f'UPDATE "{self.table}" SET pinned = :pinned, expires_at = :expires '
+            "WHERE user_id = :user_id AND langchain_id = CAST(:id AS uuid) "
+            "RETURNING langchain_id",
+            {"user_id": user_id, "id": memory_id, "pinned": pinned, "expires": expires},
         )
         return bool(rows)
 
@@ -116,16 +81,12 @@ class MemoryLifecycle:
         validate_id(user_id, "user_id")
         if not ids:
             return 0
-        rows = await self.db.run(
-            (
-                f'DELETE FROM "{self.table}" WHERE user_id = :user_id '
-                "AND langchain_id = ANY(CAST(:ids AS uuid[])) RETURNING langchain_id",
-                {"user_id": user_id, "ids": ids},
-            ),
+        rows = await self.db.query(
+            f'DELETE FROM "{self.table}" WHERE user_id = :user_id '
+            "AND langchain_id = ANY(CAST(:ids AS uuid[])) RETURNING langchain_id",
+            {"user_id": user_id, "ids": ids},
         )
         return len(rows)
-
-    # --- maintenance queries -------------------------------------------------------
 
     async def users(self) -> list[str]:
         """Every user that has memories (for maintenance of all users)."""
@@ -134,22 +95,23 @@ class MemoryLifecycle:
 
     async def expired(self, user_id: str) -> list[Memory]:
         """The user's memories whose expiry has passed (pinned ones never expire)."""
-        return await self._select(
+        validate_id(user_id, "user_id")
+        return await self._rows(
             # superseded rows stay: they are the provenance of what replaced them
-            user_id,
-            "status = 'active' AND expires_at IS NOT NULL AND expires_at <= now() AND NOT pinned",
-            {},
+            "WHERE user_id = :user_id AND status = 'active' AND expires_at IS NOT NULL "
+            "AND expires_at <= now() AND NOT pinned ORDER BY stored_at",
+            {"user_id": user_id},
         )
 
     async def evictable(
         self, user_id: str, below_importance: float, older_than_days: float
     ) -> list[Memory]:
         """Unpinned memories below ``below_importance`` created over ``older_than_days`` ago."""
-        return await self._select(
-            user_id,
-            "status = 'active' AND importance < :below AND NOT pinned "
-            "AND created_at < now() - make_interval(secs => :days * 86400)",
-            {"below": float(below_importance), "days": float(older_than_days)},
+        validate_id(user_id, "user_id")
+        return await self._rows(
+            "WHERE user_id = :user_id AND status = 'active' AND importance < :below AND NOT pinned "
+            "AND created_at < now() - make_interval(secs => :days * 86400) ORDER BY stored_at",
+            {"user_id": user_id, "below": float(below_importance), "days": float(older_than_days)},
         )
 
     async def duplicate_pairs(
@@ -158,16 +120,13 @@ class MemoryLifecycle:
         """Pairs of the user's active memories of one kind at least this similar (cosine)."""
         validate_id(user_id, "user_id")
         active = ACTIVE.replace("status", "{t}.status").replace("expires_at", "{t}.expires_at")
-        rows = await self.db.run(
-            (
-                "SELECT a.langchain_id AS a, b.langchain_id AS b, "
-                "1 - (a.embedding <=> b.embedding) AS similarity "
-                f'FROM "{self.table}" a JOIN "{self.table}" b '
-                "ON b.user_id = a.user_id AND b.kind = a.kind AND a.langchain_id < b.langchain_id "
-                f"WHERE a.user_id = :user_id AND {active.format(t='a')} "
-                f"AND {active.format(t='b')} "
-                "AND (a.embedding <=> b.embedding) <= 1 - :sim",
-                {"user_id": user_id, "sim": float(min_similarity)},
-            ),
+        rows = await self.db.query(
+            "SELECT a.langchain_id AS a, b.langchain_id AS b, "
+            "1 - (a.embedding <=> b.embedding) AS similarity "
+            f'FROM "{self.table}" a JOIN "{self.table}" b '
+            "ON b.user_id = a.user_id AND b.kind = a.kind AND a.langchain_id < b.langchain_id "
+            f"WHERE a.user_id = :user_id AND {active.format(t='a')} AND {active.format(t='b')} "
+            "AND (a.embedding <=> b.embedding) <= 1 - :sim",
+            {"user_id": user_id, "sim": float(min_similarity)},
         )
         return [(str(r["a"]), str(r["b"]), float(r["similarity"])) for r in rows]

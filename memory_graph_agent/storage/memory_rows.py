@@ -1,8 +1,4 @@
-"""One stored memory (summary or reflection) as a row: the record and its columns.
-
-`Memory` is what the stores return and the domain passes around; its id is
-deterministic (`memory_id`), so storing the same sources twice is an upsert.
-"""
+"""One stored memory (summary or reflection): the `Memory` record and its table columns."""
 
 from __future__ import annotations
 
@@ -98,7 +94,6 @@ class Memory:
 
 
 def _from_metadata(mid: str | None, content: str, meta: Any, similarity: float | None) -> Memory:
-    created = meta.get("created_at") or datetime.now(UTC)
     return Memory(
         id=str(mid),
         user_id=meta["user_id"],
@@ -106,7 +101,7 @@ def _from_metadata(mid: str | None, content: str, meta: Any, similarity: float |
         kind=meta["kind"],
         text=content,
         importance=float(meta.get("importance") or 0.0),
-        created_at=created,
+        created_at=meta.get("created_at") or datetime.now(UTC),
         last_accessed_at=meta.get("last_accessed_at"),
         access_count=int(meta.get("access_count") or 0),
         source_ids=list(meta.get("source_ids") or []),
@@ -120,7 +115,3 @@ def _from_metadata(mid: str | None, content: str, meta: Any, similarity: float |
 
 def _vector_literal(vector: list[float]) -> str:
     return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
-
-
-def _version_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in version.split(".")[:2] if p.isdigit())

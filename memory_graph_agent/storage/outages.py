@@ -1,10 +1,7 @@
 """Outage handling, once, for every store: one exception, one log line per outage.
 
-Each store class is decorated with `guarded`: a driver error from Redis or Postgres is
-recorded in `outages` and re-raised as `StoreUnavailable`, the one exception the rest of
-the code catches to run degraded. `outages` logs one warning when a service goes down and
-one line when it is back (not one per call); the Prometheus counters in
-`memory_graph_agent.metrics` count every failed call.
+`guarded` stores re-raise driver errors as `StoreUnavailable`, the one exception the rest
+of the code catches to run degraded; `memory_graph_agent.metrics` counts every failure.
 """
 
 from __future__ import annotations
@@ -54,17 +51,14 @@ class Outages:
     def failed(self, service: str, exc: BaseException) -> None:
         """Record a failed call; warn only on the first one of an outage.
 
-        A failed Postgres call also asks ``crash_probe`` (set by whoever started an
-        embedded PostgreSQL) whether a server process crashed: each new crash becomes one
-        notice.
+        A Postgres failure also asks ``crash_probe`` (set with an embedded server) for a notice.
         """
+        reason = f"{type(exc).__name__}: {exc}"
         with self._lock:
             first = service not in self._down
-            self._down[service] = f"{type(exc).__name__}: {exc}"
+            self._down[service] = reason
         if first:
-            log.warning(
-                "%s unavailable (%s: %s); running degraded", service, type(exc).__name__, exc
-            )
+            log.warning("%s unavailable (%s); running degraded", service, reason)
         if service == "postgres" and self.crash_probe is not None:
             try:
                 notice = self.crash_probe(str(exc))
@@ -104,7 +98,6 @@ outages = Outages()
 
 def guard(service: str, fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     """``fn`` reporting to `outages`, its ``service`` driver errors as `StoreUnavailable`."""
-    errors = DOWN[service]
 
     @functools.wraps(fn)
     async def method(*args: Any, **kwargs: Any) -> Any:
@@ -112,7 +105,7 @@ def guard(service: str, fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awai
             result = await fn(*args, **kwargs)
         except StoreUnavailable:
             raise
-        except errors as exc:
+        except DOWN[service] as exc:
             outages.failed(service, exc)
             raise StoreUnavailable(service, exc) from exc
         outages.ok(service)
@@ -136,14 +129,8 @@ def guarded(service: str) -> Callable[[C], C]:
 _in_redis_op: ContextVar[bool] = ContextVar("agent_memory_in_redis_op", default=False)
 
 
-def redis_op(
-    op: str,
-) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
-    """Decorate an async store method: count its Redis failures under ``op``, re-raise.
-
-    Only the outermost decorated call counts, so ``ack`` failing inside its own call
-    to ``pending`` is one ``ack`` failure, not two.
-    """
+def redis_op(op: str) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
+    """Count an async store method's Redis failures under ``op`` (outermost call only)."""
 
     def decorate(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
         @functools.wraps(fn)

@@ -1,10 +1,7 @@
 """The one Postgres driver and pool of the memory stores: a SQLAlchemy async engine.
 
-psycopg 3 under SQLAlchemy's pool. `langchain_postgres.PGVectorStore` runs on it through
-the public `PGEngine.from_engine`, and our own SQL (bookkeeping the vector store has no API
-for) runs on the same engine through `Database.run`. The engine belongs to the event loop
-that opened it: open it in the loop that uses it, and close it there
-(`memory_graph_agent.services.open_services`).
+`PGVectorStore` runs on it through `PGEngine.from_engine`, our own SQL through `Database.run`.
+The engine belongs to the event loop that opened it: open and close it in that loop.
 """
 
 from __future__ import annotations
@@ -32,8 +29,7 @@ def sqlalchemy_url(url: str) -> str:
 
 def with_database(url: str, db: str) -> str:
     """The same libpq URL pointing at another database."""
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{db}"))
+    return urlunsplit(urlsplit(url)._replace(path=f"/{db}"))
 
 
 class Database:
@@ -57,6 +53,25 @@ class Database:
                 result = await conn.execute(text(sql), params)
                 rows = [dict(r) for r in result.mappings()] if result.returns_rows else []
         return rows
+
+    async def query(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Run one statement in its own transaction; return its rows."""
+        return await self.run((sql, params or {}))
+
+    async def create(self, *ddl: str) -> None:
+        """Run idempotent DDL; once more if another process created the same objects first."""
+        try:
+            await self.run(*ddl)
+        except Exception as exc:
+            if "already exists" not in str(exc) and "duplicate key" not in str(exc):
+                raise
+            await self.run(*ddl)  # IF NOT EXISTS: the rest is a no-op now
+
+    async def iterative_scans(self) -> bool:
+        """Whether pgvector is 0.8 or newer, which has iterative HNSW scans."""
+        rows = await self.query("SELECT extversion FROM pg_extension WHERE extname='vector'")
+        parts = rows[0]["extversion"].split(".")[:2] if rows else []
+        return bool(rows) and tuple(int(p) for p in parts if p.isdigit()) >= (0, 8)
 
     @asynccontextmanager
     async def psycopg(self) -> AsyncIterator[psycopg.AsyncConnection]:

@@ -1,22 +1,8 @@
 """The user profile ("hard memory"): current facts plus their temporal history, in Redis.
 
-Keys, per user:
-
-- ``{prefix}:profile:{user}``: a hash, one field per fact key (``name``, ``city``,
-  ``preferred_language``...), value JSON ``{value, importance, updated_at, valid_from,
-  source_ids, pinned, expires_at}``. ``valid_from`` is when the current value started to
-  hold, ``updated_at`` when it was last confirmed, ``source_ids`` the summaries/messages
-  it came from; ``expires_at`` follows from the importance (``Context.ttl_days``) and is
-  ``null`` for pinned or very important facts.
-- ``{prefix}:profile_history:{user}``: a list, oldest first, of values that stopped
-  holding: ``{key, value, importance, valid_from, valid_to, source_ids, reason}`` with
-  reason ``updated`` (replaced by ``replaced_by``), ``superseded`` (stated before the
-  value that was already stored), ``forgotten`` or ``expired``. It keeps the newest
-  ``HISTORY_LIMIT`` entries.
-
-Every write is a WATCH/MULTI transaction on the profile hash, retried on conflict, so two
-turns writing the same key concurrently both land in the history. Expired facts are never
-returned; `ProfileStore.get` moves them to the history as it finds them.
+A fact is JSON ``{value, importance, updated_at, valid_from, source_ids, pinned, expires_at}``.
+Each write is a WATCH/MULTI transaction retried on conflict, so concurrent writes of one key
+all land in the history (values that stopped holding, with a ``reason``).
 """
 
 from __future__ import annotations
@@ -38,8 +24,9 @@ from memory_graph_agent.storage.window import parse_ts
 
 _KEY = re.compile(r"[^a-z0-9_]+")
 
-TtlDays = Callable[[float, bool], float | None]
-"""``ttl_days(importance, pinned)``: days a fact lives, ``None``: never (`Context.ttl_days`)."""
+TtlDays = Callable[[float, bool], float | None]  # (importance, pinned) -> days, None: never
+# current raw fields -> (hset mapping, fields to delete, history entries, result)
+Plan = Callable[[dict[str, str]], tuple[dict[str, str], list[str], list[dict], Any]]
 
 HISTORY_LIMIT = 500
 MAX_SOURCE_IDS = 20
@@ -55,11 +42,7 @@ def normalize_fact_key(key: str) -> str:
 
 @dataclass(frozen=True)
 class Fact:
-    """A profile fact with its importance and provenance.
-
-    ``updated_at`` (ISO) is when the user stated it; empty means the moment it is
-    written. A fact stated before the stored value of its key does not replace it.
-    """
+    """A profile fact; ``updated_at`` (ISO) is when it was stated, empty: when written."""
 
     key: str
     value: str
@@ -72,10 +55,8 @@ class Fact:
 class FactChange:
     """What one write did to one key.
 
-    ``action`` is ``created``, ``updated`` (value replaced, the old one went to the
-    history), ``strengthened`` (same value seen again: importance raised, ``updated_at``
-    refreshed), ``unchanged`` (a replay of known sources, or older than the stored
-    value) or ``forgotten``.
+    ``action``: ``created``, ``updated``, ``strengthened`` (same value again: importance
+    raised), ``unchanged`` (a replay, or older than the stored value) or ``forgotten``.
     """
 
     key: str
@@ -129,13 +110,8 @@ def _history_entry(key: str, fact: dict[str, Any], valid_to: str, reason: str) -
     }
 
 
-def _text(raw: str | bytes) -> str:
-    return raw.decode() if isinstance(raw, bytes) else raw
-
-
 def _merge_ids(old: Iterable[str], new: Iterable[str]) -> list[str]:
-    merged = list(dict.fromkeys([*old, *new]))
-    return merged[-MAX_SOURCE_IDS:]
+    return list(dict.fromkeys([*old, *new]))[-MAX_SOURCE_IDS:]
 
 
 @guarded("redis")
@@ -158,16 +134,10 @@ class ProfileStore:
         """The Redis key of when each forgotten fact key was forgotten (a hash)."""
         return self.keys.user("profile_forgotten", user_id)
 
-    async def _transact(
-        self,
-        user_id: str,
-        fields: list[str],
-        plan: Callable[[dict[str, str]], tuple[dict[str, str], list[str], list[dict], Any]],
-    ) -> Any:
+    async def _transact(self, user_id: str, fields: list[str], plan: Plan) -> Any:
         """Read-modify-write ``fields`` of the profile hash, retried while another write races.
 
-        ``plan(current_raw_fields)`` returns ``(hset mapping, fields to delete, history
-        entries, result)``; it must be pure, as it may run more than once.
+        ``plan`` must be pure: it may run more than once.
         """
         hkey, lkey = self.key(user_id), self.history_key(user_id)
         pipe: Pipeline
@@ -198,36 +168,23 @@ class ProfileStore:
 
     @redis_op("profile_get")
     async def get(self, user_id: str) -> dict[str, dict[str, Any]]:
-        """Live facts of the user, most important first.
-
-        ``{key: {value, importance, updated_at, valid_from, source_ids, pinned,
-        expires_at}}``. Expired facts are left out and moved to the history.
-        """
+        """Live facts of the user, most important first; expired ones move to the history."""
         raw = await self.redis.hgetall(self.key(user_id))
         now = datetime.now(UTC)
-        out: dict[str, dict[str, Any]] = {}
-        expired: dict[str, str] = {}
-        for name, value in raw.items():
-            fact = _decode(value)
-            if _is_expired(fact, now):
-                expired[name] = value
-            else:
-                out[name] = fact
+        facts = {name: _decode(value) for name, value in raw.items()}
+        expired = {name: raw[name] for name, fact in facts.items() if _is_expired(fact, now)}
         if expired:
             await self._expire(user_id, expired)
-        return dict(sorted(out.items(), key=lambda kv: -float(kv[1].get("importance", 0))))
+        live = [(name, fact) for name, fact in facts.items() if name not in expired]
+        return dict(sorted(live, key=lambda kv: -float(kv[1].get("importance", 0))))
 
     async def _expire(self, user_id: str, expired: dict[str, str]) -> None:
         """Move facts that are still stored exactly as read (and expired) to the history."""
 
         def plan(current: dict[str, str]) -> tuple[dict, list[str], list[dict], None]:
-            gone = [k for k, v in expired.items() if current.get(k) == v]
-            history = [
-                _history_entry(k, fact, fact["expires_at"], "expired")
-                for k in gone
-                for fact in [_decode(current[k])]
-            ]
-            return {}, gone, history, None
+            gone = {k: _decode(current[k]) for k, v in expired.items() if current.get(k) == v}
+            history = [_history_entry(k, f, f["expires_at"], "expired") for k, f in gone.items()]
+            return {}, list(gone), history, None
 
         await self._transact(user_id, list(expired), plan)
 
@@ -235,14 +192,9 @@ class ProfileStore:
     async def upsert(self, user_id: str, facts: list[Fact], ttl_days: TtlDays) -> list[FactChange]:
         """Write facts: the newest value of a key wins, the replaced one goes to history.
 
-        A fact's time is its ``updated_at``, or the moment of the write. Within one call
-        the last fact of a key wins; empty keys or values are ignored. A fact stated
-        before the stored value of its key was does not replace it: it goes straight to
-        the history (reason ``superseded``). ``ttl_days(importance, pinned)`` sets the
-        expiry of each written fact. Atomic per call: concurrent writes of one key
-        serialise, each replaced value lands in the history.
-
-        Returns one `FactChange` per key considered.
+        A fact's time is its ``updated_at``, or the moment of the write; one stated before
+        the stored value goes straight to the history (``superseded``). Within one call
+        the last fact of a key wins. Returns one `FactChange` per key considered.
         """
         incoming: dict[str, Fact] = {}
         for fact in facts:
@@ -256,7 +208,9 @@ class ProfileStore:
         tombstones = await self.redis.hmget(self.forgotten_key(user_id), list(incoming))
         for key, forgotten_at in zip(list(incoming), tombstones, strict=True):
             stated = incoming[key].updated_at
-            if forgotten_at and stated and parse_ts(stated) <= parse_ts(_text(forgotten_at)):
+            if isinstance(forgotten_at, bytes):
+                forgotten_at = forgotten_at.decode()
+            if forgotten_at and stated and parse_ts(stated) <= parse_ts(forgotten_at):
                 del incoming[key]  # the user asked to forget it after saying it
         if not incoming:
             return []
@@ -280,13 +234,8 @@ class ProfileStore:
                         changes.append(_unchanged(key, old))
                         continue  # a replay of sources already counted
                     action, pinned = "strengthened", old["pinned"]
-                    new = {
-                        "value": old["value"],
-                        "importance": min(
-                            1.0, round(max(old["importance"], fact.importance) + STRENGTHEN, 3)
-                        ),
-                        "valid_from": old["valid_from"],
-                    }
+                    grown = min(1.0, round(max(old["importance"], fact.importance) + STRENGTHEN, 3))
+                    new = dict(value=old["value"], importance=grown, valid_from=old["valid_from"])
                     at = max(old["updated_at"], at, key=parse_ts)
                 elif parse_ts(at) < parse_ts(old["valid_from"]):
                     stale = {**asdict(fact), "valid_from": at}
@@ -315,12 +264,8 @@ class ProfileStore:
         return await self._transact(user_id, list(incoming), plan)
 
     async def forget(self, user_id: str, key: str) -> dict[str, Any] | None:
-        """Remove a fact, keeping it in the history as ``forgotten``.
-
-        Returns the removed fact (with its ``key``) or ``None`` if there was none.
-        """
-        key = normalize_fact_key(key)
-        if not key:
+        """Remove a fact, keeping it in the history as ``forgotten``; return it, if any."""
+        if not (key := normalize_fact_key(key)):
             return None
         now_s = datetime.now(UTC).isoformat()
 
@@ -337,12 +282,8 @@ class ProfileStore:
         return removed
 
     async def set_pinned(self, user_id: str, key: str, pinned: bool, ttl_days: TtlDays) -> bool:
-        """Pin (never expires) or unpin (expiry recomputed from importance) a fact.
-
-        Returns ``False`` if the user has no live fact under ``key``.
-        """
-        key = normalize_fact_key(key)
-        if not key:
+        """Pin (never expires) or unpin a fact; ``False`` if there is no live fact of ``key``."""
+        if not (key := normalize_fact_key(key)):
             return False
         now = datetime.now(UTC)
 
@@ -359,12 +300,7 @@ class ProfileStore:
         return await self._transact(user_id, [key], plan)
 
     async def history(self, user_id: str, key: str | None = None) -> list[dict[str, Any]]:
-        """Values that stopped holding, oldest first, optionally of one key only.
-
-        Each is ``{key, value, importance, valid_from, valid_to, source_ids, reason}``;
-        ``reason`` is ``updated`` or ``superseded`` (both add ``replaced_by``: the value
-        that held next), ``forgotten`` or ``expired``. Sorted by ``valid_to``.
-        """
+        """Values that stopped holding, by ``valid_to``, optionally of one key only."""
         raw = await self.redis.lrange(self.history_key(user_id), 0, -1)
         # stored in write order; a superseded (late-arriving) value sorts where it held
         entries = sorted((json.loads(r) for r in raw), key=lambda e: parse_ts(e["valid_to"]))
@@ -376,8 +312,7 @@ class ProfileStore:
     async def recent_changes(self, user_id: str, since_days: float) -> list[dict[str, Any]]:
         """Value changes of the last ``since_days`` days, oldest first: ``{key, old, new, at}``.
 
-        Only replacements count. A key forgotten or expired since is left out, so a
-        forgotten value never comes back through a change note.
+        A key forgotten or expired since is left out: a forgotten value must not come back.
         """
         cutoff = datetime.now(UTC) - timedelta(days=since_days)
         entries = await self.history(user_id)
@@ -385,15 +320,8 @@ class ProfileStore:
         for i, entry in enumerate(entries):
             if entry.get("reason") != "updated" or parse_ts(entry["valid_to"]) < cutoff:
                 continue
-            later = entries[i + 1 :]
-            if any(e["key"] == entry["key"] and e["reason"] in _GONE for e in later):
+            if any(e["key"] == entry["key"] and e["reason"] in _GONE for e in entries[i + 1 :]):
                 continue
-            changes.append(
-                {
-                    "key": entry["key"],
-                    "old": entry["value"],
-                    "new": entry.get("replaced_by"),
-                    "at": entry["valid_to"],
-                }
-            )
+            new, at = entry.get("replaced_by"), entry["valid_to"]
+            changes.append({"key": entry["key"], "old": entry["value"], "new": new, "at": at})
         return changes

@@ -1,16 +1,8 @@
 """The durable overflow queue of a thread: pending → processing (leased) → done | dead.
 
-Keys, next to the window (`memory_graph_agent.storage.window`):
-    ``{prefix}:pending:{user}:{thread}``     messages that left the window
-    ``{prefix}:processing:{user}:{thread}``  the batch a worker claimed
-    ``{prefix}:lease:{user}:{thread}``       worker id holding the batch, with a TTL
-    ``{prefix}:attempts:{user}:{thread}``    failed attempts of the current batch
-    ``{prefix}:retry_at:{user}:{thread}``    no claim before this time (ms, backoff)
-    ``{prefix}:dead:{user}:{thread}``        batches that failed ``max_attempts`` times
-
-Every transition is one Lua script, so it is atomic. A worker that dies keeps its batch
-in ``processing`` until the lease expires; the next claim gets the *same* batch back,
-so the summary id (a hash of the source ids) is the same and the retry is an upsert.
+Every transition is one Lua script, so it is atomic. A dead worker's batch stays in
+``processing`` until its lease expires; the next claim gets the *same* batch back, so the
+summary id (a hash of the source ids) is the same and the retry is an upsert.
 """
 
 from __future__ import annotations
@@ -93,10 +85,6 @@ class Claim:
     messages: list[StoredMessage]
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 @guarded("redis")
 class PendingQueue:
     """Claim, complete, fail and re-drive the overflow batches of a thread."""
@@ -131,7 +119,7 @@ class PendingQueue:
         keys = self._keys(
             user_id, thread_id, "pending", "processing", "lease", "attempts", "retry_at"
         )
-        args = [worker, int(lease_s * 1000), min_batch, max_batch, _now_ms()]
+        args = [worker, int(lease_s * 1000), min_batch, max_batch, int(time.time() * 1000)]
         status, *raws = await self._claim(keys=keys, args=args)
         return Claim(status, [StoredMessage.from_json(r) for r in raws])
 
@@ -154,7 +142,7 @@ class PendingQueue:
     ) -> str:
         """Record a failed attempt: back off exponentially, or dead-letter the batch."""
         keys = self._keys(user_id, thread_id, "processing", "lease", "attempts", "retry_at", "dead")
-        args = [worker, max_attempts, int(backoff_s * 1000), _now_ms(), error[:500]]
+        args = [worker, max_attempts, int(backoff_s * 1000), int(time.time() * 1000), error[:500]]
         return str(await self._fail(keys=keys, args=args))
 
     @redis_op("redrive")
@@ -184,10 +172,9 @@ class PendingQueue:
         """Put messages back on pending (recovery after Redis lost them)."""
         if not messages:
             return 0
-        seen = self.key("seen", user_id, thread_id)
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.rpush(self.key("pending", user_id, thread_id), *[m.to_json() for m in messages])
-            pipe.sadd(seen, *[m.id for m in messages])
+            pipe.sadd(self.key("seen", user_id, thread_id), *[m.id for m in messages])
             await pipe.execute()
         return len(messages)
 

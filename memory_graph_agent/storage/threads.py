@@ -1,9 +1,4 @@
-"""Who a thread belongs to, and which of its messages memory already has (Redis).
-
-A thread belongs to the first user who wrote to it (``owner``). The thread's seen-set
-(``seen``, shared with `memory_graph_agent.storage.window.WindowStore.push`) tells which
-messages of the checkpointed state are already in the window: the others are new.
-"""
+"""Who a thread belongs to (its first writer), and which of its messages are new (Redis)."""
 
 from __future__ import annotations
 
@@ -19,10 +14,8 @@ from memory_graph_agent.storage.outages import guarded
 class Admission:
     """The answer of `ThreadOwners.admit`."""
 
-    owner: str
-    """The thread's owner (the caller when the thread was free)."""
-    unseen: list[str]
-    """Ids, in the order given, of messages not yet in the thread's window."""
+    owner: str  # the caller when the thread was free
+    unseen: list[str]  # ids, in the order given, of messages not yet in the window
 
 
 @guarded("redis")
@@ -44,7 +37,3 @@ class ThreadOwners:
             _, owner, (_, *seen) = await pipe.execute()
         unseen = [i for i, is_seen in zip(message_ids, seen, strict=True) if not is_seen]
         return Admission(owner=owner, unseen=unseen)
-
-    async def owner(self, thread_id: str) -> str | None:
-        """The thread's owner, if any."""
-        return await self.redis.get(self.keys.owner(thread_id))

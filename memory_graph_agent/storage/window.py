@@ -1,14 +1,7 @@
 """Redis working window and durable pending list of one conversation thread.
 
-Keys (all under one prefix, ids validated by `memory_graph_agent.ids`):
-    ``{prefix}:window:{user}:{thread}``   list, oldest first, the last N messages
-    ``{prefix}:pending:{user}:{thread}``  list, messages that left the window, not yet
-                                          summarized and stored durably
-    ``{prefix}:seen:{user}:{thread}``     set of message ids already pushed (idempotency)
-
-Messages leave the window with ``LMOVE`` inside one ``MULTI`` transaction, so a message
-is always in exactly one of the two lists; they leave pending only when `ack` is called
-after their summary was written to Postgres.
+Messages leave the window with ``LMOVE`` inside one ``MULTI``, so each is always in exactly
+one of the two lists; they leave pending only on `ack`, after their summary is in Postgres.
 """
 
 from __future__ import annotations
@@ -110,11 +103,9 @@ class StoredMessage:
     def render(self) -> str:
         """One line of transcript, e.g. ``[2026-11-22T10:00] human: hello``.
 
-        A tool-calling AI message shows its calls (what the model remembered or forgot);
-        the result of ``search_memory`` is not repeated: it is stored memory already, and
-        summarizing it again would copy old memories into new ones.
+        Tool calls are shown (what the model remembered or forgot); a ``search_memory``
+        result is not: summarizing it again would copy old memories into new ones.
         """
-        who = self.name or self.role
         content = self.content
         if self.role == "ai" and self.tool_calls:
             calls = ", ".join(
@@ -124,7 +115,7 @@ class StoredMessage:
             content = f"{content} (called {calls})".strip()
         elif self.role == "tool" and self.name == RECALL_TOOL:
             content = "(recalled memories, not repeated)"
-        return f"[{self.ts[:16]}] {who}: {content}"
+        return f"[{self.ts[:16]}] {self.name or self.role}: {content}"
 
 
 def parse_ts(value: str) -> datetime:
@@ -153,9 +144,7 @@ class WindowStore:
         """Append messages to the window, each at most once. Returns how many were new."""
         if not messages:
             return 0
-        args: list[str] = []
-        for m in messages:
-            args += [m.id, m.to_json()]
+        args = [a for m in messages for a in (m.id, m.to_json())]
         keys = [self._key("seen", user_id, thread_id), self._key("window", user_id, thread_id)]
         return int(await self._push_once(keys=keys, args=args))
 
@@ -167,11 +156,7 @@ class WindowStore:
 
     @redis_op("overflow")
     async def overflow(self, user_id: str, thread_id: str, window_size: int) -> list[StoredMessage]:
-        """Move the oldest messages beyond ``window_size`` to pending, atomically.
-
-        The cut is computed on a snapshot under ``WATCH``; the moves (one ``LMOVE`` each)
-        run in a single ``MULTI``. A concurrent change of the window retries.
-        """
+        """Move the oldest messages beyond ``window_size`` to pending, atomically."""
         return await self._move_oldest(
             user_id, thread_id, lambda items: turn_boundary_cut(items, window_size)
         )
@@ -182,9 +167,7 @@ class WindowStore:
     ) -> list[StoredMessage]:
         """Move every message before the last ``keep_turns`` turns to pending, atomically.
 
-        A turn starts at a human message, so the active tool-call chain stays in the
-        window (`memory_graph_agent.budgets.cut_to_recent_turns`). Same ``WATCH``/``MULTI``
-        protocol as `overflow`; log the window durably before calling this.
+        Turns start at human messages, so a tool-call chain stays whole; log the window first.
         """
         return await self._move_oldest(
             user_id, thread_id, lambda items: cut_to_recent_turns(items, keep_turns)
@@ -192,16 +175,13 @@ class WindowStore:
 
     @redis_op("flush")
     async def flush(self, user_id: str, thread_id: str) -> list[StoredMessage]:
-        """Move the whole window to pending, atomically (session end).
-
-        Log the window durably before calling this.
-        """
+        """Move the whole window to pending, atomically (session end); log it durably first."""
         return await self._move_oldest(user_id, thread_id, len)
 
     async def _move_oldest(
         self, user_id: str, thread_id: str, cut_of: Callable[[list[StoredMessage]], int]
     ) -> list[StoredMessage]:
-        """Move the ``cut_of(window)`` oldest messages to pending in one ``MULTI``."""
+        """Move the ``cut_of(window)`` oldest messages to pending (``WATCH``, one ``MULTI``)."""
         wkey = self._key("window", user_id, thread_id)
         pkey = self._key("pending", user_id, thread_id)
         while True:
@@ -230,11 +210,8 @@ class WindowStore:
             return []
         end = -1 if limit < 0 else limit - 1
         raws = await self.redis.lrange(self._key("pending", user_id, thread_id), 0, end)
-        out = []
-        for r in raws:
-            raw = r.decode() if isinstance(r, bytes) else r
-            out.append((raw, StoredMessage.from_json(raw)))
-        return out
+        texts = [r.decode() if isinstance(r, bytes) else r for r in raws]
+        return [(raw, StoredMessage.from_json(raw)) for raw in texts]
 
     @redis_op("pending_len")
     async def pending_len(self, user_id: str, thread_id: str) -> int:
@@ -244,16 +221,14 @@ class WindowStore:
     @redis_op("ack")
     async def ack(self, user_id: str, thread_id: str, ids: list[str]) -> int:
         """Remove these messages from pending (call only after their durable write)."""
-        wanted = set(ids)
-        if not wanted:
+        if not (wanted := set(ids)):
             return 0
-        pkey = self._key("pending", user_id, thread_id)
         raws = [raw for raw, m in await self.pending(user_id, thread_id) if m.id in wanted]
         if not raws:
             return 0
         async with self.redis.pipeline(transaction=True) as pipe:
             for raw in raws:
-                pipe.lrem(pkey, 1, raw)
+                pipe.lrem(self._key("pending", user_id, thread_id), 1, raw)
             removed = await pipe.execute()
         return int(sum(removed))
 
@@ -263,9 +238,7 @@ class WindowStore:
         validate_id(user_id, "user_id")
         found: set[str] = set()
         for kind in ("window", "pending", "processing", "dead"):
-            async for key in self.redis.scan_iter(
-                match=self.keys.threads_pattern(user_id).replace(":*:", f":{kind}:", 1)
-            ):
-                k = key.decode() if isinstance(key, bytes) else key
-                found.add(k.rsplit(":", 1)[1])
+            pattern = self.keys.threads_pattern(user_id).replace(":*:", f":{kind}:", 1)
+            async for key in self.redis.scan_iter(match=pattern):
+                found.add((key.decode() if isinstance(key, bytes) else key).rsplit(":", 1)[1])
         return sorted(found)

