@@ -13,8 +13,11 @@ from typing import Literal, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
+from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, ValidationError
+
+from memory_graph_agent import metrics
 
 log = logging.getLogger(__name__)
 T = TypeVar("T", bound=BaseModel)
@@ -28,11 +31,29 @@ def tagged(purpose: Purpose) -> RunnableConfig:
     return {"tags": [MEMORY_TAG, f"prompt:{purpose}"], "metadata": {"prompt": purpose}}
 
 
+def tokens(text: str) -> int:
+    """Approximate tokens of a prompt or an answer (when the provider reports no usage)."""
+    return count_tokens_approximately([HumanMessage(text)])
+
+
 async def invoke_text(model: BaseChatModel, prompt: str, timeout_s: float, purpose: Purpose) -> str:
-    """Call the model with one user prompt; raise on timeout, error or empty output."""
-    reply = await asyncio.wait_for(
-        model.ainvoke([HumanMessage(prompt)], tagged(purpose)), timeout_s
-    )
+    """Call the model with one user prompt; raise on timeout, error or empty output.
+
+    The call and its tokens are counted (`metrics.record_llm_call`): the provider's usage
+    when the reply carries one, else approximate counts; a failed call costs its prompt.
+    """
+    try:
+        reply = await asyncio.wait_for(
+            model.ainvoke([HumanMessage(prompt)], tagged(purpose)), timeout_s
+        )
+    except BaseException:
+        metrics.record_llm_call(purpose, tokens(prompt), 0)
+        raise
+    usage = reply.usage_metadata
+    if usage:
+        metrics.record_llm_call(purpose, usage["input_tokens"], usage["output_tokens"])
+    else:
+        metrics.record_llm_call(purpose, tokens(prompt), count_tokens_approximately([reply]))
     text = reply.text if not isinstance(reply.content, str) else reply.content
     if not text.strip():
         raise ValueError("model returned an empty answer")
@@ -42,7 +63,11 @@ async def invoke_text(model: BaseChatModel, prompt: str, timeout_s: float, purpo
 async def invoke_structured(
     model: BaseChatModel, schema: type[T], prompt: str, timeout_s: float, purpose: Purpose
 ) -> T | None:
-    """Call the model constrained by ``schema``; ``None`` (logged) on any failure."""
+    """Call the model constrained by ``schema``; ``None`` (logged) on any failure.
+
+    Counted like `invoke_text`, with approximate tokens (the parsed answer as JSON).
+    """
+    answer = ""
     try:
         runnable = model.with_structured_output(schema)
         result = await asyncio.wait_for(
@@ -52,6 +77,7 @@ async def invoke_structured(
             result = schema.model_validate(result)
         if not isinstance(result, schema):
             raise ValueError(f"expected {schema.__name__}, got {type(result).__name__}")
+        answer = result.model_dump_json()
         return result
     except (TimeoutError, ValidationError, ValueError, NotImplementedError) as exc:
         log.warning("structured call for %s failed: %s", schema.__name__, str(exc)[:200])
@@ -62,6 +88,8 @@ async def invoke_structured(
             type(exc).__name__,
             str(exc)[:200],
         )
+    finally:
+        metrics.record_llm_call(purpose, tokens(prompt), tokens(answer) if answer else 0)
     return None
 
 

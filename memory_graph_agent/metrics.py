@@ -74,7 +74,26 @@ for _outcome in SUMMARY_OUTCOMES:
 for _op in REDIS_OPS:
     REDIS_FAILURES.labels(op=_op)
 
+LLM_PURPOSES = ("summarize", "extract_facts", "consolidate", "reflect")
+LLM_CALLS = Counter(
+    "agent_memory_llm_calls_total",
+    "Chat-model calls made by memory (not by the reply), per purpose; failed calls count.",
+    ["purpose"],
+)
+LLM_TOKENS = Counter(
+    "agent_memory_llm_tokens_total",
+    "Tokens of memory's chat-model calls, per purpose and direction (input/output): the "
+    "provider's usage when it reports one, else count_tokens_approximately.",
+    ["purpose", "direction"],
+)
+for _purpose in LLM_PURPOSES:
+    LLM_CALLS.labels(purpose=_purpose)
+    for _direction in ("input", "output"):
+        LLM_TOKENS.labels(purpose=_purpose, direction=_direction)
+
 ALL_METRICS = (
+    LLM_CALLS,
+    LLM_TOKENS,
     RETRIEVAL_SECONDS,
     HITS,
     PENDING_QUEUE_SIZE,
@@ -114,6 +133,13 @@ def record_prompt_hits(
     HITS.labels(tier="summary").inc(kinds.count("summary"))
     HITS.labels(tier="reflection").inc(kinds.count("reflection"))
     HITS.labels(tier="profile").inc(len(profile or {}))
+
+
+def record_llm_call(purpose: str, input_tokens: int, output_tokens: int) -> None:
+    """Count one memory model call and its tokens."""
+    LLM_CALLS.labels(purpose=purpose).inc()
+    LLM_TOKENS.labels(purpose=purpose, direction="input").inc(max(0, input_tokens))
+    LLM_TOKENS.labels(purpose=purpose, direction="output").inc(max(0, output_tokens))
 
 
 def set_pending(size: int) -> None:

@@ -34,6 +34,8 @@ NAMES = (
     "agent_memory_vector_similarity",
     "agent_memory_redis_failures_total",
     "agent_memory_summaries_total",
+    "agent_memory_llm_calls_total",
+    "agent_memory_llm_tokens_total",
 )
 
 # (sample name, labels) read before/after and compared across the scrape paths
@@ -184,6 +186,35 @@ async def test_summary_outcomes_and_pending_gauge(agent, make_context, services)
     pending = await services.window.pending_len(ctx.user_id, thread)
     assert pending == 2
     assert value("agent_memory_pending_queue_size") == pending
+
+
+async def test_memory_model_calls_and_tokens_are_counted_by_purpose(agent, make_context):
+    from memory_graph_agent.metrics import LLM_PURPOSES
+
+    def snap() -> dict[tuple[str, str], float]:
+        out = {(p, "calls"): value("agent_memory_llm_calls_total", purpose=p) for p in LLM_PURPOSES}
+        for p in LLM_PURPOSES:
+            for d in ("input", "output"):
+                out[(p, d)] = value("agent_memory_llm_tokens_total", purpose=p, direction=d)
+        return out
+
+    model = ScriptedChatModel()
+    ctx = make_context(window_size=2, summary_batch=2, model_obj=model)
+    before = snap()
+    thread = _thread()
+    for text in ["I live in Lisbon.", "I have two cats.", "I play the cello.", "I like tea."]:
+        await say(agent, ctx, thread, text)
+    got = {k: v - before[k] for k, v in snap().items()}
+    memory_prompts = [p for p in model.prompts if p and p[0].type != "system"]
+    summaries = [p for p in memory_prompts if prompt_text(p).startswith("Summarize")]
+    # every memory call is counted, the replies' calls are not
+    assert sum(got[(p, "calls")] for p in LLM_PURPOSES) == len(memory_prompts) > 0
+    assert got[("summarize", "calls")] == len(summaries) > 0
+    assert got[("summarize", "input")] > 0 and got[("summarize", "output")] > 0
+    scraped = parse(generate_latest().decode())
+    assert scraped[("agent_memory_llm_calls_total", (("purpose", "summarize"),))] == value(
+        "agent_memory_llm_calls_total", purpose="summarize"
+    )
 
 
 def _closed_port() -> int:
