@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from memory_graph_agent.ranking import RRF_K
+from memory_graph_agent.ranking import RRF_K, shown_verbatim
 from memory_graph_agent.services import Services
 from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.episodes import EpisodeHit
@@ -58,10 +58,9 @@ def quotes_all(memory: Memory, turns: list[EpisodeHit]) -> bool:
     if memory.kind != "summary" or not memory.source_ids:
         return False
     sources = {(memory.thread_id, sid) for sid in memory.source_ids}
-    quoted = [h for h in turns if (h.thread_id, h.message_id) in sources]
-    return len(quoted) == len(sources) and all(
-        h.content.partition(": ")[2] in memory.text for h in quoted
-    )
+    quoted = [episode_item(h) for h in turns if (h.thread_id, h.message_id) in sources]
+    shown = {"kind": memory.kind, "text": memory.text, "source_ids": memory.source_ids}
+    return len(quoted) == len(sources) and all(shown_verbatim(t, shown) for t in quoted)
 
 
 def _borrow(by_key: dict[str, dict[str, Any]], hit: EpisodeHit, rrf_score: float, via: str) -> None:

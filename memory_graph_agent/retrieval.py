@@ -2,9 +2,9 @@
 
 `retrieve` embeds the query once and runs three channels concurrently: dense search over
 the user's summaries and reflections, dense and full-text search over the raw turns
-that left the window. The lists are fused by reciprocal rank (`ranking.rrf`); the turns
-just before and after the best turns join as neighbours (evidence is often the turn
-next to a hit) at ``neighbour_weight`` of their hit's score. Every candidate is scored
+that left the window. The lists are fused by reciprocal rank (`ranking.rrf`), then the
+memory graph's links add turns (`linking`): a recalled summary's turns, and the turns
+just before and after the best turns (evidence is often next to a hit). Every candidate is scored
 like a memory (relevance, recency, importance) and the token budget is filled in score
 order, skipping turns already in the window or quoted by a taken raw summary. The kept
 items come back in prompt order: reflections, summaries, then turns by date, each day's
