@@ -1,4 +1,4 @@
-"""The benchmarks' chat model: the project's scripted fake, timed per node.
+"""The benchmarks' chat models: the project's scripted fake, timed per node, or paced.
 
 `InstantChatModel` is `tests.fakes.ScriptedChatModel` (answers by the
 call's declared purpose, instantly, with the same default answers the tests get), plus
@@ -9,8 +9,13 @@ record of prompts (a benchmark makes thousands of calls).
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
 import uuid
+
+from langchain_core.messages import AIMessage, AIMessageChunk
+from langchain_core.outputs import ChatGenerationChunk
 
 from bench.timing import CURRENT_NODE, record_part
 from memory_graph_agent.models import register_chat_model
@@ -35,3 +40,52 @@ def register_instant_model() -> tuple[str, InstantChatModel]:
     """Register a fresh `InstantChatModel`; returns (``registered:...`` spec, model)."""
     model = InstantChatModel()
     return register_chat_model(f"bench-instant-{uuid.uuid4().hex[:8]}", model), model
+
+
+class PacedChatModel(ScriptedChatModel):
+    """The scripted fake at a realistic speed: a first-token delay, then a token rate.
+
+    Every call (the reply and memory's summaries, decisions, facts, reflections) waits
+    ``first_token_s``, then yields its answer one word-token at a time at
+    ``tokens_per_s``; the reply is ``reply_tokens`` words. Sleeps, not CPU: like a hosted
+    model, calls overlap. Non-streamed calls wait for the whole answer.
+    """
+
+    first_token_s: float = 0.3
+    tokens_per_s: float = 40.0
+    reply_tokens: int = 40
+    record: bool = False
+
+    def _answer(self, messages, run_manager, kwargs):  # noqa: ANN001, ANN202
+        answer = super()._answer(messages, run_manager, kwargs)
+        if self._purpose(run_manager) == "reply" and not answer.tool_calls:
+            words = (str(answer.content).split() or ["ok"]) * self.reply_tokens
+            answer = AIMessage(content=" ".join(words[: self.reply_tokens]), id=answer.id)
+        return answer
+
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):  # noqa: ANN001, ANN201
+        result = self._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+        n = len(str(result.generations[0].message.content).split())
+        await asyncio.sleep(self.first_token_s + n / self.tokens_per_s)
+        return result
+
+    async def _astream(self, messages, stop=None, run_manager=None, **kwargs):  # noqa: ANN001, ANN201
+        message = self._answer(messages, run_manager, kwargs)
+        await asyncio.sleep(self.first_token_s)
+        words = str(message.content).split(" ")
+        for i, word in enumerate(words):
+            if i:
+                await asyncio.sleep(1 / self.tokens_per_s)
+            yield ChatGenerationChunk(message=AIMessageChunk(content=(" " if i else "") + word))
+        if message.tool_calls:
+            chunks = [
+                {"name": c["name"], "args": json.dumps(c["args"]), "id": c["id"], "index": i}
+                for i, c in enumerate(message.tool_calls)
+            ]
+            yield ChatGenerationChunk(message=AIMessageChunk(content="", tool_call_chunks=chunks))
+
+
+def register_paced_model(**speed: float) -> tuple[str, PacedChatModel]:
+    """Register a fresh `PacedChatModel`; returns (``registered:...`` spec, model)."""
+    model = PacedChatModel(**speed)
+    return register_chat_model(f"bench-paced-{uuid.uuid4().hex[:8]}", model), model

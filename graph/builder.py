@@ -7,6 +7,7 @@ the CLI, notebooks, benchmarks and tests call `build_graph` with their own check
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from functools import partial
 
 from langchain_core.runnables import RunnableConfig
@@ -15,7 +16,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from graph import routing
-from graph.context import Context
+from graph.background import ServerScheduler
+from graph.context import Context, MemoryScheduler
+from graph.metering import metered
 from graph.state import InputState, State
 from graph.tools import build_tool_node, memory_tools
 from memory_graph_agent.services import Services, server_services
@@ -28,18 +31,30 @@ from nodes.summarize import summarize
 from nodes.trim_window import trim_window
 
 GRAPH_NAME = "memory_agent"
-MEMORY_NODES = (load_profile, recall, trim_window, summarize, consolidate, reflect)
+MEMORY_NODES = (load_profile, recall, summarize, consolidate, reflect)
 
 
-def build_builder(services: Services) -> StateGraph:
-    """The uncompiled graph: load_profile → recall → respond ⇄ tools → trim_window → memory."""
+def build_builder(
+    services: Services,
+    scheduler: MemoryScheduler | None = None,
+    wrap: Callable[[Callable], Callable] = lambda node: node,
+) -> StateGraph:
+    """The uncompiled graph: load_profile → recall → respond ⇄ tools → trim_window → memory.
+
+    With a ``scheduler``, turns in ``memory_mode="background"`` end after trim_window and
+    the scheduler starts a memory run (START → trim_window → summarize → consolidate → reflect).
+    ``wrap`` wraps each node function (the benchmarks time them).
+    """
     builder = StateGraph(State, input_schema=InputState, context_schema=Context)
     tools = memory_tools(services)
     for node in MEMORY_NODES:
-        builder.add_node(node.__name__, partial(node, services=services))
-    builder.add_node("respond", partial(respond, tools=tools))
+        bound = metered(partial(node, services=services), services)
+        builder.add_node(node.__name__, wrap(bound))
+    trim = partial(trim_window, services=services, scheduler=scheduler)
+    builder.add_node("trim_window", wrap(trim))
+    builder.add_node("respond", wrap(partial(respond, tools=tools)))
     builder.add_node("tools", build_tool_node(tools))
-    builder.add_edge(START, "load_profile")
+    builder.add_conditional_edges(START, routing.route_start)  # memory runs: at trim_window
     builder.add_conditional_edges("load_profile", routing.route_after_load_profile)  # end_session
     builder.add_edge("recall", "respond")
     builder.add_conditional_edges("respond", routing.route_after_respond)
@@ -52,10 +67,16 @@ def build_builder(services: Services) -> StateGraph:
 
 
 def build_graph(
-    services: Services, checkpointer: BaseCheckpointSaver | None = None
+    services: Services,
+    checkpointer: BaseCheckpointSaver | None = None,
+    scheduler: MemoryScheduler | None = None,
 ) -> CompiledStateGraph:
-    """Compile the memory agent on ``services``, optionally with a checkpointer."""
-    return build_builder(services).compile(checkpointer=checkpointer, name=GRAPH_NAME)
+    """Compile the memory agent on ``services``, optionally with a checkpointer.
+
+    Without a ``scheduler`` memory forms inline, in each turn's run.
+    """
+    builder = build_builder(services, scheduler)
+    return builder.compile(checkpointer=checkpointer, name=GRAPH_NAME)
 
 
 _compiled: weakref.WeakKeyDictionary[Services, CompiledStateGraph] = weakref.WeakKeyDictionary()
@@ -65,5 +86,5 @@ async def make_graph(config: RunnableConfig) -> CompiledStateGraph:
     """Graph factory of ``langgraph.json``, called per run: compiled once per set of services."""
     services = await server_services()
     if services not in _compiled:
-        _compiled[services] = build_graph(services)
+        _compiled[services] = build_graph(services, scheduler=ServerScheduler(GRAPH_NAME))
     return _compiled[services]

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from langgraph.config import get_config
+from langgraph.runtime import get_runtime
 
 from memory_graph_agent.ids import validate_id
 from memory_graph_agent.models import default_chat_model
@@ -61,6 +62,19 @@ class Context:
         "llm",
         "'llm' compresses evicted messages with the chat model; 'raw' stores their raw text (no "
         "model call, e.g. for benchmarks).",
+    )
+    memory_mode: str = knob(
+        "background",
+        "'background': the turn's run ends after trim_window and summarize → consolidate → "
+        "reflect run later, as a run of this graph on the thread's memory thread, so no reply "
+        "waits for memory. 'inline': they run in the turn's own run. Background needs a "
+        "scheduler (the CLI, `graph.background` and the LangGraph server have one); a graph "
+        "compiled without one runs memory inline.",
+    )
+    memory_of: str = knob(
+        "",
+        "Set by the scheduler on memory runs only: the conversation thread whose memory the "
+        "run forms (it starts at trim_window, on the thread's memory thread). Leave empty.",
     )
     max_message_chars: int = knob(
         32_000, "Longer messages are rejected (nothing is cut or stored)."
@@ -138,6 +152,8 @@ class Context:
         if not self.model:
             self.model = default_chat_model()
         self.user_id = validate_id(self.user_id, "user_id")
+        if self.memory_of:
+            self.memory_of = validate_id(self.memory_of, "memory_of")
         for name in (
             "window_size",
             "summary_batch",
@@ -161,6 +177,10 @@ class Context:
             raise ValueError(f"min_similarity must be in [0, 1], got {self.min_similarity}")
         if self.summary_mode not in ("llm", "raw"):
             raise ValueError(f"summary_mode must be 'llm' or 'raw', got {self.summary_mode!r}")
+        if self.memory_mode not in ("background", "inline"):
+            raise ValueError(
+                f"memory_mode must be 'background' or 'inline', got {self.memory_mode!r}"
+            )
         if self.memory_token_budget < 0:
             raise ValueError("memory_token_budget must be >= 0")
         if self.recall_mode not in ("auto", "tool", "flat"):
@@ -224,7 +244,20 @@ def _coerce(raw: str, kind: type, name: str) -> Any:
 DEFAULT_THREAD = "default"
 
 
+class MemoryScheduler(Protocol):
+    """Starts the memory run of a thread soon, without waiting for it (`graph.background`)."""
+
+    async def __call__(self, context: Context, thread_id: str, compress: bool) -> None:
+        """Schedule it; raise if it cannot be scheduled (memory then runs inline)."""
+
+
 def current_thread_id() -> str:
-    """The run's validated ``configurable.thread_id`` (``default`` if unset), never from state."""
+    """The conversation thread of the run, validated, never from state.
+
+    ``context.memory_of`` for a memory run (it runs on the thread's memory thread), else
+    ``configurable.thread_id`` (``default`` if unset).
+    """
+    memory_of = getattr(get_runtime().context, "memory_of", "")
     configurable = get_config().get("configurable", {})
-    return check_id(str(configurable.get("thread_id") or DEFAULT_THREAD), "thread_id")
+    thread = memory_of or configurable.get("thread_id") or DEFAULT_THREAD
+    return check_id(str(thread), "thread_id")

@@ -6,7 +6,7 @@ from typing import Literal
 
 from langchain_core.messages import AIMessage
 from langgraph.graph import END
-from langgraph.runtime import Runtime
+from langgraph.runtime import Runtime, get_runtime
 
 from graph.context import Context
 from graph.state import State, draining
@@ -20,13 +20,27 @@ def route_after_respond(state: State) -> Literal["tools", "trim_window"]:
     return "tools" if isinstance(last, AIMessage) and last.tool_calls else "trim_window"
 
 
+def route_start(state: State) -> Literal["load_profile", "trim_window"]:
+    """A memory run (``context.memory_of`` set) starts at trim_window; any other run is a turn.
+
+    ``update_state(..., as_node="__start__")`` routes without a runtime: as a turn.
+    """
+    context = getattr(get_runtime(), "context", None)
+    return "trim_window" if getattr(context, "memory_of", "") else "load_profile"
+
+
 def route_after_load_profile(state: State) -> Literal["recall", "trim_window"]:
     """A session end skips recall and respond: it only archives the thread."""
     return "trim_window" if state.get("end_session") else "recall"
 
 
 def route_after_trim(state: State, runtime: Runtime[Context]) -> Literal["summarize", "__end__"]:
-    """Summarize when the pending list holds a full batch, or any backlog while draining."""
+    """Summarize when the pending list holds a full batch, or any backlog while draining.
+
+    A turn whose memory work went to a background run ends here.
+    """
+    if state.get("memory_scheduled"):
+        return END
     pending = state.get("pending_count", 0)
     if pending >= runtime.context.summary_batch or (draining(state) and pending > 0):
         return "summarize"

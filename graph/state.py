@@ -8,6 +8,7 @@ from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
+from memory_graph_agent.metrics import merge_spent
 from memory_graph_agent.records import (
     MemoryEvent,
     ProfileChange,
@@ -24,10 +25,14 @@ class InputState(TypedDict, total=False):
         messages: The turn's new message(s).
         end_session: ``True`` archives the whole thread into long-term memory
             (summarize everything, reflect if due) instead of answering.
+        compress: Summarize the whole backlog now, whatever the batch size. Set by
+            trim_window when the prompt outgrew ``trigger_ratio`` of the context window;
+            a background memory run receives it as input.
     """
 
     messages: Annotated[list[AnyMessage], add_messages]
     end_session: bool
+    compress: bool
 
 
 class State(InputState, total=False):
@@ -39,8 +44,8 @@ class State(InputState, total=False):
         recalled: Memories recalled for this turn, with provenance and score parts.
         thread_summary: The running summary of this thread's evicted messages.
         pending_count: Messages waiting in the thread's pending list after trimming.
-        compress: Set by trim_window when the prompt outgrew ``trigger_ratio`` of the
-            context window: summarize the evicted turns now, whatever the batch size.
+        memory_scheduled: Whether trim_window handed this turn's memory work to a
+            background run (``memory_mode="background"``): the turn's run then ends.
         summary: The draft `summarize` produced, stored and cleared by `consolidate`.
         summary_stored: Whether `consolidate` wrote the last summary durably.
         summaries_since_reflection: Summaries since the user's last reflection.
@@ -48,6 +53,8 @@ class State(InputState, total=False):
         memory_events: What memory did during this turn (appended by each node).
         memory_decisions: What consolidate/reflect decided for each new item this turn
             (created/merged/updated/strengthened/discarded), also logged in Postgres.
+        memory_cost: Memory's model calls and tokens this run, by purpose
+            (``{"summarize": {"calls", "input", "output"}, ...}``; `graph.metering`).
     """
 
     profile: dict[str, dict[str, Any]]
@@ -55,13 +62,14 @@ class State(InputState, total=False):
     recalled: list[RecalledItem]
     thread_summary: str
     pending_count: int
-    compress: bool
+    memory_scheduled: bool
     summary: SummaryDraft | None
     summary_stored: bool
     summaries_since_reflection: int
     importance_since_reflection: float
     memory_events: Annotated[list[MemoryEvent], add_events]
     memory_decisions: Annotated[list[dict[str, Any]], add_events]
+    memory_cost: Annotated[dict[str, dict[str, int]], merge_spent]
 
 
 def draining(state: State) -> bool:

@@ -1,7 +1,7 @@
-"""Guarded model calls of the memory nodes, each tagged ``memory`` and ``prompt:<purpose>``.
+"""Guarded model calls of the memory nodes, tagged ``nostream``, ``memory``, ``prompt:<purpose>``.
 
-The tags keep memory's tokens out of the user's stream and let a fake model answer by
-purpose.
+``nostream`` keeps memory's tokens out of the user's stream (``stream_mode="messages"``);
+the other tags let a fake model answer by purpose.
 """
 
 from __future__ import annotations
@@ -24,11 +24,16 @@ T = TypeVar("T", bound=BaseModel)
 
 Purpose = Literal["summarize", "extract_facts", "reflect", "consolidate"]
 MEMORY_TAG = "memory"
+NOSTREAM_TAG = "nostream"
+"""LangGraph's ``TAG_NOSTREAM`` (the domain does not import langgraph; a test checks it)."""
 
 
 def tagged(purpose: Purpose) -> RunnableConfig:
     """The run config of a memory model call for ``purpose``."""
-    return {"tags": [MEMORY_TAG, f"prompt:{purpose}"], "metadata": {"prompt": purpose}}
+    return {
+        "tags": [NOSTREAM_TAG, MEMORY_TAG, f"prompt:{purpose}"],
+        "metadata": {"prompt": purpose},
+    }
 
 
 def tokens(text: str) -> int:

@@ -7,7 +7,9 @@ and the ``/metrics`` of the LangGraph server. No label ever carries a user or th
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from prometheus_client import (
@@ -135,11 +137,44 @@ def record_prompt_hits(
     HITS.labels(tier="profile").inc(len(profile or {}))
 
 
+Spent = dict[str, dict[str, int]]
+"""Memory's model cost: ``{purpose: {"calls": n, "input": tokens, "output": tokens}}``."""
+_SPENT: ContextVar[Spent | None] = ContextVar("memory_llm_spent", default=None)
+
+
 def record_llm_call(purpose: str, input_tokens: int, output_tokens: int) -> None:
-    """Count one memory model call and its tokens."""
+    """Count one memory model call and its tokens (and in the running `metering` block)."""
+    input_tokens, output_tokens = max(0, input_tokens), max(0, output_tokens)
     LLM_CALLS.labels(purpose=purpose).inc()
-    LLM_TOKENS.labels(purpose=purpose, direction="input").inc(max(0, input_tokens))
-    LLM_TOKENS.labels(purpose=purpose, direction="output").inc(max(0, output_tokens))
+    LLM_TOKENS.labels(purpose=purpose, direction="input").inc(input_tokens)
+    LLM_TOKENS.labels(purpose=purpose, direction="output").inc(output_tokens)
+    if (spent := _SPENT.get()) is not None:
+        add_spent(spent, {purpose: {"calls": 1, "input": input_tokens, "output": output_tokens}})
+
+
+def add_spent(total: Spent, more: Spent) -> Spent:
+    """Add ``more`` into ``total`` (in place); return ``total``."""
+    for purpose, counts in more.items():
+        into = total.setdefault(purpose, {"calls": 0, "input": 0, "output": 0})
+        for name, value in counts.items():
+            into[name] = into.get(name, 0) + int(value)
+    return total
+
+
+def merge_spent(left: Spent | None, right: Spent | None) -> Spent:
+    """Reducer of the state's ``memory_cost``: the sum of both (new dicts)."""
+    return add_spent(add_spent({}, left or {}), right or {})
+
+
+@contextmanager
+def metering() -> Iterator[Spent]:
+    """Collect the memory model calls recorded inside the block (this task and its copies)."""
+    spent: Spent = {}
+    token = _SPENT.set(spent)
+    try:
+        yield spent
+    finally:
+        _SPENT.reset(token)
 
 
 def set_pending(size: int) -> None:

@@ -24,6 +24,7 @@ from redis.backoff import ExponentialBackoff
 
 from memory_graph_agent.local.embedded import crash_notice, ensure_services
 from memory_graph_agent.models import default_embedding_model, load_embeddings
+from memory_graph_agent.storage.costs import MemoryCosts
 from memory_graph_agent.storage.decisions import DecisionLog
 from memory_graph_agent.storage.episodes import EpisodeLog
 from memory_graph_agent.storage.keys import RedisKeys, default_prefix
@@ -45,6 +46,7 @@ class Services:
     keys: RedisKeys
     window: WindowStore
     queue: PendingQueue
+    costs: MemoryCosts
     profile: ProfileStore
     threads: ThreadOwners
     memories: MemoryStore
@@ -102,6 +104,7 @@ async def open_services(embedding_model: str | None = None) -> Services:
         keys=keys,
         window=WindowStore(redis, keys.prefix),
         queue=PendingQueue(redis, keys.prefix),
+        costs=MemoryCosts(redis, keys),
         profile=ProfileStore(redis, keys.prefix),
         threads=ThreadOwners(redis, keys),
         memories=memories,

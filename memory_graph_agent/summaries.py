@@ -27,6 +27,7 @@ from memory_graph_agent.storage.outages import StoreUnavailable
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 50
+THREAD_SUMMARY_WORDS = 250
 LLM_IMPORTANCE = 0.5
 FALLBACK_IMPORTANCE = 0.3
 
@@ -119,3 +120,26 @@ async def _compress(
     except Exception as exc:  # timeouts, provider errors, empty or invented output
         log.warning("summarizer failed (%s: %s); storing raw text", type(exc).__name__, exc)
         return transcript, FALLBACK_IMPORTANCE, "fallback"
+
+
+def merge_thread_summary(previous: str, new: str) -> str:
+    """Append the new summary; keep the newest ``THREAD_SUMMARY_WORDS`` words."""
+    words = f"{previous} {new}".split()
+    return " ".join(words[-THREAD_SUMMARY_WORDS:])
+
+
+async def extend_thread_summary(
+    services: Services, user_id: str, thread_id: str, text: str, fallback: str | None
+) -> str:
+    """Add a stored summary (first 100 words) to the thread's running summary; return it.
+
+    Redis holds the running summary: a background memory run writes it, the thread's next
+    turn reads it. With Redis down, ``fallback`` (the state's copy) is extended instead.
+    """
+    new = limit_words(text, 100)
+    try:
+        merged = merge_thread_summary(await services.window.thread_summary(user_id, thread_id), new)
+        await services.window.set_thread_summary(user_id, thread_id, merged)
+    except StoreUnavailable:
+        return merge_thread_summary(fallback or "", new)
+    return merged

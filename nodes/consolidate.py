@@ -15,18 +15,11 @@ from graph.prompts import MEMORY_PROMPTS
 from graph.state import State
 from memory_graph_agent.ingest import store_summary
 from memory_graph_agent.records import event
-from memory_graph_agent.rendering import limit_words, notices
+from memory_graph_agent.rendering import notices
 from memory_graph_agent.services import Services
+from memory_graph_agent.summaries import extend_thread_summary
 
 log = logging.getLogger(__name__)
-
-THREAD_SUMMARY_WORDS = 250
-
-
-def merge_thread_summary(previous: str, new: str) -> str:
-    """Append the new summary; keep the newest ``THREAD_SUMMARY_WORDS`` words."""
-    words = f"{previous} {new}".split()
-    return " ".join(words[-THREAD_SUMMARY_WORDS:])
 
 
 async def consolidate(state: State, runtime: Runtime[Context], *, services: Services) -> dict:
@@ -47,8 +40,8 @@ async def consolidate(state: State, runtime: Runtime[Context], *, services: Serv
         return {**update, "memory_decisions": out.decisions}
     return {
         **update,
-        "thread_summary": merge_thread_summary(
-            state.get("thread_summary", ""), limit_words(draft["text"], 100)
+        "thread_summary": await extend_thread_summary(
+            services, ctx.user_id, current_thread_id(), draft["text"], state.get("thread_summary")
         ),
         "summaries_since_reflection": out.summaries_since_reflection,
         "importance_since_reflection": out.importance_since_reflection,

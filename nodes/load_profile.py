@@ -12,6 +12,7 @@ from graph.context import Context, current_thread_id
 from graph.state import State
 from memory_graph_agent.admission import start_turn
 from memory_graph_agent.services import Services
+from memory_graph_agent.storage.outages import StoreUnavailable
 
 
 async def load_profile(state: State, runtime: Runtime[Context], *, services: Services) -> dict:
@@ -23,10 +24,20 @@ async def load_profile(state: State, runtime: Runtime[Context], *, services: Ser
         state.get("messages") or [],
         bool(state.get("end_session")),
     )
+    update: dict = {}
+    try:  # consolidate keeps it in Redis (a background memory run has its own state)
+        thread_summary = await services.window.thread_summary(
+            runtime.context.user_id, current_thread_id()
+        )
+        update["thread_summary"] = thread_summary
+    except StoreUnavailable:
+        pass  # keep the checkpoint's copy
     return {
+        **update,
         "profile": turn.profile,
         "profile_changes": turn.changes,
         "end_session": turn.end_session,
         "memory_events": Overwrite(turn.events),  # per turn: this node starts the list
         "memory_decisions": Overwrite([]),
+        "memory_cost": Overwrite({}),
     }

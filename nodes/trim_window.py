@@ -1,37 +1,67 @@
 """trim_window: mirror the turn into the Redis window, move overflow and old turns to pending.
 
-Rules: `memory_graph_agent.windowing.update_window`; this node also consumes ``end_session``.
+Rules: `memory_graph_agent.windowing.update_window`; this node also consumes ``end_session``
+and, in ``memory_mode="background"``, hands due memory work to the scheduler. It is the
+first node of a memory run (``context.memory_of``), so it starts that run's report.
 """
 
 from __future__ import annotations
 
 from langchain_core.messages import RemoveMessage
 from langgraph.runtime import Runtime
+from langgraph.types import Overwrite
 
-from graph.context import Context, current_thread_id
+from graph.context import Context, MemoryScheduler, current_thread_id
 from graph.prompts import system_prompt
 from graph.state import State
+from memory_graph_agent.records import event
 from memory_graph_agent.rendering import notices
 from memory_graph_agent.services import Services
 from memory_graph_agent.windowing import update_window
 
 
-async def trim_window(state: State, runtime: Runtime[Context], *, services: Services) -> dict:
+async def trim_window(
+    state: State,
+    runtime: Runtime[Context],
+    *,
+    services: Services,
+    scheduler: MemoryScheduler | None = None,
+) -> dict:
     """Push new messages (once each), move the oldest out of the window to pending."""
     ctx = runtime.context
+    thread = current_thread_id()
     messages = state.get("messages") or []
     end_session = bool(state.get("end_session"))
     # the next prompt is estimated as this turn's system prompt plus what stays
     window = await update_window(
-        services, ctx, ctx.user_id, current_thread_id(), messages, end_session, system_prompt(state)
+        services, ctx, ctx.user_id, thread, messages, end_session, system_prompt(state)
     )
     in_state = {m.id for m in messages}
+    events = notices("trim_window") + window.events
     update = {
         "messages": [RemoveMessage(id=m.id) for m in window.moved if m.id in in_state],
         "pending_count": window.pending,
-        "compress": window.compress,
-        "memory_events": notices("trim_window") + window.events,
+        "compress": window.compress or bool(ctx.memory_of and state.get("compress")),
+        "memory_scheduled": False,
     }
     if end_session:  # consumed: the thread's next turn is an ordinary one
         update["end_session"] = False
-    return update
+    if ctx.memory_of:  # a memory run starts here: its own report
+        return {
+            **update,
+            "memory_events": Overwrite(events),
+            "memory_decisions": Overwrite([]),
+            "memory_cost": Overwrite({}),
+        }
+    due = window.pending >= ctx.summary_batch or window.compress
+    if scheduler is not None and ctx.memory_mode == "background" and due and not end_session:
+        try:
+            await scheduler(ctx, thread, window.compress)
+        except Exception as exc:  # no scheduler reachable: form memory in this run
+            text = f"trim_window: background memory unavailable ({type(exc).__name__}), inline"
+            events.append(event("trim_window", "inline", text))
+        else:
+            update["memory_scheduled"] = True
+            text = f"trim_window: {window.pending} messages handed to a background memory run"
+            events.append(event("trim_window", "scheduled", text))
+    return {**update, "memory_events": events}

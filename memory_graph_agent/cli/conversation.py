@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from memory_graph_agent.cli.console import console
+from memory_graph_agent.cli.console import ReplyPrinter, console
 
 
 def _new_thread() -> str:
@@ -23,6 +23,12 @@ def _print_events(state: dict[str, Any]) -> None:
         console.print(f"  [dim]{escape(event['text'])}[/]")
 
 
+def _print_memory_reports(memory: Any) -> None:
+    """What the background memory runs finished since the last call did."""
+    for report in memory.reports():
+        _print_events(report)
+
+
 async def _chat(args: argparse.Namespace) -> int:
     from graph.context import Context
     from memory_graph_agent.cli.session import check_thread_owner, end_session, open_agent, run_turn
@@ -30,7 +36,7 @@ async def _chat(args: argparse.Namespace) -> int:
 
     context = Context(user_id=args.user)
     thread = check_id(args.thread or _new_thread(), "thread_id")
-    async with open_agent() as (agent, services):
+    async with open_agent() as (agent, services, memory):
         if args.thread:
             await check_thread_owner(services, context, thread)
         console.print(
@@ -39,6 +45,7 @@ async def _chat(args: argparse.Namespace) -> int:
             "starts a new one, '/quit' exits."
         )
         while True:
+            _print_memory_reports(memory)
             try:
                 text = await asyncio.to_thread(input, "you> ")
             except EOFError:
@@ -47,7 +54,7 @@ async def _chat(args: argparse.Namespace) -> int:
                 break
             if text.strip() == "/new":  # archive this thread into memory, then start fresh
                 try:
-                    archive = await end_session(agent, context, thread)
+                    archive = await end_session(agent, context, thread, memory)
                 except InvalidInputError as exc:
                     console.print(f"[red]error:[/] {escape(str(exc))} (thread not archived)")
                     continue
@@ -59,13 +66,18 @@ async def _chat(args: argparse.Namespace) -> int:
             if not text.strip():
                 console.print("[yellow]empty message ignored[/]")
                 continue
+            printer = ReplyPrinter("[green]agent>[/] ")
             try:
-                state = await run_turn(agent, context, thread, text)
+                state = await run_turn(agent, context, thread, text, on_token=printer)
             except InvalidInputError as exc:
                 console.print(f"[red]error:[/] {escape(str(exc))} (message not sent)")
                 continue
-            console.print(f"[green]agent>[/] {escape(str(state['messages'][-1].content))}")
+            printer.close(str(state["messages"][-1].content))
             _print_events(state)
+        if memory.pending():
+            console.print("[dim]finishing memory work...[/]")
+        await memory.drain()
+        _print_memory_reports(memory)
     return 0
 
 
@@ -110,22 +122,24 @@ async def _send(args: argparse.Namespace) -> int:
     if args.message is not None:  # validated before any service starts
         text = session.check_turn(context, thread, _read_message(args.message))
     state = archive = None
-    async with session.open_agent() as (agent, services):
+    printer = None if args.json else ReplyPrinter("")
+    async with session.open_agent() as (agent, services, memory):
         if args.thread:
             await session.check_thread_owner(services, context, thread)
+        if not args.json:
+            console.print(f"[dim]thread {thread}[/]")
         if text is not None:
-            state = await session.run_turn(agent, context, thread, text)
+            state = await session.run_turn(agent, context, thread, text, on_token=printer)
+            if printer is not None:  # the reply is shown before memory work finishes
+                printer.close(str(state["messages"][-1].content))
         if args.end_session:
-            archive = await session.end_session(agent, context, thread)
+            archive = await session.end_session(agent, context, thread, memory)
+        await memory.drain()
     reply = state["messages"][-1] if state else None
     done = archive is None or session.archived(archive)
     if args.json:
         out = {"user_id": context.user_id, "thread_id": thread, "reply": reply and reply.text}
         print(json.dumps(out if archive is None else {**out, "archived": done}))
-    else:
-        console.print(f"[dim]thread {thread}[/]")
-        if reply is not None:
-            console.print(escape(str(reply.content)))
-        if archive is not None:
-            console.print(_archive_note(thread, archive))
+    elif archive is not None:
+        console.print(_archive_note(thread, archive))
     return 0 if done else 1

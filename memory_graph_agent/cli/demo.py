@@ -15,7 +15,7 @@ from rich.markup import escape
 
 from graph.context import Context
 from graph.prompts import system_prompt
-from memory_graph_agent.cli.console import console
+from memory_graph_agent.cli.console import ReplyPrinter, console
 from memory_graph_agent.cli.session import end_session, open_agent, run_turn
 from memory_graph_agent.local.embedded import (
     EmbeddedServiceError,
@@ -73,9 +73,9 @@ STORAGE_FAILURES = (
 )
 
 
-def _storage_failure(state: dict[str, Any]) -> str | None:
+def _storage_failure(events: list[dict[str, Any]]) -> str | None:
     """Why memory cannot be stored right now (a crash or a failed write), or None."""
-    for event in state.get("memory_events", []):
+    for event in events:
         if event["text"].startswith(STORAGE_FAILURES):
             return event["text"]
     return None
@@ -115,17 +115,20 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
         return 1
     script = INTRODUCTION + (SMALL_TALK * (turns // len(SMALL_TALK) + 1))[:turns]
     started = time.perf_counter()
-    async with open_agent() as (agent, services):
+    async with open_agent() as (agent, services, memory):
         for i, text in enumerate(script, 1):
-            state = await run_turn(agent, zhang, thread, text)
+            console.print(f"[bold]turn {i:>2}[/] you: {escape(text)}")
+            printer = ReplyPrinter("        agent: ", limit=100)
+            state = await run_turn(agent, zhang, thread, text, on_token=printer)
+            printer.close(str(state["messages"][-1].content))
             window = await services.window.window(zhang.user_id, thread)
             counts = await services.memories.count(zhang.user_id)
-            events = [
-                e["text"] for e in state.get("memory_events", []) if e["text"].startswith(SHOWN)
+            # this turn's events, then those of the background memory runs finished since
+            all_events = state.get("memory_events", []) + [
+                e for report in memory.reports() for e in report.get("memory_events", [])
             ]
+            events = [e["text"] for e in all_events if e["text"].startswith(SHOWN)]
             console.print(
-                f"[bold]turn {i:>2}[/] you: {escape(text)}\n"
-                f"        agent: {escape(str(state['messages'][-1].content)[:100])}\n"
                 f"        [cyan]memory:[/] window {len(window)}, "
                 f"pending {state.get('pending_count', 0)}, "
                 f"summaries {counts.get('summary', 0)}, "
@@ -134,18 +137,17 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
                 f"recalled {len(state.get('recalled', []))}"
                 + (f"\n        [cyan]events:[/] {escape('; '.join(events))}" if events else "")
             )
-            if problem := _storage_failure(state):
+            if problem := _storage_failure(all_events):
                 console.print(
                     f"[red]memory cannot be stored, stopping the demo:[/] {escape(problem)}"
                 )
                 return 1
-        state = await run_turn(agent, zhang, thread, CHANGE)
-        console.print(
-            f"[bold]turn {len(script) + 1:>2}[/] you: {escape(CHANGE)}\n"
-            f"        agent: {escape(str(state['messages'][-1].content)[:100])}"
-        )
+        console.print(f"[bold]turn {len(script) + 1:>2}[/] you: {escape(CHANGE)}")
+        printer = ReplyPrinter("        agent: ", limit=100)
+        state = await run_turn(agent, zhang, thread, CHANGE, on_token=printer)
+        printer.close(str(state["messages"][-1].content))
         console.rule("[bold]/new: the session ends, the whole thread is archived")
-        state = await end_session(agent, zhang, thread)
+        state = await end_session(agent, zhang, thread, memory)
         for event in state.get("memory_events", []):
             if event["node"] in ("summarize", "consolidate", "reflect", "trim_window"):
                 console.print(f"        [cyan]{escape(event['text'])}[/]")
@@ -160,7 +162,9 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
         console.print(f"the introduction now lives in {len(holders)} stored summary(ies): {cited}")
 
         console.rule("[bold]new thread, same user")
-        state = await run_turn(agent, zhang, f"demo-{run}-new", RECALL_QUESTION)
+        printer = ReplyPrinter("[bold]agent:[/] ")
+        state = await run_turn(agent, zhang, f"demo-{run}-new", RECALL_QUESTION, on_token=printer)
+        printer.close(str(state["messages"][-1].content))
         prompt = system_prompt(state)
         profile, memories = _block(prompt, "profile"), _block(prompt, "memories")
         console.print(f"[bold]profile in prompt:[/]\n{escape(profile)}")
@@ -180,7 +184,6 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
                 f"{escape(r.text[:300])}"
             )
         console.print(f"[bold]recalled memories in prompt:[/]\n{escape(memories[:900])}")
-        console.print(f"[bold]agent:[/] {escape(str(state['messages'][-1].content))}")
         knows = "zhang san" in (profile + memories).lower()
 
         console.rule("[bold]another user asks the same")

@@ -103,6 +103,7 @@ async def _memory_show(args: argparse.Namespace) -> int:
         memories = await services.memories.list(user, limit=args.limit)
         decisions = await services.decisions.list(user, limit=args.limit)
         threads = await services.window.threads(user)
+        cost = await services.costs.get(user)
         pending = {t: await services.queue.backlog(user, t) for t in threads}
         dead: dict[str, list[dict[str, Any]]] = {}
         for thread in threads:
@@ -119,6 +120,7 @@ async def _memory_show(args: argparse.Namespace) -> int:
             "decisions": [d.as_dict() for d in decisions],
             "pending": pending,
             "dead_letters": dead,
+            "memory_cost": cost,
         }
         print(json.dumps(out, indent=2, default=str))
         return 0
@@ -164,6 +166,7 @@ async def _memory_show(args: argparse.Namespace) -> int:
         )
     console.print(table)
     _print_decisions(decisions)
+    _print_cost(cost)
     console.print(f"threads: {threads or 'none'}  pending per thread: {pending}")
     for thread, entries in dead.items():
         for entry in entries:
@@ -173,6 +176,16 @@ async def _memory_show(args: argparse.Namespace) -> int:
                 f"(re-drive: memory-agent memory redrive --user {user})"
             )
     return 0
+
+
+def _print_cost(cost: dict[str, dict[str, int]]) -> None:
+    """Memory's own model calls and tokens for this user, by purpose."""
+    table = Table("purpose", "calls", "input tokens", "output tokens", title="memory's model cost")
+    for purpose, counts in sorted(cost.items()):
+        table.add_row(purpose, str(counts["calls"]), str(counts["input"]), str(counts["output"]))
+    total = {k: sum(c[k] for c in cost.values()) for k in ("calls", "input", "output")}
+    table.add_row("[bold]total[/]", *(f"[bold]{total[k]}[/]" for k in ("calls", "input", "output")))
+    console.print(table)
 
 
 def _print_decisions(decisions: list[Any]) -> None:

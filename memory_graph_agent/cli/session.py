@@ -1,17 +1,20 @@
 """Open the agent for the CLI (services, Postgres checkpointer, compiled graph) and run it.
 
 The checkpointer keys threads by ``thread_id`` only, so a CLI thread id belongs to one user.
+Replies stream token by token (``stream_mode="messages"``, the ``respond`` node only);
+memory forms after the reply, in this process (`graph.background.LocalScheduler`).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessageChunk, HumanMessage
 from langgraph.graph.state import CompiledStateGraph
 
+from graph.background import LocalScheduler
 from graph.builder import build_graph
 from graph.context import Context
 from memory_graph_agent.services import Services, open_checkpointer, services_session
@@ -25,14 +28,25 @@ from memory_graph_agent.validation import (
 
 RECURSION_LIMIT = 500
 """Graph steps a CLI run may take: draining a long backlog is two steps per batch."""
+REPLY_NODE = "respond"
+
+OnToken = Callable[[str], None]
 
 
 @asynccontextmanager
-async def open_agent() -> AsyncIterator[tuple[CompiledStateGraph, Services]]:
-    """Open the services; yield the memory agent (Postgres checkpointer) and them."""
+async def open_agent() -> AsyncIterator[tuple[CompiledStateGraph, Services, LocalScheduler]]:
+    """Open the services; yield the agent (Postgres checkpointer), them, its memory scheduler.
+
+    On exit, memory work still running is finished first.
+    """
     async with services_session() as services:
         async with open_checkpointer(services.database_url) as saver:
-            yield build_graph(services, checkpointer=saver), services
+            memory = LocalScheduler()
+            agent = memory.bind(build_graph(services, checkpointer=saver, scheduler=memory))
+            try:
+                yield agent, services, memory
+            finally:
+                await memory.drain()
 
 
 def check_turn(context: Context, thread_id: str, text: object) -> str:
@@ -41,12 +55,45 @@ def check_turn(context: Context, thread_id: str, text: object) -> str:
     return validate_user_text(text, max_chars=limits_of(context)[0])
 
 
+async def _stream(
+    agent: CompiledStateGraph,
+    context: Context,
+    config: dict[str, Any],
+    graph_input: dict[str, Any],
+    on_token: OnToken,
+) -> dict[str, Any]:
+    """Run the graph, passing the reply's tokens to ``on_token``; return the final state.
+
+    Only ``respond``'s model tokens are passed: memory's own calls are tagged ``nostream``
+    (never streamed) and run in other nodes.
+    """
+    state: dict[str, Any] = {}
+    modes = ["messages", "values"]
+    async for mode, payload in agent.astream(
+        graph_input, config, context=context, stream_mode=modes
+    ):
+        if mode == "values":
+            state = payload
+            continue
+        chunk, metadata = payload
+        if metadata.get("langgraph_node") == REPLY_NODE and isinstance(chunk, AIMessageChunk):
+            if text := chunk.text:
+                on_token(text)
+    return state
+
+
 async def _invoke(
-    agent: CompiledStateGraph, context: Context, thread_id: str, graph_input: dict[str, Any]
+    agent: CompiledStateGraph,
+    context: Context,
+    thread_id: str,
+    graph_input: dict[str, Any],
+    on_token: OnToken | None = None,
 ) -> dict[str, Any]:
     """Run the graph; a rejected input is removed from the checkpoint, so the next run is clean."""
     config = {"configurable": {"thread_id": thread_id}, "recursion_limit": RECURSION_LIMIT}
     try:
+        if on_token is not None:
+            return await _stream(agent, context, config, graph_input, on_token)
         return await agent.ainvoke(graph_input, config, context=context)
     except InvalidInputError as exc:
         if agent.checkpointer is not None:
@@ -55,22 +102,36 @@ async def _invoke(
 
 
 async def run_turn(
-    agent: CompiledStateGraph, context: Context, thread_id: str, text: str, **extra: Any
+    agent: CompiledStateGraph,
+    context: Context,
+    thread_id: str,
+    text: str,
+    on_token: OnToken | None = None,
+    **extra: Any,
 ) -> dict[str, Any]:
-    """Send one user message; return the final state of the turn."""
+    """Send one user message; return the final state of the turn.
+
+    With ``on_token``, the reply is streamed to it as the model produces it.
+    """
     message = HumanMessage(check_turn(context, thread_id, text), **extra)
-    return await _invoke(agent, context, thread_id, {"messages": [message]})
+    return await _invoke(agent, context, thread_id, {"messages": [message]}, on_token)
 
 
 async def end_session(
-    agent: CompiledStateGraph, context: Context, thread_id: str
+    agent: CompiledStateGraph,
+    context: Context,
+    thread_id: str,
+    memory: LocalScheduler | None = None,
 ) -> dict[str, Any]:
     """Archive the whole thread into long-term memory; return the final state.
 
-    The window and backlog are left empty unless a service was down: then the messages
-    wait, durably, and the returned ``memory_events`` say so.
+    The thread's background memory runs (of ``memory``) finish first. The window and
+    backlog are left empty unless a service was down: then the messages wait, durably,
+    and the returned ``memory_events`` say so.
     """
     check_id(thread_id, "thread_id")
+    if memory is not None:
+        await memory.wait(context.user_id, thread_id)
     return await _invoke(agent, context, thread_id, {"end_session": True})
 
 

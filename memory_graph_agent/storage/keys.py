@@ -1,7 +1,9 @@
 """The Redis key schema: every key name of the project is built here, nowhere else.
 
-``{prefix}:{kind}:{user}:{thread}`` for `THREAD_KINDS` (window, pending, seen, summary queue),
-``{prefix}:{kind}:{user}`` for `USER_KINDS` (profile, history, forget tombstones) and
+``{prefix}:{kind}:{user}:{thread}`` for `THREAD_KINDS` (window, pending, seen, summary queue,
+running thread summary),
+``{prefix}:{kind}:{user}`` for `USER_KINDS` (profile, history, forget tombstones, memory's
+model cost) and
 ``{prefix}:owner:{thread}``. Ids are validated, so the segments are unambiguous.
 """
 
@@ -12,9 +14,9 @@ import os
 from memory_graph_agent.ids import validate_id
 
 THREAD_KINDS = (
-    "window", "pending", "seen", "processing", "lease", "attempts", "retry_at", "dead"
+    "window", "pending", "seen", "processing", "lease", "attempts", "retry_at", "dead", "digest"
 )  # fmt: skip
-USER_KINDS = ("profile", "profile_history", "profile_forgotten")
+USER_KINDS = ("profile", "profile_history", "profile_forgotten", "llm_cost")
 
 
 def default_prefix() -> str:

@@ -242,3 +242,14 @@ class WindowStore:
             async for key in self.redis.scan_iter(match=pattern):
                 found.add((key.decode() if isinstance(key, bytes) else key).rsplit(":", 1)[1])
         return sorted(found)
+
+    @redis_op("thread_summary")
+    async def thread_summary(self, user_id: str, thread_id: str) -> str:
+        """The running summary of the thread's evicted messages (``""`` before the first)."""
+        raw = await self.redis.get(self._key("digest", user_id, thread_id))
+        return raw.decode() if isinstance(raw, bytes) else (raw or "")
+
+    @redis_op("set_thread_summary")
+    async def set_thread_summary(self, user_id: str, thread_id: str, text: str) -> None:
+        """Replace the running summary (written by consolidate, read by the next turn)."""
+        await self.redis.set(self._key("digest", user_id, thread_id), text)

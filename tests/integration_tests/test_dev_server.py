@@ -141,20 +141,47 @@ async def test_two_turns_through_the_server_reach_redis_and_pgvector(
 
     thread = await client.threads.create()
     thread_id = thread["thread_id"]
-    outputs = []
-    for text in ["I keep bees in my garden.", "What is two plus two?"]:
-        out = await client.runs.wait(
-            thread_id,
-            GRAPH_ID,
-            input={"messages": [{"role": "human", "content": text}]},
-            context=context,
-        )
-        assert isinstance(out, dict) and "__error__" not in out, out
-        assert _ai_reply(out).strip(), "the model produced an empty reply"
-        outputs.append(out)
+    out = await client.runs.wait(
+        thread_id,
+        GRAPH_ID,
+        input={"messages": [{"role": "human", "content": "I keep bees in my garden."}]},
+        context=context,
+    )
+    assert isinstance(out, dict) and "__error__" not in out, out
+    assert _ai_reply(out).strip(), "the model produced an empty reply"
+    first_turn_ids = [m["id"] for m in out["messages"][:2]]
 
-    # turn 2 pushed the window over 2 messages: turn 1 left it, was summarized
-    events = outputs[-1].get("memory_events") or []
+    # turn 2 streams its reply token by token (only respond's tokens) and pushes the window
+    # over 2 messages: turn 1 leaves it and a background memory run summarizes it
+    tokens, nodes, final = [], set(), {}
+    async for part in client.runs.stream(
+        thread_id,
+        GRAPH_ID,
+        input={"messages": [{"role": "human", "content": "What is two plus two?"}]},
+        context=context,
+        stream_mode=["messages-tuple", "values"],
+    ):
+        if part.event == "messages":
+            chunk, meta = part.data
+            nodes.add(meta["langgraph_node"])
+            tokens.append(chunk["content"] if isinstance(chunk["content"], str) else "")
+        elif part.event == "values":
+            final = part.data
+    assert nodes == {"respond"} and len(tokens) > 1, (nodes, tokens)
+    assert "".join(tokens).strip() == _ai_reply(final).strip()
+    events = final.get("memory_events") or []
+    trim = [e for e in events if e["node"] == "trim_window"]
+    assert any(e["kind"] == "scheduled" for e in trim), trim
+    assert not any(e["node"] == "summarize" for e in events), "memory ran in the turn's run"
+
+    # the memory run: the same graph, on the thread's memory thread, enqueued by the server
+    memory_threads = await client.threads.search(metadata={"memory_of": thread_id})
+    assert len(memory_threads) == 1, memory_threads
+    memory_thread = memory_threads[0]["thread_id"]
+    runs = await client.runs.list(memory_thread)
+    assert runs, "no memory run was created"
+    memory_out = await client.runs.join(memory_thread, runs[-1]["run_id"])
+    events = memory_out.get("memory_events") or []
     assert any(e["node"] == "summarize" for e in events), events
     assert any(e["node"] == "consolidate" and e["kind"] == "stored" for e in events), events
 
@@ -184,7 +211,6 @@ async def test_two_turns_through_the_server_reach_redis_and_pgvector(
     assert len(rows) >= 1, "no summary stored in pgvector"
     content, source_ids, stored_thread = rows[0]
     assert content.strip() and stored_thread == thread_id
-    first_turn_ids = [m["id"] for m in outputs[0]["messages"][:2]]
     assert source_ids == first_turn_ids, (source_ids, first_turn_ids)
 
 

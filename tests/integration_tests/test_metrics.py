@@ -8,6 +8,8 @@ failures come from a real refused connection, not a mock.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import socket
 import urllib.request
 import uuid
@@ -215,6 +217,39 @@ async def test_memory_model_calls_and_tokens_are_counted_by_purpose(agent, make_
     assert scraped[("agent_memory_llm_calls_total", (("purpose", "summarize"),))] == value(
         "agent_memory_llm_calls_total", purpose="summarize"
     )
+
+
+async def test_memory_cost_is_reported_per_turn_and_kept_per_user(
+    agent, make_context, services, fake_model, capsys
+):
+    model = ScriptedChatModel()
+    ctx = make_context(window_size=2, summary_batch=2, model_obj=model)
+    other = make_context(user_id=f"u-{uuid.uuid4().hex[:10]}", window_size=2, summary_batch=2)
+    thread, other_thread, per_turn = _thread(), _thread(), []
+    for text in ["I live in Lisbon.", "I have two cats.", "I play the cello.", "I like tea."]:
+        state = await say(agent, ctx, thread, text)
+        per_turn.append(state.get("memory_cost") or {})
+        await say(agent, other, other_thread, text)
+    memory_calls = len([p for p in model.prompts if p and p[0].type != "system"])
+    # each turn reports only its own memory calls; together they are all of them
+    assert (
+        per_turn[0] == {}
+        and sum(c["calls"] for turn in per_turn for c in turn.values()) == memory_calls > 0
+    )
+    assert all(c["input"] > 0 for turn in per_turn for c in turn.values())
+    # the user's running totals are the sum of the turns, apart from other users'
+    totals: dict = {}
+    for turn in per_turn:
+        for purpose, counts in turn.items():
+            into = totals.setdefault(purpose, {"calls": 0, "input": 0, "output": 0})
+            for k, v in counts.items():
+                into[k] += v
+    assert await services.costs.get(ctx.user_id) == totals
+    other_calls = len([p for p in fake_model.prompts if p and p[0].type != "system"])
+    other_cost = await services.costs.get(other.user_id)
+    assert sum(c["calls"] for c in other_cost.values()) == other_calls > 0
+    code = await asyncio.to_thread(main, ["memory", "show", "--user", ctx.user_id, "--json"])
+    assert code == 0 and json.loads(capsys.readouterr().out)["memory_cost"] == totals
 
 
 def _closed_port() -> int:

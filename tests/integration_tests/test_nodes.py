@@ -19,7 +19,8 @@ from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.outages import guard
 from memory_graph_agent.storage.profile import Fact
 from memory_graph_agent.storage.window import StoredMessage
-from nodes.consolidate import consolidate, merge_thread_summary
+from memory_graph_agent.summaries import merge_thread_summary
+from nodes.consolidate import consolidate
 from nodes.load_profile import load_profile
 from nodes.recall import recall
 from nodes.reflect import reflect

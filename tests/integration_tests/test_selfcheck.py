@@ -125,13 +125,13 @@ def test_a_storage_failure_event_stops_the_demo() -> None:
     from memory_graph_agent.cli.demo import _storage_failure
 
     pushed = event("trim_window", "pushed", "window: +2 messages")
-    assert _storage_failure({"memory_events": [pushed]}) is None
+    assert _storage_failure([pushed]) is None
     crash = "notice: PostgreSQL crashed: a server process was terminated by signal 4"
     notice = event("trim_window", "notice", crash)
-    assert _storage_failure({"memory_events": [pushed, notice]}) == crash
+    assert _storage_failure([pushed, notice]) == crash
     failed = "consolidate: storage failed, batch retried later"
     failure = event("consolidate", "storage_failed", failed)
-    assert _storage_failure({"memory_events": [failure]}) == failed
+    assert _storage_failure([failure]) == failed
 
 
 def test_a_crashed_backend_becomes_one_memory_event(private_home: Path) -> None:

@@ -1,0 +1,235 @@
+"""Time to first token, to the reply and to the next turn, with a model of realistic speed.
+
+    python -m bench.latency [--turns 120] [--first-token 0.3] [--tokens-per-s 40]
+                            [--cost-conversations 2] [--out bench/out]
+
+One conversation of ``--turns`` LoCoMo turns (conversation 1 of the dev set, said by
+its speakers as the user), through three agents on the same Redis, Postgres and
+checkpointer, each with a fresh `bench.fake_model.PacedChatModel` (every call, reply and
+memory alike, waits ``--first-token`` and then streams ``--tokens-per-s``):
+
+- ``respond_only``: the project's ``respond`` node alone (no memory);
+- ``inline``: the memory graph, memory formed inside each turn's run;
+- ``background``: the memory graph as shipped (`graph.background.LocalScheduler`).
+
+Each turn streams (``stream_mode=["messages", "updates"]``). Per turn: time to the first
+reply token (TTFT), to the whole reply, to the end of the turn's run, and how long the
+*next* turn waits (the user sends it as soon as the reply is complete; the thread takes it
+when the run has ended). Turns are split into those that formed memory (inline: ran
+summarize; background: handed work to a memory run) and the others. "Memory adds to TTFT"
+is each turn's TTFT minus its query embedding minus the respond-only TTFT of the same
+turn. Then the background runs are drained and every message is checked to be in exactly
+one summary (`bench.verify`).
+
+Memory's own model cost: ``--cost-conversations`` whole LoCoMo conversations replayed
+through the background graph with the instant fake model; calls and tokens per turn by
+purpose, from the per-user totals (`memory_graph_agent.storage.costs`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+
+from bench.env import EMBEDDING, isolated_services, machine_info
+from bench.fake_model import register_instant_model, register_paced_model
+from bench.latency_report import plot_latency, print_latency
+from bench.locomo import DEFAULT_DATA
+from bench.locomo_data import load_locomo
+from bench.stats import ms_stats, quiet_logs, write_json
+from bench.timed_graph import build_baseline_graph
+from bench.timing import CURRENT_TURN, TurnRecord, instrument
+from bench.verify import verify_conversation
+from graph.background import LocalScheduler
+from graph.builder import build_graph
+from graph.context import Context
+from memory_graph_agent.services import open_checkpointer, services_session
+
+LOCOMO = Path(DEFAULT_DATA)
+MODES = ("respond_only", "inline", "background")
+
+
+def _texts(path: Path, conversations: int) -> list[list[str]]:
+    convs, _ = load_locomo(path, limit=conversations)
+    return [[f"{t.speaker}: {t.text}" for t in c.turns] for c in convs]
+
+
+async def _turn(graph: Any, ctx: Context, thread: str, text: str) -> dict[str, Any]:
+    """One streamed turn: its timings (seconds from sending) and what memory did."""
+    record = TurnRecord()
+    CURRENT_TURN.set(record)
+    config = {"configurable": {"thread_id": thread}, "recursion_limit": 500}
+    sent = time.perf_counter()
+    first = reply = None
+    nodes: list[str] = []
+    scheduled = False
+    async for kind, payload in graph.astream(
+        {"messages": [HumanMessage(text)]},
+        config,
+        context=ctx,
+        stream_mode=["messages", "updates"],
+    ):
+        now = time.perf_counter() - sent
+        if kind == "messages":
+            chunk, meta = payload
+            if first is None and meta["langgraph_node"] == "respond" and chunk.text:
+                first = now
+            continue
+        for node, update in payload.items():
+            nodes.append(node)
+            reply = now if node == "respond" else reply
+            scheduled = scheduled or bool((update or {}).get("memory_scheduled"))
+    end = time.perf_counter() - sent
+    embed = record.parts.get("embed_query", [0.0])[0]  # recall's, before the reply
+    memory = "summarize" in nodes or scheduled
+    return {"ttft": first, "reply": reply, "end": end, "embed": embed, "memory": memory}
+
+
+def _summary(turns: list[dict[str, Any]], baseline: list[dict[str, Any]] | None) -> dict:
+    out: dict[str, Any] = {"turns": len(turns)}
+    for name, subset in (
+        ("all", turns),
+        ("memory_turns", [t for t in turns if t["memory"]]),
+        ("other_turns", [t for t in turns if not t["memory"]]),
+    ):
+        out[name] = {
+            "n": len(subset),
+            "ttft": ms_stats([t["ttft"] for t in subset]),
+            "time_to_reply": ms_stats([t["reply"] for t in subset]),
+            "run_end": ms_stats([t["end"] for t in subset]),
+            "next_turn_waits": ms_stats([t["end"] - t["reply"] for t in subset]),
+        }
+    out["query_embedding"] = ms_stats([t["embed"] for t in turns if t["embed"]])
+    if baseline is not None:
+        added = [t["ttft"] - t["embed"] - b["ttft"] for t, b in zip(turns, baseline, strict=True)]
+        out["memory_adds_to_ttft_excluding_embedding"] = ms_stats(added)
+    return out
+
+
+async def _conversation(graph: Any, ctx: Context, texts: list[str]) -> list[dict[str, Any]]:
+    thread = f"lat-{uuid.uuid4().hex[:8]}"
+    turns = [await _turn(graph, ctx, thread, text) for text in texts]
+    return [{**t, "thread": thread} for t in turns]
+
+
+async def run_latency(
+    turns: int,
+    out: Path,
+    first_token: float,
+    tokens_per_s: float,
+    cost_conversations: int,
+    locomo: Path = LOCOMO,
+) -> dict[str, Any]:
+    """Run the three agents and the cost replay; write latency.json and latency.png."""
+    (texts,) = _texts(locomo, 1)
+    texts = (texts * (turns // len(texts) + 1))[:turns]
+    speed = {"first_token_s": first_token, "tokens_per_s": tokens_per_s}
+    results: dict[str, Any] = {}
+    async with isolated_services(tag="latency") as env:
+        info = await machine_info(env.database_url)
+        async with (
+            services_session(EMBEDDING) as services,
+            open_checkpointer(services.database_url) as saver,
+        ):
+            memory = LocalScheduler()
+            graphs = {
+                "respond_only": build_baseline_graph(saver),
+                "inline": build_graph(services, saver),
+                "background": memory.bind(build_graph(services, saver, scheduler=memory)),
+            }
+            with instrument(services):
+                raw: dict[str, list[dict[str, Any]]] = {}
+                for mode in MODES:
+                    spec, _ = register_paced_model(**speed)
+                    user = f"lat-{mode.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
+                    memory_mode = "inline" if mode == "inline" else "background"
+                    ctx = Context(user_id=user, model=spec, memory_mode=memory_mode)
+                    print(f"[latency] {mode}: {turns} turns", flush=True)
+                    raw[mode] = await _conversation(graphs[mode], ctx, texts)
+                    started = time.perf_counter()
+                    await memory.drain()
+                    lag = time.perf_counter() - started
+                    results[mode] = _summary(raw[mode], raw.get("respond_only"))
+                    results[mode]["drain_after_last_turn_s"] = round(lag, 3)
+                    results[mode]["memory_run_failures"] = memory.failures
+                    if mode != "respond_only":
+                        thread = raw[mode][0]["thread"]
+                        check = await verify_conversation(services, user, thread)
+                        check["ok"] = not (check["lost"] or check["duplicated"] or check["foreign"])
+                        results[mode]["verification"] = check
+                        results[mode]["memory_cost"] = await services.costs.get(user)
+            results["memory_cost_per_turn"] = await _cost_replay(
+                services, saver, locomo, cost_conversations
+            )
+    data = {
+        "benchmark": "latency",
+        "machine": info,
+        "config": {"turns": turns, **speed, "reply_tokens": 40, "embedding_model": EMBEDDING},
+        "modes": {m: results[m] for m in MODES},
+        "memory_cost_per_turn": results["memory_cost_per_turn"],
+    }
+    write_json(out / "latency.json", data)
+    plot_latency(data, out / "latency.png")
+    print_latency(data)
+    return data
+
+
+async def _cost_replay(services: Any, saver: Any, locomo: Path, conversations: int) -> dict:
+    """Replay whole LoCoMo conversations (instant model); memory's cost per turn."""
+    if conversations <= 0:
+        return {}
+    memory = LocalScheduler()
+    graph = memory.bind(build_graph(services, saver, scheduler=memory))
+    per_conversation = []
+    for texts in _texts(locomo, conversations):
+        spec, _ = register_instant_model()
+        ctx = Context(user_id=f"cost-{uuid.uuid4().hex[:8]}", model=spec)
+        thread = f"cost-{uuid.uuid4().hex[:8]}"
+        config = {"configurable": {"thread_id": thread}, "recursion_limit": 500}
+        for text in texts:
+            await graph.ainvoke({"messages": [HumanMessage(text)]}, config, context=ctx)
+        await memory.drain()
+        cost = await services.costs.get(ctx.user_id)
+        per_conversation.append(
+            {
+                "turns": len(texts),
+                "calls_per_turn": sum(c["calls"] for c in cost.values()) / len(texts),
+                "input_tokens_per_turn": sum(c["input"] for c in cost.values()) / len(texts),
+                "output_tokens_per_turn": sum(c["output"] for c in cost.values()) / len(texts),
+                "by_purpose": cost,
+            }
+        )
+        print(f"[latency] cost replay: {per_conversation[-1]}", flush=True)
+    return {"conversations": per_conversation, "model": "InstantChatModel (scripted)"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse flags and run."""
+    p = argparse.ArgumentParser(
+        prog="python -m bench.latency",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--turns", type=int, default=120, help="turns per agent (>= 100)")
+    p.add_argument("--first-token", type=float, default=0.3, help="seconds to the first token")
+    p.add_argument("--tokens-per-s", type=float, default=40.0, help="streaming speed")
+    p.add_argument("--cost-conversations", type=int, default=2, help="LoCoMo replays for cost")
+    p.add_argument("--locomo", type=Path, default=LOCOMO)
+    p.add_argument("--out", type=Path, default=Path("bench/out"))
+    a = p.parse_args(argv)
+    quiet_logs()
+    data = asyncio.run(
+        run_latency(a.turns, a.out, a.first_token, a.tokens_per_s, a.cost_conversations, a.locomo)
+    )
+    ok = all(data["modes"][m]["verification"]["ok"] for m in ("inline", "background"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

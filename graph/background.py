@@ -1,0 +1,148 @@
+"""Memory after the reply: schedulers of the memory runs of ``memory_mode="background"``.
+
+A turn's run ends after trim_window (the evicted messages are already in the thread's
+durable pending list); its scheduler then starts a *memory run* of the same graph on the
+thread's memory thread (`memory_thread_id`), with ``context.memory_of`` naming the
+conversation thread: START → trim_window → summarize → consolidate → reflect. Memory runs
+of one thread run one at a time, on a thread of their own, so the next turn never waits for them. A
+memory run that dies loses nothing: its batch stays leased in Redis and a later run
+claims it (exactly once, by the queue's leases and deterministic summary ids).
+
+- `LocalScheduler`: asyncio tasks in this process (CLI, notebooks, benchmarks).
+- `ServerScheduler`: a background run on the LangGraph server, enqueued on the memory
+  thread (``multitask_strategy="enqueue"``), the way langchain-ai/memory-template
+  schedules its memory graph.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import asdict, replace
+from typing import Any
+
+from langgraph.constants import TAG_NOSTREAM
+
+from graph.context import Context, MemoryScheduler
+
+log = logging.getLogger(__name__)
+
+MEMORY_RUN_TAGS = [TAG_NOSTREAM, "memory_run"]
+RECURSION_LIMIT = 500
+"""Steps a memory run may take: draining a long backlog is two steps per batch."""
+_NAMESPACE = uuid.UUID("6f1c3f0e-4a57-4d2b-9a43-3e0c7b2f5d10")
+
+
+def memory_thread_id(user_id: str, thread_id: str) -> str:
+    """The thread of ``thread_id``'s memory runs: a UUID (server thread ids are UUIDs)."""
+    return str(uuid.uuid5(_NAMESPACE, f"{user_id}\n{thread_id}"))
+
+
+def memory_run(context: Context, thread_id: str) -> tuple[dict[str, Any], Context]:
+    """Config and context of a memory run of ``thread_id``: its own thread, ``memory_of`` set."""
+    config = {
+        "configurable": {"thread_id": memory_thread_id(context.user_id, thread_id)},
+        "recursion_limit": RECURSION_LIMIT,
+        "tags": MEMORY_RUN_TAGS,
+        "run_name": "memory_run",
+    }
+    return config, replace(context, memory_of=thread_id)
+
+
+__all__ = ["LocalScheduler", "MemoryScheduler", "ServerScheduler", "memory_run", "memory_thread_id"]
+
+
+class LocalScheduler:
+    """In-process memory runs: one asyncio task chain per thread, coalesced.
+
+    `bind` it to the compiled graph. While a memory run of a thread is running, one more
+    may wait behind it; further requests join the waiting one (it drains every full batch).
+    `drain` waits for all of them (call it before the process exits); `reports` hands out
+    the final states of finished runs, for a "what memory did" report after the reply.
+    """
+
+    def __init__(self) -> None:
+        self.graph: Any = None
+        self._tails: dict[str, asyncio.Task] = {}
+        self._waiting: dict[str, bool] = {}
+        self._reports: list[dict[str, Any]] = []
+        self.failures = 0
+
+    def bind(self, graph: Any) -> Any:
+        """Run memory on ``graph`` (the compiled graph this scheduler was built into)."""
+        self.graph = graph
+        return graph
+
+    async def __call__(self, context: Context, thread_id: str, compress: bool) -> None:
+        """Start (or join) the memory run of ``thread_id``; return at once."""
+        if self.graph is None:
+            raise RuntimeError("LocalScheduler is not bound to a graph")
+        key = memory_thread_id(context.user_id, thread_id)
+        if key in self._waiting:  # a run is already waiting to start: it takes this work
+            self._waiting[key] = self._waiting[key] or compress
+            return
+        self._waiting[key] = compress
+        previous = self._tails.get(key)
+        self._tails[key] = asyncio.create_task(self._run(previous, context, thread_id, key))
+
+    async def _run(
+        self, previous: asyncio.Task | None, context: Context, thread_id: str, key: str
+    ) -> None:
+        if previous is not None:
+            await asyncio.wait([previous])
+        compress = self._waiting.pop(key)
+        config, context = memory_run(context, thread_id)
+        try:
+            state = await self.graph.ainvoke({"compress": compress}, config, context=context)
+        except Exception:  # the batch stays leased in Redis; a later run claims it
+            self.failures += 1
+            log.exception("memory run of thread %s failed; its messages wait", thread_id)
+            return
+        self._reports.append({"thread_id": thread_id, **state})
+
+    def pending(self, user_id: str | None = None, thread_id: str | None = None) -> bool:
+        """Whether memory work of a thread (or any) is still running or waiting."""
+        if user_id is not None and thread_id is not None:
+            task = self._tails.get(memory_thread_id(user_id, thread_id))
+            return task is not None and not task.done()
+        return any(not task.done() for task in self._tails.values())
+
+    async def wait(self, user_id: str, thread_id: str) -> None:
+        """Wait for the memory runs of one thread (e.g. before archiving it)."""
+        task = self._tails.get(memory_thread_id(user_id, thread_id))
+        if task is not None:
+            await asyncio.wait([task])
+
+    async def drain(self) -> None:
+        """Wait until no memory run is running or waiting."""
+        while tasks := [t for t in self._tails.values() if not t.done()]:
+            await asyncio.wait(tasks)
+
+    def reports(self) -> list[dict[str, Any]]:
+        """Final states of the memory runs finished since the last call."""
+        reports, self._reports = self._reports, []
+        return reports
+
+
+class ServerScheduler:
+    """A background run on the LangGraph server, enqueued on the thread's memory thread."""
+
+    def __init__(self, assistant_id: str) -> None:
+        self.assistant_id = assistant_id
+
+    async def __call__(self, context: Context, thread_id: str, compress: bool) -> None:
+        """Create the run (and the memory thread if needed); return without waiting."""
+        from langgraph_sdk import get_client
+
+        config, context = memory_run(context, thread_id)
+        await get_client().runs.create(
+            config["configurable"]["thread_id"],
+            self.assistant_id,
+            input={"compress": compress},
+            context=asdict(context),
+            config={"tags": MEMORY_RUN_TAGS, "recursion_limit": RECURSION_LIMIT},
+            metadata={"user_id": context.user_id, "memory_of": thread_id},
+            multitask_strategy="enqueue",
+            if_not_exists="create",
+        )

@@ -1,0 +1,178 @@
+"""Reply first, remember after: streamed replies, background memory runs, exactly once.
+
+Memory work is held back by a gate on the fake model's memory calls, so each test can
+look at the conversation *while* memory is still running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage
+
+from graph.background import LocalScheduler, memory_thread_id
+from graph.builder import build_graph
+from memory_graph_agent.cli.session import end_session, run_turn
+from tests.conftest import kinds
+from tests.fakes import ScriptedChatModel, block, purpose_of
+from tests.integration_tests.memory_child import LEASE_SECONDS
+from tests.integration_tests.test_durability import _assert_exactly_once
+
+SECRET = "SECRET-MEMORY-TOKENS"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class GatedChatModel(ScriptedChatModel):
+    """The scripted fake; its memory calls (any purpose but the reply) wait for ``gate``."""
+
+    gate: Any = None
+    started: Any = None
+
+    async def _wait(self, run_manager: Any) -> None:
+        if purpose_of(run_manager.tags if run_manager else None) != "reply":
+            self.started.set()
+            await self.gate.wait()
+
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):  # noqa: ANN001, ANN201
+        await self._wait(run_manager)
+        return await super()._agenerate(messages, stop, run_manager, **kwargs)
+
+    async def _astream(self, messages, stop=None, run_manager=None, **kwargs):  # noqa: ANN001, ANN201
+        await self._wait(run_manager)
+        async for chunk in super()._astream(messages, stop, run_manager, **kwargs):
+            yield chunk
+
+
+@pytest.fixture
+def gated() -> GatedChatModel:
+    return GatedChatModel(
+        gate=asyncio.Event(),
+        started=asyncio.Event(),
+        handlers={"summarize": lambda _: f"{SECRET}: the user chatted about numbers."},
+    )
+
+
+@pytest.fixture
+def background(services, checkpointer) -> tuple[Any, LocalScheduler]:
+    memory = LocalScheduler()
+    return memory.bind(build_graph(services, checkpointer, scheduler=memory)), memory
+
+
+def _thread() -> str:
+    return f"t-{uuid.uuid4().hex[:8]}"
+
+
+async def test_the_reply_streams_and_the_next_turn_runs_while_memory_works(
+    background, gated, make_context, services
+):
+    agent, memory = background
+    ctx = make_context(model_obj=gated, window_size=2, summary_batch=2)
+    thread = _thread()
+    tokens: list[str] = []
+    state: dict = {}
+    for i in range(3):  # turn 2 moves a batch of 2 out of the window: memory is scheduled
+        state = await run_turn(agent, ctx, thread, f"number {i}", on_token=tokens.append)
+        if state.get("memory_scheduled"):
+            break
+    assert state["memory_scheduled"] and ("trim_window", "scheduled") in kinds(state)
+    await asyncio.wait_for(gated.started.wait(), 10)  # the memory run is in its model call
+    # the reply streamed, token by token, and the turn's run ended, memory still working
+    assert "".join(tokens).endswith(state["messages"][-1].text)
+    assert memory.pending(ctx.user_id, thread)
+    assert await services.memories.count(ctx.user_id) == {}
+    # the next turn does not wait for it
+    tokens.clear()
+    nxt = await asyncio.wait_for(run_turn(agent, ctx, thread, "and now?", tokens.append), 10)
+    assert "".join(tokens) == nxt["messages"][-1].text and memory.pending(ctx.user_id, thread)
+    assert SECRET not in "".join(tokens)
+    gated.gate.set()
+    await memory.drain()
+    assert (await services.memories.count(ctx.user_id)).get("summary", 0) >= 1
+    assert memory.failures == 0
+    # the thread summary a memory run wrote reaches the thread's next prompt
+    await run_turn(agent, ctx, thread, "what did we talk about?")
+    assert "number 0" in block(gated.system_prompts()[-1], "summary")
+    await end_session(agent, ctx, thread, memory)
+    await _assert_exactly_once(services, ctx.user_id, thread)
+
+
+@pytest.mark.parametrize("mode", ["inline", "background"])
+async def test_memory_tokens_never_reach_the_users_stream(background, make_context, services, mode):
+    agent, memory = background
+    model = ScriptedChatModel(handlers={"summarize": lambda _: f"{SECRET} summary"})
+    ctx = make_context(model_obj=model, window_size=2, summary_batch=2, memory_mode=mode)
+    thread = _thread()
+    streamed: list[tuple[str, str]] = []
+    for i in range(6):
+        config = {"configurable": {"thread_id": thread}}
+        async for chunk, meta in agent.astream(
+            {"messages": [HumanMessage(f"number {i}")]}, config, context=ctx, stream_mode="messages"
+        ):
+            streamed.append((meta["langgraph_node"], chunk.text))
+        await memory.drain()
+    assert "summarize" in model.purposes  # memory did call the model ...
+    assert (await services.memories.count(ctx.user_id)).get("summary", 0) >= 1
+    # ... yet only the reply's tokens were streamed
+    assert {node for node, _ in streamed} == {"respond"}
+    assert not any(SECRET in text for _, text in streamed)
+
+
+async def test_a_memory_run_runs_on_its_own_thread_and_names_the_conversation(
+    background, make_context, services, checkpointer
+):
+    agent, memory = background
+    ctx = make_context(window_size=2, summary_batch=2)
+    thread = _thread()
+    for i in range(4):
+        await run_turn(agent, ctx, thread, f"number {i}")
+    await memory.drain()
+    memory_thread = memory_thread_id(ctx.user_id, thread)
+    saved = await agent.aget_state({"configurable": {"thread_id": memory_thread}})
+    assert saved.values.get("summaries_since_reflection", 0) >= 1
+    assert not saved.values.get("messages")  # no conversation copied into the memory thread
+    # each memory run reports only itself: the memory thread's state does not grow
+    starts = [e for e in saved.values["memory_events"] if e["kind"] == "pushed"]
+    assert len(starts) == 1 and saved.values["memory_events"][0]["node"] == "trim_window"
+    stored = await services.memories.list(ctx.user_id, kind="summary")
+    assert stored and {m.thread_id for m in stored} == {thread}
+
+
+async def test_exactly_once_when_the_process_dies_during_background_memory(
+    background, make_context, services, user_id
+):
+    thread = _thread()
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.integration_tests.memory_child",
+        user_id,
+        thread,
+        cwd=REPO_ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        line = await asyncio.wait_for(child.stdout.readline(), 180)
+        assert line.strip() == b"MEMORY-RUNNING", line
+        assert await services.queue.processing(user_id, thread)  # a batch is claimed ...
+    finally:
+        child.kill()  # ... when the process dies, SIGKILL: no cleanup runs
+        await child.wait()
+    await asyncio.sleep(LEASE_SECONDS + 0.5)  # the dead worker's lease expires
+    agent, memory = background
+    ctx = make_context(window_size=2, summary_batch=2)
+    for i in range(3):
+        await run_turn(agent, ctx, thread, f"number {i} after the crash")
+    await memory.drain()
+    await end_session(agent, ctx, thread, memory)
+    await _assert_exactly_once(services, user_id, thread)
+    summarized = {
+        sid for m in await services.memories.list(user_id, kind="summary") for sid in m.source_ids
+    }
+    logged = await services.episodes.history(user_id, thread)
+    assert {m.id for m in logged if "killed process" in m.content} <= summarized

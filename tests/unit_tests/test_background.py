@@ -1,0 +1,86 @@
+"""The in-process memory scheduler and the stream tag, without a server."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from langgraph.constants import TAG_NOSTREAM
+
+from graph.background import LocalScheduler, memory_run, memory_thread_id
+from graph.context import Context
+from memory_graph_agent.llm import NOSTREAM_TAG, tagged
+
+
+class SlowGraph:
+    """Records each memory run; every run waits for ``release``."""
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[dict, dict]] = []
+        self.release = asyncio.Event()
+        self.fail = False
+
+    async def ainvoke(self, graph_input: dict, config: dict, context: Any) -> dict:
+        self.runs.append((graph_input, context.memory_of))
+        await self.release.wait()
+        if self.fail:
+            raise RuntimeError("model down")
+        return {"memory_events": [{"text": f"run {len(self.runs)}"}]}
+
+
+def test_memory_calls_carry_langgraphs_nostream_tag():
+    assert NOSTREAM_TAG == TAG_NOSTREAM
+    assert TAG_NOSTREAM in tagged("summarize")["tags"]
+
+
+def test_memory_runs_get_their_own_thread_per_user_and_conversation():
+    config, context = memory_run(Context(user_id="alice", model="local:smollm2"), "t1")
+    assert config["configurable"] == {"thread_id": memory_thread_id("alice", "t1")}
+    assert context.memory_of == "t1" and context.user_id == "alice"
+    assert TAG_NOSTREAM in config["tags"]
+    ids = {memory_thread_id(u, t) for u in ("alice", "bob") for t in ("t1", "t2")}
+    assert len(ids) == 4
+
+
+async def test_one_run_per_thread_at_a_time_and_requests_coalesce():
+    graph = SlowGraph()
+    memory = LocalScheduler()
+    memory.bind(graph)
+    ctx = Context(user_id="alice", model="local:smollm2")
+    await memory(ctx, "t1", False)
+    await asyncio.sleep(0)
+    for compress in (False, True, False):  # while run 1 works: one waiting run takes them all
+        await memory(ctx, "t1", compress)
+    await memory(ctx, "t2", False)  # another thread runs at once
+    await asyncio.sleep(0.01)
+    assert [thread for _, thread in graph.runs] == ["t1", "t2"]
+    assert memory.pending("alice", "t1") and memory.pending()
+    graph.release.set()
+    await memory.drain()
+    assert graph.runs == [
+        ({"compress": False}, "t1"),
+        ({"compress": False}, "t2"),
+        ({"compress": True}, "t1"),  # the waiting run drains, as one of the requests asked
+    ]
+    assert not memory.pending() and len(memory.reports()) == 3 and memory.reports() == []
+
+
+async def test_a_failed_memory_run_is_counted_and_does_not_stop_the_next():
+    graph = SlowGraph()
+    graph.fail = True
+    graph.release.set()
+    memory = LocalScheduler()
+    memory.bind(graph)
+    ctx = Context(user_id="alice", model="local:smollm2")
+    await memory(ctx, "t1", False)
+    await memory.drain()
+    graph.fail = False
+    await memory(ctx, "t1", False)
+    await memory.drain()
+    assert memory.failures == 1 and len(memory.reports()) == 1
+
+
+async def test_an_unbound_scheduler_refuses():
+    with pytest.raises(RuntimeError, match="not bound"):
+        await LocalScheduler()(Context(user_id="alice", model="local:smollm2"), "t1", False)
