@@ -1,7 +1,8 @@
 """Token budgets of a turn: prompt size, the reply's window, the summarizer's batch.
 
-Tokens are counted with ``count_tokens_approximately`` (tiktoken needs a download); old
-turns are cut with ``trim_messages(strategy="last", start_on="human")``.
+Tokens are counted by `memory_graph_agent.tokens` (pluggable; no download); old turns are
+cut with ``trim_messages(strategy="last", start_on="human")``. Budgets are sized from the
+smaller of ``context_window_tokens`` and the context the chat model declares.
 """
 
 from __future__ import annotations
@@ -10,17 +11,21 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, SystemMessage, trim_messages
-from langchain_core.messages.utils import count_tokens_approximately
 
+from memory_graph_agent.models import load_chat_model, model_context_tokens
+from memory_graph_agent.settings import Settings
+from memory_graph_agent.tokens import message_tokens
 from memory_graph_agent.turns import cut_to_recent_turns, turn_starts
 
 __all__ = [
     "batch_that_fits",
+    "context_tokens",
     "count_tokens",
     "cut_to_recent_turns",
     "messages_over_budget",
     "messages_within_budget",
     "prompt_tokens",
+    "reply_budget",
     "trigger_budget",
 ]
 
@@ -29,16 +34,36 @@ def _as_message(message: Any) -> BaseMessage:
     return message if isinstance(message, BaseMessage) else message.to_message()
 
 
+REPLY_RESERVE_TOKENS = 512
+"""Tokens of the context window left free for the model's answer."""
+
+
 def count_tokens(messages: Sequence[Any]) -> int:
     """Approximate tokens of messages (LangChain or stored), role overhead included."""
-    if not messages:
-        return 0
-    return count_tokens_approximately([_as_message(m) for m in messages])
+    return message_tokens([_as_message(m) for m in messages])
 
 
 def prompt_tokens(system_prompt: str, messages: Sequence[Any]) -> int:
     """Approximate tokens of a prompt: the system prompt followed by ``messages``."""
-    return count_tokens_approximately([SystemMessage(system_prompt)]) + count_tokens(messages)
+    return message_tokens([SystemMessage(system_prompt)]) + count_tokens(messages)
+
+
+def context_tokens(settings: Settings) -> int:
+    """The prompt context to plan for: ``context_window_tokens``, or less if the model says.
+
+    The local model's server runs with a smaller ``n_ctx`` (4096) than the default
+    ``context_window_tokens`` (8192); a known hosted model declares its own in its profile.
+    """
+    try:
+        declared = model_context_tokens(load_chat_model(settings.model))
+    except Exception:  # a model that cannot be built fails where it is called, not here
+        declared = None
+    return min(settings.context_window_tokens, declared or settings.context_window_tokens)
+
+
+def reply_budget(context: int) -> int:
+    """Prompt tokens of a reply call: the context less room for the answer."""
+    return context - min(REPLY_RESERVE_TOKENS, context // 4)
 
 
 def trigger_budget(context_window_tokens: int, trigger_ratio: float) -> int:
@@ -59,13 +84,13 @@ def messages_within_budget(
     The last ``min_turns`` turns (the current question and its tool-call chain) are kept
     even when they alone exceed the budget: an answer needs the question.
     """
-    room = budget - count_tokens_approximately([SystemMessage(system_prompt)])
+    room = budget - message_tokens([SystemMessage(system_prompt)])
     kept = trim_messages(
         list(messages),
         max_tokens=max(room, 0),
         strategy="last",
         start_on="human",
-        token_counter=count_tokens_approximately,
+        token_counter=message_tokens,
         allow_partial=False,
     )
     starts = turn_starts(messages)

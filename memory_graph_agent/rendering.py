@@ -9,6 +9,7 @@ from typing import Any
 
 from langchain_core.messages import AnyMessage, HumanMessage
 
+from memory_graph_agent import tokens
 from memory_graph_agent.records import MemoryEvent, event
 from memory_graph_agent.storage.outages import outages
 
@@ -61,13 +62,9 @@ def render_profile(
     return "\n".join(defang(line) for line in lines) if lines else "(nothing known yet)"
 
 
-CHARS_PER_TOKEN = 4
-"""`count_tokens_approximately`'s rate: a line costs what its characters add to the prompt."""
-
-
 def text_tokens(text: str) -> int:
-    """Tokens one line (and its newline) adds to the prompt."""
-    return -(-(len(text) + 1) // CHARS_PER_TOKEN)
+    """Tokens one line (and its newline) adds to the prompt (ASCII: 4 characters a token)."""
+    return tokens.text_tokens(text + "\n")
 
 
 def episode_header(memory: dict[str, Any]) -> str:
