@@ -14,13 +14,14 @@ from langchain_core.messages import BaseMessage, SystemMessage, trim_messages
 
 from memory_graph_agent.models import load_chat_model, model_context_tokens
 from memory_graph_agent.settings import Settings
-from memory_graph_agent.tokens import message_tokens
+from memory_graph_agent.tokens import message_tokens, text_tokens
 from memory_graph_agent.turns import cut_to_recent_turns, turn_starts
 
 __all__ = [
     "batch_that_fits",
     "context_tokens",
     "count_tokens",
+    "cut_text",
     "cut_to_recent_turns",
     "messages_over_budget",
     "messages_within_budget",
@@ -106,3 +107,29 @@ def batch_that_fits(messages: Sequence[Any], budget: int, overhead: int = 0) -> 
         if used > budget:
             return max(n, 1)
     return max(len(messages), 1)
+
+
+CUT_MARKER = "\n[... {omitted:,} of {total:,} characters left out here ...]\n"
+
+
+def cut_text(text: str, max_tokens: int, marker: str = CUT_MARKER) -> str:
+    """``text`` within ``max_tokens``: its head and tail around ``marker`` (or unchanged).
+
+    ``marker`` may use ``{omitted}`` and ``{total}`` (characters).
+    """
+    if text_tokens(text) <= max_tokens:
+        return text
+
+    def shown(n: int) -> str:
+        tail = n // 3
+        note = marker.format(omitted=len(text) - n, total=len(text))
+        return text[: n - tail] + note + (text[len(text) - tail :] if tail else "")
+
+    low, high = 0, len(text) - 1  # the largest n whose cut text fits
+    while low < high:
+        mid = (low + high + 1) // 2
+        if text_tokens(shown(mid)) <= max_tokens:
+            low = mid
+        else:
+            high = mid - 1
+    return shown(low)

@@ -22,7 +22,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 
-from memory_graph_agent.budgets import messages_within_budget
+from memory_graph_agent.budgets import cut_text, messages_within_budget
 from memory_graph_agent.records import MemoryEvent, event
 from memory_graph_agent.tokens import message_tokens, text_tokens
 from memory_graph_agent.turns import turn_starts
@@ -81,26 +81,6 @@ def complete_tool_groups(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     return out
 
 
-def cut_text(text: str, max_tokens: int) -> str:
-    """``text`` within ``max_tokens``: its head and tail around a marker (or unchanged)."""
-    if text_tokens(text) <= max_tokens:
-        return text
-
-    def shown(n: int) -> str:
-        tail = n // 3
-        marker = _MARKER.format(omitted=len(text) - n, total=len(text))
-        return text[: n - tail] + marker + (text[len(text) - tail :] if tail else "")
-
-    low, high = 0, len(text) - 1  # largest n whose cut text fits
-    while low < high:
-        mid = (low + high + 1) // 2
-        if text_tokens(shown(mid)) <= max_tokens:
-            low = mid
-        else:
-            high = mid - 1
-    return shown(low)
-
-
 def fit_messages(
     messages: Sequence[BaseMessage], room: int, per_message: int | None = None
 ) -> ReplyPrompt:
@@ -122,7 +102,7 @@ def fit_messages(
 
 def _cut(message: BaseMessage, max_tokens: int, cut: list[str]) -> BaseMessage:
     text = message.text
-    shown = cut_text(text, max_tokens)
+    shown = cut_text(text, max_tokens, _MARKER)
     if shown == text:
         return message
     cut.append(str(message.id))
