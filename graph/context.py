@@ -56,6 +56,12 @@ class Context:
         "least 20). Chosen by cross-validation on LoCoMo.",
     )
     memory_token_budget: int = knob(1800, "Token cap of the recalled-memories block.")
+    profile_token_budget: int = knob(
+        400,
+        "Token cap of the profile block: pinned, then most important facts first (each value "
+        "cut to 60 tokens), then recent change notes, as many as fit; a last line counts the "
+        "facts left out.",
+    )
     min_fact_importance: float = knob(0.5, "Extracted facts below this importance are dropped.")
     summary_mode: str = knob(
         "llm",
@@ -161,8 +167,9 @@ class Context:
             raise ValueError(f"min_similarity must be in [0, 1], got {self.min_similarity}")
         if self.summary_mode not in ("llm", "raw"):
             raise ValueError(f"summary_mode must be 'llm' or 'raw', got {self.summary_mode!r}")
-        if self.memory_token_budget < 0:
-            raise ValueError("memory_token_budget must be >= 0")
+        for name in ("memory_token_budget", "profile_token_budget"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.recall_mode not in ("auto", "tool", "flat"):
             raise ValueError(
                 f"recall_mode must be 'auto', 'tool' or 'flat', got {self.recall_mode!r}"

@@ -83,10 +83,15 @@ TOOL_LIMIT_REPLY = "(I ran out of memory lookups for this turn; please ask again
 """Answer of a turn whose model still asked for tools after ``max_tool_rounds`` rounds."""
 
 
-def system_prompt(state: dict[str, Any]) -> str:
-    """Profile first, then recalled memories, then the running summary: all as data."""
+def system_prompt(state: dict[str, Any], profile_budget: int | None = None) -> str:
+    """Profile first, then recalled memories, then the running summary: all as data.
+
+    The profile block keeps to ``profile_budget`` tokens (``None``: no limit).
+    """
     return SYSTEM_PROMPT.format(
-        profile=render_profile(state.get("profile") or {}, state.get("profile_changes")),
+        profile=render_profile(
+            state.get("profile") or {}, state.get("profile_changes"), profile_budget
+        ),
         memories=render_memories(state.get("recalled") or []),
         summary=defang(state.get("thread_summary") or "(none)"),
         today=now_iso()[:10],  # date only: keeps the prompt prefix cacheable all day

@@ -45,7 +45,7 @@ async def respond(
     rounds = tool_rounds_this_turn(state["messages"])
     offered = tools_for(ctx, tools) if rounds < ctx.max_tool_rounds else []
     offered = offered if offered and supports_tool_calling(model) else []
-    system = system_prompt(state)
+    system = system_prompt(state, ctx.profile_token_budget)
     if offered:
         system += "\n\n" + MEMORY_TOOLS_PROMPT.format(tools=", ".join(t.name for t in offered))
     # Only the newest whole turns that fit the model's real context go out (the rest stays

@@ -22,8 +22,9 @@ async def trim_window(state: State, runtime: Runtime[Context], *, services: Serv
     messages = state.get("messages") or []
     end_session = bool(state.get("end_session"))
     # the next prompt is estimated as this turn's system prompt plus what stays
+    system = system_prompt(state, ctx.profile_token_budget)
     window = await update_window(
-        services, ctx, ctx.user_id, current_thread_id(), messages, end_session, system_prompt(state)
+        services, ctx, ctx.user_id, current_thread_id(), messages, end_session, system
     )
     in_state = {m.id for m in messages}
     update = {
