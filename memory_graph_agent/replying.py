@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.exceptions import ContextOverflowError, ModelInvalidRequestError
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 
 from memory_graph_agent.budgets import cut_text, messages_within_budget
@@ -105,7 +106,7 @@ def _cut(message: BaseMessage, max_tokens: int, cut: list[str]) -> BaseMessage:
     shown = cut_text(text, max_tokens, _MARKER)
     if shown == text:
         return message
-    cut.append(str(message.id))
+    cut.append(message.id or "")
     return message.model_copy(update={"content": shown})
 
 
@@ -126,7 +127,13 @@ def current_turn_prompt(system: str, messages: Sequence[BaseMessage], budget: in
 
 
 def refused(exc: BaseException) -> bool:
-    """Whether the model refused the request itself (HTTP 400), not failed to answer."""
+    """Whether the model refused the request itself (HTTP 400), not failed to answer.
+
+    LangChain's providers raise `ModelInvalidRequestError` / `ContextOverflowError`; an
+    SDK error that LangChain does not wrap still carries its ``status_code``.
+    """
+    if isinstance(exc, ModelInvalidRequestError | ContextOverflowError):
+        return True
     status = getattr(exc, "status_code", None) or getattr(
         getattr(exc, "response", None), "status_code", None
     )
