@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memory_graph_agent.budgets import keep_newest
 from memory_graph_agent.llm import MemoryPrompts
 from memory_graph_agent.rendering import defang, now_iso, render_memories, render_profile
 
@@ -93,7 +94,8 @@ def system_prompt(state: dict[str, Any], profile_budget: int | None = None) -> s
             state.get("profile") or {}, state.get("profile_changes"), profile_budget
         ),
         memories=render_memories(state.get("recalled") or []),
-        summary=defang(state.get("thread_summary") or "(none)"),
+        # capped here too: a checkpoint written before the cap may hold a longer one
+        summary=defang(keep_newest(state.get("thread_summary") or "(none)")),
         today=now_iso()[:10],  # date only: keeps the prompt prefix cacheable all day
     )
 

@@ -22,6 +22,7 @@ __all__ = [
     "context_tokens",
     "count_tokens",
     "cut_text",
+    "keep_newest",
     "cut_to_recent_turns",
     "messages_over_budget",
     "messages_within_budget",
@@ -133,3 +134,24 @@ def cut_text(text: str, max_tokens: int, marker: str = CUT_MARKER) -> str:
         else:
             high = mid - 1
     return shown(low)
+
+
+THREAD_SUMMARY_TOKENS = 500
+"""Token cap of the thread's running summary in the prompt (its newest part is kept)."""
+
+
+def keep_newest(text: str, max_tokens: int = THREAD_SUMMARY_TOKENS) -> str:
+    """The end of ``text`` within ``max_tokens``, after ``... `` if anything was cut.
+
+    A word cap alone does not bound text without spaces (CJK): this one does.
+    """
+    if text_tokens(text) <= max_tokens:
+        return text
+    low, high = 1, len(text)  # the smallest start whose tail fits
+    while low < high:
+        mid = (low + high) // 2
+        if text_tokens("... " + text[mid:]) <= max_tokens:
+            high = mid
+        else:
+            low = mid + 1
+    return "... " + text[low:].lstrip()

@@ -13,6 +13,7 @@ from langgraph.runtime import Runtime
 from graph.context import Context, current_thread_id
 from graph.prompts import MEMORY_PROMPTS
 from graph.state import State
+from memory_graph_agent.budgets import keep_newest
 from memory_graph_agent.ingest import store_summary
 from memory_graph_agent.records import event
 from memory_graph_agent.rendering import limit_words, notices
@@ -24,9 +25,9 @@ THREAD_SUMMARY_WORDS = 250
 
 
 def merge_thread_summary(previous: str, new: str) -> str:
-    """Append the new summary; keep the newest ``THREAD_SUMMARY_WORDS`` words."""
+    """Append the new summary; keep the newest ``THREAD_SUMMARY_WORDS`` words and tokens."""
     words = f"{previous} {new}".split()
-    return " ".join(words[-THREAD_SUMMARY_WORDS:])
+    return keep_newest(" ".join(words[-THREAD_SUMMARY_WORDS:]))
 
 
 async def consolidate(state: State, runtime: Runtime[Context], *, services: Services) -> dict:

@@ -152,3 +152,33 @@ async def test_a_dangling_tool_call_sent_by_a_client_never_fails_later_turns(
     assert [m.id for m in window if m.tool_calls] == [dangling.id]
     humans = ["Hi, can you look something up?", "Hello?", "Still there?"]
     assert [m.content for m in window if m.role == "human"] == humans
+
+
+async def test_an_oversized_message_summarized_later_never_wedges_the_thread(
+    agent, make_context, services
+):
+    """When the message leaves the window, its summary (a raw-text fallback: the
+    summarizer refuses the oversized transcript too) joins the thread summary of every
+    later prompt. That summary is bounded in tokens, not only in words: CJK text has no
+    spaces, so 4,000 characters are one 'word'."""
+    model = ScriptedChatModel(
+        handlers={"reply": provider_reply, "summarize": _refusing_summarizer},
+        profile={"max_input_tokens": N_CTX},
+    )
+    ctx = make_context(model_obj=model, window_size=2, summary_batch=2, fact_rules="off")
+    thread = _thread()
+    texts = [OVERSIZED["cjk_4k_chars"], "Short one.", "Another.", "And a third.", "Last."]
+    results = await _turns(agent, ctx, thread, texts)
+    failed = [r for r in results if isinstance(r, Exception)]
+    assert not failed, failed
+    summaries = await services.memories.list(ctx.user_id, kind="summary")
+    assert any(OVERSIZED["cjk_4k_chars"] in s.text for s in summaries), "stored whole"
+
+
+def _refusing_summarizer(messages: list[BaseMessage]) -> str:
+    from tests.fakes import summarize_answer
+
+    used = sum(real_tokens(str(m.content)) + 4 for m in messages)
+    if used > N_CTX:
+        raise ProviderBadRequest(f"Requested tokens ({int(used)}) exceed context window")
+    return summarize_answer(messages)
