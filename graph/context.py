@@ -57,6 +57,12 @@ class Context:
         "least 20). Chosen by cross-validation on LoCoMo.",
     )
     memory_token_budget: int = knob(1800, "Token cap of the recalled-memories block.")
+    profile_token_budget: int = knob(
+        400,
+        "Token cap of the profile block: pinned, then most important facts first (each value "
+        "cut to 60 tokens), then recent change notes, as many as fit; a last line counts the "
+        "facts left out.",
+    )
     min_fact_importance: float = knob(0.5, "Extracted facts below this importance are dropped.")
     summary_mode: str = knob(
         "llm",
@@ -181,8 +187,9 @@ class Context:
             raise ValueError(
                 f"memory_mode must be 'background' or 'inline', got {self.memory_mode!r}"
             )
-        if self.memory_token_budget < 0:
-            raise ValueError("memory_token_budget must be >= 0")
+        for name in ("memory_token_budget", "profile_token_budget"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.recall_mode not in ("auto", "tool", "flat"):
             raise ValueError(
                 f"recall_mode must be 'auto', 'tool' or 'flat', got {self.recall_mode!r}"

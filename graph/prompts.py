@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memory_graph_agent.budgets import keep_newest
 from memory_graph_agent.llm import MemoryPrompts
 from memory_graph_agent.rendering import defang, now_iso, render_memories, render_profile
 
@@ -83,12 +84,18 @@ TOOL_LIMIT_REPLY = "(I ran out of memory lookups for this turn; please ask again
 """Answer of a turn whose model still asked for tools after ``max_tool_rounds`` rounds."""
 
 
-def system_prompt(state: dict[str, Any]) -> str:
-    """Profile first, then recalled memories, then the running summary: all as data."""
+def system_prompt(state: dict[str, Any], profile_budget: int | None = None) -> str:
+    """Profile first, then recalled memories, then the running summary: all as data.
+
+    The profile block keeps to ``profile_budget`` tokens (``None``: no limit).
+    """
     return SYSTEM_PROMPT.format(
-        profile=render_profile(state.get("profile") or {}, state.get("profile_changes")),
+        profile=render_profile(
+            state.get("profile") or {}, state.get("profile_changes"), profile_budget
+        ),
         memories=render_memories(state.get("recalled") or []),
-        summary=defang(state.get("thread_summary") or "(none)"),
+        # capped here too: a checkpoint written before the cap may hold a longer one
+        summary=defang(keep_newest(state.get("thread_summary") or "(none)")),
         today=now_iso()[:10],  # date only: keeps the prompt prefix cacheable all day
     )
 

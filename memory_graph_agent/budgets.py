@@ -1,7 +1,8 @@
 """Token budgets of a turn: prompt size, the reply's window, the summarizer's batch.
 
-Tokens are counted with ``count_tokens_approximately`` (tiktoken needs a download); old
-turns are cut with ``trim_messages(strategy="last", start_on="human")``.
+Tokens are counted by `memory_graph_agent.tokens` (pluggable; no download); old turns are
+cut with ``trim_messages(strategy="last", start_on="human")``. Budgets are sized from the
+smaller of ``context_window_tokens`` and the context the chat model declares.
 """
 
 from __future__ import annotations
@@ -10,17 +11,23 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, SystemMessage, trim_messages
-from langchain_core.messages.utils import count_tokens_approximately
 
+from memory_graph_agent.models import load_chat_model, model_context_tokens
+from memory_graph_agent.settings import Settings
+from memory_graph_agent.tokens import message_tokens, text_tokens
 from memory_graph_agent.turns import cut_to_recent_turns, turn_starts
 
 __all__ = [
     "batch_that_fits",
+    "context_tokens",
     "count_tokens",
+    "cut_text",
+    "keep_newest",
     "cut_to_recent_turns",
     "messages_over_budget",
     "messages_within_budget",
     "prompt_tokens",
+    "reply_budget",
     "trigger_budget",
 ]
 
@@ -29,16 +36,36 @@ def _as_message(message: Any) -> BaseMessage:
     return message if isinstance(message, BaseMessage) else message.to_message()
 
 
+REPLY_RESERVE_TOKENS = 512
+"""Tokens of the context window left free for the model's answer."""
+
+
 def count_tokens(messages: Sequence[Any]) -> int:
     """Approximate tokens of messages (LangChain or stored), role overhead included."""
-    if not messages:
-        return 0
-    return count_tokens_approximately([_as_message(m) for m in messages])
+    return message_tokens([_as_message(m) for m in messages])
 
 
 def prompt_tokens(system_prompt: str, messages: Sequence[Any]) -> int:
     """Approximate tokens of a prompt: the system prompt followed by ``messages``."""
-    return count_tokens_approximately([SystemMessage(system_prompt)]) + count_tokens(messages)
+    return message_tokens([SystemMessage(system_prompt)]) + count_tokens(messages)
+
+
+def context_tokens(settings: Settings) -> int:
+    """The prompt context to plan for: ``context_window_tokens``, or less if the model says.
+
+    The local model's server runs with a smaller ``n_ctx`` (4096) than the default
+    ``context_window_tokens`` (8192); a known hosted model declares its own in its profile.
+    """
+    try:
+        declared = model_context_tokens(load_chat_model(settings.model))
+    except Exception:  # a model that cannot be built fails where it is called, not here
+        declared = None
+    return min(settings.context_window_tokens, declared or settings.context_window_tokens)
+
+
+def reply_budget(context: int) -> int:
+    """Prompt tokens of a reply call: the context less room for the answer."""
+    return context - min(REPLY_RESERVE_TOKENS, context // 4)
 
 
 def trigger_budget(context_window_tokens: int, trigger_ratio: float) -> int:
@@ -59,13 +86,13 @@ def messages_within_budget(
     The last ``min_turns`` turns (the current question and its tool-call chain) are kept
     even when they alone exceed the budget: an answer needs the question.
     """
-    room = budget - count_tokens_approximately([SystemMessage(system_prompt)])
+    room = budget - message_tokens([SystemMessage(system_prompt)])
     kept = trim_messages(
         list(messages),
         max_tokens=max(room, 0),
         strategy="last",
         start_on="human",
-        token_counter=count_tokens_approximately,
+        token_counter=message_tokens,
         allow_partial=False,
     )
     starts = turn_starts(messages)
@@ -81,3 +108,50 @@ def batch_that_fits(messages: Sequence[Any], budget: int, overhead: int = 0) -> 
         if used > budget:
             return max(n, 1)
     return max(len(messages), 1)
+
+
+CUT_MARKER = "\n[... {omitted:,} of {total:,} characters left out here ...]\n"
+
+
+def cut_text(text: str, max_tokens: int, marker: str = CUT_MARKER) -> str:
+    """``text`` within ``max_tokens``: its head and tail around ``marker`` (or unchanged).
+
+    ``marker`` may use ``{omitted}`` and ``{total}`` (characters).
+    """
+    if text_tokens(text) <= max_tokens:
+        return text
+
+    def shown(n: int) -> str:
+        tail = n // 3
+        note = marker.format(omitted=len(text) - n, total=len(text))
+        return text[: n - tail] + note + (text[len(text) - tail :] if tail else "")
+
+    low, high = 0, len(text) - 1  # the largest n whose cut text fits
+    while low < high:
+        mid = (low + high + 1) // 2
+        if text_tokens(shown(mid)) <= max_tokens:
+            low = mid
+        else:
+            high = mid - 1
+    return shown(low)
+
+
+THREAD_SUMMARY_TOKENS = 500
+"""Token cap of the thread's running summary in the prompt (its newest part is kept)."""
+
+
+def keep_newest(text: str, max_tokens: int = THREAD_SUMMARY_TOKENS) -> str:
+    """The end of ``text`` within ``max_tokens``, after ``... `` if anything was cut.
+
+    A word cap alone does not bound text without spaces (CJK): this one does.
+    """
+    if text_tokens(text) <= max_tokens:
+        return text
+    low, high = 1, len(text)  # the smallest start whose tail fits
+    while low < high:
+        mid = (low + high) // 2
+        if text_tokens("... " + text[mid:]) <= max_tokens:
+            high = mid
+        else:
+            low = mid + 1
+    return "... " + text[low:].lstrip()

@@ -123,6 +123,15 @@ def load_embeddings(spec: str) -> tuple[Embeddings, int]:
     return embeddings, len(embeddings.embed_query("dimension probe"))
 
 
+def model_context_tokens(model: BaseChatModel) -> int | None:
+    """The input context ``model`` declares in its LangChain profile, if it declares one.
+
+    `ChatOpenAI` knows it for OpenAI's models; the local model declares its server's ``n_ctx``.
+    """
+    declared = (model.profile or {}).get("max_input_tokens")
+    return declared if isinstance(declared, int) and declared > 0 else None
+
+
 def supports_tool_calling(model: BaseChatModel) -> bool:
     """Whether ``model`` can bind tools (the offline SmolLM2 model cannot)."""
     try:

@@ -2,7 +2,8 @@
 
 Due when the summed importance since the last reflection reaches a threshold, or after
 ``reflect_after`` summaries. Its facts are grounded like consolidation's; a failed
-reflection loses nothing.
+reflection loses nothing. Its prompt is bounded (`select_for_reflection`), so the
+summaries that pile up after a failure never make it too large to succeed again.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from memory_graph_agent.budgets import context_tokens, cut_text, trigger_budget
 from memory_graph_agent.consolidation import expires_at, record_fact_changes
 from memory_graph_agent.facts import facts_grounded
 from memory_graph_agent.guards import invents_few_entities
@@ -25,10 +27,35 @@ from memory_graph_agent.storage.decisions import Decision
 from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.profile import Fact
+from memory_graph_agent.tokens import text_tokens
 
 log = logging.getLogger(__name__)
 
 REFLECTION_IMPORTANCE = 0.9
+ITEM_TOKENS = 300
+"""A summary is shown to reflection cut to this (a raw-text fallback is a whole transcript)."""
+
+
+def select_for_reflection(since: list[Memory], budget: int) -> tuple[list[Memory], str]:
+    """The summaries a reflection reads, and their listing, within ``budget`` tokens.
+
+    Each is cut to `ITEM_TOKENS`; the most important go first (then the newest), as many
+    as fit; they are listed oldest first. The others stay stored and recallable; the
+    reflection cites only what it read.
+    """
+    lines: dict[str, str] = {}
+    used = 0
+    for m in sorted(since, key=lambda m: (m.importance, m.created_at), reverse=True):
+        line = f"- ({m.created_at:%Y-%m-%d}) {cut_text(m.text, ITEM_TOKENS)}"
+        cost = text_tokens(line + "\n")
+        if used + cost <= budget:
+            lines[m.id] = line
+            used += cost
+    if since and not lines:  # a budget smaller than one summary: read the first, cut
+        first = max(since, key=lambda m: (m.importance, m.created_at))
+        lines[first.id] = f"- ({first.created_at:%Y-%m-%d}) {cut_text(first.text, budget)}"
+    chosen = [m for m in since if m.id in lines]
+    return chosen, "\n".join(lines[m.id] for m in chosen)
 
 
 def reflection_due(count: int, importance: float, settings: Settings) -> bool:
@@ -69,7 +96,8 @@ async def reflect_if_due(services: Services, settings: Settings, prompt: str) ->
             f"{out.importance:.2f} < {settings.reflect_importance_threshold})",
         )
         return out
-    listing = "\n".join(f"- ({m.created_at:%Y-%m-%d}) {m.text}" for m in since)
+    budget = trigger_budget(context_tokens(settings), settings.trigger_ratio)
+    read, listing = select_for_reflection(since, budget - text_tokens(prompt))
     answer = await invoke_structured(
         load_chat_model(settings.model),
         ReflectionOut,
@@ -91,7 +119,7 @@ async def reflect_if_due(services: Services, settings: Settings, prompt: str) ->
         kind="reflection",
         text=limit_words(answer.insight, 200),
         importance=REFLECTION_IMPORTANCE,
-        source_ids=[m.id for m in since],
+        source_ids=[m.id for m in read],
         expires_at=expires_at(settings, REFLECTION_IMPORTANCE),
     )
     try:
@@ -102,14 +130,21 @@ async def reflect_if_due(services: Services, settings: Settings, prompt: str) ->
                 item_kind="reflection",
                 item_id=reflection.id,
                 action="created",
-                detail={"sources": len(since), "importance_sum": out.importance},
+                detail={
+                    "sources": len(read),
+                    "since_last": len(since),
+                    "importance_sum": out.importance,
+                },
             )
         )
     except StoreUnavailable:  # the summaries stay counted; reflect again later
         out.note("storage_failed", "reflect: storing failed, will retry")
         return out
     out.decisions.append(decision.as_dict())
-    out.note("stored", f"reflect: reflection {reflection.id[:8]} from {len(since)} summaries")
+    out.note(
+        "stored",
+        f"reflect: reflection {reflection.id[:8]} from {len(read)} of {len(since)} summaries",
+    )
     out.since, out.importance = 0, 0.0
     await _propose_facts(services, settings, answer, reflection.id, listing, out)
     return out

@@ -9,6 +9,8 @@ from typing import Any
 
 from langchain_core.messages import AnyMessage, HumanMessage
 
+from memory_graph_agent import tokens
+from memory_graph_agent.budgets import cut_text
 from memory_graph_agent.records import MemoryEvent, event
 from memory_graph_agent.storage.outages import outages
 
@@ -42,32 +44,64 @@ def defang(text: str) -> str:
 
 
 MAX_CHANGE_NOTES = 5
+FACT_VALUE_TOKENS = 60
+"""A profile value is shown cut to this, so one long value cannot fill the profile budget."""
+_LEFT_OUT = "({n} more facts not shown: over the profile budget)"
 
 
 def render_profile(
-    profile: dict[str, dict[str, Any]], changes: Sequence[dict[str, Any]] | None = ()
+    profile: dict[str, dict[str, Any]],
+    changes: Sequence[dict[str, Any]] | None = (),
+    budget: int | None = None,
 ) -> str:
-    """Profile facts as ``key: value`` lines, most important first, then change notes.
+    """Profile facts as ``key: value`` lines, then change notes, within ``budget`` tokens.
 
-    Each recent change (``{key, old, new, at}``, oldest first; the newest
-    ``MAX_CHANGE_NOTES`` are shown) becomes ``changed: key old → new (YYYY-MM-DD)`` so
-    the agent can acknowledge it.
+    Pinned facts come first, then the most important; each value is cut to
+    `FACT_VALUE_TOKENS`. Each recent change (``{key, old, new, at}``, oldest first; the
+    newest ``MAX_CHANGE_NOTES``) becomes ``changed: key old → new (YYYY-MM-DD)`` so the
+    agent can acknowledge it. Lines are taken in that order while they fit ``budget``
+    (``None``: no limit); a last line counts the facts left out.
     """
-    lines = [f"{key}: {fact.get('value', '')}" for key, fact in profile.items()]
-    lines += [
-        f"changed: {c['key']} {c.get('old')} → {c.get('new')} ({str(c.get('at', ''))[:10]})"
+    ranked = sorted(
+        profile.items(),
+        key=lambda kv: (bool(kv[1].get("pinned")), float(kv[1].get("importance") or 0)),
+        reverse=True,
+    )
+    facts = [
+        defang(f"{key}: {cut_text(str(fact.get('value', '')), FACT_VALUE_TOKENS)}")
+        for key, fact in ranked
+    ]
+    notes = [
+        defang(f"changed: {c['key']} {c.get('old')} → {c.get('new')} ({str(c.get('at', ''))[:10]})")
         for c in list(changes or ())[-MAX_CHANGE_NOTES:]
     ]
-    return "\n".join(defang(line) for line in lines) if lines else "(nothing known yet)"
+    if budget is None:
+        lines = facts + notes
+    else:
+        room = budget - text_tokens(_LEFT_OUT.format(n=len(facts)))
+        lines = _fill(facts, room)
+        lines += _fill(notes, room - sum(map(text_tokens, lines)))
+        if len(lines) < len(facts) + len(notes):
+            shown = len(set(lines) & set(facts))
+            if shown < len(facts):
+                lines.append(_LEFT_OUT.format(n=len(facts) - shown))
+    return "\n".join(lines) if lines else "(nothing known yet)"
 
 
-CHARS_PER_TOKEN = 4
-"""`count_tokens_approximately`'s rate: a line costs what its characters add to the prompt."""
+def _fill(lines: list[str], room: int) -> list[str]:
+    """The lines, in order, that fit ``room`` tokens together (skipping those that do not)."""
+    kept: list[str] = []
+    for line in lines:
+        cost = text_tokens(line)
+        if cost <= room:
+            kept.append(line)
+            room -= cost
+    return kept
 
 
 def text_tokens(text: str) -> int:
-    """Tokens one line (and its newline) adds to the prompt."""
-    return -(-(len(text) + 1) // CHARS_PER_TOKEN)
+    """Tokens one line (and its newline) adds to the prompt (ASCII: 4 characters a token)."""
+    return tokens.text_tokens(text + "\n")
 
 
 def episode_header(memory: dict[str, Any]) -> str:

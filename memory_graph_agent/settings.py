@@ -17,6 +17,7 @@ class Settings(Protocol):
     model_timeout_s: float
     recall_k: int
     memory_token_budget: int
+    profile_token_budget: int
     min_similarity: float
     neighbour_weight: float
     summary_turn_weight: float

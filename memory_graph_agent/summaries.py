@@ -11,10 +11,15 @@ import logging
 import uuid
 
 from langchain_core.messages import HumanMessage
-from langchain_core.messages.utils import count_tokens_approximately
 
 from memory_graph_agent import metrics
-from memory_graph_agent.budgets import batch_that_fits, trigger_budget
+from memory_graph_agent.budgets import (
+    batch_that_fits,
+    context_tokens,
+    count_tokens,
+    keep_newest,
+    trigger_budget,
+)
 from memory_graph_agent.guards import summary_is_faithful
 from memory_graph_agent.llm import invoke_text
 from memory_graph_agent.models import load_chat_model
@@ -100,8 +105,8 @@ async def _max_batch(services: Services, settings: Settings, thread_id: str, pro
     oldest = [m for _, m in await services.window.pending(settings.user_id, thread_id, cap)]
     if not oldest:
         return cap
-    budget = trigger_budget(settings.context_window_tokens, settings.trigger_ratio)
-    overhead = count_tokens_approximately([HumanMessage(prompt)])
+    budget = trigger_budget(context_tokens(settings), settings.trigger_ratio)
+    overhead = count_tokens([HumanMessage(prompt)])
     return min(cap, batch_that_fits(oldest, budget, overhead=overhead))
 
 
@@ -123,9 +128,9 @@ async def _compress(
 
 
 def merge_thread_summary(previous: str, new: str) -> str:
-    """Append the new summary; keep the newest ``THREAD_SUMMARY_WORDS`` words."""
+    """Append the new summary; keep the newest ``THREAD_SUMMARY_WORDS`` words and tokens."""
     words = f"{previous} {new}".split()
-    return " ".join(words[-THREAD_SUMMARY_WORDS:])
+    return keep_newest(" ".join(words[-THREAD_SUMMARY_WORDS:]))
 
 
 async def extend_thread_summary(

@@ -12,7 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory_graph_agent import metrics
-from memory_graph_agent.budgets import cut_to_recent_turns, messages_over_budget, trigger_budget
+from memory_graph_agent.budgets import (
+    context_tokens,
+    cut_to_recent_turns,
+    messages_over_budget,
+    trigger_budget,
+)
 from memory_graph_agent.records import MemoryEvent, event
 from memory_graph_agent.services import Services
 from memory_graph_agent.settings import Settings
@@ -91,7 +96,7 @@ async def _evict(
     count_cut = turn_boundary_cut(window, settings.window_size)
     token_cut = 0
     if not end_session:
-        budget = trigger_budget(settings.context_window_tokens, settings.trigger_ratio)
+        budget = trigger_budget(context_tokens(settings), settings.trigger_ratio)
         if messages_over_budget(next_system_prompt, window[count_cut:], budget):
             token_cut = cut_to_recent_turns(window[count_cut:], settings.keep_recent_turns)
     # any move needs the log write to be durable first
@@ -126,7 +131,7 @@ async def _evict(
     _note(
         update,
         "compressed",
-        f"window: prompt over {settings.trigger_ratio:.0%} of {settings.context_window_tokens} "
+        f"window: prompt over {settings.trigger_ratio:.0%} of {context_tokens(settings)} "
         f"tokens, {len(compressed)} messages before the last {keep} turns compressed",
     )
     return moved + compressed, bool(compressed)

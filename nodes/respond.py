@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime
 
@@ -13,11 +13,9 @@ from graph.prompts import MEMORY_TOOLS_PROMPT, TOOL_LIMIT_REPLY, system_prompt
 from graph.state import State
 from graph.tools import tools_for
 from memory_graph_agent import metrics
-from memory_graph_agent.budgets import messages_within_budget
+from memory_graph_agent.budgets import context_tokens, reply_budget
 from memory_graph_agent.models import load_chat_model, supports_tool_calling
-
-REPLY_RESERVE_TOKENS = 512
-"""Tokens of the context window left free for the model's answer."""
+from memory_graph_agent.replying import answer
 
 
 class ModelUnavailableError(RuntimeError):
@@ -47,19 +45,19 @@ async def respond(
     rounds = tool_rounds_this_turn(state["messages"])
     offered = tools_for(ctx, tools) if rounds < ctx.max_tool_rounds else []
     offered = offered if offered and supports_tool_calling(model) else []
-    system = system_prompt(state)
+    system = system_prompt(state, ctx.profile_token_budget)
     if offered:
         system += "\n\n" + MEMORY_TOOLS_PROMPT.format(tools=", ".join(t.name for t in offered))
-    # A single long turn can outgrow the context before trim_window compresses: send
-    # only the newest whole turns that fit (the rest stays in the window, compressed next).
-    budget = ctx.context_window_tokens - min(REPLY_RESERVE_TOKENS, ctx.context_window_tokens // 4)
-    prompt = [SystemMessage(system), *messages_within_budget(system, state["messages"], budget)]
+    # Only the newest whole turns that fit the model's real context go out (the rest stays
+    # in the window, compressed next); a turn too large on its own is shown cut.
+    budget = reply_budget(context_tokens(ctx))
     if rounds == 0:  # count what the turn put in the prompt once, not once per tool round
         metrics.record_prompt_hits(
             len(state["messages"]), state.get("recalled") or [], state.get("profile")
         )
     try:
-        reply = await (model.bind_tools(offered) if offered else model).ainvoke(prompt)
+        bound = model.bind_tools(offered) if offered else model
+        reply, shown = await answer(bound, system, state["messages"], budget)
     except Exception as exc:  # provider down, bad key, local model missing...
         raise ModelUnavailableError(
             f"chat model {ctx.model!r} is unavailable ({type(exc).__name__}: {exc}); "
@@ -68,4 +66,4 @@ async def respond(
     if isinstance(reply, AIMessage) and reply.tool_calls and not offered:
         # Calls nobody will run would leave the thread with unanswered tool calls.
         reply = AIMessage(content=reply.content or TOOL_LIMIT_REPLY, id=reply.id, name=reply.name)
-    return {"messages": [reply]}
+    return {"messages": [reply], "memory_events": shown.events}

@@ -33,9 +33,8 @@ async def trim_window(
     messages = state.get("messages") or []
     end_session = bool(state.get("end_session"))
     # the next prompt is estimated as this turn's system prompt plus what stays
-    window = await update_window(
-        services, ctx, ctx.user_id, thread, messages, end_session, system_prompt(state)
-    )
+    system = system_prompt(state, ctx.profile_token_budget)
+    window = await update_window(services, ctx, ctx.user_id, thread, messages, end_session, system)
     in_state = {m.id for m in messages}
     events = notices("trim_window") + window.events
     update = {

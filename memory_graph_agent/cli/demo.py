@@ -165,7 +165,7 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
         printer = ReplyPrinter("[bold]agent:[/] ")
         state = await run_turn(agent, zhang, f"demo-{run}-new", RECALL_QUESTION, on_token=printer)
         printer.close(str(state["messages"][-1].content))
-        prompt = system_prompt(state)
+        prompt = system_prompt(state, zhang.profile_token_budget)
         profile, memories = _block(prompt, "profile"), _block(prompt, "memories")
         console.print(f"[bold]profile in prompt:[/]\n{escape(profile)}")
         changed = "preferred_language Go → Rust" in profile
@@ -188,7 +188,7 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
 
         console.rule("[bold]another user asks the same")
         state = await run_turn(agent, other, f"demo-{run}-other", RECALL_QUESTION)
-        prompt = system_prompt(state)
+        prompt = system_prompt(state, zhang.profile_token_budget)
         profile, memories = _block(prompt, "profile"), _block(prompt, "memories")
         console.print(f"[bold]profile in prompt:[/] {escape(profile)}")
         console.print(f"[bold]recalled memories in prompt:[/] {escape(memories)}")

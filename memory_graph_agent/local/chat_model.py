@@ -100,7 +100,11 @@ class LocalChatModel(ChatOpenAI):
 
     @classmethod
     def for_server(cls, server: LocalModelServer, **kwargs: Any) -> LocalChatModel:
-        """Return a model bound to ``server`` (its port is fixed before the first start)."""
+        """Return a model bound to ``server`` (its port is fixed before the first start).
+
+        Its profile declares the server's ``n_ctx``, so prompts are budgeted to it.
+        """
+        kwargs.setdefault("profile", {"max_input_tokens": server.n_ctx, "tool_calling": False})
         model = cls(base_url=server.base_url, api_key="local", model=server.alias, **kwargs)
         model._server = server
         return model

@@ -230,3 +230,20 @@ async def test_a_second_request_does_not_cut_off_a_streaming_reply() -> None:
         finish = chunk.response_metadata.get("finish_reason") or finish
     assert finish in ("stop", "length"), "the stream was cut off"
     assert (await other).text.strip()
+
+
+async def test_an_oversized_message_is_answered_and_the_next_turn_too(
+    agent, make_context, services
+) -> None:
+    """~4k CJK characters overflow the server's n_ctx (4096) by the old count of 4
+    characters a token: every later turn of the thread failed the same way. Now the prompt
+    is budgeted to the server's real context, with CJK counted at its own rate."""
+    ctx = make_context(model="local:smollm2", fact_rules="off")  # context_window_tokens 8192
+    thread = f"t-{uuid.uuid4().hex[:6]}"
+    big = "我的名字是张三，我住在柏林，我喜欢用Go语言编程。" * 160  # 3,840 characters
+    first = await say(agent, ctx, thread, big)
+    assert ("respond", "truncated") in [(e["node"], e["kind"]) for e in first["memory_events"]]
+    second = await say(agent, ctx, thread, "Thanks. What is the capital of France?")
+    assert second["messages"][-1].type == "ai" and str(second["messages"][-1].content).strip()
+    window = await services.window.window(ctx.user_id, thread)
+    assert window[0].content == big  # stored whole
