@@ -98,11 +98,18 @@ def _check_claims(kwargs: Value, assistant_id: object, user_id: str, roles: froz
 
 
 @auth.on.threads.create
-async def create_thread(ctx: Auth.types.AuthContext, value: Value) -> None:
-    """A new thread belongs to its creator."""
-    if ENABLED:
+async def create_thread(ctx: Auth.types.AuthContext, value: Value) -> Filter:
+    """A new thread belongs to its creator (a copy keeps the metadata of its original).
+
+    The filter matters: with ``if_exists="do_nothing"`` the server returns an existing
+    thread of that id, values included, unless it fails the filter (409).
+    """
+    if not ENABLED:
+        return None
+    if value.get("metadata") is not None:
         with _forbidden_is_403():
             claim(value["metadata"], ctx.user.identity)
+    return owner_filter(ctx.user.identity)
 
 
 @auth.on.threads.create_run
