@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import jwt
 import pytest
 
@@ -30,6 +28,9 @@ from memory_graph_agent.auth.policy import (
 KEY_A = "sk-alice-0123456789abcdef"
 KEY_B = "sk-bob-0123456789abcdef"
 SECRET = "s" * 64
+# fixed instants: parametrized tokens are built at collection, maybe minutes before use
+FUTURE = 4_000_000_000  # 2096
+PAST = 1_000_000_000  # 2001
 
 
 def bearer(value: str) -> dict[bytes, bytes]:
@@ -72,26 +73,26 @@ def test_missing_or_unknown_credentials_fail(verifier, headers, message) -> None
 
 
 def test_a_valid_jwt_names_the_user_and_its_known_roles(verifier: Verifier) -> None:
-    good = token({"sub": "carol", "exp": time.time() + 60, "roles": ["admin", "pilot"]})
+    good = token({"sub": "carol", "exp": FUTURE, "roles": ["admin", "pilot"]})
     assert verifier.identify(bearer(good)) == Identity("carol", frozenset({"admin"}))
 
 
 @pytest.mark.parametrize(
     "jwt_text, message",
     [
-        (token({"sub": "carol", "exp": time.time() + 60}, secret="x" * 64), "Signature"),
-        (token({"sub": "carol", "exp": time.time() - 60}), "expired"),
+        (token({"sub": "carol", "exp": FUTURE}, secret="x" * 64), "Signature"),
+        (token({"sub": "carol", "exp": PAST}), "expired"),
         (token({"sub": "carol"}), "exp"),
-        (token({"exp": time.time() + 60}), "sub"),
-        (token({"sub": "a:*", "exp": time.time() + 60}), "invalid user_id"),
-        (token({"sub": "default-user", "exp": time.time() + 60}), "reserved"),
-        (token({"sub": "carol", "exp": time.time() + 60, "roles": "admin"}), "roles"),
+        (token({"exp": FUTURE}), "sub"),
+        (token({"sub": "a:*", "exp": FUTURE}), "invalid user_id"),
+        (token({"sub": "default-user", "exp": FUTURE}), "reserved"),
+        (token({"sub": "carol", "exp": FUTURE, "roles": "admin"}), "roles"),
         (
-            token({"sub": "carol", "exp": time.time() + 60}, algorithm="HS512"),
+            token({"sub": "carol", "exp": FUTURE}, algorithm="HS512"),
             "alg value is not allowed",
         ),
         (
-            jwt.encode({"sub": "carol", "exp": time.time() + 60}, None, algorithm="none"),
+            jwt.encode({"sub": "carol", "exp": FUTURE}, None, algorithm="none"),
             "alg value is not allowed",
         ),
     ],
@@ -113,7 +114,7 @@ def test_bad_tokens_fail(verifier: Verifier, jwt_text: str, message: str) -> Non
 
 
 def test_a_tampered_token_fails(verifier: Verifier) -> None:
-    header, _, signature = token({"sub": "carol", "exp": time.time() + 60}).split(".")
+    header, _, signature = token({"sub": "carol", "exp": FUTURE}).split(".")
     forged = jwt.utils.base64url_encode(b'{"sub":"alice","exp":9999999999}').decode()
     with pytest.raises(AuthFailed, match="Signature"):
         verifier.identify(bearer(f"{header}.{forged}.{signature}"))
@@ -122,7 +123,7 @@ def test_a_tampered_token_fails(verifier: Verifier) -> None:
 def test_tokens_are_refused_when_no_secret_is_configured() -> None:
     only_keys = Verifier(parse_api_keys(f"{KEY_A}:alice", "test"))
     with pytest.raises(AuthFailed, match="unknown API key"):
-        only_keys.identify(bearer(token({"sub": "alice", "exp": time.time() + 60})))
+        only_keys.identify(bearer(token({"sub": "alice", "exp": FUTURE})))
 
 
 @pytest.mark.parametrize(
