@@ -107,6 +107,10 @@ class Verifier:
         issuer: str | None = None,
     ) -> None:
         self._keys = dict(api_keys or {})
+        self._roles: dict[str, frozenset[str]] = {}
+        for identity in self._keys.values():  # roles belong to the user, not to one key
+            if self._roles.setdefault(identity.user_id, identity.roles) != identity.roles:
+                raise AuthConfigError(f"the keys of user {identity.user_id!r} differ in roles")
         self._secret = jwt_secret or None
         self._audience = audience or None
         self._issuer = issuer or None
@@ -141,7 +145,7 @@ class Verifier:
 
     def roles_of(self, user_id: str) -> frozenset[str]:
         """Roles the API keys give ``user_id`` (a cron's run only carries its user id)."""
-        return frozenset().union(*(i.roles for i in self._keys.values() if i.user_id == user_id))
+        return self._roles.get(user_id, frozenset())
 
     def identify(self, headers: Mapping[bytes, bytes]) -> Identity:
         """The identity of a request's ASGI headers, or `AuthFailed`."""

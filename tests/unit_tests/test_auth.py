@@ -154,6 +154,8 @@ def test_the_server_needs_some_credentials_unless_auth_is_off(tmp_path) -> None:
         {"MEMORY_AGENT_API_KEYS": f"{KEY_A}:alice", "MEMORY_AGENT_API_KEYS_FILE": str(keys_file)}
     )
     assert both.identify(bearer(KEY_B)).user_id == "bob"
+    with pytest.raises(AuthConfigError, match="differ in roles"):
+        Verifier.from_env({"MEMORY_AGENT_API_KEYS": f"{KEY_A}:alice:admin,{KEY_B}:alice"})
     with pytest.raises(AuthConfigError, match="MEMORY_AGENT_API_KEYS_FILE"):
         Verifier.from_env({"MEMORY_AGENT_API_KEYS_FILE": str(tmp_path / "missing")})
     assert auth_enabled({}) and auth_enabled({"MEMORY_AGENT_AUTH": "on"})
