@@ -7,8 +7,10 @@ same request succeeding for the right caller, so no test passes because everythi
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
+import time
 import uuid
 from collections.abc import Awaitable
 
@@ -305,3 +307,34 @@ def test_auth_off_serves_anyone_and_says_so_at_start(memory_env: dict[str, str])
         assert "AUTHENTICATION IS DISABLED" in server.log(200_000)
         anyone = httpx.post(f"{server.url}/threads", json={}, timeout=30)
         assert anyone.status_code == 200, anyone.text
+
+
+async def test_cron_runs_fire_as_their_creator(
+    alice, admin, creds: Credentials, memory_env: dict[str, str]
+) -> None:
+    """Fired runs go through the run rules again, as the cron's user (~1 minute)."""
+    mine = (await alice.threads.create())["thread_id"]
+    nightly = (await admin.threads.create())["thread_id"]
+    every_minute = "* * * * *"
+    crons = [
+        await alice.crons.create_for_thread(mine, AGENT, schedule=every_minute,
+                                            input=turn("I keep bees."), context=RAW),
+        await admin.crons.create_for_thread(nightly, MAINTENANCE, schedule=every_minute,
+                                            input={"all_users": True, "dry_run": True}),
+    ]  # fmt: skip
+    try:
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline:
+            runs = [await alice.runs.list(mine), await admin.runs.list(nightly)]
+            if all(r and r[-1]["status"] in ("success", "error") for r in runs):
+                break
+            await asyncio.sleep(3)
+        assert [r[-1]["status"] if r else None for r in runs] == ["success", "success"], runs
+    finally:
+        await alice.crons.delete(crons[0]["cron_id"])
+        await admin.crons.delete(crons[1]["cron_id"])
+    # alice's run had no user_id: the cron's user is hers
+    assert any(mine in k for k in keys_of(memory_env, creds.alice))
+    # the admin's role came back from the keys when the cron fired
+    state = (await admin.threads.get_state(nightly))["values"]
+    assert state["all_users"] is True and state["report"]["dry_run"] is True, state
