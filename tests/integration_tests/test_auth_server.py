@@ -338,3 +338,13 @@ async def test_cron_runs_fire_as_their_creator(
     # the admin's role came back from the keys when the cron fired
     state = (await admin.threads.get_state(nightly))["values"]
     assert state["all_users"] is True and state["report"]["dry_run"] is True, state
+
+
+def test_the_forget_route_refuses_when_mounted_without_the_servers_auth() -> None:
+    """Served without ``enable_custom_route_auth`` (no ``request.user``), it fails closed."""
+    from starlette.testclient import TestClient
+
+    from memory_graph_agent.webapp import app
+
+    with TestClient(app) as http:
+        assert http.delete("/memory/users/someone").status_code == 401
