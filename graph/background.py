@@ -11,7 +11,9 @@ claims it (exactly once, by the queue's leases and deterministic summary ids).
 - `LocalScheduler`: asyncio tasks in this process (CLI, notebooks, benchmarks).
 - `ServerScheduler`: a background run on the LangGraph server, enqueued on the memory
   thread (``multitask_strategy="enqueue"``), the way langchain-ai/memory-template
-  schedules its memory graph.
+  schedules its memory graph. It goes through the server's in-process loopback
+  (`langgraph_sdk.get_client()` without a URL), which custom auth does not see; the run
+  carries the turn's own, already authenticated ``user_id``.
 """
 
 from __future__ import annotations
@@ -142,7 +144,8 @@ class ServerScheduler:
             input={"compress": compress},
             context=asdict(context),
             config={"tags": MEMORY_RUN_TAGS, "recursion_limit": RECURSION_LIMIT},
-            metadata={"user_id": context.user_id, "memory_of": thread_id},
+            # "owner": the server's auth (memory_graph_agent.auth) lets the user read it
+            metadata={"owner": context.user_id, "user_id": context.user_id, "memory_of": thread_id},
             multitask_strategy="enqueue",
             if_not_exists="create",
         )

@@ -2,7 +2,11 @@
 
 ``GET /metrics`` serves the default Prometheus registry (the server's own ``/metrics``
 shadows it and serves the same registry); ``GET /memory/metrics`` serves only the
-``agent_memory_*`` metrics. The lifespan closes the server's services.
+``agent_memory_*`` metrics (no label carries a user or thread). ``DELETE
+/memory/users/{user_id}`` forgets a user: the caller themself, or an admin. With
+``enable_custom_route_auth`` in ``langgraph.json`` the server authenticates these routes
+with the same `Auth` handler as its own, so ``request.user`` is the caller. The lifespan
+closes the server's services.
 """
 
 from __future__ import annotations
@@ -13,11 +17,14 @@ from contextlib import asynccontextmanager
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from memory_graph_agent.auth.policy import Forbidden, check_forget
+from memory_graph_agent.ids import InvalidIdError, validate_id
 from memory_graph_agent.metrics import exposition
-from memory_graph_agent.services import close_server_services
+from memory_graph_agent.services import close_server_services, server_services
+from memory_graph_agent.storage.forget import forget_user
 
 
 async def metrics(request: Request) -> Response:
@@ -28,6 +35,24 @@ async def metrics(request: Request) -> Response:
 async def memory_metrics(request: Request) -> Response:
     """Text exposition of the ``agent_memory_*`` metrics only."""
     return Response(exposition(memory_only=True), media_type=CONTENT_TYPE_LATEST)
+
+
+async def forget(request: Request) -> Response:
+    """Delete everything stored about a user; answer with the counts of what was deleted."""
+    if "user" not in request.scope or not request.user.is_authenticated:
+        return JSONResponse({"detail": "authentication required"}, status_code=401)
+    try:
+        target = validate_id(request.path_params["user_id"], "user_id")
+        check_forget(request.user.identity, request.auth.scopes, target)
+    except InvalidIdError as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+    except Forbidden as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=403)
+    services = await server_services()
+    report = await forget_user(
+        target, redis=services.redis, db=services.db, prefix=services.keys.prefix
+    )
+    return JSONResponse(report)
 
 
 @asynccontextmanager
@@ -42,5 +67,6 @@ app = Starlette(
     routes=[
         Route("/metrics", metrics, methods=["GET"]),
         Route("/memory/metrics", memory_metrics, methods=["GET"]),
+        Route("/memory/users/{user_id}", forget, methods=["DELETE"]),
     ],
 )

@@ -22,6 +22,7 @@ from memory_graph_agent.local.embedded import ensure_services
 from memory_graph_agent.storage.postgres import with_database
 from tests.builders import environment
 from tests.conftest import EMBEDDING
+from tests.integration_tests.dev_server import Credentials, DevServer, running_dev_server
 
 
 @pytest.fixture
@@ -90,3 +91,16 @@ async def services(memory_env: dict[str, str]) -> AsyncIterator:
 @pytest.fixture(scope="session")
 def agent(services, checkpointer):
     return build_graph(services, checkpointer=checkpointer)
+
+
+@pytest.fixture(scope="session")
+def server_credentials() -> Credentials:
+    """The API keys (two users, one admin) and JWT secret the test server accepts."""
+    return Credentials()
+
+
+@pytest.fixture(scope="session")
+def dev_server(memory_env: dict[str, str], server_credentials: Credentials) -> Iterator[DevServer]:
+    """One authenticated `langgraph dev` for the session, on the session's Redis/Postgres."""
+    with running_dev_server({**memory_env, **server_credentials.env()}) as server:
+        yield server

@@ -1,119 +1,29 @@
 """The agent behind a real `langgraph dev` server, driven through `langgraph_sdk`.
 
-A module-scoped fixture starts ``langgraph dev`` on a free port from the repository
-root, pointed at the test session's Redis/Postgres (the ``memory_env`` fixture), and
-kills its whole process group at the end. Turns use the real offline model
-(SmolLM2-135M) with a tiny window, so two turns are enough to evict the first turn and
-store its summary in pgvector.
+The session's ``dev_server`` fixture (``conftest.py``, helpers in ``dev_server.py``)
+starts ``langgraph dev`` with authentication on, pointed at the test session's
+Redis/Postgres. Each test's user authenticates with a JWT minted for a fresh user id.
+Turns use the real offline model (SmolLM2-135M) with a tiny window, so two turns are
+enough to evict the first turn and store its summary in pgvector.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
-import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import psycopg
 import pytest
 import redis
-from langgraph_sdk import get_client
+
+from tests.integration_tests.dev_server import Credentials, DevServer, client
 
 pytestmark = pytest.mark.server
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-LANGGRAPH = Path(sys.executable).parent / "langgraph"
 GRAPH_ID = "memory_agent"
 MODEL = "local:smollm2"
-READY_TIMEOUT = 120.0
 NODES = {"load_profile", "recall", "respond", "trim_window", "summarize", "consolidate", "reflect"}
-OFFLINE_ENV = {
-    "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-    "LANGGRAPH_NO_VERSION_CHECK": "true",
-    "LANGSMITH_TRACING": "false",
-}
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _tail(path: Path, chars: int = 4000) -> str:
-    try:
-        return path.read_text(errors="replace")[-chars:]
-    except OSError as exc:
-        return f"(no server log: {exc})"
-
-
-@pytest.fixture(scope="module")
-def server_url(memory_env: dict[str, str]) -> Iterator[str]:
-    """Start `langgraph dev` on a free port; yield its base URL; kill it afterwards."""
-    if not LANGGRAPH.exists():
-        pytest.skip(f"{LANGGRAPH} not found (install langgraph-cli[inmem])")
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, **OFFLINE_ENV, **memory_env}
-    log_file = tempfile.NamedTemporaryFile(
-        "w+b", prefix="langgraph-dev-", suffix=".log", delete=False
-    )
-    log_path = Path(log_file.name)
-    # --no-reload: other people edit the repo while tests run; a reload mid-run would
-    # restart the server and drop the in-flight run.
-    cmd = [str(LANGGRAPH), "dev", "--port", str(port), "--host", "127.0.0.1",
-           "--no-browser", "--no-reload"]  # fmt: skip
-    proc = subprocess.Popen(
-        cmd,
-        cwd=REPO_ROOT,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=log_file,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(
-                    f"langgraph dev exited with {proc.returncode} before serving:\n"
-                    f"{_tail(log_path)}"
-                )
-            try:
-                if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(
-                    f"langgraph dev not ready on {url}/ok after {READY_TIMEOUT:.0f}s:\n"
-                    f"{_tail(log_path)}"
-                )
-            time.sleep(0.5)
-        yield url
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=20)
-        except ProcessLookupError:
-            pass
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        log_file.close()
-        if os.environ.get("KEEP_SERVER_LOG"):
-            print(f"langgraph dev log kept at {log_path}")
-        else:
-            log_path.unlink(missing_ok=True)
 
 
 def _ai_reply(output: dict) -> str:
@@ -125,23 +35,23 @@ def _ai_reply(output: dict) -> str:
 
 
 async def test_two_turns_through_the_server_reach_redis_and_pgvector(
-    server_url: str, memory_env: dict[str, str]
+    dev_server: DevServer, server_credentials: Credentials, memory_env: dict[str, str]
 ) -> None:
-    client = get_client(url=server_url)
     user = f"u-srv-{uuid.uuid4().hex[:10]}"
+    sdk = client(dev_server.url, token=server_credentials.token(user))
     context = {"user_id": user, "window_size": 2, "summary_batch": 2, "model": MODEL}
 
     # the deployed assistant exposes all seven memory nodes
-    assistants = await client.assistants.search(graph_id=GRAPH_ID)
+    assistants = await sdk.assistants.search(graph_id=GRAPH_ID)
     assert assistants, f"no assistant for graph {GRAPH_ID!r}"
     assistant_id = assistants[0]["assistant_id"]
-    drawn = await client.assistants.get_graph(assistant_id)
+    drawn = await sdk.assistants.get_graph(assistant_id)
     node_ids = {n["id"] for n in drawn["nodes"]}
     assert NODES <= node_ids, f"missing nodes: {NODES - node_ids}"
 
-    thread = await client.threads.create()
+    thread = await sdk.threads.create()
     thread_id = thread["thread_id"]
-    out = await client.runs.wait(
+    out = await sdk.runs.wait(
         thread_id,
         GRAPH_ID,
         input={"messages": [{"role": "human", "content": "I keep bees in my garden."}]},
@@ -154,7 +64,7 @@ async def test_two_turns_through_the_server_reach_redis_and_pgvector(
     # turn 2 streams its reply token by token (only respond's tokens) and pushes the window
     # over 2 messages: turn 1 leaves it and a background memory run summarizes it
     tokens, nodes, final = [], set(), {}
-    async for part in client.runs.stream(
+    async for part in sdk.runs.stream(
         thread_id,
         GRAPH_ID,
         input={"messages": [{"role": "human", "content": "What is two plus two?"}]},
@@ -175,18 +85,18 @@ async def test_two_turns_through_the_server_reach_redis_and_pgvector(
     assert not any(e["node"] == "summarize" for e in events), "memory ran in the turn's run"
 
     # the memory run: the same graph, on the thread's memory thread, enqueued by the server
-    memory_threads = await client.threads.search(metadata={"memory_of": thread_id})
+    memory_threads = await sdk.threads.search(metadata={"memory_of": thread_id})
     assert len(memory_threads) == 1, memory_threads
     memory_thread = memory_threads[0]["thread_id"]
-    runs = await client.runs.list(memory_thread)
+    runs = await sdk.runs.list(memory_thread)
     assert runs, "no memory run was created"
-    memory_out = await client.runs.join(memory_thread, runs[-1]["run_id"])
+    memory_out = await sdk.runs.join(memory_thread, runs[-1]["run_id"])
     events = memory_out.get("memory_events") or []
     assert any(e["node"] == "summarize" for e in events), events
     assert any(e["node"] == "consolidate" and e["kind"] == "stored" for e in events), events
 
     # the server process exposes the agent's Prometheus metrics; its two runs counted
-    scrape = httpx.get(f"{server_url}/metrics", timeout=10)
+    scrape = httpx.get(f"{dev_server.url}/metrics", timeout=10)
     retrievals = re.search(r"^agent_memory_retrieval_seconds_count (\S+)$", scrape.text, re.M)
     assert scrape.status_code == 200 and retrievals and float(retrievals.group(1)) >= 2, (
         scrape.text[-3000:]
@@ -215,21 +125,21 @@ async def test_two_turns_through_the_server_reach_redis_and_pgvector(
 
 
 async def test_session_end_and_maintenance_graph_through_the_server(
-    server_url: str, memory_env: dict[str, str]
+    dev_server: DevServer, server_credentials: Credentials, memory_env: dict[str, str]
 ) -> None:
-    client = get_client(url=server_url)
     user = f"u-srv-{uuid.uuid4().hex[:10]}"
+    sdk = client(dev_server.url, token=server_credentials.token(user))
     # raw summaries: the archive needs no model call (the model's part is tested above)
     context = {"user_id": user, "model": MODEL, "summary_mode": "raw"}
-    thread_id = (await client.threads.create())["thread_id"]
-    await client.runs.wait(
+    thread_id = (await sdk.threads.create())["thread_id"]
+    await sdk.runs.wait(
         thread_id,
         GRAPH_ID,
         input={"messages": [{"role": "human", "content": "I keep bees in my garden."}]},
         context=context,
     )
     # {"end_session": true}: no answer, the whole thread is archived into memory
-    out = await client.runs.wait(thread_id, GRAPH_ID, input={"end_session": True}, context=context)
+    out = await sdk.runs.wait(thread_id, GRAPH_ID, input={"end_session": True}, context=context)
     assert isinstance(out, dict) and "__error__" not in out, out
     assert out["messages"] == [] and out["pending_count"] == 0, out.get("memory_events")
     with psycopg.connect(memory_env["DATABASE_URL"]) as conn:
@@ -239,9 +149,9 @@ async def test_session_end_and_maintenance_graph_through_the_server(
     assert n == 1
 
     # the second graph of langgraph.json, as a cron would run it (here once, dry)
-    assert await client.assistants.search(graph_id="maintenance")
-    thread_id = (await client.threads.create())["thread_id"]
-    report = await client.runs.wait(
+    assert await sdk.assistants.search(graph_id="maintenance")
+    thread_id = (await sdk.threads.create())["thread_id"]
+    report = await sdk.runs.wait(
         thread_id, "maintenance", input={"user_id": user, "dry_run": True}, context=context
     )
     assert isinstance(report, dict) and "__error__" not in report, report

@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),  # fmt: skip
     ("nodes", ("nodes",)),
     ("wiring", ("graph",)),
-    ("apps", (f"{P}.cli", f"{P}.webapp")),
+    ("apps", (f"{P}.cli", f"{P}.webapp", f"{P}.auth")),
 ]
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
 # what the same rank may import sideways: storage and local are peers, not a stack

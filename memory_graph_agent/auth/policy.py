@@ -1,0 +1,111 @@
+"""The authorization rules of the server, as pure functions of the caller and the request.
+
+- A run's ``user_id`` is the caller's: a ``context.user_id`` naming someone else is
+  refused, a missing one is filled in.
+- Threads, runs, crons and assistants carry ``metadata.owner``; every read is filtered by
+  it, and nobody may hand a resource to someone else.
+- The ``maintenance`` graph for other users (or all of them), forgetting another user
+  and maintenance assistants need the ``admin`` role.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, MutableMapping
+from typing import Any
+from uuid import UUID, uuid5
+
+ADMIN = "admin"
+OWNER = "owner"
+MAINTENANCE_GRAPH = "maintenance"
+# How the LangGraph server names the assistant it creates for each graph of
+# langgraph.json (langgraph_api.graph.NAMESPACE_GRAPH; a server test checks it).
+NAMESPACE_GRAPH = UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
+MAINTENANCE_ASSISTANT_ID = uuid5(NAMESPACE_GRAPH, MAINTENANCE_GRAPH)
+
+
+class Forbidden(Exception):
+    """The caller is authenticated but may not do this (403)."""
+
+
+def is_admin(roles: Iterable[str]) -> bool:
+    """Whether the roles include ``admin``."""
+    return ADMIN in set(roles)
+
+
+def owner_filter(user_id: str) -> dict[str, str]:
+    """The metadata filter that limits every read to the caller's own resources."""
+    return {OWNER: user_id}
+
+
+def assistants_filter(user_id: str) -> dict[str, Any]:
+    """Own assistants, plus the ones the server made for the graphs of langgraph.json."""
+    return {"$or": [{OWNER: user_id}, {"created_by": "system"}]}
+
+
+def claim(metadata: MutableMapping[str, Any], user_id: str) -> None:
+    """Stamp the caller as owner of a resource being created (refuse naming another)."""
+    owner = metadata.get(OWNER)
+    if owner is not None and owner != user_id:
+        raise Forbidden(f"metadata.owner must be the caller ({user_id!r}), not {owner!r}")
+    metadata[OWNER] = user_id
+
+
+def keep_owner(metadata: Mapping[str, Any] | None, user_id: str) -> None:
+    """An update may not give a resource to someone else."""
+    owner = (metadata or {}).get(OWNER)
+    if owner is not None and owner != user_id:
+        raise Forbidden(f"metadata.owner cannot be changed to {owner!r}")
+
+
+def run_context(user_id: str, context: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The run's context with ``user_id`` set to the caller; another user id is refused."""
+    context = dict(context or {})
+    claimed = context.get("user_id")
+    if claimed not in (None, "") and claimed != user_id:
+        raise Forbidden(
+            f"context.user_id {str(claimed)[:64]!r} is not the authenticated user "
+            f"({user_id!r}); omit it, the server fills it in"
+        )
+    context["user_id"] = user_id
+    return context
+
+
+def is_maintenance(assistant_id: object) -> bool:
+    """Whether an assistant id (a graph name or the server's UUID for it) is ``maintenance``."""
+    return str(assistant_id) in (MAINTENANCE_GRAPH, str(MAINTENANCE_ASSISTANT_ID))
+
+
+def maintenance_input(
+    user_id: str, roles: Iterable[str], run_input: object, command: object
+) -> object:
+    """The input a maintenance run may use; only admins touch other users.
+
+    A non-admin's input is rewritten to name the caller and ``all_users: false``
+    explicitly: the input overwrites those state keys, so a thread whose state was edited
+    to ``all_users: true`` cannot carry it into the run. Commands are refused (the graph
+    has no interrupt to resume) for the same reason.
+    """
+    if is_admin(roles):
+        return run_input
+    if command:
+        raise Forbidden("maintenance runs take an input, not a command, unless you are admin")
+    if not isinstance(run_input, Mapping):
+        raise Forbidden("a maintenance run needs an input, e.g. {'dry_run': true}")
+    if run_input.get("all_users"):
+        raise Forbidden("maintenance for all users needs the admin role")
+    target = run_input.get("user_id")
+    if target not in (None, "") and target != user_id:
+        raise Forbidden(f"maintenance for another user ({str(target)[:64]!r}) needs the admin role")
+    return {**run_input, "user_id": user_id, "all_users": False}
+
+
+def check_graph(graph_id: object, roles: Iterable[str]) -> None:
+    """Only admins create or repoint assistants on the maintenance graph."""
+    if graph_id == MAINTENANCE_GRAPH and not is_admin(roles):
+        raise Forbidden("assistants of the maintenance graph need the admin role")
+
+
+def check_forget(user_id: str, roles: Iterable[str], target: str) -> None:
+    """Anyone may forget themself; forgetting another user needs the admin role."""
+    if target != user_id and not is_admin(roles):
+        raise Forbidden(f"forgetting another user ({target!r}) needs the admin role")
