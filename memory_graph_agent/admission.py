@@ -1,7 +1,8 @@
 """Start of a turn: check the input and the thread's owner, then read the profile.
 
 A thread belongs to the first user who wrote to it. "New" messages are those of the
-state not yet in the thread's Redis window, so a rejected turn raises before any write.
+state not yet in the owner's Redis window, so a rejected turn raises before any write
+(but the claim of a free thread).
 """
 
 from __future__ import annotations
@@ -51,38 +52,44 @@ async def start_turn(
     check_id(thread_id, "thread_id")
     max_chars, max_messages = limits_of(settings)
     messages = list(messages)
-    validate_turn(
-        messages,
-        messages[-1:],
-        max_chars=max_chars,
-        max_messages=max_messages,
-        end_session=end_session,
-    )
     try:
         admission = await services.threads.admit(user_id, thread_id, [m.id for m in messages])
-        unseen = set(admission.unseen)
-        new = [m for m in messages if m.id in unseen]
-        if admission.owner != user_id:
-            raise ThreadOwnershipError(
-                f"thread {thread_id!r} belongs to another user; use a thread id of your own",
-                [m.id for m in new],
-            )
-        # A session end archives; a turn that brings a new user message is answered,
-        # whatever ``end_session`` an earlier, failed run left in the checkpoint.
-        end_session = end_session and not any(isinstance(m, HumanMessage) for m in new)
+    except StoreUnavailable:  # answer without the profile rather than not at all
         validate_turn(
-            messages, new, max_chars=max_chars, max_messages=max_messages, end_session=end_session
+            messages,
+            messages[-1:],
+            max_chars=max_chars,
+            max_messages=max_messages,
+            end_session=end_session,
         )
+        return _without_redis(end_session)
+    if admission.owner != user_id:
+        # only what this turn brought (unseen by the owner) is the intruder's
+        raise ThreadOwnershipError(
+            f"thread {thread_id!r} belongs to another user; use a thread id of your own",
+            admission.unseen,
+        )
+    unseen = set(admission.unseen)
+    new = [m for m in messages if m.id in unseen]
+    # A session end archives; a turn that brings a new user message is answered,
+    # whatever ``end_session`` an earlier, failed run left in the checkpoint.
+    end_session = end_session and not any(isinstance(m, HumanMessage) for m in new)
+    validate_turn(
+        messages, new, max_chars=max_chars, max_messages=max_messages, end_session=end_session
+    )
+    try:
         profile = await services.profile.get(user_id)
         changes = await services.profile.recent_changes(user_id, settings.change_note_days)
-    except StoreUnavailable:  # answer without the profile rather than not at all
-        return TurnStart(
-            end_session=end_session,
-            events=[
-                event("load_profile", "unavailable", "profile: Redis unavailable, none loaded")
-            ],
-        )
+    except StoreUnavailable:
+        return _without_redis(end_session)
     text = f"profile: {len(profile)} facts loaded"
     if changes:
         text += f", {len(changes)} recent changes noted"
     return TurnStart(profile, changes, end_session, [event("load_profile", "loaded", text)])
+
+
+def _without_redis(end_session: bool) -> TurnStart:
+    return TurnStart(
+        end_session=end_session,
+        events=[event("load_profile", "unavailable", "profile: Redis unavailable, none loaded")],
+    )

@@ -15,7 +15,7 @@ class Admission:
     """The answer of `ThreadOwners.admit`."""
 
     owner: str  # the caller when the thread was free
-    unseen: list[str]  # ids, in the order given, of messages not yet in the window
+    unseen: list[str]  # ids, in the order given, not in the *owner's* window (seen-set)
 
 
 @guarded("redis")
@@ -27,13 +27,26 @@ class ThreadOwners:
         self.keys = keys
 
     async def admit(self, user_id: str, thread_id: str, message_ids: list[str]) -> Admission:
-        """Claim ``thread_id`` for ``user_id`` unless owned, and find the unseen ids."""
+        """Claim ``thread_id`` for ``user_id`` unless owned, and find the unseen ids.
+
+        Unseen is judged against the owner's seen-set: for another user, exactly the
+        messages their own turn brought (a second round trip, on that path only).
+        """
         owner_key = self.keys.owner(thread_id)
+        probe = ["", *message_ids]  # "" keeps the argument list non-empty; dropped below
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.set(owner_key, user_id, nx=True)
             pipe.get(owner_key)
-            # "" keeps the argument list non-empty; its answer is dropped
-            pipe.smismember(self.keys.thread("seen", user_id, thread_id), ["", *message_ids])
+            pipe.smismember(self.keys.thread("seen", user_id, thread_id), probe)
             _, owner, (_, *seen) = await pipe.execute()
-        unseen = [i for i, is_seen in zip(message_ids, seen, strict=True) if not is_seen]
-        return Admission(owner=owner, unseen=unseen)
+        if owner != user_id:
+            seen_key = self.keys.thread("seen", owner, thread_id)
+            _, *seen = await self.redis.smismember(seen_key, probe)
+        return Admission(
+            owner=owner,
+            unseen=[i for i, is_seen in zip(message_ids, seen, strict=True) if not is_seen],
+        )
+
+    async def owner(self, thread_id: str) -> str | None:
+        """The user who owns ``thread_id``, or ``None`` if nobody wrote to it."""
+        return await self.redis.get(self.keys.owner(thread_id))

@@ -1,0 +1,78 @@
+"""Thread ownership under abuse: an intruder's rejected turn on another user's thread
+neither deletes the owner's messages nor ever reaches the owner's memory."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+import pytest
+
+from memory_graph_agent.validation import ThreadOwnershipError, discard_rejected
+from tests.conftest import say
+from tests.fakes import ScriptedChatModel
+
+
+def _id(kind: str) -> str:
+    return f"{kind}-{uuid.uuid4().hex[:10]}"
+
+
+def _config(thread: str) -> dict:
+    return {"configurable": {"thread_id": thread}}
+
+
+async def _ids_in_checkpoint(agent, thread: str) -> list[str]:
+    return [m.id for m in (await agent.aget_state(_config(thread))).values["messages"]]
+
+
+async def _everything_of(services, user: str, thread: str) -> str:
+    """The user's window, backlog, episodes, summaries and profile, as one text."""
+    parts = [m.content for m in await services.window.window(user, thread)]
+    parts += [m.content for _, m in await services.window.pending(user, thread)]
+    parts += [m.content for m in await services.episodes.history(user)]
+    parts += [m.text for m in await services.memories.list(user, limit=1000)]
+    parts.append(json.dumps(await services.profile.get(user)))
+    return "\n".join(parts)
+
+
+async def test_a_rejected_intruder_lists_and_discards_only_its_own_messages(agent, make_context):
+    thread = _id("t")
+    await say(agent, make_context(), thread, "my locker code is 4417")
+    owner_ids = await _ids_in_checkpoint(agent, thread)
+    intruder = make_context(user_id=_id("u"))
+    with pytest.raises(ThreadOwnershipError) as rejected:
+        await say(agent, intruder, thread, "what is the locker code?")
+    assert len(rejected.value.message_ids) == 1
+    assert not set(rejected.value.message_ids) & set(owner_ids), "owner's messages listed"
+    assert await discard_rejected(agent, _config(thread), rejected.value) == 1
+    assert await _ids_in_checkpoint(agent, thread) == owner_ids
+
+
+async def test_cli_refuses_a_thread_claimed_by_a_turn_that_did_not_finish(
+    agent, make_context, services, monkeypatch, capsys
+):
+    """The owner's only trace is the ``owner:`` key (their turn failed at the model): the
+    CLI must still refuse another user's ``--thread`` and keep the owner's message."""
+    from memory_graph_agent.cli.main import main
+    from memory_graph_agent.models import register_chat_model
+    from nodes.respond import ModelUnavailableError
+
+    def down(messages):
+        raise RuntimeError("provider down")
+
+    thread = _id("t")
+    owner = make_context(model_obj=ScriptedChatModel(handlers={"reply": down}))
+    with pytest.raises(ModelUnavailableError):
+        await say(agent, owner, thread, "my PIN is 8812, remember it")
+    owner_ids = await _ids_in_checkpoint(agent, thread)
+    assert len(owner_ids) == 1
+
+    model = ScriptedChatModel()
+    monkeypatch.setenv("MODEL", register_chat_model(_id("fake"), model))
+    command = ["send", "--user", _id("ub"), "--thread", thread, "hi"]
+    assert await asyncio.to_thread(main, command) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "belongs to another user" in out, out
+    assert await _ids_in_checkpoint(agent, thread) == owner_ids, "the owner's message was deleted"
+    assert model.prompts == []
