@@ -2,7 +2,8 @@
 
 A thread belongs to the first user who wrote to it. "New" messages are those of the
 state not yet in the owner's Redis window, so a rejected turn raises before any write
-(but the claim of a free thread).
+(but the claim of a free thread). Messages another user's rejected turn left in the
+thread's checkpoint are dropped from the state, never taken for the owner's.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class TurnStart:
     changes: list[ProfileChange] = field(default_factory=list)
     end_session: bool = False
     events: list[MemoryEvent] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # ids to remove from the thread's state
 
 
 async def start_turn(
@@ -64,12 +66,16 @@ async def start_turn(
         )
         return _without_redis(end_session)
     if admission.owner != user_id:
-        # only what this turn brought (unseen by the owner) is the intruder's
+        # only what this turn brought (unseen by the owner) is the intruder's; it stays
+        # in the checkpoint, so the owner's next turn must know to drop it
+        await services.threads.reject(thread_id, admission.unseen)
         raise ThreadOwnershipError(
             f"thread {thread_id!r} belongs to another user; use a thread id of your own",
             admission.unseen,
         )
-    unseen = set(admission.unseen)
+    dropped = set(admission.rejected)
+    messages = [m for m in messages if m.id not in dropped]
+    unseen = set(admission.unseen) - dropped
     new = [m for m in messages if m.id in unseen]
     # A session end archives; a turn that brings a new user message is answered,
     # whatever ``end_session`` an earlier, failed run left in the checkpoint.
@@ -85,7 +91,16 @@ async def start_turn(
     text = f"profile: {len(profile)} facts loaded"
     if changes:
         text += f", {len(changes)} recent changes noted"
-    return TurnStart(profile, changes, end_session, [event("load_profile", "loaded", text)])
+    events = [event("load_profile", "loaded", text)]
+    if dropped:
+        events.append(
+            event(
+                "load_profile",
+                "dropped_rejected",
+                f"thread: {len(dropped)} messages of another user's rejected turn dropped",
+            )
+        )
+    return TurnStart(profile, changes, end_session, events, sorted(dropped))
 
 
 def _without_redis(end_session: bool) -> TurnStart:

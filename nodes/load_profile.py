@@ -5,6 +5,7 @@ The first node of a turn, so it also starts the turn's ``memory_events`` and ``m
 
 from __future__ import annotations
 
+from langchain_core.messages import RemoveMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
@@ -23,10 +24,13 @@ async def load_profile(state: State, runtime: Runtime[Context], *, services: Ser
         state.get("messages") or [],
         bool(state.get("end_session")),
     )
-    return {
+    update = {
         "profile": turn.profile,
         "profile_changes": turn.changes,
         "end_session": turn.end_session,
         "memory_events": Overwrite(turn.events),  # per turn: this node starts the list
         "memory_decisions": Overwrite([]),
     }
+    if turn.dropped:  # another user's rejected turn, left in this thread's checkpoint
+        update["messages"] = [RemoveMessage(id=i) for i in turn.dropped]
+    return update

@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 
 from memory_graph_agent.ids import validate_id
 from memory_graph_agent.storage.failsafe import window_buffer
-from memory_graph_agent.storage.keys import RedisKeys, default_prefix
+from memory_graph_agent.storage.keys import THREAD_ONLY_KINDS, RedisKeys, default_prefix
 from memory_graph_agent.storage.postgres import Database
 
 CHECKPOINT_TABLES = ("checkpoint_writes", "checkpoint_blobs", "checkpoints")
@@ -35,7 +35,7 @@ async def user_keys(redis: Redis, prefix: str, user_id: str) -> list[str]:
     for pattern in keys.user_patterns(user_id):
         # ``owner:{thread}`` names a thread, not a user: handled by its value instead
         for key, parts in (await _scan(redis, keys, pattern)).items():
-            if len(parts) >= 2 and parts[1] == user_id and parts[0] != "owner":
+            if len(parts) >= 2 and parts[1] == user_id and parts[0] not in THREAD_ONLY_KINDS:
                 found.add(key)
     return sorted(found)
 
@@ -191,7 +191,7 @@ async def forget_user(
     for thread in sorted(threads):  # thread ownership marks held by this user
         owner_key = RedisKeys(prefix).owner(thread)
         if await redis.get(owner_key) == user_id:
-            deleted += int(await redis.delete(owner_key))
+            deleted += int(await redis.delete(owner_key, RedisKeys(prefix).rejected(thread)))
     report["redis_keys"] = deleted
     report["threads"] = sorted(threads)
     return report

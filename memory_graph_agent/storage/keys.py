@@ -1,8 +1,8 @@
 """The Redis key schema: every key name of the project is built here, nowhere else.
 
 ``{prefix}:{kind}:{user}:{thread}`` for `THREAD_KINDS` (window, pending, seen, summary queue),
-``{prefix}:{kind}:{user}`` for `USER_KINDS` (profile, history, forget tombstones) and
-``{prefix}:owner:{thread}``. Ids are validated, so the segments are unambiguous.
+``{prefix}:{kind}:{user}`` for `USER_KINDS` (profile, history, forget tombstones),
+``{prefix}:owner:{thread}`` and ``{prefix}:rejected:{thread}``. Ids are validated, so the segments are unambiguous.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ THREAD_KINDS = (
     "window", "pending", "seen", "processing", "lease", "attempts", "retry_at", "dead"
 )  # fmt: skip
 USER_KINDS = ("profile", "profile_history", "profile_forgotten")
+THREAD_ONLY_KINDS = ("owner", "rejected")
+"""Kinds keyed by thread alone (``{prefix}:{kind}:{thread}``): no user segment."""
 
 
 def default_prefix() -> str:
@@ -41,6 +43,10 @@ class RedisKeys:
     def owner(self, thread_id: str) -> str:
         """``{prefix}:owner:{thread}``: who the thread belongs to."""
         return f"{self.prefix}:owner:{validate_id(thread_id, 'thread_id')}"
+
+    def rejected(self, thread_id: str) -> str:
+        """``{prefix}:rejected:{thread}``: ids of messages other users' rejected turns left."""
+        return f"{self.prefix}:rejected:{validate_id(thread_id, 'thread_id')}"
 
     def user_patterns(self, user_id: str) -> tuple[str, str]:
         """SCAN patterns matching every key of ``user_id`` (and, loosely, a few others)."""

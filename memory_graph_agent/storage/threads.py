@@ -1,8 +1,13 @@
-"""Who a thread belongs to (its first writer), and which of its messages are new (Redis)."""
+"""Who a thread belongs to (its first writer), and which of its messages are new (Redis).
+
+Another user's turn on a thread is rejected, but LangGraph has already written its input
+into the thread's checkpoint; its ids go to ``rejected:{thread}`` so the owner's next turn
+drops them instead of taking them for the owner's own new messages.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
 
@@ -16,6 +21,7 @@ class Admission:
 
     owner: str  # the caller when the thread was free
     unseen: list[str]  # ids, in the order given, not in the *owner's* window (seen-set)
+    rejected: list[str] = field(default_factory=list)  # ids another user's rejected turn left
 
 
 @guarded("redis")
@@ -38,14 +44,21 @@ class ThreadOwners:
             pipe.set(owner_key, user_id, nx=True)
             pipe.get(owner_key)
             pipe.smismember(self.keys.thread("seen", user_id, thread_id), probe)
-            _, owner, (_, *seen) = await pipe.execute()
+            pipe.smismember(self.keys.rejected(thread_id), probe)
+            _, owner, (_, *seen), (_, *rejected) = await pipe.execute()
         if owner != user_id:
             seen_key = self.keys.thread("seen", owner, thread_id)
             _, *seen = await self.redis.smismember(seen_key, probe)
         return Admission(
             owner=owner,
             unseen=[i for i, is_seen in zip(message_ids, seen, strict=True) if not is_seen],
+            rejected=[i for i, hit in zip(message_ids, rejected, strict=True) if hit],
         )
+
+    async def reject(self, thread_id: str, message_ids: list[str]) -> None:
+        """Remember ids another user's rejected turn left in ``thread_id``'s checkpoint."""
+        if message_ids:
+            await self.redis.sadd(self.keys.rejected(thread_id), *message_ids)
 
     async def owner(self, thread_id: str) -> str | None:
         """The user who owns ``thread_id``, or ``None`` if nobody wrote to it."""

@@ -76,3 +76,21 @@ async def test_cli_refuses_a_thread_claimed_by_a_turn_that_did_not_finish(
     assert "belongs to another user" in out, out
     assert await _ids_in_checkpoint(agent, thread) == owner_ids, "the owner's message was deleted"
     assert model.prompts == []
+
+
+async def test_an_intruders_rejected_turn_never_reaches_the_owners_memory(
+    agent, make_context, services
+):
+    thread, model = _id("t"), ScriptedChatModel()
+    owner = make_context(window_size=2, summary_batch=2, fact_rules="on", model_obj=model)
+    await say(agent, owner, thread, "My name is Alice and I live in Paris.")
+    intruder = make_context(user_id=_id("u"), model_obj=ScriptedChatModel())
+    with pytest.raises(ThreadOwnershipError):
+        await say(agent, intruder, thread, "My name is Mallory and I live in Mordor.")
+    for i in range(4):  # the window (2) overflows: summaries, episodes, profile facts
+        state = await say(agent, owner, thread, f"Tell me about volcano number {i}.")
+        assert not any("Mallory" in str(m.content) for m in state["messages"])
+    assert not any("Mallory" in str(m.content) for p in model.prompts for m in p)
+    stored = await _everything_of(services, owner.user_id, thread)
+    assert "Alice" in stored and "volcano number 3" in stored  # the owner's memory is there
+    assert "Mallory" not in stored and "Mordor" not in stored
