@@ -1,7 +1,8 @@
 """Start of a turn: check the input and the thread's owner, then read the profile.
 
 A thread belongs to the first user who wrote to it. "New" messages are those of the
-state not yet in the owner's Redis window, so a rejected turn raises before any write
+state not yet in the owner's Redis window, or whose stored copy differs (re-sent under a
+stored id), so a rejected turn raises before any write
 (but the claim of a free thread). Messages another user's rejected turn left in the
 thread's checkpoint are dropped from the state, never taken for the owner's.
 """
@@ -18,6 +19,7 @@ from memory_graph_agent.records import MemoryEvent, ProfileChange, event
 from memory_graph_agent.services import Services
 from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.outages import StoreUnavailable
+from memory_graph_agent.storage.window import StoredMessage
 from memory_graph_agent.validation import (
     ThreadOwnershipError,
     check_id,
@@ -77,11 +79,17 @@ async def start_turn(
     messages = [m for m in messages if m.id not in dropped]
     unseen = set(admission.unseen) - dropped
     new = [m for m in messages if m.id in unseen]
+    # a stored id with other content (re-sent with its id: add_messages replaced it) is input
+    edited = [m for m in messages if m.id not in unseen and _edited(m, admission.stored)]
     # A session end archives; a turn that brings a new user message is answered,
     # whatever ``end_session`` an earlier, failed run left in the checkpoint.
     end_session = end_session and not any(isinstance(m, HumanMessage) for m in new)
     validate_turn(
-        messages, new, max_chars=max_chars, max_messages=max_messages, end_session=end_session
+        messages,
+        edited + new,
+        max_chars=max_chars,
+        max_messages=max_messages,
+        end_session=end_session,
     )
     try:
         profile = await services.profile.get(user_id)
@@ -101,6 +109,14 @@ async def start_turn(
             )
         )
     return TurnStart(profile, changes, end_session, events, sorted(dropped))
+
+
+def _edited(message: AnyMessage, stored: dict[str, StoredMessage]) -> bool:
+    """Whether ``message`` differs from the window's copy under its id (or has none)."""
+    kept = stored.get(message.id)
+    if kept is None or message.type != kept.role:
+        return True
+    return StoredMessage.from_message(message, ts=kept.ts) != kept
 
 
 def _without_redis(end_session: bool) -> TurnStart:

@@ -2,7 +2,8 @@
 
 ``{prefix}:{kind}:{user}:{thread}`` for `THREAD_KINDS` (window, pending, seen, summary queue),
 ``{prefix}:{kind}:{user}`` for `USER_KINDS` (profile, history, forget tombstones),
-``{prefix}:owner:{thread}`` and ``{prefix}:rejected:{thread}``. Ids are validated, so the segments are unambiguous.
+``{prefix}:owner:{thread}`` and ``{prefix}:rejected:{thread}``. Ids are validated, so the
+segments are unambiguous.
 """
 
 from __future__ import annotations

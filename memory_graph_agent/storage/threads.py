@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 
 from memory_graph_agent.storage.keys import RedisKeys
 from memory_graph_agent.storage.outages import guarded
+from memory_graph_agent.storage.window import StoredMessage
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class Admission:
     owner: str  # the caller when the thread was free
     unseen: list[str]  # ids, in the order given, not in the *owner's* window (seen-set)
     rejected: list[str] = field(default_factory=list)  # ids another user's rejected turn left
+    stored: dict[str, StoredMessage] = field(default_factory=dict)  # the caller's window, by id
 
 
 @guarded("redis")
@@ -45,14 +47,17 @@ class ThreadOwners:
             pipe.get(owner_key)
             pipe.smismember(self.keys.thread("seen", user_id, thread_id), probe)
             pipe.smismember(self.keys.rejected(thread_id), probe)
-            _, owner, (_, *seen), (_, *rejected) = await pipe.execute()
+            pipe.lrange(self.keys.thread("window", user_id, thread_id), 0, -1)
+            _, owner, (_, *seen), (_, *rejected), window = await pipe.execute()
         if owner != user_id:
             seen_key = self.keys.thread("seen", owner, thread_id)
             _, *seen = await self.redis.smismember(seen_key, probe)
+            window = []
         return Admission(
             owner=owner,
             unseen=[i for i, is_seen in zip(message_ids, seen, strict=True) if not is_seen],
             rejected=[i for i, hit in zip(message_ids, rejected, strict=True) if hit],
+            stored={m.id: m for m in map(StoredMessage.from_json, window)},
         )
 
     async def reject(self, thread_id: str, message_ids: list[str]) -> None:
