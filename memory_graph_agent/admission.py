@@ -15,6 +15,11 @@ from typing import Any
 
 from langchain_core.messages import AnyMessage, HumanMessage
 
+from memory_graph_agent.offline_admission import (
+    admit_without_redis,
+    record_rejections,
+    reject_without_redis,
+)
 from memory_graph_agent.records import MemoryEvent, ProfileChange, event
 from memory_graph_agent.services import Services
 from memory_graph_agent.settings import Settings
@@ -50,27 +55,30 @@ async def start_turn(
 
     ``messages`` is every message of the checkpointed state, the turn's input last. Raises
     `InvalidInputError` for input that breaks a rule of `memory_graph_agent.validation`,
-    `ThreadOwnershipError` when the thread belongs to another user.
+    `ThreadOwnershipError` when the thread belongs to another user (also while Redis is
+    down: `memory_graph_agent.offline_admission`, which raises `OwnerUnknownError` when
+    nothing can tell the owner).
     """
     user_id = check_id(settings.user_id, "user_id")
     check_id(thread_id, "thread_id")
     max_chars, max_messages = limits_of(settings)
     messages = list(messages)
+    redis_up = True
     try:
+        await record_rejections(services, thread_id)
         admission = await services.threads.admit(user_id, thread_id, [m.id for m in messages])
-    except StoreUnavailable:  # answer without the profile rather than not at all
-        validate_turn(
-            messages,
-            messages[-1:],
-            max_chars=max_chars,
-            max_messages=max_messages,
-            end_session=end_session,
-        )
-        return _without_redis(end_session)
+    except StoreUnavailable as exc:
+        if exc.service != "redis":
+            raise
+        redis_up = False
+        admission = await admit_without_redis(services, user_id, thread_id, messages)
     if admission.owner != user_id:
         # only what this turn brought (unseen by the owner) is the intruder's; it stays
         # in the checkpoint, so the owner's next turn must know to drop it
-        await services.threads.reject(thread_id, admission.unseen)
+        try:
+            await services.threads.reject(thread_id, admission.unseen)
+        except StoreUnavailable:
+            reject_without_redis(thread_id, admission.unseen)
         raise ThreadOwnershipError(
             f"thread {thread_id!r} belongs to another user; use a thread id of your own",
             admission.unseen,
@@ -91,11 +99,13 @@ async def start_turn(
         max_messages=max_messages,
         end_session=end_session,
     )
+    if not redis_up:
+        return _without_redis(end_session, sorted(dropped))
     try:
         profile = await services.profile.get(user_id)
         changes = await services.profile.recent_changes(user_id, settings.change_note_days)
     except StoreUnavailable:
-        return _without_redis(end_session)
+        return _without_redis(end_session, sorted(dropped))
     text = f"profile: {len(profile)} facts loaded"
     if changes:
         text += f", {len(changes)} recent changes noted"
@@ -119,8 +129,9 @@ def _edited(message: AnyMessage, stored: dict[str, StoredMessage]) -> bool:
     return StoredMessage.from_message(message, ts=kept.ts) != kept
 
 
-def _without_redis(end_session: bool) -> TurnStart:
+def _without_redis(end_session: bool, dropped: list[str]) -> TurnStart:
     return TurnStart(
         end_session=end_session,
         events=[event("load_profile", "unavailable", "profile: Redis unavailable, none loaded")],
+        dropped=dropped,
     )
