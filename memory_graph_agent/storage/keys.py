@@ -49,6 +49,10 @@ class RedisKeys:
         """``{prefix}:rejected:{thread}``: ids of messages other users' rejected turns left."""
         return f"{self.prefix}:rejected:{validate_id(thread_id, 'thread_id')}"
 
+    def owner_pattern(self) -> str:
+        """SCAN pattern of every ``owner:{thread}`` key."""
+        return f"{self.prefix}:owner:*"
+
     def user_patterns(self, user_id: str) -> tuple[str, str]:
         """SCAN patterns matching every key of ``user_id`` (and, loosely, a few others)."""
         validate_id(user_id, "user_id")

@@ -265,3 +265,25 @@ async def test_forget_empties_this_process_buffer_of_the_user(services, memory_e
     finally:
         window_buffer.take(a, thread)
         window_buffer.take(b, thread)
+
+
+async def test_forget_finds_a_thread_whose_only_trace_is_its_owner_key(
+    agent, make_context, services
+):
+    """A turn that failed at the model left only the thread's claim and its checkpoint:
+    forget still finds the thread, so the message cannot come back with the next turn."""
+    from nodes.respond import ModelUnavailableError
+    from tests.fakes import ScriptedChatModel
+
+    def down(messages):
+        raise RuntimeError("provider down")
+
+    ctx = make_context(model_obj=ScriptedChatModel(handlers={"reply": down}))
+    thread = _id("t")
+    with pytest.raises(ModelUnavailableError):
+        await say(agent, ctx, thread, "my PIN is 8812")
+    prefix = services.keys.prefix
+    report = await forget_user(ctx.user_id, redis=services.redis, db=services.db, prefix=prefix)
+    assert thread in report["threads"] and report["checkpoints"]["checkpoints"] > 0
+    assert not (await agent.aget_state({"configurable": {"thread_id": thread}})).values
+    assert await services.redis.get(f"{prefix}:owner:{thread}") is None

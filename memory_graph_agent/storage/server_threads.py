@@ -1,0 +1,63 @@
+"""A user's threads kept by `langgraph dev` or the LangGraph server, deleted through its API.
+
+The server keeps each thread's messages in its own checkpoints, out of reach of our
+Postgres; a forgotten user's message sent again to an old thread would bring them all back
+into memory. Threads are found by id (those our stores know for the user) and by thread
+metadata ``user_id`` (how clients and auth handlers tag them); only `langgraph_sdk` calls.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+
+from langgraph_sdk import get_client
+from langgraph_sdk.errors import NotFoundError
+
+PAGE = 100
+USER_METADATA_KEY = "user_id"
+"""Thread metadata key naming the user a thread belongs to."""
+
+
+def _is_server_id(thread_id: str) -> bool:
+    """Server thread ids are UUIDs; other ids (a CLI's ``t-…``) never name one."""
+    try:
+        uuid.UUID(thread_id)
+    except ValueError:
+        return False
+    return True
+
+
+class ServerThreads:
+    """The threads of one LangGraph server (``url``), through `langgraph_sdk`."""
+
+    def __init__(self, url: str, api_key: str | None = None) -> None:
+        self.url = url
+        self.client = get_client(url=url, api_key=api_key)
+
+    async def tagged(self, user_id: str) -> list[str]:
+        """Ids of the threads whose metadata names ``user_id``."""
+        found: list[str] = []
+        while True:
+            page = await self.client.threads.search(
+                metadata={USER_METADATA_KEY: user_id}, limit=PAGE, offset=len(found)
+            )
+            found += [t["thread_id"] for t in page]
+            if len(page) < PAGE:
+                return found
+
+    async def delete_user_threads(self, user_id: str, known: Iterable[str]) -> list[str]:
+        """Delete ``known`` threads (where they exist) and those tagged with ``user_id``.
+
+        Returns the ids of the threads deleted. Raises `langgraph_sdk` errors (server
+        unreachable, refused) so that `forget_user` stops before deleting anything else.
+        """
+        wanted = {t for t in known if _is_server_id(t)} | set(await self.tagged(user_id))
+        deleted = []
+        for thread_id in sorted(wanted):
+            try:
+                await self.client.threads.delete(thread_id)
+            except NotFoundError:
+                continue
+            deleted.append(thread_id)
+        return deleted
