@@ -3,8 +3,9 @@
 A thread belongs to the first user who wrote to it. "New" messages are those of the
 state not yet in the owner's Redis window, or whose stored copy differs (re-sent under a
 stored id), so a rejected turn raises before any write
-(but the claim of a free thread). Messages another user's rejected turn left in the
-thread's checkpoint are dropped from the state, never taken for the owner's.
+(but the claim of a free thread). What another user's rejected turn left in the thread's
+checkpoint is undone on the owner's next turn (its messages removed, the owner's messages
+it replaced by id restored from the window), never taken for the owner's.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AnyMessage, HumanMessage
+from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, RemoveMessage
 
 from memory_graph_agent.offline_admission import (
     admit_without_redis,
@@ -41,7 +42,7 @@ class TurnStart:
     changes: list[ProfileChange] = field(default_factory=list)
     end_session: bool = False
     events: list[MemoryEvent] = field(default_factory=list)
-    dropped: list[str] = field(default_factory=list)  # ids to remove from the thread's state
+    repairs: list[BaseMessage] = field(default_factory=list)  # state updates: drop, restore
 
 
 async def start_turn(
@@ -73,18 +74,24 @@ async def start_turn(
         redis_up = False
         admission = await admit_without_redis(services, user_id, thread_id, messages)
     if admission.owner != user_id:
-        # only what this turn brought (unseen by the owner) is the intruder's; it stays
-        # in the checkpoint, so the owner's next turn must know to drop it
+        # What this turn brought (unseen by the owner) is the intruder's, and so is any
+        # owner's message it replaced by id. Both stay in the checkpoint: the owner's next
+        # turn drops or restores them. Only the former are listed (`discard_rejected`).
+        replaced = [m.id for m in messages if _edited(m, admission.stored)]
+        forged = sorted({*admission.unseen, *replaced})
         try:
-            await services.threads.reject(thread_id, admission.unseen)
+            await services.threads.reject(thread_id, forged)
         except StoreUnavailable:
-            reject_without_redis(thread_id, admission.unseen)
+            reject_without_redis(thread_id, forged)
         raise ThreadOwnershipError(
             f"thread {thread_id!r} belongs to another user; use a thread id of your own",
             admission.unseen,
         )
-    dropped = set(admission.rejected)
-    messages = [m for m in messages if m.id not in dropped]
+    rejected = set(admission.rejected)
+    # another user's rejected turn: its messages go, the owner's it replaced come back
+    dropped = {m.id for m in messages if m.id in rejected and _edited(m, admission.stored)}
+    restored = {i: admission.stored[i].to_message() for i in dropped & admission.stored.keys()}
+    messages = [restored.get(m.id, m) for m in messages if m.id in restored or m.id not in dropped]
     unseen = set(admission.unseen) - dropped
     new = [m for m in messages if m.id in unseen]
     # a stored id with other content (re-sent with its id: add_messages replaced it) is input
@@ -99,13 +106,14 @@ async def start_turn(
         max_messages=max_messages,
         end_session=end_session,
     )
+    repairs = _repairs(dropped, list(restored.values()))
     if not redis_up:
-        return _without_redis(end_session, sorted(dropped))
+        return _without_redis(end_session, repairs)
     try:
         profile = await services.profile.get(user_id)
         changes = await services.profile.recent_changes(user_id, settings.change_note_days)
     except StoreUnavailable:
-        return _without_redis(end_session, sorted(dropped))
+        return _without_redis(end_session, repairs)
     text = f"profile: {len(profile)} facts loaded"
     if changes:
         text += f", {len(changes)} recent changes noted"
@@ -115,10 +123,10 @@ async def start_turn(
             event(
                 "load_profile",
                 "dropped_rejected",
-                f"thread: {len(dropped)} messages of another user's rejected turn dropped",
+                f"thread: {len(dropped)} messages of another user's rejected turn undone",
             )
         )
-    return TurnStart(profile, changes, end_session, events, sorted(dropped))
+    return TurnStart(profile, changes, end_session, events, repairs)
 
 
 def _edited(message: AnyMessage, stored: dict[str, StoredMessage]) -> bool:
@@ -129,9 +137,15 @@ def _edited(message: AnyMessage, stored: dict[str, StoredMessage]) -> bool:
     return StoredMessage.from_message(message, ts=kept.ts) != kept
 
 
-def _without_redis(end_session: bool, dropped: list[str]) -> TurnStart:
+def _repairs(dropped: set[str], restored: list[AnyMessage]) -> list[BaseMessage]:
+    """Updates of ``messages`` undoing a rejected turn: removals, then the owner's copies."""
+    kept = {m.id for m in restored}
+    return [*(RemoveMessage(id=i) for i in sorted(dropped - kept)), *restored]
+
+
+def _without_redis(end_session: bool, repairs: list[BaseMessage]) -> TurnStart:
     return TurnStart(
         end_session=end_session,
         events=[event("load_profile", "unavailable", "profile: Redis unavailable, none loaded")],
-        dropped=dropped,
+        repairs=repairs,
     )

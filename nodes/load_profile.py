@@ -5,7 +5,6 @@ The first node of a turn, so it also starts the turn's ``memory_events`` and ``m
 
 from __future__ import annotations
 
-from langchain_core.messages import RemoveMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
@@ -31,6 +30,6 @@ async def load_profile(state: State, runtime: Runtime[Context], *, services: Ser
         "memory_events": Overwrite(turn.events),  # per turn: this node starts the list
         "memory_decisions": Overwrite([]),
     }
-    if turn.dropped:  # another user's rejected turn, left in this thread's checkpoint
-        update["messages"] = [RemoveMessage(id=i) for i in turn.dropped]
+    if turn.repairs:  # another user's rejected turn, left in this thread's checkpoint
+        update["messages"] = turn.repairs
     return update

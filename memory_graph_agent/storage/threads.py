@@ -23,7 +23,7 @@ class Admission:
     owner: str  # the caller when the thread was free
     unseen: list[str]  # ids, in the order given, not in the *owner's* window (seen-set)
     rejected: list[str] = field(default_factory=list)  # ids another user's rejected turn left
-    stored: dict[str, StoredMessage] = field(default_factory=dict)  # the caller's window, by id
+    stored: dict[str, StoredMessage] = field(default_factory=dict)  # the owner's window, by id
 
 
 @guarded("redis")
@@ -37,8 +37,9 @@ class ThreadOwners:
     async def admit(self, user_id: str, thread_id: str, message_ids: list[str]) -> Admission:
         """Claim ``thread_id`` for ``user_id`` unless owned, and find the unseen ids.
 
-        Unseen is judged against the owner's seen-set: for another user, exactly the
-        messages their own turn brought (a second round trip, on that path only).
+        Unseen and stored are the owner's: for another user, the messages their own turn
+        brought, and the owner's copies of any it replaced (a second round trip, on that
+        path only).
         """
         owner_key = self.keys.owner(thread_id)
         probe = ["", *message_ids]  # "" keeps the argument list non-empty; dropped below
@@ -49,10 +50,11 @@ class ThreadOwners:
             pipe.smismember(self.keys.rejected(thread_id), probe)
             pipe.lrange(self.keys.thread("window", user_id, thread_id), 0, -1)
             _, owner, (_, *seen), (_, *rejected), window = await pipe.execute()
-        if owner != user_id:
-            seen_key = self.keys.thread("seen", owner, thread_id)
-            _, *seen = await self.redis.smismember(seen_key, probe)
-            window = []
+        if owner != user_id:  # the owner's view: what is theirs, as they stored it
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.smismember(self.keys.thread("seen", owner, thread_id), probe)
+                pipe.lrange(self.keys.thread("window", owner, thread_id), 0, -1)
+                (_, *seen), window = await pipe.execute()
         return Admission(
             owner=owner,
             unseen=[i for i, is_seen in zip(message_ids, seen, strict=True) if not is_seen],

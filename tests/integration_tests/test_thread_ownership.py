@@ -8,6 +8,7 @@ import json
 import uuid
 
 import pytest
+from langchain_core.messages import HumanMessage
 
 from memory_graph_agent.validation import ThreadOwnershipError, discard_rejected
 from tests.conftest import say
@@ -94,3 +95,31 @@ async def test_an_intruders_rejected_turn_never_reaches_the_owners_memory(
     stored = await _everything_of(services, owner.user_id, thread)
     assert "Alice" in stored and "volcano number 3" in stored  # the owner's memory is there
     assert "Mallory" not in stored and "Mordor" not in stored
+
+
+@pytest.mark.parametrize(
+    "forge",
+    [
+        pytest.param(lambda owner_ids: [HumanMessage("bad \x00 byte")], id="invalid_new_message"),
+        pytest.param(
+            lambda owner_ids: [HumanMessage("My name is Mallory.", id=owner_ids[0])],
+            id="owner_message_replaced_by_id",
+        ),
+    ],
+)
+async def test_an_intruders_forged_turn_neither_wedges_nor_enters_the_owners_thread(
+    agent, make_context, services, forge
+):
+    thread, model = _id("t"), ScriptedChatModel()
+    owner = make_context(model_obj=model)
+    await say(agent, owner, thread, "My name is Alice.")
+    owner_ids = await _ids_in_checkpoint(agent, thread)
+    intruder = make_context(user_id=_id("u"), model_obj=ScriptedChatModel())
+    with pytest.raises(ThreadOwnershipError) as rejected:
+        await agent.ainvoke({"messages": forge(owner_ids)}, _config(thread), context=intruder)
+    assert not set(rejected.value.message_ids) & set(owner_ids)
+    state = await say(agent, owner, thread, "What is my name?")  # answered, not rejected
+    assert [m.id for m in state["messages"][: len(owner_ids)]] == owner_ids
+    assert state["messages"][0].content == "My name is Alice."
+    assert not any("Mallory" in str(m.content) for p in model.prompts for m in p)
+    assert "Mallory" not in await _everything_of(services, owner.user_id, thread)
