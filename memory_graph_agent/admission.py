@@ -17,6 +17,7 @@ from typing import Any
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, RemoveMessage
 
 from memory_graph_agent.offline_admission import (
+    OwnerUnknownError,
     admit_without_redis,
     record_rejections,
     reject_without_redis,
@@ -25,6 +26,7 @@ from memory_graph_agent.records import MemoryEvent, ProfileChange, event
 from memory_graph_agent.services import Services
 from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.outages import StoreUnavailable
+from memory_graph_agent.storage.threads import Admission
 from memory_graph_agent.storage.window import StoredMessage
 from memory_graph_agent.validation import (
     ThreadOwnershipError,
@@ -73,6 +75,9 @@ async def start_turn(
             raise
         redis_up = False
         admission = await admit_without_redis(services, user_id, thread_id, messages)
+    else:
+        if admission.claimed and any(m.type == "ai" for m in messages):
+            admission = await _verify_claim(services, user_id, thread_id, messages, admission)
     if admission.owner != user_id:
         # What this turn brought (unseen by the owner) is the intruder's, and so is any
         # owner's message it replaced by id. Both stay in the checkpoint: the owner's next
@@ -127,6 +132,29 @@ async def start_turn(
             )
         )
     return TurnStart(profile, changes, end_session, events, repairs)
+
+
+async def _verify_claim(
+    services: Services,
+    user_id: str,
+    thread_id: str,
+    messages: list[AnyMessage],
+    claim: Admission,
+) -> Admission:
+    """Check the claim of a free thread that already has history.
+
+    Its owner was lost (Redis data loss, or it was written while Redis was down): find
+    them as if Redis were down, and give the thread back to them.
+    """
+    try:
+        found = await admit_without_redis(services, user_id, thread_id, messages)
+    except OwnerUnknownError:
+        await services.threads.hand_over(thread_id, user_id, None)
+        raise
+    if found.owner == user_id:
+        return claim
+    await services.threads.hand_over(thread_id, user_id, found.owner)
+    return found
 
 
 def _edited(message: AnyMessage, stored: dict[str, StoredMessage]) -> bool:

@@ -24,6 +24,7 @@ class Admission:
     unseen: list[str]  # ids, in the order given, not in the *owner's* window (seen-set)
     rejected: list[str] = field(default_factory=list)  # ids another user's rejected turn left
     stored: dict[str, StoredMessage] = field(default_factory=dict)  # the owner's window, by id
+    claimed: bool = False  # the thread had no owner: this call made the caller its owner
 
 
 @guarded("redis")
@@ -49,7 +50,7 @@ class ThreadOwners:
             pipe.smismember(self.keys.thread("seen", user_id, thread_id), probe)
             pipe.smismember(self.keys.rejected(thread_id), probe)
             pipe.lrange(self.keys.thread("window", user_id, thread_id), 0, -1)
-            _, owner, (_, *seen), (_, *rejected), window = await pipe.execute()
+            claimed, owner, (_, *seen), (_, *rejected), window = await pipe.execute()
         if owner != user_id:  # the owner's view: what is theirs, as they stored it
             async with self.redis.pipeline(transaction=False) as pipe:
                 pipe.smismember(self.keys.thread("seen", owner, thread_id), probe)
@@ -60,12 +61,19 @@ class ThreadOwners:
             unseen=[i for i, is_seen in zip(message_ids, seen, strict=True) if not is_seen],
             rejected=[i for i, hit in zip(message_ids, rejected, strict=True) if hit],
             stored={m.id: m for m in map(StoredMessage.from_json, window)},
+            claimed=bool(claimed),
         )
 
     async def reject(self, thread_id: str, message_ids: list[str]) -> None:
         """Remember ids another user's rejected turn left in ``thread_id``'s checkpoint."""
         if message_ids:
             await self.redis.sadd(self.keys.rejected(thread_id), *message_ids)
+
+    async def hand_over(self, thread_id: str, claimant: str, owner: str | None) -> None:
+        """Give a thread ``claimant`` just claimed to its real ``owner`` (``None``: free it)."""
+        key = self.keys.owner(thread_id)
+        if await self.redis.get(key) == claimant:
+            await (self.redis.set(key, owner) if owner else self.redis.delete(key))
 
     async def owner(self, thread_id: str) -> str | None:
         """The user who owns ``thread_id``, or ``None`` if nobody wrote to it."""

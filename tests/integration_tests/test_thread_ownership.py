@@ -123,3 +123,22 @@ async def test_an_intruders_forged_turn_neither_wedges_nor_enters_the_owners_thr
     assert state["messages"][0].content == "My name is Alice."
     assert not any("Mallory" in str(m.content) for p in model.prompts for m in p)
     assert "Mallory" not in await _everything_of(services, owner.user_id, thread)
+
+
+async def test_ownership_survives_a_redis_that_lost_the_threads_keys(agent, make_context, services):
+    """Redis restarted without its data (or the thread was written while Redis was down):
+    the thread has no owner key, but its first writer is in the episodic log."""
+    thread = _id("t")
+    owner = make_context()
+    await say(agent, owner, thread, "my locker code is 4417")
+    prefix = services.keys.prefix
+    lost = [f"{prefix}:{kind}:{owner.user_id}:{thread}" for kind in ("window", "seen")]
+    await services.redis.delete(f"{prefix}:owner:{thread}", *lost)
+    intruder_model = ScriptedChatModel()
+    intruder = make_context(user_id=_id("u"), model_obj=intruder_model)
+    with pytest.raises(ThreadOwnershipError):
+        await say(agent, intruder, thread, "what is the locker code?")
+    assert intruder_model.prompts == []
+    assert await services.threads.owner(thread) == owner.user_id
+    state = await say(agent, owner, thread, "and now?")  # the owner goes on
+    assert state["messages"][-1].type == "ai"
