@@ -164,8 +164,9 @@ async def test_forget_reports_a_thread_another_user_also_used(
     prefix = services.keys.prefix
     a, b, shared = _id("ua"), _id("ub"), _id("shared")
     await say(agent, make_context(user_id=a), shared, "A talks in the shared thread")
-    # data from before thread ownership was enforced: drop the mark so B can write
-    await services.redis.delete(f"{prefix}:owner:{shared}")
+    # data from before thread ownership was enforced: hand the mark to B so B can write
+    # (a free thread with history would go back to its first writer, A)
+    await services.redis.set(f"{prefix}:owner:{shared}", b)
     await say(agent, make_context(user_id=b), shared, "B talks in the shared thread")
     b_keys = sorted([k async for k in services.redis.scan_iter(match=f"{prefix}:*:{b}:*")])
 
