@@ -82,7 +82,7 @@ async def start_turn(
         # What this turn brought (unseen by the owner) is the intruder's, and so is any
         # owner's message it replaced by id. Both stay in the checkpoint: the owner's next
         # turn drops or restores them. Only the former are listed (`discard_rejected`).
-        replaced = [m.id for m in messages if _edited(m, admission.stored)]
+        replaced = [m.id for m in messages if m.id in admission.stored and _edited(m, admission)]
         forged = sorted({*admission.unseen, *replaced})
         try:
             await services.threads.reject(thread_id, forged)
@@ -94,13 +94,15 @@ async def start_turn(
         )
     rejected = set(admission.rejected)
     # another user's rejected turn: its messages go, the owner's it replaced come back
-    dropped = {m.id for m in messages if m.id in rejected and _edited(m, admission.stored)}
+    dropped = {m.id for m in messages if m.id in rejected and _edited(m, admission)}
+    if not admission.exact:  # no restoring from the log's lossy copies: once Redis is back
+        dropped -= admission.stored.keys()
     restored = {i: admission.stored[i].to_message() for i in dropped & admission.stored.keys()}
     messages = [restored.get(m.id, m) for m in messages if m.id in restored or m.id not in dropped]
     unseen = set(admission.unseen) - dropped
     new = [m for m in messages if m.id in unseen]
     # a stored id with other content (re-sent with its id: add_messages replaced it) is input
-    edited = [m for m in messages if m.id not in unseen and _edited(m, admission.stored)]
+    edited = [m for m in messages if m.id not in unseen and _edited(m, admission)]
     # A session end archives; a turn that brings a new user message is answered,
     # whatever ``end_session`` an earlier, failed run left in the checkpoint.
     end_session = end_session and not any(isinstance(m, HumanMessage) for m in new)
@@ -157,12 +159,18 @@ async def _verify_claim(
     return found
 
 
-def _edited(message: AnyMessage, stored: dict[str, StoredMessage]) -> bool:
-    """Whether ``message`` differs from the window's copy under its id (or has none)."""
-    kept = stored.get(message.id)
+def _edited(message: AnyMessage, admission: Admission) -> bool:
+    """Whether ``message`` differs from the stored copy under its id (or has none).
+
+    Against the episodic log's copies (no tool calls) only role, name and text count.
+    """
+    kept = admission.stored.get(message.id)
     if kept is None or message.type != kept.role:
         return True
-    return StoredMessage.from_message(message, ts=kept.ts) != kept
+    mine = StoredMessage.from_message(message, ts=kept.ts)
+    if not admission.exact:
+        return (mine.name, mine.content) != (kept.name, kept.content)
+    return mine != kept
 
 
 def _repairs(dropped: set[str], restored: list[AnyMessage]) -> list[BaseMessage]:

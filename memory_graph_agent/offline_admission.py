@@ -49,6 +49,7 @@ async def admit_without_redis(
         unseen=[i for i in ids if i not in stored],
         rejected=[i for i in ids if i in rejected],
         stored=stored,
+        exact=False,
     )
 
 

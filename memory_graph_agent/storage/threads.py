@@ -25,6 +25,7 @@ class Admission:
     rejected: list[str] = field(default_factory=list)  # ids another user's rejected turn left
     stored: dict[str, StoredMessage] = field(default_factory=dict)  # the owner's window, by id
     claimed: bool = False  # the thread had no owner: this call made the caller its owner
+    exact: bool = True  # ``stored`` are whole copies (False: the episodic log's, no tool calls)
 
 
 @guarded("redis")
