@@ -11,8 +11,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 
+import httpx
 from langgraph_sdk import get_client
-from langgraph_sdk.errors import NotFoundError
+from langgraph_sdk.errors import LangGraphError, NotFoundError
 
 PAGE = 100
 USER_METADATA_KEY = "user_id"
@@ -26,6 +27,10 @@ def _is_server_id(thread_id: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+class ServerUnavailableError(RuntimeError):
+    """The LangGraph server did not answer or refused; nothing was deleted."""
 
 
 class ServerThreads:
@@ -49,15 +54,21 @@ class ServerThreads:
     async def delete_user_threads(self, user_id: str, known: Iterable[str]) -> list[str]:
         """Delete ``known`` threads (where they exist) and those tagged with ``user_id``.
 
-        Returns the ids of the threads deleted. Raises `langgraph_sdk` errors (server
-        unreachable, refused) so that `forget_user` stops before deleting anything else.
+        Returns the ids of the threads deleted. Raises `ServerUnavailableError` (server
+        unreachable, or it refused) so that `forget_user` stops before deleting anything else.
         """
-        wanted = {t for t in known if _is_server_id(t)} | set(await self.tagged(user_id))
         deleted = []
-        for thread_id in sorted(wanted):
-            try:
-                await self.client.threads.delete(thread_id)
-            except NotFoundError:
-                continue
-            deleted.append(thread_id)
+        try:
+            wanted = {t for t in known if _is_server_id(t)} | set(await self.tagged(user_id))
+            for thread_id in sorted(wanted):
+                try:
+                    await self.client.threads.delete(thread_id)
+                except NotFoundError:
+                    continue
+                deleted.append(thread_id)
+        except (httpx.HTTPError, LangGraphError) as exc:
+            raise ServerUnavailableError(
+                f"LangGraph server {self.url} failed ({type(exc).__name__}: {exc}) after "
+                f"deleting {len(deleted)} threads; nothing else was deleted, run forget again"
+            ) from exc
         return deleted

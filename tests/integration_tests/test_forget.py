@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import socket
 import sys
 import uuid
 from typing import Any
@@ -288,3 +289,20 @@ async def test_forget_finds_a_thread_whose_only_trace_is_its_owner_key(
     assert thread in report["threads"] and report["checkpoints"]["checkpoints"] > 0
     assert not (await agent.aget_state({"configurable": {"thread_id": thread}})).values
     assert await services.redis.get(f"{prefix}:owner:{thread}") is None
+
+
+async def test_forget_with_an_unreachable_server_fails_and_deletes_nothing(
+    agent, make_context, services, memory_env, capsys
+):
+    db = memory_env["DATABASE_URL"]
+    user, threads = _id("ua"), [_id("ta"), _id("ta")]
+    await converse(agent, make_context, user, threads)
+    before = await snapshot(services, db, user, threads)
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    argv = ["forget", "--user", user, "--yes", "--server", closed]
+    assert await asyncio.to_thread(main, argv) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert out.startswith("error: LangGraph server") and "run forget again" in out, out
+    assert await snapshot(services, db, user, threads) == before
