@@ -80,10 +80,10 @@ async def start_turn(
             admission = await _verify_claim(services, user_id, thread_id, messages, admission)
     if admission.owner != user_id:
         # What this turn brought (unseen by the owner) is the intruder's, and so is any
-        # owner's message it replaced by id. Both stay in the checkpoint: the owner's next
-        # turn drops or restores them. Only the former are listed (`discard_rejected`).
-        replaced = [m.id for m in messages if m.id in admission.stored and _edited(m, admission)]
-        forged = sorted({*admission.unseen, *replaced})
+        # message under an owner's id that differs from the owner's copy or has none (sent
+        # again by id). All stay in the checkpoint: the owner's next turn removes them or
+        # restores the owner's copy. Only the unseen are listed (`discard_rejected`).
+        forged = [m.id for m in messages if _edited(m, admission)]
         try:
             await services.threads.reject(thread_id, forged)
         except StoreUnavailable:
