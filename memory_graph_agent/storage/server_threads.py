@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from typing import Any
 
 import httpx
 from langgraph_sdk import get_client
@@ -36,9 +37,13 @@ class ServerUnavailableError(RuntimeError):
 class ServerThreads:
     """The threads of one LangGraph server (``url``), through `langgraph_sdk`."""
 
-    def __init__(self, url: str, api_key: str | None = None) -> None:
+    def __init__(self, url: str, **client_options: Any) -> None:
+        """Connect to ``url`` with `langgraph_sdk.get_client` and ``client_options``.
+
+        Without ``api_key`` the client reads the usual environment variables.
+        """
         self.url = url
-        self.client = get_client(url=url, api_key=api_key)
+        self.client = get_client(url=url, **client_options)
 
     async def tagged(self, user_id: str) -> list[str]:
         """Ids of the threads whose metadata names ``user_id``."""
