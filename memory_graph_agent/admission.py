@@ -1,7 +1,11 @@
 """Start of a turn: check the input and the thread's owner, then read the profile.
 
 A thread belongs to the first user who wrote to it. "New" messages are those of the
-state not yet in the thread's Redis window, so a rejected turn raises before any write.
+state not yet in the owner's Redis window, or whose stored copy differs (re-sent under a
+stored id), so a rejected turn raises before any write
+(but the claim of a free thread). What another user's rejected turn left in the thread's
+checkpoint is undone on the owner's next turn (its messages removed, the owner's messages
+it replaced by id restored from the window), never taken for the owner's.
 """
 
 from __future__ import annotations
@@ -10,12 +14,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AnyMessage, HumanMessage
+from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, RemoveMessage
 
+from memory_graph_agent.offline_admission import (
+    OwnerUnknownError,
+    admit_without_redis,
+    record_rejections,
+    reject_without_redis,
+)
 from memory_graph_agent.records import MemoryEvent, ProfileChange, event
 from memory_graph_agent.services import Services
 from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.outages import StoreUnavailable
+from memory_graph_agent.storage.threads import Admission
+from memory_graph_agent.storage.window import StoredMessage
 from memory_graph_agent.validation import (
     ThreadOwnershipError,
     check_id,
@@ -32,6 +44,7 @@ class TurnStart:
     changes: list[ProfileChange] = field(default_factory=list)
     end_session: bool = False
     events: list[MemoryEvent] = field(default_factory=list)
+    repairs: list[BaseMessage] = field(default_factory=list)  # state updates: drop, restore
 
 
 async def start_turn(
@@ -45,44 +58,130 @@ async def start_turn(
 
     ``messages`` is every message of the checkpointed state, the turn's input last. Raises
     `InvalidInputError` for input that breaks a rule of `memory_graph_agent.validation`,
-    `ThreadOwnershipError` when the thread belongs to another user.
+    `ThreadOwnershipError` when the thread belongs to another user (also while Redis is
+    down: `memory_graph_agent.offline_admission`, which raises `OwnerUnknownError` when
+    nothing can tell the owner).
     """
     user_id = check_id(settings.user_id, "user_id")
     check_id(thread_id, "thread_id")
     max_chars, max_messages = limits_of(settings)
     messages = list(messages)
+    redis_up = True
+    try:
+        await record_rejections(services, thread_id)
+        admission = await services.threads.admit(user_id, thread_id, [m.id for m in messages])
+    except StoreUnavailable as exc:
+        if exc.service != "redis":
+            raise
+        redis_up = False
+        admission = await admit_without_redis(services, user_id, thread_id, messages)
+    else:
+        if admission.claimed and any(m.type == "ai" for m in messages):
+            admission = await _verify_claim(services, user_id, thread_id, messages, admission)
+    if admission.owner != user_id:
+        # What this turn brought (unseen by the owner) is the intruder's, and so is any
+        # message under an owner's id that differs from the owner's copy or has none (sent
+        # again by id). All stay in the checkpoint: the owner's next turn removes them or
+        # restores the owner's copy. Only the unseen are listed (`discard_rejected`).
+        forged = [m.id for m in messages if _edited(m, admission)]
+        try:
+            await services.threads.reject(thread_id, forged)
+        except StoreUnavailable:
+            reject_without_redis(thread_id, forged)
+        raise ThreadOwnershipError(
+            f"thread {thread_id!r} belongs to another user; use a thread id of your own",
+            admission.unseen,
+        )
+    rejected = set(admission.rejected)
+    # another user's rejected turn: its messages go, the owner's it replaced come back
+    dropped = {m.id for m in messages if m.id in rejected and _edited(m, admission)}
+    if not admission.exact:  # no restoring from the log's lossy copies: once Redis is back
+        dropped -= admission.stored.keys()
+    restored = {i: admission.stored[i].to_message() for i in dropped & admission.stored.keys()}
+    messages = [restored.get(m.id, m) for m in messages if m.id in restored or m.id not in dropped]
+    unseen = set(admission.unseen) - dropped
+    new = [m for m in messages if m.id in unseen]
+    # a stored id with other content (re-sent with its id: add_messages replaced it) is input
+    edited = [m for m in messages if m.id not in unseen and _edited(m, admission)]
+    # A session end archives; a turn that brings a new user message is answered,
+    # whatever ``end_session`` an earlier, failed run left in the checkpoint.
+    end_session = end_session and not any(isinstance(m, HumanMessage) for m in new)
     validate_turn(
         messages,
-        messages[-1:],
+        edited + new,
         max_chars=max_chars,
         max_messages=max_messages,
         end_session=end_session,
     )
+    repairs = _repairs(dropped, list(restored.values()))
+    if not redis_up:
+        return _without_redis(end_session, repairs)
     try:
-        admission = await services.threads.admit(user_id, thread_id, [m.id for m in messages])
-        unseen = set(admission.unseen)
-        new = [m for m in messages if m.id in unseen]
-        if admission.owner != user_id:
-            raise ThreadOwnershipError(
-                f"thread {thread_id!r} belongs to another user; use a thread id of your own",
-                [m.id for m in new],
-            )
-        # A session end archives; a turn that brings a new user message is answered,
-        # whatever ``end_session`` an earlier, failed run left in the checkpoint.
-        end_session = end_session and not any(isinstance(m, HumanMessage) for m in new)
-        validate_turn(
-            messages, new, max_chars=max_chars, max_messages=max_messages, end_session=end_session
-        )
         profile = await services.profile.get(user_id)
         changes = await services.profile.recent_changes(user_id, settings.change_note_days)
-    except StoreUnavailable:  # answer without the profile rather than not at all
-        return TurnStart(
-            end_session=end_session,
-            events=[
-                event("load_profile", "unavailable", "profile: Redis unavailable, none loaded")
-            ],
-        )
+    except StoreUnavailable:
+        return _without_redis(end_session, repairs)
     text = f"profile: {len(profile)} facts loaded"
     if changes:
         text += f", {len(changes)} recent changes noted"
-    return TurnStart(profile, changes, end_session, [event("load_profile", "loaded", text)])
+    events = [event("load_profile", "loaded", text)]
+    if dropped:
+        events.append(
+            event(
+                "load_profile",
+                "dropped_rejected",
+                f"thread: {len(dropped)} messages of another user's rejected turn undone",
+            )
+        )
+    return TurnStart(profile, changes, end_session, events, repairs)
+
+
+async def _verify_claim(
+    services: Services,
+    user_id: str,
+    thread_id: str,
+    messages: list[AnyMessage],
+    claim: Admission,
+) -> Admission:
+    """Check the claim of a free thread that already has history.
+
+    Its owner was lost (Redis data loss, or it was written while Redis was down): find
+    them as if Redis were down, and give the thread back to them.
+    """
+    try:
+        found = await admit_without_redis(services, user_id, thread_id, messages)
+    except OwnerUnknownError:
+        await services.threads.hand_over(thread_id, user_id, None)
+        raise
+    if found.owner == user_id:
+        return claim
+    await services.threads.hand_over(thread_id, user_id, found.owner)
+    return found
+
+
+def _edited(message: AnyMessage, admission: Admission) -> bool:
+    """Whether ``message`` differs from the stored copy under its id (or has none).
+
+    Against the episodic log's copies (no tool calls) only role, name and text count.
+    """
+    kept = admission.stored.get(message.id)
+    if kept is None or message.type != kept.role:
+        return True
+    mine = StoredMessage.from_message(message, ts=kept.ts)
+    if not admission.exact:
+        return (mine.name, mine.content) != (kept.name, kept.content)
+    return mine != kept
+
+
+def _repairs(dropped: set[str], restored: list[AnyMessage]) -> list[BaseMessage]:
+    """Updates of ``messages`` undoing a rejected turn: removals, then the owner's copies."""
+    kept = {m.id for m in restored}
+    return [*(RemoveMessage(id=i) for i in sorted(dropped - kept)), *restored]
+
+
+def _without_redis(end_session: bool, repairs: list[BaseMessage]) -> TurnStart:
+    return TurnStart(
+        end_session=end_session,
+        events=[event("load_profile", "unavailable", "profile: Redis unavailable, none loaded")],
+        repairs=repairs,
+    )

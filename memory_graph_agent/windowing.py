@@ -62,6 +62,7 @@ async def update_window(
         update.pending = await services.queue.backlog(user, thread_id)
     except StoreUnavailable as exc:
         if exc.service != "redis":
+            window_buffer.put_back(user, thread_id, buffered)
             raise
         # the turn still completes; the checkpoint keeps the messages
         window_buffer.put_back(user, thread_id, buffered + incoming)
@@ -71,6 +72,9 @@ async def update_window(
                 update, "session_end_deferred", "window: session end deferred (Redis unavailable)"
             )
         return update
+    except BaseException:  # whatever failed, the buffered messages wait for the next turn
+        window_buffer.put_back(user, thread_id, buffered)
+        raise
     metrics.set_pending(update.pending)
     update.moved = moved
     update.compress = (compressed or end_session) and update.pending > 0

@@ -24,16 +24,7 @@ async def load_profile(state: State, runtime: Runtime[Context], *, services: Ser
         state.get("messages") or [],
         bool(state.get("end_session")),
     )
-    update: dict = {}
-    try:  # consolidate keeps it in Redis (a background memory run has its own state)
-        thread_summary = await services.window.thread_summary(
-            runtime.context.user_id, current_thread_id()
-        )
-        update["thread_summary"] = thread_summary
-    except StoreUnavailable:
-        pass  # keep the checkpoint's copy
-    return {
-        **update,
+    update: dict = {
         "profile": turn.profile,
         "profile_changes": turn.changes,
         "end_session": turn.end_session,
@@ -41,3 +32,12 @@ async def load_profile(state: State, runtime: Runtime[Context], *, services: Ser
         "memory_decisions": Overwrite([]),
         "memory_cost": Overwrite({}),
     }
+    try:  # consolidate keeps it in Redis (a background memory run has its own state)
+        update["thread_summary"] = await services.window.thread_summary(
+            runtime.context.user_id, current_thread_id()
+        )
+    except StoreUnavailable:
+        pass  # keep the checkpoint's copy
+    if turn.repairs:  # another user's rejected turn, left in this thread's checkpoint
+        update["messages"] = turn.repairs
+    return update

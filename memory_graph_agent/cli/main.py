@@ -127,6 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
     forget.add_argument("--user", required=True)
     forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     forget.add_argument("--json", action="store_true", help="print the counts as JSON")
+    forget.add_argument(
+        "--server",
+        default=os.environ.get("LANGGRAPH_SERVER_URL"),
+        help="also delete the user's threads on this LangGraph server / `langgraph dev` "
+        "(default: $LANGGRAPH_SERVER_URL; unset: none)",
+    )
     maintain = sub.add_parser(
         "maintain", help="expire, evict and compact long-term memories (the maintenance graph)"
     )

@@ -17,6 +17,7 @@ from memory_graph_agent.cli.console import console
 async def _forget(args: argparse.Namespace) -> int:
     from memory_graph_agent.services import services_session
     from memory_graph_agent.storage.forget import forget_user
+    from memory_graph_agent.storage.server_threads import ServerThreads
     from memory_graph_agent.validation import check_id
 
     user = check_id(args.user, "user_id")
@@ -28,15 +29,17 @@ async def _forget(args: argparse.Namespace) -> int:
             )
         console.print(
             f"This deletes everything stored about user [bold]{user}[/]: window, pending, "
-            "profile, summaries, reflections, episodes and the checkpoints of their threads."
+            "profile, summaries, reflections, episodes and the checkpoints of their threads"
+            + (f", and their threads on {args.server}." if args.server else ".")
         )
         answer = await asyncio.to_thread(input, "Type the user id to confirm: ")
         if answer.strip() != user:
             console.print("aborted; nothing was deleted")
             return 1
+    server = ServerThreads(args.server) if args.server else None
     async with services_session() as services:
         report = await forget_user(
-            user, redis=services.redis, db=services.db, prefix=services.keys.prefix
+            user, redis=services.redis, db=services.db, prefix=services.keys.prefix, server=server
         )
     if args.json:
         print(json.dumps(report, indent=2))
@@ -48,6 +51,7 @@ async def _forget(args: argparse.Namespace) -> int:
         f"forgot user {user}: {report['redis_keys']} redis keys, {memories} memories, "
         f"episodes: {episodes}, {checkpoints} checkpoint rows of "
         f"{len(report['threads'])} threads"
+        + (f", {len(report['server_threads'])} server threads" if server else "")
     )
     if report["shared_threads"]:
         console.print(

@@ -141,11 +141,17 @@ def archived(state: dict[str, Any]) -> bool:
 
 
 async def check_thread_owner(services: Services, context: Context, thread_id: str) -> None:
-    """Refuse a thread id another user has memory in: they would see each other's thread."""
+    """Refuse a thread id another user owns or has memory in: they would see each other's thread.
+
+    Checked before the run: a run the graph rejects has already put the line into the
+    thread's checkpoint.
+    """
     from memory_graph_agent.storage.forget import thread_users
 
     check_id(thread_id, "thread_id")
-    if await thread_users(services.redis, services.keys.prefix, thread_id) - {context.user_id}:
+    owner = await services.threads.owner(thread_id)
+    others = await thread_users(services.redis, services.keys.prefix, thread_id)
+    if {owner, *others} - {context.user_id, None}:
         raise InvalidInputError(
             f"thread_id {thread_id!r} belongs to another user; thread ids are not "
             "namespaced by user, so pick a new thread (omit --thread)"

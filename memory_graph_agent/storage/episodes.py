@@ -145,6 +145,17 @@ class EpisodeLog(EpisodeIndex):
             {"user_id": user_id, "thread_id": thread_id, "ids": list(ids)},
         )
 
+    async def first_writer(self, thread_id: str) -> str | None:
+        """The user who logged the first message of ``thread_id`` (its owner), if any.
+
+        Scans by thread: for admission while Redis, which knows owners, is down.
+        """
+        rows = await self.db.query(
+            "SELECT user_id FROM episodes WHERE thread_id = :thread_id ORDER BY seq LIMIT 1",
+            {"thread_id": validate_id(thread_id, "thread_id")},
+        )
+        return rows[0]["user_id"] if rows else None
+
     async def _select(self, clauses: str, params: dict[str, Any]) -> list[StoredMessage]:
         sql = f"SELECT message_id, role, name, content, ts FROM episodes {clauses}"
         return [_to_message(r) for r in await self.db.query(sql, params)]

@@ -1,6 +1,7 @@
-"""Degraded mode: a bounded in-process buffer of the messages Redis could not take.
+"""Degraded mode: bounded in-process buffers of what Redis could not take.
 
-They are pushed first when Redis answers again; the window's seen-set drops duplicates.
+Messages are pushed first when Redis answers again (the window's seen-set drops
+duplicates); the ids of other users' rejected turns are recorded then too.
 """
 
 from __future__ import annotations
@@ -56,6 +57,16 @@ class WindowBuffer:
         """Return messages taken by `take` after a failed flush."""
         self.add(user_id, thread_id, messages)
 
+    def users_of(self, thread_id: str) -> list[str]:
+        """Users with buffered messages in ``thread_id``, the longest waiting first."""
+        with self._lock:
+            return [u for u, t in self._threads if t == thread_id]
+
+    def messages(self, user_id: str, thread_id: str) -> list[StoredMessage]:
+        """The messages buffered for this user and thread, oldest first (left in place)."""
+        with self._lock:
+            return list(self._threads.get((user_id, thread_id), ()))
+
     def drop_user(self, user_id: str) -> int:
         """Forget every buffered message of a user; returns how many."""
         with self._lock:
@@ -69,3 +80,41 @@ class WindowBuffer:
 
 
 window_buffer = WindowBuffer()
+
+
+class RejectedWhileDown:
+    """Ids of other users' rejected turns that Redis could not record, per thread.
+
+    `memory_graph_agent.admission` drops them from the owner's turns meanwhile and hands
+    them to Redis (``rejected:{thread}``) once it answers again.
+    """
+
+    def __init__(self, max_threads: int = 10_000) -> None:
+        self.max_threads = max_threads
+        self._threads: OrderedDict[str, set[str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, thread_id: str, ids: list[str]) -> None:
+        """Remember ``ids`` as rejected in ``thread_id`` (the oldest thread goes when full)."""
+        with self._lock:
+            self._threads.setdefault(thread_id, set()).update(ids)
+            while len(self._threads) > self.max_threads:
+                self._threads.popitem(last=False)
+
+    def of(self, thread_id: str) -> set[str]:
+        """The ids rejected in ``thread_id`` while Redis was down."""
+        with self._lock:
+            return set(self._threads.get(thread_id, ()))
+
+    def forget(self, thread_id: str, ids: set[str]) -> None:
+        """Drop ``ids`` once Redis has recorded them."""
+        with self._lock:
+            left = self._threads.get(thread_id, set()) - ids
+            if left:
+                self._threads[thread_id] = left
+            else:
+                self._threads.pop(thread_id, None)
+
+
+rejected_while_down = RejectedWhileDown()
+"""This process's rejections not yet in Redis."""

@@ -1,8 +1,9 @@
 """Forget one user: delete everything the agent stored about them ("forget me").
 
-Their Redis keys, rows of ``memories_<dim>``, ``episodes``, ``memory_decisions``, and the
-checkpoints of their threads. Postgres first in one transaction, Redis after: running it
-again finishes an interrupted run. Caveats (shared threads, live sessions): the README.
+Their Redis keys, rows of ``memories_<dim>``, ``episodes``, ``memory_decisions``, the
+checkpoints of their threads and, given a LangGraph server, its threads of theirs. The
+server and Postgres first (one transaction), Redis after: running it again finishes an
+interrupted run. Caveats (shared threads, live sessions): the README.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from redis.asyncio import Redis
 
 from memory_graph_agent.ids import validate_id
 from memory_graph_agent.storage.failsafe import window_buffer
-from memory_graph_agent.storage.keys import RedisKeys, default_prefix
+from memory_graph_agent.storage.keys import THREAD_ONLY_KINDS, RedisKeys, default_prefix
 from memory_graph_agent.storage.postgres import Database
+from memory_graph_agent.storage.server_threads import ServerThreads
 
 CHECKPOINT_TABLES = ("checkpoint_writes", "checkpoint_blobs", "checkpoints")
 
@@ -35,7 +37,7 @@ async def user_keys(redis: Redis, prefix: str, user_id: str) -> list[str]:
     for pattern in keys.user_patterns(user_id):
         # ``owner:{thread}`` names a thread, not a user: handled by its value instead
         for key, parts in (await _scan(redis, keys, pattern)).items():
-            if len(parts) >= 2 and parts[1] == user_id and parts[0] != "owner":
+            if len(parts) >= 2 and parts[1] == user_id and parts[0] not in THREAD_ONLY_KINDS:
                 found.add(key)
     return sorted(found)
 
@@ -46,6 +48,18 @@ async def thread_users(redis: Redis, prefix: str, thread_id: str) -> set[str]:
     keys = RedisKeys(prefix)
     found = await _scan(redis, keys, keys.threads_pattern(thread_id=thread_id))
     return {p[1] for p in found.values() if len(p) == 3 and p[2] == thread_id}
+
+
+async def owned_threads(redis: Redis, prefix: str, user_id: str) -> set[str]:
+    """Threads whose ``owner:`` key names ``user_id``: every thread they ever wrote to."""
+    keys = RedisKeys(prefix)
+    names = list(await _scan(redis, keys, keys.owner_pattern()))
+    owned: set[str] = set()
+    for start in range(0, len(names), 500):
+        chunk = names[start : start + 500]
+        owners = await redis.mget(chunk)
+        owned |= {keys.parse(k)[1] for k, o in zip(chunk, owners, strict=True) if o == user_id}
+    return owned
 
 
 def threads_of_keys(keys: list[str], prefix: str) -> set[str]:
@@ -130,20 +144,28 @@ def _drop_buffered(user_id: str) -> tuple[set[str], int]:
 
 
 async def forget_user(
-    user_id: str, *, redis: Redis, db: Database, prefix: str | None = None
+    user_id: str,
+    *,
+    redis: Redis,
+    db: Database,
+    prefix: str | None = None,
+    server: ServerThreads | None = None,
 ) -> dict[str, Any]:
     """Delete everything stored about ``user_id``; return what was deleted, counted.
+
+    With ``server``, the user's threads on that LangGraph server are deleted first: if
+    the server cannot be reached, the error is raised and nothing else is deleted.
 
     Returns:
         ``{"user_id", "threads", "shared_threads", "redis_keys", "memories": {table: n},
         "episodes": n or None (no table), "decisions": n, "checkpoints": {table: n},
-        "buffered_messages"}``.
+        "buffered_messages", "server_threads": [deleted ids] or None (no server)}``.
     """
     validate_id(user_id, "user_id")
     prefix = prefix if prefix is not None else default_prefix()
     threads, buffered = _drop_buffered(user_id)
     keys = await user_keys(redis, prefix, user_id)
-    threads |= threads_of_keys(keys, prefix)
+    threads |= threads_of_keys(keys, prefix) | await owned_threads(redis, prefix, user_id)
     report: dict[str, Any] = {
         "user_id": user_id,
         "memories": {},
@@ -165,6 +187,10 @@ async def forget_user(
                 threads |= await _threads_in(conn, "episodes", user_id)
             report["shared_threads"] = await _shared_threads(
                 conn, redis, prefix, user_id, threads, tables
+            )
+            # first: a failure here rolls back, so running forget again still finds them
+            report["server_threads"] = (
+                await server.delete_user_threads(user_id, threads) if server else None
             )
             for table in tables:
                 report["memories"][table] = await _delete(conn, table, "user_id", user_id)
@@ -191,7 +217,7 @@ async def forget_user(
     for thread in sorted(threads):  # thread ownership marks held by this user
         owner_key = RedisKeys(prefix).owner(thread)
         if await redis.get(owner_key) == user_id:
-            deleted += int(await redis.delete(owner_key))
+            deleted += int(await redis.delete(owner_key, RedisKeys(prefix).rejected(thread)))
     report["redis_keys"] = deleted
     report["threads"] = sorted(threads)
     return report

@@ -3,8 +3,8 @@
 ``{prefix}:{kind}:{user}:{thread}`` for `THREAD_KINDS` (window, pending, seen, summary queue,
 running thread summary),
 ``{prefix}:{kind}:{user}`` for `USER_KINDS` (profile, history, forget tombstones, memory's
-model cost) and
-``{prefix}:owner:{thread}``. Ids are validated, so the segments are unambiguous.
+model cost), ``{prefix}:owner:{thread}`` and ``{prefix}:rejected:{thread}``. Ids are
+validated, so the segments are unambiguous.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ THREAD_KINDS = (
     "window", "pending", "seen", "processing", "lease", "attempts", "retry_at", "dead", "digest"
 )  # fmt: skip
 USER_KINDS = ("profile", "profile_history", "profile_forgotten", "llm_cost")
+THREAD_ONLY_KINDS = ("owner", "rejected")
+"""Kinds keyed by thread alone (``{prefix}:{kind}:{thread}``): no user segment."""
 
 
 def default_prefix() -> str:
@@ -43,6 +45,14 @@ class RedisKeys:
     def owner(self, thread_id: str) -> str:
         """``{prefix}:owner:{thread}``: who the thread belongs to."""
         return f"{self.prefix}:owner:{validate_id(thread_id, 'thread_id')}"
+
+    def rejected(self, thread_id: str) -> str:
+        """``{prefix}:rejected:{thread}``: ids of messages other users' rejected turns left."""
+        return f"{self.prefix}:rejected:{validate_id(thread_id, 'thread_id')}"
+
+    def owner_pattern(self) -> str:
+        """SCAN pattern of every ``owner:{thread}`` key."""
+        return f"{self.prefix}:owner:*"
 
     def user_patterns(self, user_id: str) -> tuple[str, str]:
         """SCAN patterns matching every key of ``user_id`` (and, loosely, a few others)."""

@@ -1,13 +1,19 @@
-"""Who a thread belongs to (its first writer), and which of its messages are new (Redis)."""
+"""Who a thread belongs to (its first writer), and which of its messages are new (Redis).
+
+Another user's turn on a thread is rejected, but LangGraph has already written its input
+into the thread's checkpoint; its ids go to ``rejected:{thread}`` so the owner's next turn
+drops them instead of taking them for the owner's own new messages.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
 
 from memory_graph_agent.storage.keys import RedisKeys
 from memory_graph_agent.storage.outages import guarded
+from memory_graph_agent.storage.window import StoredMessage
 
 
 @dataclass(frozen=True)
@@ -15,7 +21,11 @@ class Admission:
     """The answer of `ThreadOwners.admit`."""
 
     owner: str  # the caller when the thread was free
-    unseen: list[str]  # ids, in the order given, of messages not yet in the window
+    unseen: list[str]  # ids, in the order given, not in the *owner's* window (seen-set)
+    rejected: list[str] = field(default_factory=list)  # ids another user's rejected turn left
+    stored: dict[str, StoredMessage] = field(default_factory=dict)  # the owner's window, by id
+    claimed: bool = False  # the thread had no owner: this call made the caller its owner
+    exact: bool = True  # ``stored`` are whole copies (False: the episodic log's, no tool calls)
 
 
 @guarded("redis")
@@ -27,13 +37,45 @@ class ThreadOwners:
         self.keys = keys
 
     async def admit(self, user_id: str, thread_id: str, message_ids: list[str]) -> Admission:
-        """Claim ``thread_id`` for ``user_id`` unless owned, and find the unseen ids."""
+        """Claim ``thread_id`` for ``user_id`` unless owned, and find the unseen ids.
+
+        Unseen and stored are the owner's: for another user, the messages their own turn
+        brought, and the owner's copies of any it replaced (a second round trip, on that
+        path only).
+        """
         owner_key = self.keys.owner(thread_id)
+        probe = ["", *message_ids]  # "" keeps the argument list non-empty; dropped below
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.set(owner_key, user_id, nx=True)
             pipe.get(owner_key)
-            # "" keeps the argument list non-empty; its answer is dropped
-            pipe.smismember(self.keys.thread("seen", user_id, thread_id), ["", *message_ids])
-            _, owner, (_, *seen) = await pipe.execute()
-        unseen = [i for i, is_seen in zip(message_ids, seen, strict=True) if not is_seen]
-        return Admission(owner=owner, unseen=unseen)
+            pipe.smismember(self.keys.thread("seen", user_id, thread_id), probe)
+            pipe.smismember(self.keys.rejected(thread_id), probe)
+            pipe.lrange(self.keys.thread("window", user_id, thread_id), 0, -1)
+            claimed, owner, (_, *seen), (_, *rejected), window = await pipe.execute()
+        if owner != user_id:  # the owner's view: what is theirs, as they stored it
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.smismember(self.keys.thread("seen", owner, thread_id), probe)
+                pipe.lrange(self.keys.thread("window", owner, thread_id), 0, -1)
+                (_, *seen), window = await pipe.execute()
+        return Admission(
+            owner=owner,
+            unseen=[i for i, is_seen in zip(message_ids, seen, strict=True) if not is_seen],
+            rejected=[i for i, hit in zip(message_ids, rejected, strict=True) if hit],
+            stored={m.id: m for m in map(StoredMessage.from_json, window)},
+            claimed=bool(claimed),
+        )
+
+    async def reject(self, thread_id: str, message_ids: list[str]) -> None:
+        """Remember ids another user's rejected turn left in ``thread_id``'s checkpoint."""
+        if message_ids:
+            await self.redis.sadd(self.keys.rejected(thread_id), *message_ids)
+
+    async def hand_over(self, thread_id: str, claimant: str, owner: str | None) -> None:
+        """Give a thread ``claimant`` just claimed to its real ``owner`` (``None``: free it)."""
+        key = self.keys.owner(thread_id)
+        if await self.redis.get(key) == claimant:
+            await (self.redis.set(key, owner) if owner else self.redis.delete(key))
+
+    async def owner(self, thread_id: str) -> str | None:
+        """The user who owns ``thread_id``, or ``None`` if nobody wrote to it."""
+        return await self.redis.get(self.keys.owner(thread_id))

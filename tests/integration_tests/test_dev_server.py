@@ -9,6 +9,8 @@ enough to evict the first turn and store its summary in pgvector.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 import uuid
 
@@ -18,6 +20,7 @@ import pytest
 import redis
 
 from tests.integration_tests.dev_server import Credentials, DevServer, client
+from tests.integration_tests.dev_server import client as sdk_client
 
 pytestmark = pytest.mark.server
 
@@ -156,3 +159,57 @@ async def test_session_end_and_maintenance_graph_through_the_server(
     )
     assert isinstance(report, dict) and "__error__" not in report, report
     assert report["report"]["dry_run"] is True and report["users"] == [user]
+
+
+async def test_forget_deletes_the_users_server_threads_and_nothing_comes_back(
+    dev_server: DevServer,
+    server_credentials: Credentials,
+    memory_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`forget` also deletes the threads `langgraph dev` keeps: a message sent again to an
+    old thread id (which would re-push its whole checkpoint) brings nothing back."""
+    from memory_graph_agent.cli.main import main
+
+    user = f"u-srv-{uuid.uuid4().hex[:10]}"
+    token = server_credentials.token(user)
+    client = sdk_client(dev_server.url, token=token)
+    context = {"user_id": user, "model": MODEL, "window_size": 2, "summary_mode": "raw"}
+    said = ["My name is Zoltan Quimby.", "I live in Reykjavik and keep bees."]
+    thread_id = (await client.threads.create())["thread_id"]  # found by its owner: key
+    tagged = (await client.threads.create(metadata={"user_id": user}))["thread_id"]
+    for text in said:
+        await client.runs.wait(
+            thread_id, GRAPH_ID, input={"messages": [{"role": "human", "content": text}]},
+            context=context,
+        )  # fmt: skip
+    for memory_thread in await client.threads.search(metadata={"memory_of": thread_id}):
+        for run in await client.runs.list(memory_thread["thread_id"]):  # memory is formed
+            await client.runs.join(memory_thread["thread_id"], run["run_id"])
+    monkeypatch.setenv("LANGGRAPH_SERVER_URL", dev_server.url)
+    monkeypatch.setenv("LANGGRAPH_API_KEY", token)  # forget deletes as the user
+    assert await asyncio.to_thread(main, ["forget", "--user", user, "--yes"]) == 0
+
+    for gone in (thread_id, tagged):
+        with pytest.raises(httpx.HTTPStatusError) as missing:
+            await client.threads.get(gone)
+        assert missing.value.response.status_code == 404
+    out = await client.runs.wait(
+        thread_id, GRAPH_ID, input={"messages": [{"role": "human", "content": "Who am I?"}]},
+        context=context, if_not_exists="create",
+    )  # fmt: skip
+    assert [m["content"] for m in out["messages"] if m["type"] == "human"] == ["Who am I?"]
+    prefix = memory_env["MEMORY_KEY_PREFIX"]
+    r = redis.Redis.from_url(memory_env["REDIS_URL"], decode_responses=True)
+    try:
+        kept = [v for k in r.scan_iter(match=f"{prefix}:*:{user}*") if r.type(k) == "list"
+                for v in r.lrange(k, 0, -1)]  # fmt: skip
+        kept.append(json.dumps(r.hgetall(f"{prefix}:profile:{user}")))
+    finally:
+        r.close()
+    with psycopg.connect(memory_env["DATABASE_URL"]) as conn:
+        for table in ("episodes", "memories_384"):
+            rows = conn.execute(f"SELECT content FROM {table} WHERE user_id = %s", (user,))
+            kept += [row[0] for row in rows.fetchall()]
+    for word in ("Zoltan", "Reykjavik", "bees"):
+        assert not any(word in text for text in kept), f"{word!r} came back after forget"

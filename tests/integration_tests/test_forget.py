@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import socket
 import sys
 import uuid
 from typing import Any
@@ -164,8 +165,9 @@ async def test_forget_reports_a_thread_another_user_also_used(
     prefix = services.keys.prefix
     a, b, shared = _id("ua"), _id("ub"), _id("shared")
     await say(agent, make_context(user_id=a), shared, "A talks in the shared thread")
-    # data from before thread ownership was enforced: drop the mark so B can write
-    await services.redis.delete(f"{prefix}:owner:{shared}")
+    # data from before thread ownership was enforced: hand the mark to B so B can write
+    # (a free thread with history would go back to its first writer, A)
+    await services.redis.set(f"{prefix}:owner:{shared}", b)
     await say(agent, make_context(user_id=b), shared, "B talks in the shared thread")
     b_keys = sorted([k async for k in services.redis.scan_iter(match=f"{prefix}:*:{b}:*")])
 
@@ -265,3 +267,42 @@ async def test_forget_empties_this_process_buffer_of_the_user(services, memory_e
     finally:
         window_buffer.take(a, thread)
         window_buffer.take(b, thread)
+
+
+async def test_forget_finds_a_thread_whose_only_trace_is_its_owner_key(
+    agent, make_context, services
+):
+    """A turn that failed at the model left only the thread's claim and its checkpoint:
+    forget still finds the thread, so the message cannot come back with the next turn."""
+    from nodes.respond import ModelUnavailableError
+    from tests.fakes import ScriptedChatModel
+
+    def down(messages):
+        raise RuntimeError("provider down")
+
+    ctx = make_context(model_obj=ScriptedChatModel(handlers={"reply": down}))
+    thread = _id("t")
+    with pytest.raises(ModelUnavailableError):
+        await say(agent, ctx, thread, "my PIN is 8812")
+    prefix = services.keys.prefix
+    report = await forget_user(ctx.user_id, redis=services.redis, db=services.db, prefix=prefix)
+    assert thread in report["threads"] and report["checkpoints"]["checkpoints"] > 0
+    assert not (await agent.aget_state({"configurable": {"thread_id": thread}})).values
+    assert await services.redis.get(f"{prefix}:owner:{thread}") is None
+
+
+async def test_forget_with_an_unreachable_server_fails_and_deletes_nothing(
+    agent, make_context, services, memory_env, capsys
+):
+    db = memory_env["DATABASE_URL"]
+    user, threads = _id("ua"), [_id("ta"), _id("ta")]
+    await converse(agent, make_context, user, threads)
+    before = await snapshot(services, db, user, threads)
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    argv = ["forget", "--user", user, "--yes", "--server", closed]
+    assert await asyncio.to_thread(main, argv) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert out.startswith("error: LangGraph server") and "run forget again" in out, out
+    assert await snapshot(services, db, user, threads) == before
