@@ -40,17 +40,36 @@ table.insert(items, 1, 'claimed')
 return items
 """
 
-_COMPLETE = """
-local holder = redis.call('GET', KEYS[2])
-if holder and holder ~= ARGV[1] then return 0 end
+# A worker may settle only the batch it claimed: the lease must be its own (or expired with
+# nobody else holding it) *and* the processing list must hold exactly the ids it stored.
+_OWNS_BATCH = """
+local function owns_batch(worker, ids_json)
+  local holder = redis.call('GET', KEYS[2])
+  if holder and holder ~= worker then return false end
+  local items = redis.call('LRANGE', KEYS[1], 0, -1)
+  local ids = cjson.decode(ids_json)
+  if #items == 0 or #items ~= #ids then return false end
+  for i, item in ipairs(items) do
+    if cjson.decode(item)['id'] ~= ids[i] then return false end
+  end
+  return true
+end
+"""
+
+_COMPLETE = (
+    _OWNS_BATCH
+    + """
+if not owns_batch(ARGV[1], ARGV[2]) then return 0 end
 local n = redis.call('LLEN', KEYS[1])
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 return n
 """
+)
 
-_FAIL = """
-local holder = redis.call('GET', KEYS[2])
-if holder and holder ~= ARGV[1] then return 'not-owner' end
+_FAIL = (
+    _OWNS_BATCH
+    + """
+if not owns_batch(ARGV[1], ARGV[6]) then return 'not-owner' end
 local n = redis.call('INCR', KEYS[3])
 if n >= tonumber(ARGV[2]) then
   local items = redis.call('LRANGE', KEYS[1], 0, -1)
@@ -63,6 +82,7 @@ redis.call('SET', KEYS[4], string.format('%d', tonumber(ARGV[4]) + tonumber(ARGV
 redis.call('DEL', KEYS[2])
 return 'retry'
 """
+)
 
 _REDRIVE = """
 local moved = 0
@@ -124,10 +144,16 @@ class PendingQueue:
         return Claim(status, [StoredMessage.from_json(r) for r in raws])
 
     @redis_op("complete")
-    async def complete(self, user_id: str, thread_id: str, worker: str) -> int:
-        """Acknowledge the batch after its durable write; returns how many were acked."""
+    async def complete(
+        self, user_id: str, thread_id: str, worker: str, message_ids: list[str]
+    ) -> int:
+        """Acknowledge ``worker``'s batch of ``message_ids`` after its durable write.
+
+        Returns how many were acked: 0 when another worker holds the lease or the claimed
+        batch is no longer this one (a late worker never acknowledges a newer batch).
+        """
         keys = self._keys(user_id, thread_id, "processing", "lease", "attempts", "retry_at")
-        return int(await self._complete(keys=keys, args=[worker]))
+        return int(await self._complete(keys=keys, args=[worker, json.dumps(message_ids)]))
 
     @redis_op("fail")
     async def fail(
@@ -136,13 +162,19 @@ class PendingQueue:
         thread_id: str,
         worker: str,
         error: str,
+        message_ids: list[str],
         *,
         max_attempts: int,
         backoff_s: float,
     ) -> str:
-        """Record a failed attempt: back off exponentially, or dead-letter the batch."""
+        """Record a failed attempt of ``worker``'s batch: back off, or dead-letter it.
+
+        ``not-owner`` when the lease or the claimed batch is no longer this worker's.
+        """
         keys = self._keys(user_id, thread_id, "processing", "lease", "attempts", "retry_at", "dead")
-        args = [worker, max_attempts, int(backoff_s * 1000), int(time.time() * 1000), error[:500]]
+        now_ms = int(time.time() * 1000)
+        args = [worker, max_attempts, int(backoff_s * 1000), now_ms, error[:500]]
+        args.append(json.dumps(message_ids))
         return str(await self._fail(keys=keys, args=args))
 
     @redis_op("redrive")
