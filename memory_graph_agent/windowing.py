@@ -145,10 +145,8 @@ async def requeue_lost(
     held += await services.queue.dead_count(user, thread_id)
     if open_count <= held:
         return 0
-    present = {m.id for m in await services.window.window(user, thread_id)}
-    present |= {m.id for _, m in await services.window.pending(user, thread_id)}
-    present |= {m.id for m in await services.queue.processing(user, thread_id)}
-    for entry in await services.queue.dead_letters(user, thread_id):
-        present |= {m.id for m in entry["items"]}
+    # one atomic snapshot before the log is read (a message summarized and acked meanwhile
+    # was held), and `requeue` checks again atomically (one pushed meanwhile is held now)
+    present = await services.queue.held_ids(user, thread_id)
     lost = [m for m in await services.episodes.unsummarized(user, thread_id) if m.id not in present]
     return await services.queue.requeue(user, thread_id, lost)

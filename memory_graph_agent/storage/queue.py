@@ -84,6 +84,46 @@ return 'retry'
 """
 )
 
+# The ids every list of the thread holds (KEYS: window, pending, processing, dead), read
+# at one instant: a message moving between lists meanwhile is neither missed nor counted twice.
+_HELD = """
+local held = {}
+for i = 1, 3 do
+  for _, raw in ipairs(redis.call('LRANGE', KEYS[i], 0, -1)) do
+    held[cjson.decode(raw)['id']] = true
+  end
+end
+for _, entry in ipairs(redis.call('LRANGE', KEYS[4], 0, -1)) do
+  for _, raw in ipairs(cjson.decode(entry)['items']) do held[cjson.decode(raw)['id']] = true end
+end
+"""
+
+_HELD_IDS = (
+    _HELD
+    + """
+local ids = {}
+for id in pairs(held) do table.insert(ids, id) end
+return ids
+"""
+)
+
+# Re-queue (id, json) pairs that no list holds at this instant (KEYS[5] pending, [6] seen).
+_REQUEUE_ABSENT = (
+    _HELD
+    + """
+local added = 0
+for i = 1, #ARGV, 2 do
+  if not held[ARGV[i]] then
+    held[ARGV[i]] = true
+    redis.call('RPUSH', KEYS[5], ARGV[i + 1])
+    redis.call('SADD', KEYS[6], ARGV[i])
+    added = added + 1
+  end
+end
+return added
+"""
+)
+
 _REDRIVE = """
 local moved = 0
 for _, entry in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
@@ -116,6 +156,8 @@ class PendingQueue:
         self._complete = redis.register_script(_COMPLETE)
         self._fail = redis.register_script(_FAIL)
         self._redrive = redis.register_script(_REDRIVE)
+        self._held_ids = redis.register_script(_HELD_IDS)
+        self._requeue_absent = redis.register_script(_REQUEUE_ABSENT)
 
     def key(self, kind: str, user_id: str, thread_id: str) -> str:
         """The Redis key of one of this thread's queue structures."""
@@ -199,16 +241,26 @@ class PendingQueue:
         raws = await self.redis.lrange(self.key("processing", user_id, thread_id), 0, -1)
         return [StoredMessage.from_json(r) for r in raws]
 
+    @redis_op("held_ids")
+    async def held_ids(self, user_id: str, thread_id: str) -> set[str]:
+        """Ids in the thread's window, pending, processing and dead lists, read atomically."""
+        keys = self._keys(user_id, thread_id, "window", "pending", "processing", "dead")
+        return set(await self._held_ids(keys=keys))
+
     @redis_op("requeue")
     async def requeue(self, user_id: str, thread_id: str, messages: list[StoredMessage]) -> int:
-        """Put messages back on pending (recovery after Redis lost them)."""
+        """Put messages back on pending (recovery after Redis lost them); returns how many.
+
+        Atomic: a message that any list of the thread holds at that instant (a concurrent
+        turn just pushed it, say) is left where it is.
+        """
         if not messages:
             return 0
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.rpush(self.key("pending", user_id, thread_id), *[m.to_json() for m in messages])
-            pipe.sadd(self.key("seen", user_id, thread_id), *[m.id for m in messages])
-            await pipe.execute()
-        return len(messages)
+        kinds = ("window", "pending", "processing", "dead", "pending", "seen")
+        args = [a for m in messages for a in (m.id, m.to_json())]
+        return int(
+            await self._requeue_absent(keys=self._keys(user_id, thread_id, *kinds), args=args)
+        )
 
     @redis_op("dead_count")
     async def dead_count(self, user_id: str, thread_id: str) -> int:

@@ -58,3 +58,31 @@ async def test_an_expired_lease_on_the_same_batch_still_acknowledges_it(services
     await asyncio.sleep(0.2)
     assert await services.queue.complete(user_id, thread, "A", ids(a.messages)) == 2
     assert await services.queue.processing(user_id, thread) == []
+
+
+async def test_requeue_lost_never_requeues_a_message_a_concurrent_turn_just_pushed(
+    services, user_id, monkeypatch
+):
+    """Redis lost two logged messages; meanwhile another turn of the thread pushes a third."""
+    from memory_graph_agent.windowing import requeue_lost
+
+    thread = _thread()
+    lost = [msg("human"), msg("ai")]
+    await services.window.push(user_id, thread, lost)
+    await services.episodes.append(user_id, thread, lost, durable=True)
+    await services.redis.delete(services.queue.key("window", user_id, thread))
+    fresh = msg("human")
+    real_unsummarized = services.episodes.unsummarized
+
+    async def concurrent_turn(user: str, thread_id: str):
+        # another turn on the thread pushes and logs its message during our snapshot
+        await services.window.push(user, thread_id, [fresh])
+        await services.episodes.append(user, thread_id, [fresh], durable=True)
+        return await real_unsummarized(user, thread_id)
+
+    monkeypatch.setattr(services.episodes, "unsummarized", concurrent_turn)
+    assert await requeue_lost(services, user_id, thread, 0, 2) == 2
+
+    pending = [m.id for _, m in await services.window.pending(user_id, thread)]
+    assert pending == ids(lost)
+    assert ids(await services.window.window(user_id, thread)) == [fresh.id]
