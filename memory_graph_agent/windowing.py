@@ -21,6 +21,9 @@ from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.window import StoredMessage
 from memory_graph_agent.turns import turn_boundary_cut
 
+SEEN_SLACK = 1000
+"""Ids the seen-set may hold beyond the checkpoint's messages and the Redis lists'."""
+
 
 @dataclass
 class WindowUpdate:
@@ -55,6 +58,8 @@ async def update_window(
             services, settings, user, thread_id, end_session, next_system_prompt, update
         )
         update.pending = await services.queue.backlog(user, thread_id)
+        state_ids = [m.id for m in buffered + incoming]
+        await services.window.trim_seen(user, thread_id, state_ids, SEEN_SLACK)
     except StoreUnavailable as exc:
         if exc.service != "redis":
             raise

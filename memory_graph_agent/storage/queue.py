@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 
 from memory_graph_agent.storage.keys import RedisKeys
 from memory_graph_agent.storage.outages import guarded, redis_op
-from memory_graph_agent.storage.window import StoredMessage
+from memory_graph_agent.storage.window import StoredMessage, held_lua
 
 _CLAIM = """
 local retry_at = tonumber(redis.call('GET', KEYS[5]) or '0')
@@ -84,22 +84,8 @@ return 'retry'
 """
 )
 
-# The ids every list of the thread holds (KEYS: window, pending, processing, dead), read
-# at one instant: a message moving between lists meanwhile is neither missed nor counted twice.
-_HELD = """
-local held = {}
-for i = 1, 3 do
-  for _, raw in ipairs(redis.call('LRANGE', KEYS[i], 0, -1)) do
-    held[cjson.decode(raw)['id']] = true
-  end
-end
-for _, entry in ipairs(redis.call('LRANGE', KEYS[4], 0, -1)) do
-  for _, raw in ipairs(cjson.decode(entry)['items']) do held[cjson.decode(raw)['id']] = true end
-end
-"""
-
 _HELD_IDS = (
-    _HELD
+    held_lua(first_key=1)
     + """
 local ids = {}
 for id in pairs(held) do table.insert(ids, id) end
@@ -109,7 +95,7 @@ return ids
 
 # Re-queue (id, json) pairs that no list holds at this instant (KEYS[5] pending, [6] seen).
 _REQUEUE_ABSENT = (
-    _HELD
+    held_lua(first_key=1)
     + """
 local added = 0
 for i = 1, #ARGV, 2 do
