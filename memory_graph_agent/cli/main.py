@@ -62,7 +62,11 @@ def _services(args: argparse.Namespace) -> int:
         urls = embedded.ensure_services()
         console.print(f"REDIS_URL={urls.redis_url}\nDATABASE_URL={urls.database_url}")
     elif args.action == "down":
-        embedded.stop_services()
+        try:
+            embedded.stop_services(if_unused=not args.force)
+        except embedded.ServicesInUse as exc:
+            console.print(f"error: {exc}")
+            return 1
         console.print("embedded services stopped")
     else:
         console.print_json(json.dumps(embedded.status(), default=str))
@@ -137,6 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     maintain.add_argument("--json", action="store_true", help="print the final state as JSON")
     services = sub.add_parser("services", help="embedded Redis and Postgres")
     services.add_argument("action", choices=["up", "down", "status"])
+    services.add_argument(
+        "--force", action="store_true", help="down: stop even while clients are connected"
+    )
     sub.add_parser("metrics", help="print the Prometheus text exposition of this process")
     return parser
 
