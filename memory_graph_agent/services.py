@@ -35,7 +35,7 @@ from memory_graph_agent.storage.episodes import EpisodeLog
 from memory_graph_agent.storage.keys import RedisKeys, default_prefix
 from memory_graph_agent.storage.memories import MemoryStore
 from memory_graph_agent.storage.outages import outages
-from memory_graph_agent.storage.postgres import Database
+from memory_graph_agent.storage.postgres import Database, PostgresTimeouts
 from memory_graph_agent.storage.profile import ProfileStore
 from memory_graph_agent.storage.queue import PendingQueue
 from memory_graph_agent.storage.threads import ThreadOwners
@@ -182,13 +182,20 @@ async def open_checkpointer(database_url: str) -> AsyncIterator[AsyncPostgresSav
     A single connection (``AsyncPostgresSaver.from_conn_string``) dies for good when
     Postgres restarts; the pool replaces broken connections.
     """
+    timeouts = PostgresTimeouts.from_env()
     pool = AsyncConnectionPool(
         database_url,
         min_size=1,
         max_size=8,
         open=False,
+        timeout=timeouts.deadline_s,
         check=AsyncConnectionPool.check_connection,
-        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        kwargs={
+            "autocommit": True,
+            "prepare_threshold": 0,
+            "row_factory": dict_row,
+            **timeouts.connect_args(),
+        },
     )
     await pool.open(wait=True)
     try:

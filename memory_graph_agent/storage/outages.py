@@ -6,6 +6,7 @@ of the code catches to run degraded; `memory_graph_agent.metrics` counts every f
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import logging
@@ -20,6 +21,7 @@ from redis.exceptions import RedisError
 from sqlalchemy.exc import SQLAlchemyError
 
 from memory_graph_agent.metrics import REDIS_FAILURES
+from memory_graph_agent.storage.postgres import PostgresTimeouts
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +104,11 @@ def guard(service: str, fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awai
     @functools.wraps(fn)
     async def method(*args: Any, **kwargs: Any) -> Any:
         try:
-            result = await fn(*args, **kwargs)
+            if service == "postgres":  # a silent network: the server's timeouts never fire
+                async with asyncio.timeout(PostgresTimeouts.from_env().deadline_s):
+                    result = await fn(*args, **kwargs)
+            else:
+                result = await fn(*args, **kwargs)
         except StoreUnavailable:
             raise
         except DOWN[service] as exc:
