@@ -19,7 +19,7 @@ from typing import Any
 from rich.markup import escape
 
 from memory_graph_agent.cli.console import console
-from memory_graph_agent.cli.conversation import _chat, _send
+from memory_graph_agent.cli.conversation import _chat, _send, unavailable_note
 from memory_graph_agent.cli.memory import _forget, _maintain, _memory_redrive, _memory_show
 
 METRICS_PORT_HELP = "serve Prometheus metrics on http://127.0.0.1:PORT/metrics"
@@ -166,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "memory":
             return asyncio.run(MEMORY_COMMANDS[args.memory_command](args))
         return asyncio.run(COMMANDS[args.command](args))
+    except ConnectionError as exc:  # StoreUnavailable: nothing stored, the caller may retry
+        console.print(f"{unavailable_note(exc)}: the message was not sent; retry when it is back")
+        return 1
     except (ValueError, RuntimeError) as exc:
         console.print(f"[red]error:[/] {escape(str(exc))}")
         return 2

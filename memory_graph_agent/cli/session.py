@@ -15,6 +15,7 @@ from langgraph.graph.state import CompiledStateGraph
 from graph.builder import build_graph
 from graph.context import Context
 from memory_graph_agent.services import Services, open_checkpointer, services_session
+from memory_graph_agent.storage.outages import POSTGRES_ERRORS, StoreUnavailable
 from memory_graph_agent.validation import (
     InvalidInputError,
     check_id,
@@ -29,10 +30,17 @@ RECURSION_LIMIT = 500
 
 @asynccontextmanager
 async def open_agent() -> AsyncIterator[tuple[CompiledStateGraph, Services]]:
-    """Open the services; yield the memory agent (Postgres checkpointer) and them."""
-    async with services_session() as services:
-        async with open_checkpointer(services.database_url) as saver:
-            yield build_graph(services, checkpointer=saver), services
+    """Open the services; yield the memory agent (Postgres checkpointer) and them.
+
+    The checkpointer lives in the memory's Postgres: while it is down a turn cannot run at
+    all. That, and a failed open, raise `StoreUnavailable` (the CLI says so, keeps the message).
+    """
+    try:
+        async with services_session() as services:
+            async with open_checkpointer(services.database_url) as saver:
+                yield build_graph(services, checkpointer=saver), services
+    except POSTGRES_ERRORS as exc:
+        raise StoreUnavailable("postgres", exc) from exc
 
 
 def check_turn(context: Context, thread_id: str, text: object) -> str:
@@ -52,6 +60,8 @@ async def _invoke(
         if agent.checkpointer is not None:
             await discard_rejected(agent, config, exc)
         raise
+    except POSTGRES_ERRORS as exc:  # the checkpointer: the turn did not run
+        raise StoreUnavailable("postgres", exc) from exc
 
 
 async def run_turn(

@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 REDIS_DOWN = (RedisError, ConnectionError, OSError, TimeoutError)
 POSTGRES_DOWN = (SQLAlchemyError, psycopg.Error, ConnectionError, OSError, TimeoutError)
 DOWN = {"redis": REDIS_DOWN, "postgres": POSTGRES_DOWN}
+POSTGRES_ERRORS = (SQLAlchemyError, psycopg.Error)
+"""What a Postgres client outside the stores raises (the checkpointer's pool, a store's open)."""
 C = TypeVar("C", bound=type)
 P = ParamSpec("P")
 R = TypeVar("R")
