@@ -7,17 +7,20 @@ the CLI, notebooks, benchmarks and tests call `build_graph` with their own check
 from __future__ import annotations
 
 import weakref
+from collections.abc import Awaitable, Callable
 from functools import partial
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
 
 from graph import routing
-from graph.context import Context
+from graph.context import Context, current_task
 from graph.state import InputState, State
 from graph.tools import build_tool_node, memory_tools
+from memory_graph_agent.retries import check_task_start
 from memory_graph_agent.services import Services, server_services
 from nodes.consolidate import consolidate
 from nodes.load_profile import load_profile
@@ -36,8 +39,8 @@ def build_builder(services: Services) -> StateGraph:
     builder = StateGraph(State, input_schema=InputState, context_schema=Context)
     tools = memory_tools(services)
     for node in MEMORY_NODES:
-        builder.add_node(node.__name__, partial(node, services=services))
-    builder.add_node("respond", partial(respond, tools=tools))
+        builder.add_node(node.__name__, _no_crash_loop(services, partial(node, services=services)))
+    builder.add_node("respond", _no_crash_loop(services, partial(respond, tools=tools)))
     builder.add_node("tools", build_tool_node(tools))
     builder.add_edge(START, "load_profile")
     builder.add_conditional_edges("load_profile", routing.route_after_load_profile)  # end_session
@@ -49,6 +52,19 @@ def build_builder(services: Services) -> StateGraph:
     builder.add_conditional_edges("consolidate", routing.route_after_consolidate)
     builder.add_edge("reflect", END)
     return builder
+
+
+def _no_crash_loop(
+    services: Services, node: Callable[[State, Runtime[Context]], Awaitable[dict]]
+) -> Callable[[State, Runtime[Context]], Awaitable[dict]]:
+    """``node``, refusing a third start of its step of a server run (`retries`)."""
+
+    async def run(state: State, runtime: Runtime[Context]) -> dict:
+        if (task := current_task()) is not None:
+            await check_task_start(services, *task)
+        return await node(state, runtime)
+
+    return run
 
 
 def build_graph(

@@ -38,6 +38,7 @@ from memory_graph_agent.storage.outages import outages
 from memory_graph_agent.storage.postgres import Database, PostgresTimeouts
 from memory_graph_agent.storage.profile import ProfileStore
 from memory_graph_agent.storage.queue import PendingQueue
+from memory_graph_agent.storage.runs import RunStarts
 from memory_graph_agent.storage.threads import ThreadOwners
 from memory_graph_agent.storage.window import WindowStore
 
@@ -55,6 +56,7 @@ class Services:
     queue: PendingQueue
     profile: ProfileStore
     threads: ThreadOwners
+    runs: RunStarts
     memories: MemoryStore
     episodes: EpisodeLog
     decisions: DecisionLog
@@ -112,6 +114,7 @@ async def open_services(embedding_model: str | None = None) -> Services:
         queue=PendingQueue(redis, keys.prefix),
         profile=ProfileStore(redis, keys.prefix),
         threads=ThreadOwners(redis, keys),
+        runs=RunStarts(redis, keys),
         memories=memories,
         episodes=episodes,
         decisions=decisions,

@@ -2,7 +2,8 @@
 
 ``{prefix}:{kind}:{user}:{thread}`` for `THREAD_KINDS` (window, pending, seen, summary queue),
 ``{prefix}:{kind}:{user}`` for `USER_KINDS` (profile, history, forget tombstones) and
-``{prefix}:owner:{thread}``. Ids are validated, so the segments are unambiguous.
+``{prefix}:owner:{thread}`` and ``{prefix}:run_starts:{run_id}:{task}`` (server runs, see
+`storage.runs`). Ids are validated, so the segments are unambiguous.
 """
 
 from __future__ import annotations
@@ -41,6 +42,12 @@ class RedisKeys:
     def owner(self, thread_id: str) -> str:
         """``{prefix}:owner:{thread}``: who the thread belongs to."""
         return f"{self.prefix}:owner:{validate_id(thread_id, 'thread_id')}"
+
+    def run(self, run_id: str, task: str) -> str:
+        """``{prefix}:run_starts:{run_id}:{task}``: starts of one task of a server run."""
+        return (
+            f"{self.prefix}:run_starts:{validate_id(run_id, 'run_id')}:{validate_id(task, 'task')}"
+        )
 
     def user_patterns(self, user_id: str) -> tuple[str, str]:
         """SCAN patterns matching every key of ``user_id`` (and, loosely, a few others)."""
