@@ -7,20 +7,22 @@ the CLI, notebooks, benchmarks and tests call `build_graph` with their own check
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
 
 from graph import routing
 from graph.background import ServerScheduler
-from graph.context import Context, MemoryScheduler
+from graph.context import Context, MemoryScheduler, current_task
 from graph.metering import metered
 from graph.state import InputState, State
 from graph.tools import build_tool_node, memory_tools
+from memory_graph_agent.retries import check_task_start
 from memory_graph_agent.services import Services, server_services
 from nodes.consolidate import consolidate
 from nodes.load_profile import load_profile
@@ -49,10 +51,11 @@ def build_builder(
     tools = memory_tools(services)
     for node in MEMORY_NODES:
         bound = metered(partial(node, services=services), services)
-        builder.add_node(node.__name__, wrap(bound))
+        builder.add_node(node.__name__, wrap(_no_crash_loop(services, bound)))
     trim = partial(trim_window, services=services, scheduler=scheduler)
-    builder.add_node("trim_window", wrap(trim))
-    builder.add_node("respond", wrap(partial(respond, tools=tools)))
+    builder.add_node("trim_window", wrap(_no_crash_loop(services, trim)))
+    respond_node = partial(respond, tools=tools)
+    builder.add_node("respond", wrap(_no_crash_loop(services, respond_node)))
     builder.add_node("tools", build_tool_node(tools))
     builder.add_conditional_edges(START, routing.route_start)  # memory runs: at trim_window
     builder.add_conditional_edges("load_profile", routing.route_after_load_profile)  # end_session
@@ -64,6 +67,19 @@ def build_builder(
     builder.add_conditional_edges("consolidate", routing.route_after_consolidate)
     builder.add_edge("reflect", END)
     return builder
+
+
+def _no_crash_loop(
+    services: Services, node: Callable[[State, Runtime[Context]], Awaitable[dict]]
+) -> Callable[[State, Runtime[Context]], Awaitable[dict]]:
+    """``node``, refusing a third start of its step of a server run (`retries`)."""
+
+    async def run(state: State, runtime: Runtime[Context]) -> dict:
+        if (task := current_task()) is not None:
+            await check_task_start(services, *task)
+        return await node(state, runtime)
+
+    return run
 
 
 def build_graph(

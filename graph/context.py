@@ -258,6 +258,20 @@ class MemoryScheduler(Protocol):
         """Schedule it; raise if it cannot be scheduled (memory then runs inline)."""
 
 
+def current_task() -> tuple[str, int, str] | None:
+    """``(run_id, step, node)`` of the running node of a server run, else None.
+
+    The LangGraph server's ``configurable.run_id`` is kept across its retries, and a
+    retried run resumes at the step that was running; the CLI and tests pass no run id.
+    """
+    config = get_config()
+    run_id = config.get("configurable", {}).get("run_id")
+    meta = config.get("metadata", {})
+    if not run_id or "langgraph_step" not in meta:
+        return None
+    return str(run_id), int(meta["langgraph_step"]), str(meta.get("langgraph_node", ""))
+
+
 def current_thread_id() -> str:
     """The conversation thread of the run, validated, never from state.
 

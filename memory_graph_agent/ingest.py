@@ -72,6 +72,7 @@ async def store_summary(
                 thread,
                 worker,
                 f"{type(exc).__name__}: {exc}",
+                draft["source_ids"],
                 max_attempts=settings.max_attempts,
                 backoff_s=settings.retry_backoff_s,
             )
@@ -89,7 +90,7 @@ async def store_summary(
         log.warning("indexing episodes failed (%s: %s)", type(exc).__name__, exc)
         out.note("index_skipped", "consolidate: turn indexing skipped (backfilled later)")
     try:
-        acked = await services.queue.complete(user, thread, worker)
+        acked = await services.queue.complete(user, thread, worker, draft["source_ids"])
     except StoreUnavailable:  # stored already; a reclaim after the lease is an upsert
         out.note("ack_deferred", f"consolidate: summary {memory.id[:8]} stored, ack deferred")
         return out

@@ -8,6 +8,7 @@ opens a connection or starts a server.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import weakref
 from collections.abc import AsyncIterator
@@ -22,7 +23,12 @@ from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
-from memory_graph_agent.local.embedded import crash_notice, ensure_services
+from memory_graph_agent.local.embedded import (
+    EmbeddedServiceError,
+    crash_notice,
+    embedded_running,
+    ensure_services,
+)
 from memory_graph_agent.models import default_embedding_model, load_embeddings
 from memory_graph_agent.storage.costs import MemoryCosts
 from memory_graph_agent.storage.decisions import DecisionLog
@@ -30,11 +36,14 @@ from memory_graph_agent.storage.episodes import EpisodeLog
 from memory_graph_agent.storage.keys import RedisKeys, default_prefix
 from memory_graph_agent.storage.memories import MemoryStore
 from memory_graph_agent.storage.outages import outages
-from memory_graph_agent.storage.postgres import Database
+from memory_graph_agent.storage.postgres import Database, PostgresTimeouts
 from memory_graph_agent.storage.profile import ProfileStore
 from memory_graph_agent.storage.queue import PendingQueue
+from memory_graph_agent.storage.runs import RunStarts
 from memory_graph_agent.storage.threads import ThreadOwners
 from memory_graph_agent.storage.window import WindowStore
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)  # compared and hashed by identity: one set of open connections
@@ -49,6 +58,7 @@ class Services:
     costs: MemoryCosts
     profile: ProfileStore
     threads: ThreadOwners
+    runs: RunStarts
     memories: MemoryStore
     episodes: EpisodeLog
     decisions: DecisionLog
@@ -107,6 +117,7 @@ async def open_services(embedding_model: str | None = None) -> Services:
         costs=MemoryCosts(redis, keys),
         profile=ProfileStore(redis, keys.prefix),
         threads=ThreadOwners(redis, keys),
+        runs=RunStarts(redis, keys),
         memories=memories,
         episodes=episodes,
         decisions=decisions,
@@ -140,10 +151,27 @@ async def server_services() -> Services:
     if loop not in _server:
         _server[loop] = loop.create_task(open_services())
     try:
-        return await asyncio.shield(_server[loop])
+        services = await asyncio.shield(_server[loop])
     except BaseException:
         _server.pop(loop, None)  # a failed open is retried by the next run
         raise
+    await _restart_stopped_servers()
+    return services
+
+
+async def _restart_stopped_servers() -> None:
+    """Start again embedded servers stopped under a running server (``services down``).
+
+    The cached clients reconnect by themselves once the servers answer; a start that fails
+    leaves the run in degraded mode, and the next run tries again.
+    """
+    if await asyncio.to_thread(embedded_running):
+        return
+    log.warning("the embedded Redis/PostgreSQL stopped under this server; starting them again")
+    try:
+        await asyncio.to_thread(ensure_services)
+    except EmbeddedServiceError as exc:
+        log.error("restarting the embedded servers failed: %s", exc)
 
 
 async def close_server_services() -> None:
@@ -160,13 +188,20 @@ async def open_checkpointer(database_url: str) -> AsyncIterator[AsyncPostgresSav
     A single connection (``AsyncPostgresSaver.from_conn_string``) dies for good when
     Postgres restarts; the pool replaces broken connections.
     """
+    timeouts = PostgresTimeouts.from_env()
     pool = AsyncConnectionPool(
         database_url,
         min_size=1,
         max_size=8,
         open=False,
+        timeout=timeouts.deadline_s,
         check=AsyncConnectionPool.check_connection,
-        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        kwargs={
+            "autocommit": True,
+            "prepare_threshold": 0,
+            "row_factory": dict_row,
+            **timeouts.connect_args(),
+        },
     )
     await pool.open(wait=True)
     try:

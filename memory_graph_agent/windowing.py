@@ -26,6 +26,9 @@ from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.window import StoredMessage
 from memory_graph_agent.turns import turn_boundary_cut
 
+SEEN_SLACK = 1000
+"""Ids the seen-set may hold beyond the checkpoint's messages and the Redis lists'."""
+
 
 @dataclass
 class WindowUpdate:
@@ -39,6 +42,20 @@ class WindowUpdate:
 
 def _note(update: WindowUpdate, kind: str, text: str) -> None:
     update.events.append(event("trim_window", kind, text))
+
+
+async def read_backlog(services: Services, user: str, thread_id: str) -> WindowUpdate:
+    """The start of a memory run: only how many messages wait (no push, no eviction)."""
+    update = WindowUpdate()
+    try:
+        update.pending = await services.queue.backlog(user, thread_id)
+    except StoreUnavailable as exc:
+        if exc.service != "redis":
+            raise
+        _note(update, "unavailable", "window: Redis unavailable, the backlog waits")
+        return update
+    _note(update, "backlog", f"window: memory run, {update.pending} messages waiting")
+    return update
 
 
 async def update_window(
@@ -60,6 +77,8 @@ async def update_window(
             services, settings, user, thread_id, end_session, next_system_prompt, update
         )
         update.pending = await services.queue.backlog(user, thread_id)
+        state_ids = [m.id for m in buffered + incoming]
+        await services.window.trim_seen(user, thread_id, state_ids, SEEN_SLACK)
     except StoreUnavailable as exc:
         if exc.service != "redis":
             window_buffer.put_back(user, thread_id, buffered)
@@ -154,10 +173,8 @@ async def requeue_lost(
     held += await services.queue.dead_count(user, thread_id)
     if open_count <= held:
         return 0
-    present = {m.id for m in await services.window.window(user, thread_id)}
-    present |= {m.id for _, m in await services.window.pending(user, thread_id)}
-    present |= {m.id for m in await services.queue.processing(user, thread_id)}
-    for entry in await services.queue.dead_letters(user, thread_id):
-        present |= {m.id for m in entry["items"]}
+    # one atomic snapshot before the log is read (a message summarized and acked meanwhile
+    # was held), and `requeue` checks again atomically (one pushed meanwhile is held now)
+    present = await services.queue.held_ids(user, thread_id)
     lost = [m for m in await services.episodes.unsummarized(user, thread_id) if m.id not in present]
     return await services.queue.requeue(user, thread_id, lost)

@@ -2,7 +2,8 @@
 
 Rules: `memory_graph_agent.windowing.update_window`; this node also consumes ``end_session``
 and, in ``memory_mode="background"``, hands due memory work to the scheduler. It is the
-first node of a memory run (``context.memory_of``), so it starts that run's report.
+first node of a memory run (``context.memory_of``): there it only reads the backlog and
+starts that run's report.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from graph.state import State
 from memory_graph_agent.records import event
 from memory_graph_agent.rendering import notices
 from memory_graph_agent.services import Services
-from memory_graph_agent.windowing import update_window
+from memory_graph_agent.windowing import read_backlog, update_window
 
 
 async def trim_window(
@@ -30,6 +31,16 @@ async def trim_window(
     """Push new messages (once each), move the oldest out of the window to pending."""
     ctx = runtime.context
     thread = current_thread_id()
+    if ctx.memory_of:  # a memory run starts here: the backlog, and its own report
+        backlog = await read_backlog(services, ctx.user_id, thread)
+        return {
+            "pending_count": backlog.pending,
+            "compress": bool(state.get("compress")) and backlog.pending > 0,
+            "memory_scheduled": False,
+            "memory_events": Overwrite(notices("trim_window") + backlog.events),
+            "memory_decisions": Overwrite([]),
+            "memory_cost": Overwrite({}),
+        }
     messages = state.get("messages") or []
     end_session = bool(state.get("end_session"))
     # the next prompt is estimated as this turn's system prompt plus what stays
@@ -40,18 +51,11 @@ async def trim_window(
     update = {
         "messages": [RemoveMessage(id=m.id) for m in window.moved if m.id in in_state],
         "pending_count": window.pending,
-        "compress": window.compress or bool(ctx.memory_of and state.get("compress")),
+        "compress": window.compress,
         "memory_scheduled": False,
     }
     if end_session:  # consumed: the thread's next turn is an ordinary one
         update["end_session"] = False
-    if ctx.memory_of:  # a memory run starts here: its own report
-        return {
-            **update,
-            "memory_events": Overwrite(events),
-            "memory_decisions": Overwrite([]),
-            "memory_cost": Overwrite({}),
-        }
     due = window.pending >= ctx.summary_batch or window.compress
     if scheduler is not None and ctx.memory_mode == "background" and due and not end_session:
         try:

@@ -29,13 +29,43 @@ def _print_memory_reports(memory: Any) -> None:
         _print_events(report)
 
 
+def unavailable_note(exc: Exception) -> str:
+    """Why a turn could not run, for the terminal (rich markup)."""
+    what = "the database is" if getattr(exc, "service", "") == "postgres" else "Redis is"
+    return f"[red]error:[/] {what} unavailable ({escape(str(exc.__cause__ or exc)[:300])})"
+
+
+async def _turn(agent: Any, context: Any, thread: str, text: str) -> bool:
+    """One chat line: print the reply; False when the message could not be sent."""
+    from memory_graph_agent.cli.session import run_turn
+    from memory_graph_agent.storage.outages import StoreUnavailable
+    from memory_graph_agent.validation import InvalidInputError
+
+    printer = ReplyPrinter("[green]agent>[/] ")
+    try:
+        state = await run_turn(agent, context, thread, text, on_token=printer)
+    except InvalidInputError as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))} (message not sent)")
+        return True  # rejected for good: nothing to keep
+    except StoreUnavailable as exc:
+        console.print(
+            f"{unavailable_note(exc)}; your message was not sent and is kept: press Enter "
+            "to send it again"
+        )
+        return False
+    printer.close(str(state["messages"][-1].content))
+    _print_events(state)
+    return True
+
+
 async def _chat(args: argparse.Namespace) -> int:
     from graph.context import Context
-    from memory_graph_agent.cli.session import check_thread_owner, end_session, open_agent, run_turn
+    from memory_graph_agent.cli.session import check_thread_owner, end_session, open_agent
     from memory_graph_agent.validation import InvalidInputError, check_id
 
     context = Context(user_id=args.user)
     thread = check_id(args.thread or _new_thread(), "thread_id")
+    kept: list[str] = []  # lines not sent because a store was down, oldest first
     async with open_agent() as (agent, services, memory):
         if args.thread:
             await check_thread_owner(services, context, thread)
@@ -63,21 +93,18 @@ async def _chat(args: argparse.Namespace) -> int:
                 thread = _new_thread()
                 console.print(f"[dim]new thread {thread}[/]")
                 continue
-            if not text.strip():
+            if not text.strip() and not kept:
                 console.print("[yellow]empty message ignored[/]")
                 continue
-            printer = ReplyPrinter("[green]agent>[/] ")
-            try:
-                state = await run_turn(agent, context, thread, text, on_token=printer)
-            except InvalidInputError as exc:
-                console.print(f"[red]error:[/] {escape(str(exc))} (message not sent)")
-                continue
-            printer.close(str(state["messages"][-1].content))
-            _print_events(state)
+            kept += [text] if text.strip() else []
+            while kept and await _turn(agent, context, thread, kept[0]):
+                kept.pop(0)
         if memory.pending():
             console.print("[dim]finishing memory work...[/]")
         await memory.drain()
         _print_memory_reports(memory)
+    if kept:
+        console.print(f"[yellow]{len(kept)} kept message(s) not sent[/]")
     return 0
 
 

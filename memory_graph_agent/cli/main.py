@@ -19,7 +19,7 @@ from typing import Any
 from rich.markup import escape
 
 from memory_graph_agent.cli.console import console
-from memory_graph_agent.cli.conversation import _chat, _send
+from memory_graph_agent.cli.conversation import _chat, _send, unavailable_note
 from memory_graph_agent.cli.memory import _forget, _maintain, _memory_redrive, _memory_show
 
 METRICS_PORT_HELP = "serve Prometheus metrics on http://127.0.0.1:PORT/metrics"
@@ -62,7 +62,11 @@ def _services(args: argparse.Namespace) -> int:
         urls = embedded.ensure_services()
         console.print(f"REDIS_URL={urls.redis_url}\nDATABASE_URL={urls.database_url}")
     elif args.action == "down":
-        embedded.stop_services()
+        try:
+            embedded.stop_services(if_unused=not args.force)
+        except embedded.ServicesInUse as exc:
+            console.print(f"error: {exc}")
+            return 1
         console.print("embedded services stopped")
     else:
         console.print_json(json.dumps(embedded.status(), default=str))
@@ -143,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     maintain.add_argument("--json", action="store_true", help="print the final state as JSON")
     services = sub.add_parser("services", help="embedded Redis and Postgres")
     services.add_argument("action", choices=["up", "down", "status"])
+    services.add_argument(
+        "--force", action="store_true", help="down: stop even while clients are connected"
+    )
     sub.add_parser("metrics", help="print the Prometheus text exposition of this process")
     return parser
 
@@ -165,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "memory":
             return asyncio.run(MEMORY_COMMANDS[args.memory_command](args))
         return asyncio.run(COMMANDS[args.command](args))
+    except ConnectionError as exc:  # StoreUnavailable: nothing stored, the caller may retry
+        console.print(f"{unavailable_note(exc)}: the message was not sent; retry when it is back")
+        return 1
     except (ValueError, RuntimeError) as exc:
         console.print(f"[red]error:[/] {escape(str(exc))}")
         return 2

@@ -18,6 +18,7 @@ from graph.background import LocalScheduler
 from graph.builder import build_graph
 from graph.context import Context
 from memory_graph_agent.services import Services, open_checkpointer, services_session
+from memory_graph_agent.storage.outages import POSTGRES_ERRORS, StoreUnavailable
 from memory_graph_agent.validation import (
     InvalidInputError,
     check_id,
@@ -37,16 +38,21 @@ OnToken = Callable[[str], None]
 async def open_agent() -> AsyncIterator[tuple[CompiledStateGraph, Services, LocalScheduler]]:
     """Open the services; yield the agent (Postgres checkpointer), them, its memory scheduler.
 
-    On exit, memory work still running is finished first.
+    On exit, memory work still running is finished first. The checkpointer lives in the
+    memory's Postgres: while it is down a turn cannot run at all. That, and a failed open,
+    raise `StoreUnavailable` (the CLI says so, keeps the message).
     """
-    async with services_session() as services:
-        async with open_checkpointer(services.database_url) as saver:
-            memory = LocalScheduler()
-            agent = memory.bind(build_graph(services, checkpointer=saver, scheduler=memory))
-            try:
-                yield agent, services, memory
-            finally:
-                await memory.drain()
+    try:
+        async with services_session() as services:
+            async with open_checkpointer(services.database_url) as saver:
+                memory = LocalScheduler()
+                agent = memory.bind(build_graph(services, checkpointer=saver, scheduler=memory))
+                try:
+                    yield agent, services, memory
+                finally:
+                    await memory.drain()
+    except POSTGRES_ERRORS as exc:
+        raise StoreUnavailable("postgres", exc) from exc
 
 
 def check_turn(context: Context, thread_id: str, text: object) -> str:
@@ -99,6 +105,8 @@ async def _invoke(
         if agent.checkpointer is not None:
             await discard_rejected(agent, config, exc)
         raise
+    except POSTGRES_ERRORS as exc:  # the checkpointer: the turn did not run
+        raise StoreUnavailable("postgres", exc) from exc
 
 
 async def run_turn(

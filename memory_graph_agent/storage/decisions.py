@@ -17,6 +17,7 @@ from memory_graph_agent.storage.postgres import Database
 
 ItemKind = Literal["summary", "reflection", "fact", "maintenance"]
 TABLE = "memory_decisions"
+SCHEMA_VERSION = 1  # raise it with a change to the DDL of `DecisionLog.open`
 
 
 @dataclass
@@ -57,7 +58,7 @@ class DecisionLog:
             "UNIQUE (user_id, item_kind, item_id))",
             f"CREATE INDEX IF NOT EXISTS {TABLE}_user_time ON {TABLE} (user_id, decided_at)",
         )
-        await db.create(*ddl)
+        await db.migrate(TABLE, SCHEMA_VERSION, *ddl)
         return cls(db)
 
     async def record(self, decision: Decision) -> tuple[Decision, bool]:

@@ -23,6 +23,8 @@ from memory_graph_agent.storage.outages import guarded
 from memory_graph_agent.storage.postgres import Database
 from memory_graph_agent.storage.window import StoredMessage, parse_ts
 
+SCHEMA_VERSION = 1
+"""Raise it with a change to `_SCHEMA` or `_vector_schema`: `Database.migrate` runs them again."""
 _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS episodes (
         user_id TEXT NOT NULL, thread_id TEXT NOT NULL, message_id TEXT NOT NULL,
@@ -80,8 +82,10 @@ class EpisodeLog(EpisodeIndex):
     @classmethod
     async def open(cls, db: Database, dim: int | None = None) -> EpisodeLog:
         """Create the log (and, given the embedding ``dim``, its vector table) if needed."""
-        statements = list(_SCHEMA) + (_vector_schema(f"episode_vectors_{dim}", dim) if dim else [])
-        await db.create(*statements)
+        await db.migrate("episodes", SCHEMA_VERSION, *_SCHEMA)
+        if dim:
+            table = f"episode_vectors_{dim}"
+            await db.migrate(table, SCHEMA_VERSION, *_vector_schema(table, dim))
         iterative = dim and await db.iterative_scans()
         return cls(db, dim, ["hnsw.iterative_scan = relaxed_order"] if iterative else [])
 

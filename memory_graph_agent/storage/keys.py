@@ -3,7 +3,8 @@
 ``{prefix}:{kind}:{user}:{thread}`` for `THREAD_KINDS` (window, pending, seen, summary queue,
 running thread summary),
 ``{prefix}:{kind}:{user}`` for `USER_KINDS` (profile, history, forget tombstones, memory's
-model cost), ``{prefix}:owner:{thread}`` and ``{prefix}:rejected:{thread}``. Ids are
+model cost), ``{prefix}:owner:{thread}``, ``{prefix}:rejected:{thread}`` and
+``{prefix}:run_starts:{run_id}:{task}`` (server runs, see `storage.runs`). Ids are
 validated, so the segments are unambiguous.
 """
 
@@ -53,6 +54,12 @@ class RedisKeys:
     def owner_pattern(self) -> str:
         """SCAN pattern of every ``owner:{thread}`` key."""
         return f"{self.prefix}:owner:*"
+
+    def run(self, run_id: str, task: str) -> str:
+        """``{prefix}:run_starts:{run_id}:{task}``: starts of one task of a server run."""
+        return (
+            f"{self.prefix}:run_starts:{validate_id(run_id, 'run_id')}:{validate_id(task, 'task')}"
+        )
 
     def user_patterns(self, user_id: str) -> tuple[str, str]:
         """SCAN patterns matching every key of ``user_id`` (and, loosely, a few others)."""

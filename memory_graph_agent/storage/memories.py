@@ -31,6 +31,9 @@ from memory_graph_agent.storage.memory_rows import (
 from memory_graph_agent.storage.outages import guarded
 from memory_graph_agent.storage.postgres import Database
 
+SCHEMA_VERSION = 1
+"""Raise it with a change to the DDL of `MemoryStore.open`: `Database.migrate` runs it again."""
+
 
 @dataclass
 class _IterativeHNSW(QueryOptions):
@@ -74,7 +77,9 @@ class MemoryStore(MemoryLifecycle):
             except ProgrammingError as exc:  # another process created it first
                 if "already exists" not in str(exc):
                     raise
-        await db.run(
+        await db.migrate(
+            table,
+            SCHEMA_VERSION,
             # Keep the 1.5 KB vectors in the row: out-of-line (TOAST) storage makes every
             # distance computation fetch a second tuple and steers the planner off HNSW.
             f'ALTER TABLE "{table}" ALTER COLUMN embedding SET STORAGE PLAIN',
@@ -88,6 +93,7 @@ class MemoryStore(MemoryLifecycle):
             f'ON "{table}" (user_id, kind, stored_at)',
             f'CREATE INDEX IF NOT EXISTS "{table}_hnsw" ON "{table}" '
             "USING hnsw (embedding vector_cosine_ops)",
+            force=not exists[0]["ok"],  # a table created just now (again) needs its columns
         )
         query_options = _IterativeHNSW(iterative=await db.iterative_scans())
         vectors = await PGVectorStore.create(

@@ -6,6 +6,7 @@ of the code catches to run degraded; `memory_graph_agent.metrics` counts every f
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import logging
@@ -20,12 +21,15 @@ from redis.exceptions import RedisError
 from sqlalchemy.exc import SQLAlchemyError
 
 from memory_graph_agent.metrics import REDIS_FAILURES
+from memory_graph_agent.storage.postgres import PostgresTimeouts
 
 log = logging.getLogger(__name__)
 
 REDIS_DOWN = (RedisError, ConnectionError, OSError, TimeoutError)
 POSTGRES_DOWN = (SQLAlchemyError, psycopg.Error, ConnectionError, OSError, TimeoutError)
 DOWN = {"redis": REDIS_DOWN, "postgres": POSTGRES_DOWN}
+POSTGRES_ERRORS = (SQLAlchemyError, psycopg.Error)
+"""What a Postgres client outside the stores raises (the checkpointer's pool, a store's open)."""
 C = TypeVar("C", bound=type)
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -102,7 +106,11 @@ def guard(service: str, fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awai
     @functools.wraps(fn)
     async def method(*args: Any, **kwargs: Any) -> Any:
         try:
-            result = await fn(*args, **kwargs)
+            if service == "postgres":  # a silent network: the server's timeouts never fire
+                async with asyncio.timeout(PostgresTimeouts.from_env().deadline_s):
+                    result = await fn(*args, **kwargs)
+            else:
+                result = await fn(*args, **kwargs)
         except StoreUnavailable:
             raise
         except DOWN[service] as exc:

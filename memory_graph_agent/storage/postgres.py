@@ -1,13 +1,18 @@
 """The one Postgres driver and pool of the memory stores: a SQLAlchemy async engine.
 
 `PGVectorStore` runs on it through `PGEngine.from_engine`, our own SQL through `Database.run`.
-The engine belongs to the event loop that opened it: open and close it in that loop.
+The engine belongs to the event loop that opened it: open and close it in that loop. Every
+connection has a connect and a statement timeout (`PostgresTimeouts`), and schema changes
+run once per version (`Database.migrate`), never at every open.
 """
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -17,6 +22,50 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 Statement = str | tuple[str, dict[str, Any]]
+
+SCHEMA_TABLE = "memory_schema"
+_SCHEMA_DDL = (
+    f"CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} (component TEXT PRIMARY KEY, "
+    "version INT NOT NULL, migrated_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+)
+
+
+@dataclass(frozen=True)
+class PostgresTimeouts:
+    """How long the stores wait for Postgres before they run degraded.
+
+    ``DATABASE_CONNECT_TIMEOUT_S`` (default 5) bounds a new connection,
+    ``DATABASE_STATEMENT_TIMEOUT_S`` (default 30) each statement on the server; `deadline_s`
+    bounds a whole store call on the client, for a network that stops answering at all.
+    """
+
+    connect_s: float = 5.0
+    statement_s: float = 30.0
+
+    @classmethod
+    def from_env(cls) -> PostgresTimeouts:
+        """The timeouts of the environment (defaults where unset)."""
+        return cls(
+            connect_s=float(os.environ.get("DATABASE_CONNECT_TIMEOUT_S") or cls.connect_s),
+            statement_s=float(os.environ.get("DATABASE_STATEMENT_TIMEOUT_S") or cls.statement_s),
+        )
+
+    @property
+    def deadline_s(self) -> float:
+        """Client-side bound of one store call: a connect, a statement, and some slack."""
+        return self.connect_s + self.statement_s + 5
+
+    def connect_args(self) -> dict[str, Any]:
+        """Connection parameters: the timeouts, and TCP keepalives that notice a silent peer."""
+        return {
+            "connect_timeout": max(1, math.ceil(self.connect_s)),
+            "options": f"-c statement_timeout={int(self.statement_s * 1000)}",
+            "keepalives": 1,
+            "keepalives_idle": 5,
+            "keepalives_interval": 2,
+            "keepalives_count": 3,
+            "tcp_user_timeout": int(self.deadline_s * 1000),
+        }
 
 
 def sqlalchemy_url(url: str) -> str:
@@ -41,8 +90,15 @@ class Database:
 
     @classmethod
     def connect(cls, database_url: str) -> Database:
-        """Pool connections to ``database_url``, checking each before use."""
-        return cls(create_async_engine(sqlalchemy_url(database_url), pool_pre_ping=True))
+        """Pool connections to ``database_url``, checking each before use, with timeouts."""
+        timeouts = PostgresTimeouts.from_env()
+        engine = create_async_engine(
+            sqlalchemy_url(database_url),
+            pool_pre_ping=True,
+            pool_timeout=timeouts.deadline_s,
+            connect_args=timeouts.connect_args(),
+        )
+        return cls(engine)
 
     async def run(self, *statements: Statement) -> list[dict[str, Any]]:
         """Run statements in one transaction; return the rows of the last one."""
@@ -58,14 +114,35 @@ class Database:
         """Run one statement in its own transaction; return its rows."""
         return await self.run((sql, params or {}))
 
-    async def create(self, *ddl: str) -> None:
-        """Run idempotent DDL; once more if another process created the same objects first."""
-        try:
-            await self.run(*ddl)
-        except Exception as exc:
-            if "already exists" not in str(exc) and "duplicate key" not in str(exc):
-                raise
-            await self.run(*ddl)  # IF NOT EXISTS: the rest is a no-op now
+    async def migrate(self, component: str, version: int, *ddl: str, force: bool = False) -> bool:
+        """Run ``ddl`` unless ``component`` is at ``version`` already; True if it ran.
+
+        The check is one cheap read, so opening the stores takes no lock once migrated
+        (``ALTER TABLE`` waits for ACCESS EXCLUSIVE even when it changes nothing). Migrations
+        are serialized by an advisory lock and have no statement timeout.
+        """
+        if not force and await self._schema_version(component) >= version:
+            return False
+        record = (
+            f"INSERT INTO {SCHEMA_TABLE} (component, version) VALUES (:c, :v) "
+            "ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version, migrated_at = now()"
+        )
+        await self.run(
+            f"SELECT pg_advisory_xact_lock(hashtext('{SCHEMA_TABLE}'))",
+            "SET LOCAL statement_timeout = 0",
+            _SCHEMA_DDL,
+            *ddl,
+            (record, {"c": component, "v": version}),
+        )
+        return True
+
+    async def _schema_version(self, component: str) -> int:
+        rows = await self.query(f"SELECT to_regclass('public.{SCHEMA_TABLE}') IS NOT NULL AS ok")
+        if not rows[0]["ok"]:
+            return 0
+        sql = f"SELECT version FROM {SCHEMA_TABLE} WHERE component = :c"
+        found = await self.query(sql, {"c": component})
+        return int(found[0]["version"]) if found else 0
 
     async def iterative_scans(self) -> bool:
         """Whether pgvector is 0.8 or newer, which has iterative HNSW scans."""

@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 
 from memory_graph_agent.storage.keys import RedisKeys
 from memory_graph_agent.storage.outages import guarded, redis_op
-from memory_graph_agent.storage.window import StoredMessage
+from memory_graph_agent.storage.window import StoredMessage, held_lua
 
 _CLAIM = """
 local retry_at = tonumber(redis.call('GET', KEYS[5]) or '0')
@@ -40,17 +40,36 @@ table.insert(items, 1, 'claimed')
 return items
 """
 
-_COMPLETE = """
-local holder = redis.call('GET', KEYS[2])
-if holder and holder ~= ARGV[1] then return 0 end
+# A worker may settle only the batch it claimed: the lease must be its own (or expired with
+# nobody else holding it) *and* the processing list must hold exactly the ids it stored.
+_OWNS_BATCH = """
+local function owns_batch(worker, ids_json)
+  local holder = redis.call('GET', KEYS[2])
+  if holder and holder ~= worker then return false end
+  local items = redis.call('LRANGE', KEYS[1], 0, -1)
+  local ids = cjson.decode(ids_json)
+  if #items == 0 or #items ~= #ids then return false end
+  for i, item in ipairs(items) do
+    if cjson.decode(item)['id'] ~= ids[i] then return false end
+  end
+  return true
+end
+"""
+
+_COMPLETE = (
+    _OWNS_BATCH
+    + """
+if not owns_batch(ARGV[1], ARGV[2]) then return 0 end
 local n = redis.call('LLEN', KEYS[1])
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 return n
 """
+)
 
-_FAIL = """
-local holder = redis.call('GET', KEYS[2])
-if holder and holder ~= ARGV[1] then return 'not-owner' end
+_FAIL = (
+    _OWNS_BATCH
+    + """
+if not owns_batch(ARGV[1], ARGV[6]) then return 'not-owner' end
 local n = redis.call('INCR', KEYS[3])
 if n >= tonumber(ARGV[2]) then
   local items = redis.call('LRANGE', KEYS[1], 0, -1)
@@ -63,6 +82,33 @@ redis.call('SET', KEYS[4], string.format('%d', tonumber(ARGV[4]) + tonumber(ARGV
 redis.call('DEL', KEYS[2])
 return 'retry'
 """
+)
+
+_HELD_IDS = (
+    held_lua(first_key=1)
+    + """
+local ids = {}
+for id in pairs(held) do table.insert(ids, id) end
+return ids
+"""
+)
+
+# Re-queue (id, json) pairs that no list holds at this instant (KEYS[5] pending, [6] seen).
+_REQUEUE_ABSENT = (
+    held_lua(first_key=1)
+    + """
+local added = 0
+for i = 1, #ARGV, 2 do
+  if not held[ARGV[i]] then
+    held[ARGV[i]] = true
+    redis.call('RPUSH', KEYS[5], ARGV[i + 1])
+    redis.call('SADD', KEYS[6], ARGV[i])
+    added = added + 1
+  end
+end
+return added
+"""
+)
 
 _REDRIVE = """
 local moved = 0
@@ -96,6 +142,8 @@ class PendingQueue:
         self._complete = redis.register_script(_COMPLETE)
         self._fail = redis.register_script(_FAIL)
         self._redrive = redis.register_script(_REDRIVE)
+        self._held_ids = redis.register_script(_HELD_IDS)
+        self._requeue_absent = redis.register_script(_REQUEUE_ABSENT)
 
     def key(self, kind: str, user_id: str, thread_id: str) -> str:
         """The Redis key of one of this thread's queue structures."""
@@ -124,10 +172,16 @@ class PendingQueue:
         return Claim(status, [StoredMessage.from_json(r) for r in raws])
 
     @redis_op("complete")
-    async def complete(self, user_id: str, thread_id: str, worker: str) -> int:
-        """Acknowledge the batch after its durable write; returns how many were acked."""
+    async def complete(
+        self, user_id: str, thread_id: str, worker: str, message_ids: list[str]
+    ) -> int:
+        """Acknowledge ``worker``'s batch of ``message_ids`` after its durable write.
+
+        Returns how many were acked: 0 when another worker holds the lease or the claimed
+        batch is no longer this one (a late worker never acknowledges a newer batch).
+        """
         keys = self._keys(user_id, thread_id, "processing", "lease", "attempts", "retry_at")
-        return int(await self._complete(keys=keys, args=[worker]))
+        return int(await self._complete(keys=keys, args=[worker, json.dumps(message_ids)]))
 
     @redis_op("fail")
     async def fail(
@@ -136,13 +190,19 @@ class PendingQueue:
         thread_id: str,
         worker: str,
         error: str,
+        message_ids: list[str],
         *,
         max_attempts: int,
         backoff_s: float,
     ) -> str:
-        """Record a failed attempt: back off exponentially, or dead-letter the batch."""
+        """Record a failed attempt of ``worker``'s batch: back off, or dead-letter it.
+
+        ``not-owner`` when the lease or the claimed batch is no longer this worker's.
+        """
         keys = self._keys(user_id, thread_id, "processing", "lease", "attempts", "retry_at", "dead")
-        args = [worker, max_attempts, int(backoff_s * 1000), int(time.time() * 1000), error[:500]]
+        now_ms = int(time.time() * 1000)
+        args = [worker, max_attempts, int(backoff_s * 1000), now_ms, error[:500]]
+        args.append(json.dumps(message_ids))
         return str(await self._fail(keys=keys, args=args))
 
     @redis_op("redrive")
@@ -167,16 +227,26 @@ class PendingQueue:
         raws = await self.redis.lrange(self.key("processing", user_id, thread_id), 0, -1)
         return [StoredMessage.from_json(r) for r in raws]
 
+    @redis_op("held_ids")
+    async def held_ids(self, user_id: str, thread_id: str) -> set[str]:
+        """Ids in the thread's window, pending, processing and dead lists, read atomically."""
+        keys = self._keys(user_id, thread_id, "window", "pending", "processing", "dead")
+        return set(await self._held_ids(keys=keys))
+
     @redis_op("requeue")
     async def requeue(self, user_id: str, thread_id: str, messages: list[StoredMessage]) -> int:
-        """Put messages back on pending (recovery after Redis lost them)."""
+        """Put messages back on pending (recovery after Redis lost them); returns how many.
+
+        Atomic: a message that any list of the thread holds at that instant (a concurrent
+        turn just pushed it, say) is left where it is.
+        """
         if not messages:
             return 0
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.rpush(self.key("pending", user_id, thread_id), *[m.to_json() for m in messages])
-            pipe.sadd(self.key("seen", user_id, thread_id), *[m.id for m in messages])
-            await pipe.execute()
-        return len(messages)
+        kinds = ("window", "pending", "processing", "dead", "pending", "seen")
+        args = [a for m in messages for a in (m.id, m.to_json())]
+        return int(
+            await self._requeue_absent(keys=self._keys(user_id, thread_id, *kinds), args=args)
+        )
 
     @redis_op("dead_count")
     async def dead_count(self, user_id: str, thread_id: str) -> int:

@@ -45,6 +45,47 @@ return pushed
 """
 
 
+def held_lua(first_key: int) -> str:
+    """Lua filling ``held`` with every id of a thread's lists, read at one instant.
+
+    ``KEYS[first_key]`` to ``KEYS[first_key + 3]`` are the window, pending, processing and
+    dead lists, so a message moving between them meanwhile is neither missed nor counted twice.
+    """
+    window, dead = first_key, first_key + 3
+    return f"""
+local held = {{}}
+for k = {window}, {dead - 1} do
+  for _, raw in ipairs(redis.call('LRANGE', KEYS[k], 0, -1)) do
+    held[cjson.decode(raw)['id']] = true
+  end
+end
+for _, entry in ipairs(redis.call('LRANGE', KEYS[{dead}], 0, -1)) do
+  for _, raw in ipairs(cjson.decode(entry)['items']) do held[cjson.decode(raw)['id']] = true end
+end
+"""
+
+
+# Drop from the seen-set (KEYS[1]) the ids that neither the caller's state (ARGV[2..]) nor
+# any list of the thread (KEYS[2..5]) holds, once there are ARGV[1] more of them than needed.
+_TRIM_SEEN = (
+    held_lua(first_key=2)
+    + """
+local needed = 0
+for i = 2, #ARGV do held[ARGV[i]] = true end
+for _ in pairs(held) do needed = needed + 1 end
+if redis.call('SCARD', KEYS[1]) <= needed + tonumber(ARGV[1]) then return 0 end
+local removed = 0
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if not held[id] then
+    redis.call('SREM', KEYS[1], id)
+    removed = removed + 1
+  end
+end
+return removed
+"""
+)
+
+
 @dataclass(frozen=True)
 class StoredMessage:
     """A message as kept in Redis: JSON with id, role, content and timestamp."""
@@ -135,6 +176,7 @@ class WindowStore:
         self.redis = redis
         self.keys = RedisKeys(prefix)
         self._push_once = redis.register_script(_PUSH_ONCE)
+        self._trim_seen = redis.register_script(_TRIM_SEEN)
 
     def _key(self, kind: str, user_id: str, thread_id: str) -> str:
         return self.keys.thread(kind, user_id, thread_id)
@@ -147,6 +189,20 @@ class WindowStore:
         args = [a for m in messages for a in (m.id, m.to_json())]
         keys = [self._key("seen", user_id, thread_id), self._key("window", user_id, thread_id)]
         return int(await self._push_once(keys=keys, args=args))
+
+    @redis_op("trim_seen")
+    async def trim_seen(
+        self, user_id: str, thread_id: str, state_ids: list[str], slack: int
+    ) -> int:
+        """Bound the seen-set: forget ids nothing can bring back; returns how many were dropped.
+
+        Kept: ``state_ids`` (what the checkpoint may still hold and push again) and every id
+        in the thread's window, pending, processing or dead list. Nothing is dropped until
+        ``slack`` more ids than that accumulated, so the work is done once per ``slack`` pushes.
+        """
+        kinds = ("seen", "window", "pending", "processing", "dead")
+        keys = [self._key(kind, user_id, thread_id) for kind in kinds]
+        return int(await self._trim_seen(keys=keys, args=[slack, *state_ids]))
 
     @redis_op("window")
     async def window(self, user_id: str, thread_id: str) -> list[StoredMessage]:

@@ -23,6 +23,7 @@ from memory_graph_agent.storage.postgres import with_database
 from tests.builders import environment
 from tests.conftest import EMBEDDING
 from tests.integration_tests.dev_server import Credentials, DevServer, running_dev_server
+from tests.integration_tests.shared_home import shared_servers_never_stopped
 
 
 @pytest.fixture
@@ -46,7 +47,15 @@ def private_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def memory_env() -> Iterator[dict[str, str]]:
+def shared_home() -> Iterator[Path]:
+    """The machine-wide data home: its servers are never stopped by a test."""
+    home = embedded.data_home()
+    with shared_servers_never_stopped(home):
+        yield home
+
+
+@pytest.fixture(scope="session", autouse=True)
+def memory_env(shared_home: Path) -> Iterator[dict[str, str]]:
     """Real servers (embedded unless REDIS_URL/DATABASE_URL are set), a fresh database."""
     urls = ensure_services()
     db = f"test_{uuid.uuid4().hex[:12]}"

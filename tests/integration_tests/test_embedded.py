@@ -1,7 +1,7 @@
 """The embedded Redis and PostgreSQL/pgvector servers (`local.embedded`), for real.
 
-These tests use the machine-wide data home shared with other processes, and leave the
-servers running when they finish.
+Every test runs in a data home of this module (or a `private_home` of its own), never in
+the machine-wide one: other processes use the servers there, so a test may not stop them.
 """
 
 from __future__ import annotations
@@ -33,22 +33,28 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 IS_ROOT = os.geteuid() == 0
 
 
+@pytest.fixture(scope="module")
+def module_home() -> Iterator[Path]:
+    """One throw-away data home for the module's tests, stopped and removed afterwards."""
+    parent = Path(tempfile.mkdtemp(prefix="ma-embedded-", dir="/tmp"))
+    parent.chmod(0o755)  # reachable by the unprivileged PostgreSQL user
+    home = parent / "home"
+    try:
+        yield home
+    finally:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("MEMORY_AGENT_HOME", str(home))
+            embedded.stop_services()
+        shutil.rmtree(parent, ignore_errors=True)
+
+
 @pytest.fixture(autouse=True)
-def _embedded_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make every test use the embedded servers unless it sets the URLs itself."""
+def _embedded_env(monkeypatch: pytest.MonkeyPatch, module_home: Path, shared_home: Path) -> None:
+    """Every test uses the module's embedded servers unless it sets the URLs or home itself."""
+    monkeypatch.setenv("MEMORY_AGENT_HOME", str(module_home))
     monkeypatch.delenv("REDIS_URL", raising=False)
     monkeypatch.delenv("DATABASE_URL", raising=False)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _leave_servers_running() -> Iterator[None]:
-    """Other processes share the default home: restart the servers after the module."""
-    yield
-    saved = {k: os.environ.pop(k, None) for k in ("REDIS_URL", "DATABASE_URL")}
-    try:
-        embedded.ensure_services()
-    finally:
-        os.environ.update({k: v for k, v in saved.items() if v is not None})
+    assert embedded.data_home() != shared_home
 
 
 def _snapshot(paths: Iterable[Path]) -> dict[Path, tuple[int, int, int]]:
@@ -119,7 +125,8 @@ def test_second_call_reuses_the_running_servers() -> None:
     assert None not in pids
 
 
-def test_startup_changes_no_permission_outside_the_home() -> None:
+def test_startup_in_a_private_home_changes_no_permission_outside_it(shared_home: Path) -> None:
+    assert embedded.data_home() != shared_home  # this test stops the servers it uses
     embedded.stop_services()
     assert _pids() == (None, None)
     home = embedded.data_home()

@@ -6,6 +6,12 @@ permissions outside `data_home` are never changed (why the bundle's own launcher
 
 from __future__ import annotations
 
+from memory_graph_agent.local.embedded.clients import (
+    ServicesInUse,
+    connected_clients,
+    refuse_if_in_use,
+    running,
+)
 from memory_graph_agent.local.embedded.diagnostics import (
     SELFCHECK_APP,
     cpu_summary,
@@ -63,14 +69,31 @@ def ensure_services() -> ServiceURLs:
     return ServiceURLs(redis_url=redis_url, database_url=database_url)
 
 
-def stop_services() -> None:
-    """Stop the embedded Redis and PostgreSQL of `data_home`, if running (never external ones)."""
+def stop_services(*, if_unused: bool = False) -> None:
+    """Stop the embedded Redis and PostgreSQL of `data_home`, if running (never external ones).
+
+    Args:
+        if_unused: Raise `ServicesInUse` instead when other processes are connected
+            (``memory-agent services down`` without ``--force``).
+    """
     layout = _Layout(data_home())
     if not layout.home.is_dir():
         return
     with _exclusive_lock(layout):
+        if if_unused:
+            refuse_if_in_use(layout)
         _stop_redis(layout)
         _stop_postgres(layout)
+
+
+def embedded_running() -> bool:
+    """Whether every server `ensure_services` would embed runs (pid files only, no network)."""
+    up = running(_Layout(data_home()))
+    return all(
+        up[name]
+        for name, env in (("redis", "REDIS_URL"), ("postgres", "DATABASE_URL"))
+        if _env_url(env) is None
+    )
 
 
 def status() -> dict[str, dict]:
@@ -89,6 +112,7 @@ __all__ = [
     "PG_BUNDLE",
     "SELFCHECK_APP",
     "SYSTEM_USER",
+    "ServicesInUse",
     "ServiceURLs",
     "_Layout",
     "_bundled_libs",
@@ -99,7 +123,9 @@ __all__ = [
     "cpu_summary",
     "crash_notice",
     "data_home",
+    "connected_clients",
     "embedded_log",
+    "embedded_running",
     "ensure_services",
     "native_binaries",
     "status",

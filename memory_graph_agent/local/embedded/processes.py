@@ -48,10 +48,22 @@ def _live_pid(pidfile: Path, expected_cwd: Path) -> int | None:
         cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
     except FileNotFoundError:
         return pid if not Path("/proc/self").exists() else None
-    except OSError:
-        return pid  # cannot tell (another user's process): assume it is ours
+    except OSError:  # another user's process: ours only if it runs as the directory's owner
+        return pid if _same_owner(pid, expected_cwd) else None
     # Redis and the postmaster chdir into their data directory: elsewhere, the pid was reused.
     return pid if cwd == expected_cwd.resolve() else None
+
+
+def _same_owner(pid: int, path: Path) -> bool:
+    """Whether process ``pid`` runs as the owner of ``path`` (False when either is unknown).
+
+    Our servers run as the owner of their data directory, so a pid reused by a process of
+    another user is told apart even when its cwd link cannot be read.
+    """
+    try:
+        return Path(f"/proc/{pid}").stat().st_uid == path.stat().st_uid
+    except OSError:
+        return False
 
 
 def _process_binary(pid: int) -> Path | None:

@@ -1,0 +1,76 @@
+"""The CLI while Postgres (memory *and* its checkpointer) is down, on servers of the test's own."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+import pytest
+
+from memory_graph_agent.cli.main import main
+from memory_graph_agent.local import embedded
+from memory_graph_agent.models import register_chat_model
+from tests.fakes import ScriptedChatModel
+
+
+@pytest.fixture
+def fast_timeouts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_CONNECT_TIMEOUT_S", "1")
+    monkeypatch.setenv("DATABASE_STATEMENT_TIMEOUT_S", "2")
+    model = register_chat_model(f"cli-{uuid.uuid4().hex[:6]}", ScriptedChatModel())
+    monkeypatch.setenv("MODEL", model)
+
+
+async def _window(user: str, thread: str) -> list[str]:
+    from memory_graph_agent.services import services_session
+
+    async with services_session("local:all-minilm-l6-v2") as services:
+        return [m.content for m in await services.window.window(user, thread)]
+
+
+def test_chat_keeps_a_message_while_postgres_is_down_and_sends_it_when_back(
+    private_home: Path, fast_timeouts, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    embedded.ensure_services()
+    layout = embedded._Layout(private_home)
+    user, thread = f"u-{uuid.uuid4().hex[:8]}", f"t-{uuid.uuid4().hex[:6]}"
+
+    def postgres_down() -> str:
+        embedded._stop_postgres(layout)
+        return "said while the database is down"
+
+    def postgres_back() -> str:
+        embedded.ensure_services()
+        return ""  # Enter: send the kept message again
+
+    def end() -> str:
+        raise EOFError
+
+    lines = iter([lambda: "My sister Anna lives in Oslo.", postgres_down, postgres_back, end])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(lines)())
+
+    code = main(["chat", "--user", user, "--thread", thread])
+
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "database is unavailable" in out and "kept" in out, out
+    said = asyncio.run(_window(user, thread))
+    assert said.count("said while the database is down") == 1, said
+    assert said[0] == "My sister Anna lives in Oslo." and len(said) == 4  # each answered
+
+
+def test_send_says_the_database_is_down_instead_of_a_traceback(
+    private_home: Path, fast_timeouts, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    urls = embedded.ensure_services()
+    embedded._stop_postgres(embedded._Layout(private_home))
+    # as with an external database: nobody starts it again
+    monkeypatch.setenv("REDIS_URL", urls.redis_url)
+    monkeypatch.setenv("DATABASE_URL", urls.database_url)
+
+    code = main(["send", "--user", f"u-{uuid.uuid4().hex[:8]}", "hello"])
+
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "database is unavailable" in out and "not sent" in out, out
