@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import uuid
 from dataclasses import asdict, replace
 from typing import Any
@@ -58,7 +59,8 @@ __all__ = ["LocalScheduler", "MemoryScheduler", "ServerScheduler", "memory_run",
 class LocalScheduler:
     """In-process memory runs: one asyncio task chain per thread, coalesced.
 
-    `bind` it to the compiled graph. While a memory run of a thread is running, one more
+    `bind` it to the compiled graph. A run starts ``context.memory_delay_s`` after it is
+    asked for; while a memory run of a thread is running or waiting to start, one more
     may wait behind it; further requests join the waiting one (it drains every full batch).
     `drain` waits for all of them (call it before the process exits); `reports` hands out
     the final states of finished runs, for a "what memory did" report after the reply.
@@ -93,6 +95,7 @@ class LocalScheduler:
     ) -> None:
         if previous is not None:
             await asyncio.wait([previous])
+        await asyncio.sleep(context.memory_delay_s)  # requests meanwhile join this run
         compress = self._waiting.pop(key)
         config, context = memory_run(context, thread_id)
         try:
@@ -148,4 +151,5 @@ class ServerScheduler:
             metadata={"owner": context.user_id, "user_id": context.user_id, "memory_of": thread_id},
             multitask_strategy="enqueue",
             if_not_exists="create",
+            after_seconds=math.ceil(context.memory_delay_s) or None,
         )

@@ -77,6 +77,12 @@ class Context:
         "scheduler (the CLI, `graph.background` and the LangGraph server have one); a graph "
         "compiled without one runs memory inline.",
     )
+    memory_delay_s: float = knob(
+        1.0,
+        "Seconds a background memory run waits before it starts: the user reads the reply "
+        "meanwhile, so the run does not compete with the next turn's recall, and work that "
+        "arrives meanwhile joins it (langchain-ai/memory-template's after_seconds).",
+    )
     memory_of: str = knob(
         "",
         "Set by the scheduler on memory runs only: the conversation thread whose memory the "
@@ -183,6 +189,8 @@ class Context:
             raise ValueError(f"min_similarity must be in [0, 1], got {self.min_similarity}")
         if self.summary_mode not in ("llm", "raw"):
             raise ValueError(f"summary_mode must be 'llm' or 'raw', got {self.summary_mode!r}")
+        if not 0 <= self.memory_delay_s <= 3600:
+            raise ValueError(f"memory_delay_s must be in [0, 3600], got {self.memory_delay_s}")
         if self.memory_mode not in ("background", "inline"):
             raise ValueError(
                 f"memory_mode must be 'background' or 'inline', got {self.memory_mode!r}"

@@ -47,9 +47,9 @@ async def test_one_run_per_thread_at_a_time_and_requests_coalesce():
     graph = SlowGraph()
     memory = LocalScheduler()
     memory.bind(graph)
-    ctx = Context(user_id="alice", model="local:smollm2")
+    ctx = Context(user_id="alice", model="local:smollm2", memory_delay_s=0)
     await memory(ctx, "t1", False)
-    await asyncio.sleep(0)
+    await asyncio.sleep(0.01)
     for compress in (False, True, False):  # while run 1 works: one waiting run takes them all
         await memory(ctx, "t1", compress)
     await memory(ctx, "t2", False)  # another thread runs at once
@@ -66,13 +66,29 @@ async def test_one_run_per_thread_at_a_time_and_requests_coalesce():
     assert not memory.pending() and len(memory.reports()) == 3 and memory.reports() == []
 
 
+async def test_requests_within_the_delay_join_one_run_that_starts_after_it():
+    graph = SlowGraph()
+    graph.release.set()
+    memory = LocalScheduler()
+    memory.bind(graph)
+    ctx = Context(user_id="alice", model="local:smollm2", memory_delay_s=0.3)
+    started = asyncio.get_running_loop().time()
+    for compress in (False, True):
+        await memory(ctx, "t1", compress)
+        await asyncio.sleep(0.1)
+    assert graph.runs == []  # nothing before the delay
+    await memory.drain()
+    assert graph.runs == [({"compress": True}, "t1")]
+    assert asyncio.get_running_loop().time() - started >= 0.3
+
+
 async def test_a_failed_memory_run_is_counted_and_does_not_stop_the_next():
     graph = SlowGraph()
     graph.fail = True
     graph.release.set()
     memory = LocalScheduler()
     memory.bind(graph)
-    ctx = Context(user_id="alice", model="local:smollm2")
+    ctx = Context(user_id="alice", model="local:smollm2", memory_delay_s=0)
     await memory(ctx, "t1", False)
     await memory.drain()
     graph.fail = False
