@@ -39,23 +39,23 @@ MEMORY_NODES = (load_profile, recall, summarize, consolidate, reflect)
 def build_builder(
     services: Services,
     scheduler: MemoryScheduler | None = None,
-    wrap: Callable[[Callable], Callable] = lambda node: node,
+    wrap: Callable[[Callable, str], Callable] = lambda node, name: node,
 ) -> StateGraph:
     """The uncompiled graph: load_profile → recall → respond ⇄ tools → trim_window → memory.
 
     With a ``scheduler``, turns in ``memory_mode="background"`` end after trim_window and
     the scheduler starts a memory run (START → trim_window → summarize → consolidate → reflect).
-    ``wrap`` wraps each node function (the benchmarks time them).
+    ``wrap(node, name)`` wraps each node function (the benchmarks time them).
     """
     builder = StateGraph(State, input_schema=InputState, context_schema=Context)
     tools = memory_tools(services)
     for node in MEMORY_NODES:
         bound = metered(partial(node, services=services), services)
-        builder.add_node(node.__name__, wrap(_no_crash_loop(services, bound)))
+        builder.add_node(node.__name__, wrap(_no_crash_loop(services, bound), node.__name__))
     trim = partial(trim_window, services=services, scheduler=scheduler)
-    builder.add_node("trim_window", wrap(_no_crash_loop(services, trim)))
+    builder.add_node("trim_window", wrap(_no_crash_loop(services, trim), "trim_window"))
     respond_node = partial(respond, tools=tools)
-    builder.add_node("respond", wrap(_no_crash_loop(services, respond_node)))
+    builder.add_node("respond", wrap(_no_crash_loop(services, respond_node), "respond"))
     builder.add_node("tools", build_tool_node(tools))
     builder.add_conditional_edges(START, routing.route_start)  # memory runs: at trim_window
     builder.add_conditional_edges("load_profile", routing.route_after_load_profile)  # end_session

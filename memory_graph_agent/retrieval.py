@@ -172,8 +172,12 @@ async def _window_ids(services: Services, user_id: str, thread_id: str) -> set[s
         return set()
 
 
-async def _touch(services: Services, user_id: str, items: list[dict[str, Any]]) -> None:
-    """Mark recalled summaries/reflections accessed (best effort: statistics only)."""
+async def record_access(services: Services, user_id: str, items: list[dict[str, Any]]) -> None:
+    """Mark recalled summaries/reflections accessed (best effort: statistics only).
+
+    The ``recall`` node leaves this to ``trim_window``, after the reply: no write on the
+    path before the model.
+    """
     try:
         await services.memories.touch(user_id, [m["id"] for m in items if m["kind"] != "episode"])
     except StoreUnavailable:
@@ -228,7 +232,7 @@ async def retrieve(
     items = prompt_order(kept)
     metrics.record_similarities(items)
     if touch:
-        await _touch(services, ctx.user_id, items)
+        await record_access(services, ctx.user_id, items)
     return Retrieval(items=items, candidates=len(candidates), tokens=used, budget=budget)
 
 
@@ -266,7 +270,7 @@ async def hot_memories(
     kept, used = fill_budget(_with_tokens(candidates), budget)
     items = prompt_order(kept)
     if touch:
-        await _touch(services, ctx.user_id, items)
+        await record_access(services, ctx.user_id, items)
     return Retrieval(items=items, candidates=len(candidates), tokens=used, budget=budget)
 
 
@@ -281,11 +285,11 @@ async def recall_memories(
     """
     if mode == "tool":
         return [], [event("recall", "tool_mode", "recall: tool mode, the model searches memory")]
-    try:
+    try:  # the access statistics are written after the reply (`record_access`)
         if mode == "flat":
-            found = await hot_memories(services, ctx)
+            found = await hot_memories(services, ctx, touch=False)
         else:
-            found = await retrieve(services, ctx, query, thread_id)
+            found = await retrieve(services, ctx, query, thread_id, touch=False)
     except StoreUnavailable:
         text = "recall: long-term memory unavailable, answering from profile and window"
         return [], [event("recall", "unavailable", text)]

@@ -1,6 +1,7 @@
 """trim_window: mirror the turn into the Redis window, move overflow and old turns to pending.
 
-Rules: `memory_graph_agent.windowing.update_window`; this node also consumes ``end_session``
+Rules: `memory_graph_agent.windowing.update_window`; this node also consumes ``end_session``,
+records the access of what ``recall`` put in the prompt (after the reply, off the hot path)
 and, in ``memory_mode="background"``, hands due memory work to the scheduler. It is the
 first node of a memory run (``context.memory_of``): there it only reads the backlog and
 starts that run's report.
@@ -17,6 +18,7 @@ from graph.prompts import system_prompt
 from graph.state import State
 from memory_graph_agent.records import event
 from memory_graph_agent.rendering import notices
+from memory_graph_agent.retrieval import record_access
 from memory_graph_agent.services import Services
 from memory_graph_agent.windowing import read_backlog, update_window
 
@@ -46,6 +48,8 @@ async def trim_window(
     # the next prompt is estimated as this turn's system prompt plus what stays
     system = system_prompt(state, ctx.profile_token_budget)
     window = await update_window(services, ctx, ctx.user_id, thread, messages, end_session, system)
+    if not end_session:  # after the reply: the recall of this turn, as access statistics
+        await record_access(services, ctx.user_id, state.get("recalled") or [])
     in_state = {m.id for m in messages}
     events = notices("trim_window") + window.events
     update = {

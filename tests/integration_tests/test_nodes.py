@@ -110,7 +110,7 @@ async def _seed_memories(services, user_id: str) -> None:
     )
 
 
-async def test_recall_keeps_hits_above_min_similarity_and_touches_them(
+async def test_recall_keeps_hits_above_min_similarity_and_writes_nothing(
     services, make_context, user_id
 ):
     await _seed_memories(services, user_id)
@@ -127,11 +127,9 @@ async def test_recall_keeps_hits_above_min_similarity_and_touches_them(
     assert [m["similarity"] for m in recalled] == sorted(
         (m["similarity"] for m in recalled), reverse=True
     )
+    # access statistics are trim_window's, after the reply (test_reply_first.py)
     by_id = {m.id: m for m in await services.memories.list(user_id)}
-    for m in recalled:
-        assert by_id[m["id"]].access_count == 1
-    untouched = set(by_id) - {m["id"] for m in recalled}
-    assert untouched and all(by_id[i].access_count == 0 for i in untouched)
+    assert all(m.access_count == 0 for m in by_id.values())
     assert out["memory_events"][-1]["kind"] == "auto"
     assert out["memory_events"][-1]["text"].startswith(
         f"recall: {len(recalled)} of {len(recalled)} hits kept"

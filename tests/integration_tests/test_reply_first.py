@@ -176,3 +176,28 @@ async def test_exactly_once_when_the_process_dies_during_background_memory(
     }
     logged = await services.episodes.history(user_id, thread)
     assert {m.id for m in logged if "killed process" in m.content} <= summarized
+
+
+async def test_recall_writes_nothing_before_the_reply_access_is_recorded_after(
+    agent, make_context, services
+):
+    ctx = make_context(window_size=2, summary_batch=2)
+    thread = _thread()
+    for text in ("My sister Anna is a marine biologist in Oslo.", "How do I boil an egg?"):
+        await run_turn(agent, ctx, thread, text)
+    (summary,) = await services.memories.list(ctx.user_id, kind="summary")
+    at_reply: list[int] = []
+
+    class Probe(ScriptedChatModel):
+        async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):  # noqa: ANN001, ANN202
+            if purpose_of(run_manager.tags if run_manager else None) == "reply":
+                stored = await services.memories.list(ctx.user_id, kind="summary")
+                at_reply.append(stored[0].access_count)
+            return await super()._agenerate(messages, stop, run_manager, **kwargs)
+
+    probe = make_context(model_obj=Probe())
+    state = await run_turn(agent, probe, _thread(), "What does my sister do?")
+    assert [i["id"] for i in state["recalled"]][:1] == [summary.id]
+    assert at_reply == [0]  # the hot path before the model wrote no access statistics
+    (stored,) = await services.memories.list(ctx.user_id, kind="summary")
+    assert stored.access_count == 1  # recorded by trim_window, after the reply
