@@ -22,7 +22,9 @@ turn. Then the background runs are drained and every message is checked to be in
 one summary (`bench.verify`).
 
 Memory's own model cost: ``--cost-conversations`` whole LoCoMo conversations replayed
-through the background graph with the instant fake model; calls and tokens per turn by
+with the instant fake model, memory inline (each batch of ``summary_batch`` messages
+summarized as it is due: what a user slower than memory costs; background runs of a
+faster replay coalesce into larger, fewer batches); calls and tokens per turn by
 purpose, from the per-user totals (`memory_graph_agent.storage.costs`).
 """
 
@@ -184,17 +186,15 @@ async def _cost_replay(services: Any, saver: Any, locomo: Path, conversations: i
     """Replay whole LoCoMo conversations (instant model); memory's cost per turn."""
     if conversations <= 0:
         return {}
-    memory = LocalScheduler()
-    graph = memory.bind(build_graph(services, saver, scheduler=memory))
+    graph = build_graph(services, saver)  # memory inline: batch by batch
     per_conversation = []
     for texts in _texts(locomo, conversations):
         spec, _ = register_instant_model()
-        ctx = Context(user_id=f"cost-{uuid.uuid4().hex[:8]}", model=spec)
+        ctx = Context(user_id=f"cost-{uuid.uuid4().hex[:8]}", model=spec, memory_mode="inline")
         thread = f"cost-{uuid.uuid4().hex[:8]}"
         config = {"configurable": {"thread_id": thread}, "recursion_limit": 500}
         for text in texts:
             await graph.ainvoke({"messages": [HumanMessage(text)]}, config, context=ctx)
-        await memory.drain()
         cost = await services.costs.get(ctx.user_id)
         per_conversation.append(
             {
@@ -206,7 +206,8 @@ async def _cost_replay(services: Any, saver: Any, locomo: Path, conversations: i
             }
         )
         print(f"[latency] cost replay: {per_conversation[-1]}", flush=True)
-    return {"conversations": per_conversation, "model": "InstantChatModel (scripted)"}
+    model = "InstantChatModel (scripted), memory inline"
+    return {"conversations": per_conversation, "model": model}
 
 
 def main(argv: list[str] | None = None) -> int:
