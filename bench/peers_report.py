@@ -194,7 +194,8 @@ def plot_peers(data: dict[str, Any], path: Path) -> None:
             f"memories of the benchmark user (plus {c['other_users'] * c['per_other_user']:,} "
             "of other users)"
         )
-        ax.set_ylabel("ms (bar p50, whisker p95)")
+        ax.set_yscale("log")  # Mem0 grows to hundreds of ms, the others stay at a few
+        ax.set_ylabel("ms, log scale (bar p50, whisker p95)")
         ax.set_title(title, fontsize=10)
         ax.legend(fontsize=7)
     m = data["machine"]
