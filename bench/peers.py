@@ -133,9 +133,16 @@ def _say(quiet: bool, *args: Any) -> None:
 
 
 async def _open_peers(
-    which: tuple[str, ...], stack: contextlib.AsyncExitStack, url: str, user: str, k: int,
-    embeddings: Any, lookup: LookupEmbeddings, model_path: str, home: Path,
-) -> tuple[list[Peer], dict[str, str]]:  # fmt: skip
+    which: tuple[str, ...],
+    stack: contextlib.AsyncExitStack,
+    url: str,
+    user: str,
+    k: int,
+    embeddings: Any,
+    lookup: LookupEmbeddings,
+    model_path: str,
+    home: Path,
+) -> tuple[list[Peer], dict[str, str]]:
     """The peers whose packages import; the others with the reason."""
     peers, missing = [], {}
     for name in which:
