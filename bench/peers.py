@@ -63,7 +63,7 @@ from bench.peer_stores import (
     pgvectorstore_peer,
 )
 from bench.peers_report import plot_peers, print_size, print_table, summarize_size
-from bench.seeding import VectorSource, build_hnsw, drop_hnsw, embed_batched, seed_user
+from bench.seeding import VectorSource, embed_batched, seed_size
 from bench.stats import bench_parser, parse_ints, quiet_logs, write_outputs
 from bench.timing import CURRENT_TURN, TurnRecord, instrument, node_name, timed_node
 from graph.builder import build_builder
@@ -256,19 +256,20 @@ async def run_peers(
         seeded = 0
         source = VectorSource(vectors, services.embeddings, rng, pool=pool)
         for size_index, size in enumerate(sizes):
-            seeding: dict[str, Any] = {}
-            await drop_hnsw(url)
-            try:
-                _say(quiet, f"[peers] seeding {size - seeded} memories for {user}")
-                seeding["bench_user"] = await seed_user(url, user, seeded, size, source, anchor)
-                seeded = size
-                if size_index == 0:
-                    _say(quiet, f"[peers] seeding {len(others)} x {per_other_user} for others")
-                    for other in others:
-                        await seed_user(url, other, 0, per_other_user, source, anchor)
-            finally:  # never leave the table without its index
-                _say(quiet, "[peers] building our HNSW index, then filling the peers")
-                our_index = await build_hnsw(url, maintenance_work_mem)
+            seeding, our_index = await seed_size(
+                url,
+                user,
+                seeded,
+                size,
+                others if size_index == 0 else [],
+                per_other_user,
+                source,
+                anchor,
+                maintenance_work_mem,
+                say=lambda m: _say(quiet, f"[peers] {m}"),
+            )
+            seeded = size
+            _say(quiet, "[peers] filling the peers' tables")
             peer_fill = await fill(url, others_peers, maintenance_work_mem)
             if size_index == 0:
                 layout = await check_layout(url, others_peers, user)
