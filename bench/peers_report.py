@@ -1,0 +1,209 @@
+"""Numbers and output of `bench.peers`: per-system percentiles, tables and the plot.
+
+`summarize_size` turns one size's samples into p50/p95, the ratio of p50 to the floor's
+(the floor with its embedding for calls that embed, the floor's kNN for pre-embedded
+ones and for the embedding alone) and the results returned out of k; `markdown_table`
+is the README's peer table.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bench.stats import fmt, ms_stats, pyplot
+
+FLOOR = "floor"
+READ_PATH = "ours: read path"
+WITH, PRE = "with_embedding", "pre_embedded"
+BREAKDOWN = (
+    "read_path",
+    "read_path_excl_embedding",
+    "embed_query",
+    "load_profile",
+    "recall",
+    "search",
+    "touch",
+    "graph_overhead",
+    "turn",
+)
+
+
+def _returned(counts: list[int], k: int) -> dict[str, float]:
+    return {
+        "mean": round(sum(counts) / len(counts), 2),
+        "min": min(counts),
+        "max": max(counts),
+        "k": k,
+        "share_full_k": round(sum(c >= k for c in counts) / len(counts), 3),
+    }
+
+
+def summarize_size(
+    size: int,
+    k: int,
+    samples: dict[tuple[str, str], list[tuple[float, int]]],
+    read_path: list[dict[str, float]],
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    """One size: per system and mode, latency stats, × floor and returned out of k."""
+    systems: dict[str, dict[str, Any]] = {}
+    for (name, mode), values in samples.items():
+        entry = {"latency": ms_stats([s for s, _ in values])}
+        if name != "query embedding":
+            entry["returned"] = _returned([n for _, n in values], k)
+        systems.setdefault(name, {})[mode] = entry
+    systems[READ_PATH] = {
+        WITH: {
+            "latency": ms_stats([r["read_path"] for r in read_path]),
+            "returned": _returned([int(r["returned"]) for r in read_path], k),
+            "returned_is": "items recall put in the prompt: memories and raw turns up to the "
+            "memory token budget, not top-k",
+            "recalled_raw_turns_mean": round(
+                sum(r["recalled_turns"] for r in read_path) / len(read_path), 2
+            ),
+        },
+        "breakdown": {key: ms_stats([r[key] for r in read_path]) for key in BREAKDOWN},
+    }
+    floors = {
+        WITH: systems[FLOOR][WITH]["latency"]["p50"],
+        PRE: systems[FLOOR][PRE]["latency"]["p50"],
+    }
+    for entry in systems.values():
+        for mode, floor in floors.items():
+            if mode in entry and floor:
+                entry[mode]["x_floor_p50"] = round(entry[mode]["latency"]["p50"] / floor, 2)
+    return {"size": size, **extra, "systems": systems}
+
+
+def _order(systems: dict[str, Any]) -> list[str]:
+    first = [FLOOR, "query embedding"]
+    last = ["ours: MemoryStore.search", READ_PATH]
+    middle = sorted(n for n in systems if n not in first + last)
+    return [n for n in first + middle + last if n in systems]
+
+
+def print_size(r: dict[str, Any]) -> None:
+    """The per-size table (milliseconds)."""
+    print(
+        f"\n== {r['size']} memories of the benchmark user ({r['bench_user_memories']}), "
+        f"{r['other_memories']} of other users; load average after: "
+        f"{', '.join(f'{x:.2f}' for x in r['loadavg_after'])} =="
+    )
+    print(
+        f"{'(ms)':34} {'p50':>7} {'p95':>7} {'x floor':>8} {'ret/k':>7} "
+        f"{'pre p50':>8} {'pre p95':>8} {'x kNN':>6} {'ret/k':>6}"
+    )
+    for name in _order(r["systems"]):
+        s = r["systems"][name]
+        cells = []
+        for mode in (WITH, PRE):
+            e = s.get("alone") if name == "query embedding" and mode == PRE else s.get(mode)
+            if e is None:
+                cells.append(("-", "-", "-", "-"))
+                continue
+            lat, ret = e["latency"], e.get("returned")
+            cells.append(
+                (
+                    fmt(lat["p50"]),
+                    fmt(lat["p95"]),
+                    f"{e['x_floor_p50']:.2f}x" if "x_floor_p50" in e else "-",
+                    _returned_cell(name, ret).replace(" ", ""),
+                )
+            )
+        (a, b, c, d), (e_, f, g, h) = cells
+        print(f"{name:34} {a:>7} {b:>7} {c:>8} {d:>7} {e_:>8} {f:>8} {g:>6} {h:>6}")
+    br = r["systems"][READ_PATH]["breakdown"]
+    print(
+        "read path parts, p50 ms: "
+        + ", ".join(f"{key} {fmt(br[key]['p50'])}" for key in BREAKDOWN[1:])
+    )
+
+
+def _returned_cell(name: str, ret: dict[str, Any] | None) -> str:
+    if not ret:
+        return "-"
+    if name == READ_PATH:
+        return f"{ret['mean']:.1f} items (token budget)"
+    return f"{ret['mean']:.2f} / {ret['k']}"
+
+
+def markdown_table(data: dict[str, Any]) -> str:
+    """The README's peer table: a row per system, a column per size, then pre-embedded p50.
+
+    A cell is p50 / p95 ms with the query embedding (× the floor's p50, returned / k).
+    """
+    rs = data["sizes"]
+    sizes = " / ".join(f"{r['size']:,}" for r in rs)
+    head = [f"{r['size']:,}: p50 / p95 ms (× floor, returned)" for r in rs]
+    lines = [
+        "| system | " + " | ".join(head) + f" | pre-embedded p50 ms, {sizes} |",
+        "|---" * (len(rs) + 2) + "|",
+    ]
+    for name in _order(rs[-1]["systems"]):
+        if name == "query embedding":
+            continue
+        cells = [f"**{name}**" if name == READ_PATH else name]
+        for r in rs:
+            w = r["systems"].get(name, {}).get(WITH)
+            if not w:
+                cells.append("-")
+                continue
+            ret = _returned_cell(name, w.get("returned")).replace(" (token budget)", "")
+            cells.append(
+                f"{fmt(w['latency']['p50'], 1)} / {fmt(w['latency']['p95'], 1)} "
+                f"({w.get('x_floor_p50', 0):.2f}×, {ret})"
+            )
+        pre = [r["systems"].get(name, {}).get(PRE) for r in rs]
+        cells.append(" / ".join(fmt(e["latency"]["p50"]) if e else "-" for e in pre))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def print_table(data: dict[str, Any]) -> None:
+    """The markdown peer table of the whole run."""
+    print("\n== peer table (markdown) ==")
+    print(markdown_table(data))
+
+
+def plot_peers(data: dict[str, Any], path: Path) -> None:
+    """Two panels: p50 (bars) with p95 whiskers per size, with embedding and pre-embedded."""
+    plt = pyplot()
+    rs = data["sizes"]
+    names = [n for n in _order(rs[-1]["systems"]) if n != "query embedding"]
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5.5))
+    width = 0.8 / max(1, len(names))
+    for ax, mode, title in (
+        (axes[0], WITH, "with the query embedding (read path: up to the model call)"),
+        (axes[1], PRE, "pre-embedded (search alone)"),
+    ):
+        for j, name in enumerate(names):
+            xs, p50, err = [], [], []
+            for i, r in enumerate(rs):
+                e = r["systems"].get(name, {}).get(mode)
+                if not e:
+                    continue
+                xs.append(i + (j - (len(names) - 1) / 2) * width)
+                p50.append(e["latency"]["p50"])
+                err.append(e["latency"]["p95"] - e["latency"]["p50"])
+            if xs:
+                ax.bar(xs, p50, width, yerr=[[0] * len(err), err], capsize=2, label=name)
+        ax.set_xticks(range(len(rs)), [f"{r['size']:,}" for r in rs])
+        c = data["config"]
+        ax.set_xlabel(
+            f"memories of the benchmark user (plus {c['other_users'] * c['per_other_user']:,} "
+            "of other users)"
+        )
+        ax.set_yscale("log")  # Mem0 grows to hundreds of ms, the others stay at a few
+        ax.set_ylabel("ms, log scale (bar p50, whisker p95)")
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=7)
+    m = data["machine"]
+    fig.suptitle(
+        f"peers on one Postgres {m['postgres']} + pgvector {m['pgvector']}: {m['cpu_model']}, "
+        f"{m['cores']} cores, load {m['loadavg_at_start'][0]:.1f} at start",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
