@@ -24,7 +24,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
-from tests.integration_tests.test_dev_server import (
+from tests.integration_tests.dev_server import (
     LANGGRAPH,
     OFFLINE_ENV,
     READY_TIMEOUT,
