@@ -46,14 +46,18 @@ async def draft_summary(
 ) -> tuple[SummaryDraft | None, bool, list[MemoryEvent]]:
     """Claim the oldest pending batch and summarize it (≤ 100 words; raw if the model fails).
 
-    ``draining`` claims any non-empty backlog (compression or session end); ``prompt`` has
-    a ``{transcript}`` placeholder. Returns the draft (``None`` when nothing was claimed),
+    A batch is ``summary_batch`` messages, so summaries keep one grain however many
+    turns a (background, coalesced) run finds waiting: the graph loops back for the next
+    batch. ``draining`` claims any non-empty backlog (compression or session end) in
+    batches as large as fit; ``prompt`` has a ``{transcript}`` placeholder. Returns the draft (``None`` when nothing was claimed),
     whether the backlog is now empty, and what happened.
     """
     user = settings.user_id
     worker = uuid.uuid4().hex
     try:
         max_batch = await _max_batch(services, settings, thread_id, prompt)
+        if not draining:
+            max_batch = min(max_batch, settings.summary_batch)
         claim = await services.queue.claim(
             user,
             thread_id,

@@ -125,7 +125,9 @@ async def test_a_user_cannot_claim_another_id_nor_see_their_memory(
     a = client(dev_server.url, token=creds.token(a_id))
     b = client(dev_server.url, token=creds.token(b_id))
     city = f"Quill{uuid.uuid4().hex[:6]}"
+    # memory inline: B's memory is formed when B's runs end (this test is about auth)
     tiny = {**RAW, "window_size": 2, "summary_batch": 2, "fact_rules": "on"}
+    tiny["memory_mode"] = "inline"
 
     b_thread = (await b.threads.create())["thread_id"]
     for text in [f"My name is Bertha. I live in {city}.", "What is two plus two?"]:

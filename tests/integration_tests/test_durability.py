@@ -199,11 +199,16 @@ async def test_random_model_failures_never_lose_or_duplicate_a_message(
         except ModelUnavailableError:
             failed_turns += 1  # the reply path has its own clear error; the message is kept
     assert failed_turns > 0
+    # a last turn with a model that answers: a kept message of a failed last turn goes too
+    steady = make_context(
+        window_size=4, summary_batch=2, reflect_after=3, model_obj=ScriptedChatModel()
+    )
+    await say(agent, steady, thread, "the end")
     await _assert_exactly_once(services, ctx.user_id, thread)
     humans = [
         m.content for m in await services.episodes.history(ctx.user_id, thread) if m.role == "human"
     ]
-    assert humans == [f"turn {i} about topic {i}" for i in range(40)]
+    assert humans == [f"turn {i} about topic {i}" for i in range(40)] + ["the end"]
     counts = await services.memories.count(ctx.user_id)
     assert counts.get("summary", 0) > 5
 
