@@ -62,7 +62,8 @@ async def verify_soak(services: Any, convs: dict[str, str], records: list[dict])
         "messages_duplicated": duplicated,
         "ok": lost == 0 and duplicated == 0 and total["foreign"] == 0,
         "samples": samples[:20],
-        "failed_turns": failed[:50],
+        # every turn whose message was not kept, then the others, up to 50 in all
+        "failed_turns": sorted(failed, key=lambda f: "NOT kept" not in f)[:50],
     }
 
 
@@ -250,7 +251,8 @@ def plot_soak(data: dict[str, Any], records: list[dict], path: Path) -> None:
     ax1.set_title(
         f"soak: {c['users']} users x {c['turns']} turns, {data['totals']['failed']} turns failed, "
         f"{v['messages_lost']} lost / {v['messages_duplicated']} duplicated\n"
-        f"{m['cpu_model']}, {m['cores']} cores (shared), load {m['loadavg_at_start']}",
+        f"{m['cpu_model']}, {m['cores']} cores (shared), load average at start "
+        f"{' '.join(f'{x:.2f}' for x in m['loadavg_at_start'])}",
         fontsize=9,
     )
     fig.tight_layout()
