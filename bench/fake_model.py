@@ -1,4 +1,4 @@
-"""The benchmarks' chat models: the project's scripted fake, timed per node, or paced.
+"""The benchmarks' chat models: the project's scripted fake, timed per node, paced or faulty.
 
 `InstantChatModel` is `tests.fakes.ScriptedChatModel` (answers by the
 call's declared purpose, instantly, with the same default answers the tests get), plus
@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import time
 import uuid
+from typing import Any
 
 from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.outputs import ChatGenerationChunk
+from pydantic import Field
 
 from bench.timing import CURRENT_NODE, record_part
 from memory_graph_agent.models import register_chat_model
@@ -89,3 +92,59 @@ def register_paced_model(**speed: float) -> tuple[str, PacedChatModel]:
     """Register a fresh `PacedChatModel`; returns (``registered:...`` spec, model)."""
     model = PacedChatModel(**speed)
     return register_chat_model(f"bench-paced-{uuid.uuid4().hex[:8]}", model), model
+
+
+class FaultyChatModel(ScriptedChatModel):
+    """The scripted fake with seeded random faults: errors and timeouts, reply or memory.
+
+    A faulty reply raises ``RuntimeError``, or ``TimeoutError`` after ``reply_timeout_s``
+    (a client's timeout); a faulty memory call (summary, facts, decisions, reflection)
+    raises, or sleeps ``memory_hang_s`` so the caller's ``model_timeout_s`` fires. With
+    ``hang_memory`` every memory call prints ``MEMORY-RUNNING`` and never returns (the
+    worker `bench.soak_worker` is killed there). ``injected`` counts what was injected.
+    """
+
+    rates: dict[str, float] = Field(default_factory=dict)
+    """``reply_error``, ``reply_timeout``, ``memory_error``, ``memory_timeout``: 0..1 each."""
+    reply_timeout_s: float = 0.5
+    memory_hang_s: float = 2.0
+    hang_memory: bool = False
+    seed: int = 0
+    record: bool = False
+    injected: dict[str, int] = Field(default_factory=dict)
+    rng: Any = None
+
+    async def _fault(self, run_manager: Any) -> None:
+        if self.rng is None:
+            self.rng = random.Random(self.seed)
+        side = "reply" if self._purpose(run_manager) == "reply" else "memory"
+        if side == "memory" and self.hang_memory:
+            print("MEMORY-RUNNING", flush=True)
+            await asyncio.sleep(3600)
+        draw = self.rng.random()
+        error, timeout = self.rates.get(f"{side}_error", 0), self.rates.get(f"{side}_timeout", 0)
+        if draw >= error + timeout:
+            return
+        kind = f"{side}_{'error' if draw < error else 'timeout'}"
+        self.injected[kind] = self.injected.get(kind, 0) + 1
+        if kind == "reply_timeout":
+            await asyncio.sleep(self.reply_timeout_s)
+            raise TimeoutError("injected: model timed out")
+        if kind == "memory_timeout":
+            await asyncio.sleep(self.memory_hang_s)
+        raise RuntimeError(f"injected: {kind.replace('_', ' ')}")
+
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):  # noqa: ANN001, ANN201
+        await self._fault(run_manager)
+        return self._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+    async def _astream(self, messages, stop=None, run_manager=None, **kwargs):  # noqa: ANN001, ANN201
+        await self._fault(run_manager)
+        for chunk in self._stream(messages, stop=stop, run_manager=run_manager, **kwargs):
+            yield chunk
+
+
+def register_faulty_model(**options: Any) -> tuple[str, FaultyChatModel]:
+    """Register a fresh `FaultyChatModel`; returns (``registered:...`` spec, model)."""
+    model = FaultyChatModel(**options)
+    return register_chat_model(f"bench-faulty-{uuid.uuid4().hex[:8]}", model), model

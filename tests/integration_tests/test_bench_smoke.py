@@ -142,3 +142,39 @@ async def test_peer_benchmark_tiny(tmp_path):
         _sane(parts[key], 10)
     assert parts["read_path"]["min"] > parts["embed_query"]["min"]
     assert data["layout_check"] and all(c["same"] for c in data["layout_check"].values())
+
+
+async def test_soak_benchmark_tiny(private_home, tmp_path):
+    # its own embedded servers (private_home): the soak kills Redis and stops Postgres
+    from bench.soak import options, run_soak
+
+    a = options(
+        ["--users", "3", "--turns", "24", "--out", str(tmp_path), "--quiet"],
+        window_size=4,
+        summary_batch=2,
+        worker_turns=8,
+        worker_min_ok=4,
+        lease_seconds=3.0,
+        down_s=1.0,
+        sample_s=2.0,
+        redis_kills=1,
+        postgres_restarts=1,
+    )
+    await run_soak(a, home=private_home)
+    data = _outputs(tmp_path, "soak")
+    assert data["machine"]["uptime_at_start"] and data["machine"]["loadavg_at_start"]
+    t, v = data["totals"], data["verification"]
+    assert t["turns"] == 72 and t["completed"] + t["failed"] == 72 and t["completed"] > 0
+    assert t["settle_turns_failed"] <= 3  # the settling turns are retried until one completes
+    kinds = sorted(f["kind"] for f in data["faults"])
+    assert kinds == ["postgres_restart", "redis_kill", "worker_kill"], data["faults"]
+    for f in data["faults"]:
+        assert f["first_ok_turn_s"] is not None and f["first_ok_turn_s"] >= 0, f
+    (worker,) = [f for f in data["faults"] if f["kind"] == "worker_kill"]
+    assert worker["during_memory"] and worker["leased_messages"] > 0, worker
+    assert v["logged"] > 100 and v["summarized"] > 0 and v["foreign"] == 0
+    assert v["messages_lost"] == 0 and v["messages_duplicated"] == 0, v["samples"]
+    growth = data["growth"]
+    assert growth["final_rows"]["episodes"] == v["logged"]
+    last = growth["samples"][-1]
+    assert last["redis_keys"] > 0 and last["seen_total"] > 0 and last["pg_rows"]

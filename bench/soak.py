@@ -1,0 +1,372 @@
+"""Soak: many users, many turns, random faults; nothing may be lost or duplicated.
+
+    python -m bench.soak [--users 20] [--turns 300] [--concurrency 10] [--out bench/out]
+
+Not a timed test: a long run through the compiled graph (``graph.builder.build_graph``
+with a `LocalScheduler` and the Postgres checkpointer of
+`memory_graph_agent.services.open_checkpointer`), each user one thread, at most
+``--concurrency`` turns at a time, with seeded random faults:
+
+- the chat model fails or times out at random, on replies and on memory calls
+  (`bench.fake_model.FaultyChatModel`);
+- Redis is killed with ``kill -9`` and PostgreSQL is stopped, each left down
+  ``--down-s`` seconds, then restarted the way the next CLI start does
+  (`ensure_services`); the turns go on throughout;
+- a few conversations are handed to a worker process (`bench.soak_worker`), which is
+  SIGKILLed while one of its memory runs is inside a model call; this process then
+  continues those conversations, and a later memory run must claim the dead batch
+  once its lease expires.
+
+The servers are the embedded ones of a private ``MEMORY_AGENT_HOME`` (`bench.soak_faults`),
+never the machine's shared ones. At the end every conversation gets one more turn
+(what a returning user does), memory is drained, and each is checked (`bench.soak_report`):
+messages lost / duplicated (must be 0 / 0), turns failed by cause and whether their
+message was kept, recovery time after each fault, and memory growth over time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import signal
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+
+from bench.content import user_question
+from bench.env import EMBEDDING, isolated_services, machine_info
+from bench.fake_model import register_faulty_model
+from bench.soak_faults import Servers, WorkerKill, inject, private_home
+from bench.soak_report import (
+    DEGRADED,
+    exact_rows,
+    failure_causes,
+    plot_soak,
+    print_soak,
+    recovery,
+    sample_growth,
+    uptime,
+    verify_soak,
+)
+from bench.stats import ms_stats, quiet_logs, write_json
+from graph.background import LocalScheduler
+from graph.builder import build_graph
+from graph.context import Context
+from memory_graph_agent.services import open_checkpointer, services_session
+
+RATES = {"reply_error": 0.02, "reply_timeout": 0.01, "memory_error": 0.05, "memory_timeout": 0.02}
+
+
+def _say(quiet: bool, *args: Any) -> None:
+    if not quiet:
+        print(*args, file=sys.stderr, flush=True)
+
+
+def schedule(rng: random.Random, redis_kills: int, postgres_restarts: int) -> list[dict]:
+    """Fault points as shares of all turns: one per equal slice of 10-90 %, kinds shuffled."""
+    kinds = ["redis_kill"] * redis_kills + ["postgres_restart"] * postgres_restarts
+    rng.shuffle(kinds)
+    n = len(kinds)
+    return [
+        {"kind": k, "at_share": round(0.1 + 0.8 * (i + rng.uniform(0.2, 0.8)) / n, 3)}
+        for i, k in enumerate(kinds)
+    ]
+
+
+class Soak:
+    """One soak run: the conversations, the turn log, the faults."""
+
+    def __init__(self, agent: Any, memory: LocalScheduler, services: Any, a: argparse.Namespace):
+        self.agent, self.memory, self.services, self.a = agent, memory, services, a
+        self.convs = {f"soak-u{i}": f"soak-t{i}" for i in range(a.users)}
+        self.records: list[dict] = []
+        self.faults: list[dict] = []
+        self.done = 0
+        self.finished = False
+        self.sem = asyncio.Semaphore(a.concurrency)
+        self.worker: WorkerKill | None = None
+
+    def text(self, user: str, turn: int) -> str:
+        """The user's message of a turn: deterministic and unique (found again by its text)."""
+        return (
+            f"{user_question(random.Random(f'{self.a.seed}:{user}:{turn}'))} [{user} turn {turn}]"
+        )
+
+    async def turn(self, ctx: Context, turn: int, phase: str = "soak") -> dict[str, Any]:
+        """One turn, recorded: completed or failed (with why), degraded or not."""
+        user = ctx.user_id
+        rec = {"user": user, "turn": turn, "text": self.text(user, turn), "where": phase}
+        rec["start"] = time.time()
+        try:
+            state = await asyncio.wait_for(
+                self.agent.ainvoke(
+                    {"messages": [HumanMessage(rec["text"])]},
+                    {"configurable": {"thread_id": self.convs[user]}},
+                    context=ctx,
+                ),
+                self.a.turn_timeout,
+            )
+            kinds = {e["kind"] for e in state.get("memory_events", [])}
+            rec.update(ok=True, degraded=sorted(kinds & DEGRADED), error="")
+        except Exception as exc:  # noqa: BLE001 - counted and reported
+            cause = exc.__cause__  # ModelUnavailableError: what the model raised
+            why = f" ({type(cause).__name__}: {cause})" if cause else f": {exc}"
+            rec.update(ok=False, degraded=["failed"], error=f"{type(exc).__name__}{why}"[:300])
+        rec["end"] = time.time()
+        self.records.append(rec)
+        self.done += 1
+        return rec
+
+    async def settle(self, ctx: Context, turn: int, attempts: int = 10) -> None:
+        """The returning user's turn: sent again until it completes (a model may fail)."""
+        for _ in range(attempts):
+            if (await self.turn(ctx, turn, "settle"))["ok"]:
+                return
+            turn += 1
+
+    async def conversation(self, ctx: Context) -> None:
+        """The user's turns, in order; the worker's share is run by the worker."""
+        t = 0
+        while t < self.a.turns:
+            w = self.worker
+            if w and ctx.user_id in w.convs and ctx.user_id not in w.handed and t == w.at_turn:
+                t = await self.worker.hand_off(ctx.user_id)
+                self.done += len([r for r in self.worker.records if r["user"] == ctx.user_id])
+                continue
+            async with self.sem:
+                await self.turn(ctx, t)
+            t += 1
+
+    async def inject_faults(self, servers: Servers, points: list[dict]) -> None:
+        """Run each scheduled fault when its share of the turns is done."""
+        total = self.a.users * self.a.turns
+        for point in points:
+            while self.done < point["at_share"] * total and not self.finished:
+                await asyncio.sleep(0.1)
+            if self.finished:
+                break
+            _say(self.a.quiet, f"[soak] {point['kind']} after {self.done} turns")
+            self.faults.append(await inject(point["kind"], servers, self.a.down_s))
+
+    async def watch_lease(self) -> None:
+        """Seconds from the worker's death until its leased batch left ``processing``."""
+        w = self.worker
+        while w is not None and "at" not in w.report:
+            await asyncio.sleep(0.2)
+        if w is None:
+            return
+        leased: set[str] | None = None
+        while leased is None:  # Redis may be down right now
+            try:
+                leased = set()
+                for u, thread in w.convs.items():
+                    leased |= {m.id for m in await self.services.queue.processing(u, thread)}
+            except Exception:  # noqa: BLE001
+                leased = None
+                await asyncio.sleep(0.2)
+        w.report["leased_messages"] = len(leased)
+        while leased:
+            with contextlib.suppress(Exception):
+                held = set()
+                for u in w.convs:
+                    held |= {m.id for m in await self.services.queue.processing(u, w.convs[u])}
+                if not leased & held:
+                    w.report["reclaimed_s"] = round(time.time() - w.report["at"], 2)
+                    return
+            await asyncio.sleep(0.5)
+
+    async def sample(self, t0: float, samples: list[dict]) -> None:
+        """Memory growth every ``--sample-s`` seconds."""
+        while not self.finished:
+            samples.append(
+                await sample_growth(self.services, self.services.database_url, t0, self.done)
+            )
+            failed = sum(not r["ok"] for r in self.records)
+            _say(
+                self.a.quiet, f"[soak] {samples[-1]['t']:.0f} s: {self.done} turns, {failed} failed"
+            )
+            await asyncio.sleep(self.a.sample_s)
+
+
+def soak_settings(a: argparse.Namespace) -> dict[str, Any]:
+    """The `Context` knobs of every turn (also the worker's)."""
+    return {
+        "window_size": a.window_size,
+        "summary_batch": a.summary_batch,
+        "lease_seconds": a.lease_seconds,
+        "model_timeout_s": a.model_timeout_s,
+        "retry_backoff_s": a.retry_backoff_s,
+    }
+
+
+async def run_soak(a: argparse.Namespace, home: Path | None = None) -> dict[str, Any]:
+    """Run the soak; write ``soak.json`` / ``soak.png`` to ``a.out``.
+
+    SIGTERM cancels it, so its private servers are still stopped and removed.
+    """
+    task, loop = asyncio.current_task(), asyncio.get_running_loop()
+    assert task is not None
+    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        with private_home(home) as home:
+            async with isolated_services(tag="bench_soak") as env:
+                return await _run(a, home, env)
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
+async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
+    rng = random.Random(a.seed)
+    _say(a.quiet, f"[soak] private home {home}, database {env.database_url.split('?')[0]}")
+    info = await machine_info(env.database_url)
+    info["uptime_at_start"] = uptime()
+    spec, model = register_faulty_model(
+        rates=a.rates, seed=a.seed, memory_hang_s=a.model_timeout_s + 1
+    )
+    settings = soak_settings(a)
+    servers = Servers(home)
+    async with (
+        services_session(EMBEDDING) as services,
+        open_checkpointer(env.database_url) as saver,
+    ):
+        memory = LocalScheduler()
+        agent = memory.bind(build_graph(services, saver, scheduler=memory))
+        soak = Soak(agent, memory, services, a)
+        ctx = {u: Context(user_id=u, model=spec, **settings) for u in soak.convs}
+        points = schedule(rng, a.redis_kills, a.postgres_restarts)
+        if a.worker_users:
+            at = rng.randint(a.turns // 5, max(a.turns // 5, a.turns // 2 - a.worker_turns))
+            group = {u: soak.convs[u] for u in list(soak.convs)[-a.worker_users :]}
+            worker_spec = {"context": settings, "model": {"seed": a.seed + 1}}
+            soak.worker = WorkerKill(
+                group, at, a.worker_turns, soak.text, worker_spec, a.worker_min_ok
+            )
+        t0 = time.time()
+        samples: list[dict] = []
+        background = [
+            asyncio.create_task(soak.sample(t0, samples)),
+            asyncio.create_task(soak.watch_lease()),
+            asyncio.create_task(soak.inject_faults(servers, points)),
+        ]
+        _say(a.quiet, f"[soak] {a.users} users x {a.turns} turns, faults {points}")
+        await asyncio.gather(*(soak.conversation(ctx[u]) for u in soak.convs))
+        workload_s = time.time() - t0
+        soak.finished = True
+        await asyncio.gather(*background, return_exceptions=True)
+        await asyncio.to_thread(servers.restart)  # nothing is left down
+        # a batch leased by the dead worker (or restored by Redis' AOF) is claimed again
+        # only once its lease has expired
+        ends = [f["back_at"] for f in soak.faults]
+        ends += [soak.worker.report.get("at", 0.0)] if soak.worker else []
+        last = max(ends, default=0.0)
+        await asyncio.sleep(max(0.0, last + a.lease_seconds + 1 - time.time()))
+        _say(a.quiet, f"[soak] {soak.done} turns in {workload_s:.0f} s; settling")
+        await asyncio.gather(*(soak.settle(ctx[u], a.turns) for u in soak.convs))
+        await memory.drain()
+        settle_s = time.time() - t0 - workload_s
+        records = soak.records + (soak.worker.records if soak.worker else [])
+        records.sort(key=lambda r: r["start"])
+        verification = await verify_soak(services, soak.convs, records)
+        samples.append(await sample_growth(services, env.database_url, t0, soak.done))
+        final_rows = await exact_rows(env.database_url)
+    faults = soak.faults + (
+        [soak.worker.report] if soak.worker and "at" in soak.worker.report else []
+    )
+    faults.sort(key=lambda f: f["at"])
+    workload = [r for r in records if r["where"] != "settle"]
+    info["uptime_at_end"] = uptime()
+    data = {
+        "benchmark": "soak",
+        "machine": info,
+        "config": {
+            **{k: v for k, v in vars(a).items() if k not in ("out", "quiet")},
+            "schedule": points,
+            "embedding_model": EMBEDDING,
+            "chat_model": "FaultyChatModel (bench.fake_model)",
+        },
+        "totals": {
+            "turns": len(workload),
+            "completed": sum(r["ok"] for r in workload),
+            "failed": sum(not r["ok"] for r in workload),
+            "completed_degraded": sum(bool(r["ok"] and r["degraded"]) for r in workload),
+            "degraded_by_kind": dict(
+                Counter(k for r in workload if r["ok"] for k in r["degraded"])
+            ),
+            "failed_by_cause": failure_causes(workload),
+            "settle_turns_failed": sum(not r["ok"] for r in records if r["where"] == "settle"),
+            "workload_s": round(workload_s, 1),
+            "settle_s": round(settle_s, 1),
+            "turns_per_s": round(len(workload) / workload_s, 2),
+            "latency_completed": ms_stats([r["end"] - r["start"] for r in workload if r["ok"]]),
+            "model_faults_injected": model.injected,
+            "memory_run_failures": memory.failures,
+        },
+        "faults": recovery(faults, records, set(soak.worker.convs) if soak.worker else set()),
+        "verification": verification,
+        "growth": {"samples": samples, "final_rows": final_rows},
+    }
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "soak.json", data)
+    write_json(out / "soak_turns.json", records)  # every turn: when, ok, degraded by what
+    plot_soak(data, records, out / "soak.png")
+    print_soak(data)
+    return data
+
+
+def parser() -> argparse.ArgumentParser:
+    """The soak's flags."""
+    p = argparse.ArgumentParser(
+        prog="python -m bench.soak",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    add = p.add_argument
+    add("--users", type=int, default=20, help="users, one thread each")
+    add("--turns", type=int, default=300, help="turns per user")
+    add("--concurrency", type=int, default=10, help="turns running at once")
+    add("--out", default="bench/out", help="output folder (JSON + PNG)")
+    add("--seed", type=int, default=13)
+    add("--redis-kills", type=int, default=2, help="kill -9 of Redis during the run")
+    add("--postgres-restarts", type=int, default=2, help="PostgreSQL stops + starts")
+    add("--down-s", type=float, default=5.0, help="seconds a killed server stays down")
+    add("--worker-users", type=int, default=2, help="conversations handed to the killed worker")
+    add("--worker-turns", type=int, default=30, help="turns of each of them in the worker")
+    add("--worker-min-ok", type=int, default=10, help="worker turns done before the kill")
+    add("--window-size", type=int, default=20)
+    add("--summary-batch", type=int, default=5)
+    add("--lease-seconds", type=float, default=30.0, help="lease of a claimed batch")
+    add("--model-timeout-s", type=float, default=1.0, help="timeout of memory's model calls")
+    add("--retry-backoff-s", type=float, default=2.0)
+    add("--turn-timeout", type=float, default=120.0, help="a turn longer than this fails")
+    add("--sample-s", type=float, default=10.0, help="seconds between growth samples")
+    for name, rate in RATES.items():
+        add(f"--{name.replace('_', '-')}-rate", type=float, default=rate, dest=name)
+    add("--quiet", action="store_true")
+    return p
+
+
+def options(argv: list[str] | None = None, **overrides: Any) -> argparse.Namespace:
+    """Parsed flags (``overrides`` by name, for tests), with ``rates`` gathered."""
+    a = parser().parse_args(argv or [])
+    for k, v in overrides.items():
+        setattr(a, k, v)
+    a.rates = {name: getattr(a, name) for name in RATES}
+    return a
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse flags and run; exit 1 if a message was lost or duplicated."""
+    quiet_logs()
+    data = asyncio.run(run_soak(options(argv if argv is not None else sys.argv[1:])))
+    return 0 if data["verification"]["ok"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,243 @@
+"""The soak's faults: a private home whose servers it may kill, and a worker to kill.
+
+`private_home` points ``MEMORY_AGENT_HOME`` at a throw-away folder (or the caller's) and
+unsets ``REDIS_URL``/``DATABASE_URL``, so the embedded servers started there are the
+soak's own: ``kill -9`` and restarts never reach the machine's shared servers.
+`Servers` kills Redis with SIGKILL, stops PostgreSQL, and restarts either the way an
+operator (or the next CLI start) does: `ensure_services` with no URL set. `WorkerKill`
+hands a few conversations to a `bench.soak_worker` process and SIGKILLs it while one of
+its memory runs is inside a model call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from memory_graph_agent.local import embedded
+from memory_graph_agent.local.embedded.layout import data_home
+
+URL_VARS = ("REDIS_URL", "DATABASE_URL")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@contextlib.contextmanager
+def private_home(home: Path | None = None) -> Iterator[Path]:
+    """``MEMORY_AGENT_HOME`` = ``home`` (else a fresh folder, stopped and removed after)."""
+    saved = {k: os.environ.get(k) for k in ("MEMORY_AGENT_HOME", *URL_VARS, "MEMORY_KEY_PREFIX")}
+    default = _default_home()
+    parent = None
+    if home is None:
+        parent = Path(tempfile.mkdtemp(prefix="ma-soak-", dir="/tmp"))
+        parent.chmod(0o755)  # the unprivileged PostgreSQL user must reach it
+        home = parent / "home"
+    if Path(home).absolute() == default:
+        raise RuntimeError(f"the soak kills its servers: {home} is the shared default home")
+    os.environ["MEMORY_AGENT_HOME"] = str(home)
+    for k in URL_VARS:
+        os.environ.pop(k, None)
+    try:
+        yield Path(home)
+    finally:
+        if parent is not None:
+            os.environ["MEMORY_AGENT_HOME"] = str(home)
+            for k in URL_VARS:
+                os.environ.pop(k, None)
+            embedded.stop_services()
+            shutil.rmtree(parent, ignore_errors=True)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _default_home() -> Path:
+    saved = os.environ.pop("MEMORY_AGENT_HOME", None)
+    try:
+        return data_home()
+    finally:
+        if saved is not None:
+            os.environ["MEMORY_AGENT_HOME"] = saved
+
+
+class Servers:
+    """The private home's embedded Redis and PostgreSQL, killed and restarted."""
+
+    def __init__(self, home: Path) -> None:
+        self.layout = embedded._Layout(home)
+
+    def restart(self) -> None:
+        """What the next CLI start does: `ensure_services` with no URL set (starts what is down)."""
+        saved = {k: os.environ.pop(k) for k in URL_VARS if k in os.environ}
+        try:
+            embedded.ensure_services()
+        finally:
+            os.environ.update(saved)
+
+    def kill_redis(self) -> None:
+        """``kill -9`` the Redis server; wait until it is gone."""
+        pid = int(self.layout.redis_pidfile.read_text().split()[0])
+        os.kill(pid, signal.SIGKILL)
+        _wait_gone(pid)
+
+    def stop_postgres(self) -> None:
+        """Stop PostgreSQL (``pg_ctl stop``, fast mode)."""
+        embedded._stop_postgres(self.layout)
+
+
+def _wait_gone(pid: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+async def inject(kind: str, servers: Servers, down_s: float) -> dict[str, Any]:
+    """Kill Redis / stop PostgreSQL, leave it down ``down_s``, restart it; the times."""
+    t0 = time.time()
+    stop = servers.kill_redis if kind == "redis_kill" else servers.stop_postgres
+    await asyncio.to_thread(stop)
+    stopped = time.time()
+    await asyncio.sleep(down_s)
+    restarting = time.time()
+    await asyncio.to_thread(servers.restart)
+    back = time.time()
+    return {
+        "kind": kind,
+        "at": t0,
+        "stop_s": round(stopped - t0, 3),
+        "down_s": round(restarting - t0, 3),
+        "restart_s": round(back - restarting, 3),
+        "back_at": back,
+    }
+
+
+class WorkerKill:
+    """Conversations handed to a worker process at ``at_turn``, killed during memory work.
+
+    Each conversation's loop calls `hand_off` at ``at_turn``; when all have arrived the
+    worker runs their next ``length`` turns, and is SIGKILLed once a memory run hangs in
+    a model call and ``min_ok`` turns are done (or when it is done). `hand_off` returns
+    the turn each conversation continues from in this process.
+    """
+
+    def __init__(
+        self,
+        convs: dict[str, str],
+        at_turn: int,
+        length: int,
+        text: Callable[[str, int], str],
+        spec: dict[str, Any],
+        min_ok: int,
+    ) -> None:
+        self.convs, self.at_turn, self.length, self.text = convs, at_turn, length, text
+        self.spec, self.min_ok = spec, min_ok
+        self.records: list[dict[str, Any]] = []
+        self.report: dict[str, Any] = {"kind": "worker_kill", "users": sorted(convs)}
+        self._arrived = 0
+        self._all_here = asyncio.Event()
+        self._next: dict[str, int] = {}
+        self.handed: set[str] = set()
+        self._ok, self._in_memory = 0, False
+
+    async def hand_off(self, user: str) -> int:
+        """Wait for the worker's turns of ``user``'s conversation; the next turn to run here."""
+        self.handed.add(user)
+        self._arrived += 1
+        if self._arrived == len(self.convs):
+            self._all_here.set()
+            await self._run()
+        else:
+            await self._all_here.wait()
+            while user not in self._next:
+                await asyncio.sleep(0.1)
+        return self._next[user]
+
+    async def _run(self) -> None:
+        convs = [
+            {
+                "user": u,
+                "thread": t,
+                "first_turn": self.at_turn,
+                "texts": [self.text(u, self.at_turn + i) for i in range(self.length)],
+            }
+            for u, t in self.convs.items()
+        ]
+        started: dict[tuple[str, int], float] = {}
+        with tempfile.TemporaryDirectory(prefix="ma-soak-worker-") as folder:
+            spec_path = Path(folder) / "spec.json"
+            spec_path.write_text(json.dumps({**self.spec, "convs": convs}))
+            for attempt in range(1, 4):  # a worker cannot start while Postgres is down
+                self.report["worker_starts"] = attempt
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "bench.soak_worker", str(spec_path),
+                    cwd=ROOT, stdout=asyncio.subprocess.PIPE,
+                )  # fmt: skip
+                try:
+                    lines = await self._follow(proc, started)
+                finally:
+                    killed_at = time.time()
+                    if proc.returncode is None:
+                        proc.kill()  # SIGKILL: no cleanup, its leased batch stays in processing
+                    await proc.wait()
+                if lines:
+                    break
+                await asyncio.sleep(3.0)
+        for key, start in started.items():  # in flight when killed
+            self._record(key, start, killed_at, False, "WorkerKilled: turn in flight")
+        self.report.update(
+            at=killed_at, during_memory=self._in_memory, worker_turns_ok=self._ok,
+            in_flight=len(started),
+        )  # fmt: skip
+        for u in self.convs:
+            done = [r["turn"] for r in self.records if r["user"] == u]
+            self._next[u] = max(done, default=self.at_turn - 1) + 1
+
+    async def _follow(self, proc: Any, started: dict[tuple[str, int], float]) -> int:
+        """Read the worker's lines until it is time to kill it; how many lines it wrote."""
+        lines = 0
+        while True:
+            line = (await proc.stdout.readline()).decode().split()
+            if not line or line[0] == "DONE":
+                return lines
+            lines += 1
+            if line[0] == "MEMORY-RUNNING":
+                self._in_memory = True
+            elif line[0] not in ("START", "OK", "FAIL") or len(line) != 4:
+                continue  # not one of ours
+            elif line[0] == "START":
+                started[(line[1], int(line[2]))] = float(line[3])
+            else:
+                key = (line[1], int(line[2]))
+                self._ok += line[0] == "OK"
+                self._record(key, started.pop(key), float(line[3]), line[0] == "OK")
+            if self._in_memory and self._ok >= self.min_ok:
+                return lines
+
+    def _record(
+        self, key: tuple[str, int], start: float, end: float, ok: bool, error: str = ""
+    ) -> None:
+        user, turn = key
+        self.records.append(
+            {
+                "user": user,
+                "turn": turn,
+                "text": self.text(user, turn),
+                "start": start,
+                "end": end,
+                "ok": ok,
+                "degraded": [],
+                "error": "" if ok else error or "failed in the worker",
+                "where": "worker",
+            }
+        )
