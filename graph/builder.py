@@ -12,7 +12,7 @@ from functools import partial
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
@@ -65,7 +65,7 @@ def build_builder(
     builder.add_conditional_edges("trim_window", routing.route_after_trim)
     builder.add_conditional_edges("summarize", routing.route_after_summarize)
     builder.add_conditional_edges("consolidate", routing.route_after_consolidate)
-    builder.add_edge("reflect", END)
+    builder.add_conditional_edges("reflect", routing.route_after_reflect)
     return builder
 
 

@@ -65,3 +65,13 @@ def route_after_consolidate(
     if state.get("summary_stored") and state.get("pending_count", 0) >= ctx.summary_batch:
         return "summarize"
     return END
+
+
+def route_after_reflect(state: State, runtime: Runtime[Context]) -> Literal["summarize", "__end__"]:
+    """Go on while a full batch still waits (a coalesced memory run drains them all)."""
+    if (
+        state.get("summary_stored")
+        and state.get("pending_count", 0) >= runtime.context.summary_batch
+    ):
+        return "summarize"
+    return END

@@ -201,3 +201,18 @@ async def test_recall_writes_nothing_before_the_reply_access_is_recorded_after(
     assert at_reply == [0]  # the hot path before the model wrote no access statistics
     (stored,) = await services.memories.list(ctx.user_id, kind="summary")
     assert stored.access_count == 1  # recorded by trim_window, after the reply
+
+
+async def test_a_memory_run_that_reflects_goes_on_while_a_full_batch_waits(
+    background, make_context, services
+):
+    agent, memory = background
+    ctx = make_context(window_size=2, summary_batch=2, reflect_after=1, memory_delay_s=0.5)
+    thread = _thread()
+    for i in range(6):  # faster than the delay: one coalesced run finds several batches
+        await run_turn(agent, ctx, thread, f"number {i}")
+    await memory.drain()
+    assert await services.queue.backlog(ctx.user_id, thread) < ctx.summary_batch
+    counts = await services.memories.count(ctx.user_id)
+    assert counts["summary"] >= 4 and counts.get("reflection", 0) >= 1
+    await _assert_exactly_once(services, ctx.user_id, thread)
