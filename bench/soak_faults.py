@@ -205,11 +205,18 @@ class WorkerKill:
 
     async def _follow(self, proc: Any, started: dict[tuple[str, int], float]) -> int:
         """Read the worker's lines until it is time to kill it; how many lines it wrote."""
-        lines = 0
+        lines, done = 0, False
         while True:
-            line = (await proc.stdout.readline()).decode().split()
-            if not line or line[0] == "DONE":
+            try:  # memory runs start memory_delay_s after a turn: after DONE, wait for one
+                raw = await asyncio.wait_for(proc.stdout.readline(), 15.0 if done else None)
+            except TimeoutError:
                 return lines
+            line = raw.decode().split()
+            if not line or (line[0] == "DONE" and self._in_memory):
+                return lines
+            if line[0] == "DONE":
+                done = True
+                continue
             lines += 1
             if line[0] == "MEMORY-RUNNING":
                 self._in_memory = True
