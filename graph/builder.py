@@ -34,6 +34,8 @@ from nodes.trim_window import trim_window
 
 GRAPH_NAME = "memory_agent"
 MEMORY_NODES = (load_profile, recall, summarize, consolidate, reflect)
+MODEL_CALLING = (summarize, consolidate, reflect)
+"""The memory nodes that call the chat model: only they are metered (`graph.metering`)."""
 
 
 def build_builder(
@@ -50,7 +52,8 @@ def build_builder(
     builder = StateGraph(State, input_schema=InputState, context_schema=Context)
     tools = memory_tools(services)
     for node in MEMORY_NODES:
-        bound = metered(partial(node, services=services), services)
+        bound = partial(node, services=services)
+        bound = metered(bound, services) if node in MODEL_CALLING else bound
         builder.add_node(node.__name__, wrap(_no_crash_loop(services, bound), node.__name__))
     trim = partial(trim_window, services=services, scheduler=scheduler)
     builder.add_node("trim_window", wrap(_no_crash_loop(services, trim), "trim_window"))

@@ -20,7 +20,6 @@ import pytest
 import redis
 
 from tests.integration_tests.dev_server import Credentials, DevServer, client
-from tests.integration_tests.dev_server import client as sdk_client
 
 pytestmark = pytest.mark.server
 
@@ -173,28 +172,28 @@ async def test_forget_deletes_the_users_server_threads_and_nothing_comes_back(
 
     user = f"u-srv-{uuid.uuid4().hex[:10]}"
     token = server_credentials.token(user)
-    client = sdk_client(dev_server.url, token=token)
+    sdk = client(dev_server.url, token=token)
     context = {"user_id": user, "model": MODEL, "window_size": 2, "summary_mode": "raw"}
     said = ["My name is Zoltan Quimby.", "I live in Reykjavik and keep bees."]
-    thread_id = (await client.threads.create())["thread_id"]  # found by its owner: key
-    tagged = (await client.threads.create(metadata={"user_id": user}))["thread_id"]
+    thread_id = (await sdk.threads.create())["thread_id"]  # found by its owner: key
+    tagged = (await sdk.threads.create(metadata={"user_id": user}))["thread_id"]
     for text in said:
-        await client.runs.wait(
+        await sdk.runs.wait(
             thread_id, GRAPH_ID, input={"messages": [{"role": "human", "content": text}]},
             context=context,
         )  # fmt: skip
-    for memory_thread in await client.threads.search(metadata={"memory_of": thread_id}):
-        for run in await client.runs.list(memory_thread["thread_id"]):  # memory is formed
-            await client.runs.join(memory_thread["thread_id"], run["run_id"])
+    for memory_thread in await sdk.threads.search(metadata={"memory_of": thread_id}):
+        for run in await sdk.runs.list(memory_thread["thread_id"]):  # memory is formed
+            await sdk.runs.join(memory_thread["thread_id"], run["run_id"])
     monkeypatch.setenv("LANGGRAPH_SERVER_URL", dev_server.url)
     monkeypatch.setenv("LANGGRAPH_API_KEY", token)  # forget deletes as the user
     assert await asyncio.to_thread(main, ["forget", "--user", user, "--yes"]) == 0
 
     for gone in (thread_id, tagged):
         with pytest.raises(httpx.HTTPStatusError) as missing:
-            await client.threads.get(gone)
+            await sdk.threads.get(gone)
         assert missing.value.response.status_code == 404
-    out = await client.runs.wait(
+    out = await sdk.runs.wait(
         thread_id, GRAPH_ID, input={"messages": [{"role": "human", "content": "Who am I?"}]},
         context=context, if_not_exists="create",
     )  # fmt: skip
