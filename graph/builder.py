@@ -43,7 +43,7 @@ def build_builder(
     scheduler: MemoryScheduler | None = None,
     wrap: Callable[[Callable, str], Callable] = lambda node, name: node,
 ) -> StateGraph:
-    """The uncompiled graph: load_profile → recall → respond ⇄ tools → trim_window → memory.
+    """The uncompiled graph: load_profile ∥ recall → respond ⇄ tools → trim_window → memory.
 
     With a ``scheduler``, turns in ``memory_mode="background"`` end after trim_window and
     the scheduler starts a memory run (START → trim_window → summarize → consolidate → reflect).
@@ -60,9 +60,10 @@ def build_builder(
     respond_node = partial(respond, tools=tools)
     builder.add_node("respond", wrap(_no_crash_loop(services, respond_node), "respond"))
     builder.add_node("tools", build_tool_node(tools))
-    builder.add_conditional_edges(START, routing.route_start)  # memory runs: at trim_window
-    builder.add_conditional_edges("load_profile", routing.route_after_load_profile)  # end_session
-    builder.add_edge("recall", "respond")
+    # a turn: load_profile and recall side by side; a memory run: trim_window
+    builder.add_conditional_edges(START, routing.route_start, [*routing.TURN_START, "trim_window"])
+    for node in routing.TURN_START:  # both: respond, or trim_window for a session end
+        builder.add_conditional_edges(node, routing.route_turn)
     builder.add_conditional_edges("respond", routing.route_after_respond)
     builder.add_edge("tools", "respond")
     builder.add_conditional_edges("trim_window", routing.route_after_trim)

@@ -1,4 +1,4 @@
-"""Routing functions: sync, returning the name of the next node."""
+"""Routing functions: sync, returning the name of the next node (or nodes, side by side)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ from langgraph.graph import END
 from langgraph.runtime import Runtime, get_runtime
 
 from graph.context import Context
-from graph.state import State, draining
+from graph.state import State, draining, session_ends
 from memory_graph_agent.reflection import reflection_due
+
+TURN_START = ("load_profile", "recall")
+"""The nodes a turn starts with, side by side."""
 
 
 def route_after_respond(state: State) -> Literal["tools", "trim_window"]:
@@ -20,18 +23,24 @@ def route_after_respond(state: State) -> Literal["tools", "trim_window"]:
     return "tools" if isinstance(last, AIMessage) and last.tool_calls else "trim_window"
 
 
-def route_start(state: State) -> Literal["load_profile", "trim_window"]:
-    """A memory run (``context.memory_of`` set) starts at trim_window; any other run is a turn.
+def route_start(state: State) -> list[str]:
+    """A turn starts with ``load_profile`` and ``recall`` side by side (one step, so the
+    query embedding and the searches run while the profile is read); a memory run
+    (``context.memory_of`` set) starts at trim_window.
 
     ``update_state(..., as_node="__start__")`` routes without a runtime: as a turn.
     """
     context = getattr(get_runtime(), "context", None)
-    return "trim_window" if getattr(context, "memory_of", "") else "load_profile"
+    return ["trim_window"] if getattr(context, "memory_of", "") else list(TURN_START)
 
 
-def route_after_load_profile(state: State) -> Literal["recall", "trim_window"]:
-    """A session end skips recall and respond: it only archives the thread."""
-    return "trim_window" if state.get("end_session") else "recall"
+def route_turn(state: State) -> Literal["respond", "trim_window"]:
+    """After the turn's first step: answer, or (a session end) only archive the thread.
+
+    Both nodes of that step route by it; `session_ends` sees the same messages and flag
+    in either (``load_profile`` writes back the flag it computed by the same rule).
+    """
+    return "trim_window" if session_ends(state) else "respond"
 
 
 def route_after_trim(state: State, runtime: Runtime[Context]) -> Literal["summarize", "__end__"]:

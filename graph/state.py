@@ -5,15 +5,19 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from langchain_core.messages import AnyMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_config
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 from memory_graph_agent.metrics import merge_spent
+from memory_graph_agent.turns import ends_session
 from memory_graph_agent.records import (
     MemoryEvent,
     ProfileChange,
     RecalledItem,
     SummaryDraft,
+    TurnStart,
     add_events,
 )
 
@@ -70,6 +74,17 @@ class State(InputState, total=False):
     memory_events: Annotated[list[MemoryEvent], add_events]
     memory_decisions: Annotated[list[dict[str, Any]], add_events]
     memory_cost: Annotated[dict[str, dict[str, int]], merge_spent]
+
+
+def turn_start(events: list[MemoryEvent], config: RunnableConfig | None = None) -> TurnStart:
+    """The ``memory_events`` write of a node that starts a turn (see `add_events`)."""
+    meta = (config or get_config()).get("metadata", {})
+    return TurnStart(turn=int(meta.get("langgraph_step", 0)), events=events)
+
+
+def session_ends(state: State) -> bool:
+    """Whether this run archives the thread instead of answering (`turns.ends_session`)."""
+    return ends_session(state.get("messages") or [], bool(state.get("end_session")))
 
 
 def draining(state: State) -> bool:

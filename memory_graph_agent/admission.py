@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage
 
 from memory_graph_agent.offline_admission import (
     OwnerUnknownError,
@@ -28,6 +28,7 @@ from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.threads import Admission
 from memory_graph_agent.storage.window import StoredMessage
+from memory_graph_agent.turns import ends_session
 from memory_graph_agent.validation import (
     ThreadOwnershipError,
     check_id,
@@ -66,6 +67,8 @@ async def start_turn(
     check_id(thread_id, "thread_id")
     max_chars, max_messages = limits_of(settings)
     messages = list(messages)
+    # the rule `graph.routing` routes this node and recall by (they run side by side)
+    end_session = ends_session(messages, end_session)
     redis_up = True
     try:
         await record_rejections(services, thread_id)
@@ -103,9 +106,6 @@ async def start_turn(
     new = [m for m in messages if m.id in unseen]
     # a stored id with other content (re-sent with its id: add_messages replaced it) is input
     edited = [m for m in messages if m.id not in unseen and _edited(m, admission)]
-    # A session end archives; a turn that brings a new user message is answered,
-    # whatever ``end_session`` an earlier, failed run left in the checkpoint.
-    end_session = end_session and not any(isinstance(m, HumanMessage) for m in new)
     validate_turn(
         messages,
         edited + new,

@@ -28,11 +28,27 @@ def event(node: str, kind: str, text: str) -> MemoryEvent:
     return MemoryEvent(node=node, kind=kind, text=text)
 
 
-add_events = operator.add
-"""Reducer of ``memory_events`` and ``memory_decisions``: each node appends its own.
+class TurnStart(TypedDict):
+    """A write that starts a turn's ``memory_events``: the events, and the step of the turn."""
 
-The first node of a turn resets them with ``langgraph.types.Overwrite``.
-"""
+    turn: int
+    events: list[MemoryEvent]
+
+
+def add_events(left: list, right: list | TurnStart) -> list:
+    """Reducer of ``memory_events`` and ``memory_decisions``: each node appends its own.
+
+    A turn starts with two nodes side by side (``load_profile`` and ``recall``), each
+    writing a `TurnStart` for its step. The first of the two applied drops the last turn's
+    events; the second keeps the first's (their events carry ``turn``, the step), so the
+    result is the same in whichever order LangGraph applies them. A memory run starts
+    the list with ``langgraph.types.Overwrite``.
+    """
+    if isinstance(right, dict):
+        step = right["turn"]
+        kept = [e for e in left if e.get("turn") == step]
+        return kept + [{**e, "turn": step} for e in right["events"]]
+    return operator.add(left, right)
 
 
 class SummaryDraft(TypedDict):

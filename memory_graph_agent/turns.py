@@ -50,3 +50,14 @@ def turn_boundary_cut(messages: Sequence[Any], window_size: int) -> int:
         ):
             return c
     return 0
+
+
+def ends_session(messages: Sequence[Any], end_session: bool) -> bool:
+    """Whether a run with ``end_session`` set archives the thread rather than answering.
+
+    A session end that comes with (or finds) a human message still to answer is an
+    ordinary turn, whatever ``end_session`` an earlier, failed run left in the checkpoint.
+    `graph.routing` routes ``load_profile`` and ``recall`` (which run side by side) by this
+    same rule, so the two always agree.
+    """
+    return end_session and not (messages and role(messages[-1]) == "human")

@@ -1,6 +1,8 @@
 """load_profile: validate the turn's input, then read the user's live profile and its changes.
 
-The first node of a turn, so it also starts the turn's ``memory_events`` and ``memory_decisions``.
+A turn starts with this node and ``recall`` side by side, so it starts the turn's
+``memory_events`` (as ``recall`` does: `graph.state.turn_start`), ``memory_decisions`` and
+``memory_cost``. Input it refuses fails the step, and with it ``recall``, which writes nothing.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
 from graph.context import Context, current_thread_id
-from graph.state import State
+from graph.state import State, turn_start
 from memory_graph_agent.admission import start_turn
 from memory_graph_agent.services import Services
 from memory_graph_agent.storage.outages import StoreUnavailable
@@ -28,7 +30,7 @@ async def load_profile(state: State, runtime: Runtime[Context], *, services: Ser
         "profile": turn.profile,
         "profile_changes": turn.changes,
         "end_session": turn.end_session,
-        "memory_events": Overwrite(turn.events),  # per turn: this node starts the list
+        "memory_events": turn_start(turn.events),  # per turn: with recall's
         "memory_decisions": Overwrite([]),
         "memory_cost": Overwrite({}),
     }

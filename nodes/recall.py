@@ -1,5 +1,9 @@
 """recall: put the user's relevant long-term memories in the prompt, per ``recall_mode``.
 
+Runs beside ``load_profile`` in the turn's first step (its embedding and searches overlap
+the profile's reads); it writes nothing but state, so a turn ``load_profile`` refuses
+leaves no trace of it. A session end searches nothing.
+
 The modes are `memory_graph_agent.retrieval.recall_memories`; ``tool`` mode falls back to
 ``auto`` for a model that cannot call tools. Items keep their score parts (seen in Studio).
 """
@@ -9,7 +13,7 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from graph.context import Context, current_thread_id
-from graph.state import State
+from graph.state import State, session_ends, turn_start
 from memory_graph_agent.models import load_chat_model, supports_tool_calling
 from memory_graph_agent.records import event
 from memory_graph_agent.rendering import latest_human_text
@@ -19,6 +23,8 @@ from memory_graph_agent.services import Services
 
 async def recall(state: State, runtime: Runtime[Context], *, services: Services) -> dict:
     """Fill ``recalled`` for this turn according to ``recall_mode``."""
+    if session_ends(state):  # archived, not answered
+        return {}
     ctx = runtime.context
     mode, events = ctx.recall_mode, []
     if mode == "tool" and not supports_tool_calling(load_chat_model(ctx.model)):
@@ -27,4 +33,4 @@ async def recall(state: State, runtime: Runtime[Context], *, services: Services)
         events.append(event("recall", "tool_fallback", text))
     query = latest_human_text(state["messages"])
     items, found = await recall_memories(services, ctx, mode, query, current_thread_id())
-    return {"recalled": items, "memory_events": events + found}
+    return {"recalled": items, "memory_events": turn_start(events + found)}

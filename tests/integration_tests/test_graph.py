@@ -5,6 +5,8 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 
+from langchain_core.messages import HumanMessage
+
 from tests.conftest import kinds, say
 from tests.fakes import ScriptedChatModel, block, default_handler, prompt_text
 
@@ -356,3 +358,41 @@ async def test_the_server_factory_opens_services_once_and_compiles_once(memory_e
     await close_server_services()
     assert await server_services() is not services  # closed, then opened afresh
     await close_server_services()
+
+
+async def test_a_turn_starts_with_load_profile_and_recall_in_one_step(agent, make_context):
+    """One step before the model, not two; each turn shows its own events only."""
+    ctx, thread = make_context(), _thread()
+    await say(agent, ctx, thread, IDENTITY)
+    config = {"configurable": {"thread_id": thread}}
+    steps: dict[str, int] = {}
+    async for chunk in agent.astream(
+        {"messages": [HumanMessage("Where do I live?")]}, config, context=ctx, stream_mode="debug"
+    ):
+        if chunk["type"] == "task":
+            steps.setdefault(chunk["payload"]["name"], chunk["step"])
+    assert steps["load_profile"] == steps["recall"] < steps["respond"]
+    events = kinds((await agent.aget_state(config)).values)
+    assert events.count(("load_profile", "loaded")) == 1
+    assert events.count(("recall", "auto")) == 1
+
+
+async def test_a_session_end_does_not_search(agent, make_context, services):
+    ctx, thread = make_context(), _thread()
+    await say(agent, ctx, thread, IDENTITY)
+    calls: list[str] = []
+    search = services.memories.search
+
+    async def counted(*args, **kwargs):
+        calls.append("search")
+        return await search(*args, **kwargs)
+
+    object.__setattr__(services.memories, "search", counted)
+    try:
+        out = await agent.ainvoke(
+            {"end_session": True}, {"configurable": {"thread_id": thread}}, context=ctx
+        )
+    finally:
+        object.__delattr__(services.memories, "search")
+    assert calls == []
+    assert not [k for k in kinds(out) if k[0] in ("recall", "respond")]
