@@ -21,7 +21,7 @@ from other processes hits all alike:
 - our ``MemoryStore.search`` (pre-embedded, and after ``aembed_query``);
 - our whole read path: a turn of the compiled graph (`graph.builder.build_builder`,
   nodes timed) from ``ainvoke`` to the start of ``respond``, i.e. graph start,
-  load_profile, recall (query embedding, hybrid search, touch) and the graph's own
+  load_profile beside recall (query embedding, hybrid search) and the graph's own
   overhead, before the model is called. Memory runs are scheduled to a no-op, so turns
   leave the stored memories as seeded.
 
@@ -123,7 +123,7 @@ async def _read_path(graph: Any, ctx: Context, thread: str, text: str) -> dict[s
         "search": rec.total("search"),
         "touch": rec.total("touch"),
         "read_path_excl_embedding": read - rec.total("embed_query"),
-        "graph_overhead": read - nodes.get("load_profile", 0.0) - nodes.get("recall", 0.0),
+        "graph_overhead": read - max(nodes.get("load_profile", 0.0), nodes.get("recall", 0.0)),
     }
 
 

@@ -54,6 +54,15 @@ CURRENT_NODE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 )
 
 
+def on_path(nodes: dict[str, float]) -> float:
+    """Seconds of node time on a turn's path: the nodes that start a turn side by side
+    (``load_profile`` and ``recall``, `graph.routing.TURN_START`) count by the longer."""
+    from graph.routing import TURN_START
+
+    start = [nodes[n] for n in TURN_START if n in nodes]
+    return sum(v for n, v in nodes.items() if n not in TURN_START) + max(start, default=0.0)
+
+
 def record_part(part: str, seconds: float) -> None:
     """Add one timed call to the running turn's record (no-op outside a turn)."""
     rec = CURRENT_TURN.get()
