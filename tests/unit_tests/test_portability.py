@@ -88,3 +88,36 @@ def test_every_native_binary_of_the_embedded_default_is_portable() -> None:
         f"AVX-512 outside run-time dispatched functions: "
         f"{ {role: v for role, v in report.items() if v} }"
     )
+
+
+@x86_64
+@needs_tools
+def test_onnx_runtime_keeps_avx512_in_its_run_time_chosen_kernels() -> None:
+    """The MiniLM runtime's library is stripped, so the per-name rule cannot apply.
+
+    What can be checked: every AVX-512 instruction sits in one region of the code (MLAS,
+    ONNX Runtime's kernel library, which picks its kernels after ``cpuid``/``xgetbv``),
+    a small part of ``.text``, and the library does probe the CPU. A compiler flag such
+    as ``-mavx512f`` would spread AVX-512 over the whole library instead.
+    """
+    ort = pytest.importorskip("onnxruntime")
+    (library,) = Path(ort.__file__).parent.joinpath("capi").glob("onnxruntime_pybind11_state*.so")
+    addresses, probes = [], 0
+    with subprocess.Popen(
+        ["objdump", "-d", "-w", str(library)], stdout=subprocess.PIPE, text=True, errors="replace"
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) < 3 or not parts[0].rstrip().endswith(":"):
+                continue
+            probes += parts[2].startswith(("cpuid", "xgetbv"))
+            if is_avx512(parts[1], parts[2]):
+                addresses.append(int(parts[0].strip().rstrip(":"), 16))
+    headers = subprocess.run(
+        ["objdump", "-h", str(library)], capture_output=True, text=True, check=True
+    ).stdout
+    (text_size,) = [int(line.split()[2], 16) for line in headers.splitlines() if " .text " in line]
+    assert addresses, "no AVX-512 at all: the checker did not see the kernels"
+    assert probes > 0, "the library never asks the CPU what it supports"
+    assert max(addresses) - min(addresses) < 0.2 * text_size

@@ -1,0 +1,137 @@
+"""MiniLM on ONNX Runtime against torch: the same neighbours on LoCoMo, and the time a query takes.
+
+    python -m bench.embedding [--queries 300] [--out bench/out]
+
+Every turn and question of the LoCoMo dev set is embedded by both local runtimes
+(`memory_graph_agent.models.local_embeddings`: ``torch`` is sentence-transformers, the
+peers' runtime; ``onnx`` is the default). Per question, the top 20 turns of its own
+conversation by cosine are compared: identical lists, and the overlap of the sets. Then
+``--queries`` questions are embedded one at a time by each runtime, interleaved (after a
+warm-up), as a turn's recall does: p50/p95 per runtime, and each runtime's batch rate
+over the turns. Writes ``embedding.json`` and ``embedding.png``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.env import cpu_model
+from bench.locomo import DEFAULT_DATA
+from bench.locomo_data import load_locomo
+from bench.stats import bench_parser, fmt, ms_stats, pyplot, quiet_logs, write_outputs
+from memory_graph_agent.models import local_embeddings
+
+RUNTIMES = ("torch", "onnx")
+TOP = 20
+
+
+def neighbours(path: Path) -> dict[str, Any]:
+    """Top-20 turns per question under both runtimes: how often the lists are identical."""
+    conversations, _ = load_locomo(path)
+    runtimes = {name: local_embeddings(name) for name in RUNTIMES}
+    identical = overlap = total = 0
+    worst = 1.0
+    rates: dict[str, list[float]] = {name: [] for name in RUNTIMES}
+    for conv in conversations:
+        texts = [f"{t.speaker}: {t.text}" for t in conv.turns]
+        questions = [q.text for q in conv.questions]
+        vectors = {}
+        for name, model in runtimes.items():
+            started = time.perf_counter()
+            turns = np.array(model.embed_documents(texts))
+            rates[name].append(len(texts) / (time.perf_counter() - started))
+            vectors[name] = (turns, np.array(model.embed_documents(questions)))
+        (t_turns, t_questions), (o_turns, o_questions) = vectors["torch"], vectors["onnx"]
+        worst = min(worst, float((t_turns * o_turns).sum(axis=1).min()))
+        top_t = np.argsort(-(t_questions @ t_turns.T), axis=1)[:, :TOP]
+        top_o = np.argsort(-(o_questions @ o_turns.T), axis=1)[:, :TOP]
+        for a, b in zip(top_t, top_o, strict=True):
+            identical += bool((a == b).all())
+            overlap += len(set(a) & set(b))
+            total += 1
+    return {
+        "questions": total,
+        "identical_top20_lists": identical,
+        "mean_top20_overlap": round(overlap / (total * TOP), 6),
+        "min_cosine_torch_vs_onnx_over_turns": round(worst, 8),
+        "batch_texts_per_s": {n: round(float(np.mean(r)), 1) for n, r in rates.items()},
+    }
+
+
+def query_latency(path: Path, queries: int) -> dict[str, Any]:
+    """One question at a time, interleaved between the runtimes (after 10 warm-up queries)."""
+    conversations, _ = load_locomo(path)
+    texts = [q.text for c in conversations for q in c.questions][: queries + 10]
+    runtimes = {name: local_embeddings(name) for name in RUNTIMES}
+    seconds: dict[str, list[float]] = {name: [] for name in RUNTIMES}
+    for i, text in enumerate(texts):
+        order = RUNTIMES if i % 2 else RUNTIMES[::-1]
+        for name in order:
+            started = time.perf_counter()
+            runtimes[name].embed_query(text)
+            if i >= 10:
+                seconds[name].append(time.perf_counter() - started)
+    return {name: ms_stats(s) for name, s in seconds.items()}
+
+
+def plot(data: dict[str, Any], path: Path) -> None:
+    """Query latency per runtime (p50 and p95 bars)."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    lat = data["query_ms"]
+    x = np.arange(len(RUNTIMES))
+    ax.bar(x - 0.2, [lat[n]["p50"] for n in RUNTIMES], 0.4, label="p50")
+    ax.bar(x + 0.2, [lat[n]["p95"] for n in RUNTIMES], 0.4, label="p95")
+    ax.set_xticks(x, ["torch (sentence-transformers)", "ONNX Runtime"])
+    ax.set_ylabel("one query, ms")
+    same = data["neighbours"]
+    ax.set_title(
+        f"MiniLM query embedding; top-20 lists identical for "
+        f"{same['identical_top20_lists']}/{same['questions']} LoCoMo questions",
+        fontsize=8,
+    )
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse flags and run."""
+    p = bench_parser("python -m bench.embedding", __doc__)
+    p.add_argument("--queries", type=int, default=300, help="questions timed per runtime")
+    p.add_argument("--locomo", type=Path, default=Path(DEFAULT_DATA))
+    p.add_argument("--out", type=Path, default=Path("bench/out"))
+    a = p.parse_args(argv)
+    quiet_logs()
+    data = {
+        "benchmark": "embedding",
+        "machine": {
+            "cpu_model": cpu_model(),
+            "cores": os.cpu_count(),
+            "loadavg_at_start": list(os.getloadavg()),
+        },
+        "config": {
+            "queries": a.queries,
+            "onnx_threads": int(os.environ.get("EMBEDDING_THREADS", "1")),
+            "torch_threads": __import__("torch").get_num_threads(),
+        },
+        "neighbours": neighbours(a.locomo),
+        "query_ms": query_latency(a.locomo, a.queries),
+    }
+    data["machine"]["loadavg_at_end"] = list(os.getloadavg())
+    write_outputs(a.out, "embedding", data, plot)
+    lat = data["query_ms"]
+    print(f"neighbours: {data['neighbours']}")
+    for name in RUNTIMES:
+        print(f"{name}: one query {fmt(lat[name]['p50'])} / {fmt(lat[name]['p95'])} ms p50/p95")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
