@@ -7,7 +7,6 @@ often shares no word with the question but sits next to a hit or under a summary
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from memory_graph_agent.ranking import RRF_K, shown_verbatim
@@ -120,8 +119,5 @@ async def linked_turns(
     around = best_turns(fused) if ctx.neighbour_weight > 0 else []
     if not members and not around:
         return fused
-    turns, neighbours = await asyncio.gather(
-        services.episodes.turns(ctx.user_id, members),
-        services.episodes.neighbours(ctx.user_id, around),
-    )
+    turns, neighbours = await services.episodes.linked(ctx.user_id, members, around)
     return link_turns(fused, memories, turns, neighbours, ctx)

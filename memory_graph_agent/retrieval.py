@@ -29,6 +29,7 @@ from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.episodes import EpisodeHit
 from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.outages import StoreUnavailable
+from memory_graph_agent.storage.recall_search import recall_search
 
 MIN_EPISODE_DEPTH = 20
 TOKENS_PER_HOT_CANDIDATE = 20
@@ -192,6 +193,7 @@ async def retrieve(
     *,
     budget: int | None = None,
     touch: bool = True,
+    vector: list[float] | None = None,
 ) -> Retrieval:
     """Search every long-term tier for ``query``, score, and fill the token budget.
 
@@ -205,6 +207,8 @@ async def retrieve(
         budget: Token budget of the kept items; defaults to ``ctx.memory_token_budget``.
         touch: Record the access of the kept summaries/reflections (recency signal);
             ``False`` for read-only views such as ``memory show --query``.
+        vector: ``query``'s embedding, when the caller already has it (e.g. computed
+            while it read other stores); embedded here otherwise.
 
     Returns:
         The kept items in prompt order with their score parts.
@@ -216,16 +220,24 @@ async def retrieve(
     if budget == 0:  # nothing could be shown: skip the embedding and the searches
         return Retrieval()
     with metrics.observe_retrieval():
-        vector = await services.embeddings.aembed_query(query)
+        if vector is None:
+            vector = await services.embeddings.aembed_query(query)
         depth = episode_depth(ctx, budget)
-        memories, dense, keyword, window = await asyncio.gather(
-            services.memories.search(ctx.user_id, vector, ctx.recall_k),
-            services.episodes.dense_search(ctx.user_id, vector, depth),
-            services.episodes.keyword_search(ctx.user_id, query, depth),
+        found, window = await asyncio.gather(
+            recall_search(
+                services.memories,
+                services.episodes,
+                ctx.user_id,
+                vector,
+                query,
+                ctx.recall_k,
+                depth,
+            ),
             _window_ids(services, ctx.user_id, thread_id),
         )
+    memories = found.memories
     fused = await linked_turns(
-        services, ctx, fuse(memories, dense, keyword, ctx.min_similarity), memories
+        services, ctx, fuse(memories, found.dense, found.keyword, ctx.min_similarity), memories
     )
     candidates = _with_tokens(score(fused, ctx, datetime.now(UTC)))
     kept, used = fill_budget(candidates, budget, exclude=window)
