@@ -23,15 +23,16 @@ EPISODE_IMPORTANCE = 0.5
 
 def episode_item(hit: EpisodeHit) -> dict[str, Any]:
     """A recalled raw turn (``Speaker: text``), shown under its day's date line."""
+    said = hit.ts.isoformat()
     return {
         "id": f"{hit.thread_id}:{hit.message_id}",
         "kind": "episode",
         "text": hit.content,
         "thread_id": hit.thread_id,
-        "created_at": hit.ts.isoformat(),
+        "created_at": said,
         "importance": EPISODE_IMPORTANCE,
         "source_ids": [hit.message_id],
-        "seen_at": hit.ts.isoformat(),
+        "seen_at": said,
     }
 
 

@@ -91,16 +91,18 @@ def fuse(
     items: dict[str, dict[str, Any]] = {}
     for memory in memories:
         items[memory.id] = memory_item(memory)
-    for hit in dense:
-        item = items.setdefault(f"{hit.thread_id}:{hit.message_id}", episode_item(hit))
+    dense_keys = [f"{h.thread_id}:{h.message_id}" for h in dense]
+    keyword_keys = [f"{h.thread_id}:{h.message_id}" for h in keyword]
+    for key, hit in zip(dense_keys, dense, strict=True):
+        item = items.get(key) or items.setdefault(key, episode_item(hit))
         item["similarity"] = round(hit.similarity or 0.0, 4)
-    for hit in keyword:
-        item = items.setdefault(f"{hit.thread_id}:{hit.message_id}", episode_item(hit))
+    for key, hit in zip(keyword_keys, keyword, strict=True):
+        item = items.get(key) or items.setdefault(key, episode_item(hit))
         item["keyword_score"] = round(hit.keyword_score or 0.0, 4)
     rankings = {
         "memory": [m.id for m in memories],
-        "episode_dense": [f"{h.thread_id}:{h.message_id}" for h in dense],
-        "episode_keyword": [f"{h.thread_id}:{h.message_id}" for h in keyword],
+        "episode_dense": dense_keys,
+        "episode_keyword": keyword_keys,
     }
     scores = {
         "memory": [round(m.similarity or 0.0, 6) for m in memories],
@@ -129,15 +131,17 @@ def score(items: list[dict[str, Any]], ctx: Settings, now: datetime) -> list[dic
     """
     best = max((item["rrf"] for item in items), default=0.0)
     weights = (ctx.weight_relevance, ctx.weight_recency, ctx.weight_importance)
+    half_life = ctx.recency_half_life_days
+    seen: dict[str | None, float] = {}  # turns of one sitting share their times
     for item in items:
-        item["relevance"] = round(item["rrf"] / best, 6) if best > 0 else 0.0
-        item["recency"] = round(
-            recency(_parse(item.get("seen_at")), now, ctx.recency_half_life_days), 6
-        )
-        item["importance"] = float(item.get("importance") or 0.0)
-        item["score"] = round(
-            memory_score(item["relevance"], item["recency"], item["importance"], weights), 6
-        )
+        relevance = item["relevance"] = round(item["rrf"] / best, 6) if best > 0 else 0.0
+        at = item.get("seen_at")
+        fresh = seen.get(at)
+        if fresh is None:
+            fresh = seen[at] = round(recency(_parse(at), now, half_life), 6)
+        item["recency"] = fresh
+        importance = item["importance"] = float(item.get("importance") or 0.0)
+        item["score"] = round(memory_score(relevance, fresh, importance, weights), 6)
     return sorted(items, key=lambda m: -m["score"])
 
 
