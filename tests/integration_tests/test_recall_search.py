@@ -10,7 +10,7 @@ import pytest
 from memory_graph_agent.retrieval import retrieve
 from memory_graph_agent.storage.memory_rows import Memory
 from memory_graph_agent.storage.recall_search import recall_search
-from memory_graph_agent.storage.window import StoredMessage
+from tests.builders import log_turns
 
 TOPICS = [
     "I keep bees on my balcony in Lisbon.",
@@ -32,27 +32,12 @@ QUESTIONS = [
 ]
 
 
-async def _seed(services, user: str, secret: str) -> list[str]:
+async def _seed(services, user: str, secret: str) -> None:
     """Two threads of turns (logged and indexed) and a summary of each, for ``user``."""
-    ids = []
     for t, texts in enumerate((TOPICS[:4] + [secret], TOPICS[4:] + [secret])):
-        thread = f"t{t}"
-        messages = [
-            StoredMessage(
-                id=f"m-{uuid.uuid4().hex[:8]}",
-                role="human" if i % 2 == 0 else "ai",
-                content=text,
-                ts=f"2024-03-0{t + 1}T10:{i:02d}:00+00:00",
-            )
-            for i, text in enumerate(texts)
-        ]
-        await services.episodes.append(user, thread, messages)
-        await services.episodes.index(user, thread, messages, services.embeddings)
-        summary = Memory(user, "summary", " ".join(texts), 0.5, [m.id for m in messages], thread)
-        await services.memories.add(summary)
-        ids += [m.id for m in messages]
+        ids = await log_turns(services, user, f"t{t}", *texts, day=f"2024-03-0{t + 1}")
+        await services.memories.add(Memory(user, "summary", " ".join(texts), 0.5, ids, f"t{t}"))
     await services.memories.add(Memory(user, "reflection", f"The user mentions {secret}", 0.9, []))
-    return ids
 
 
 @pytest.fixture(scope="module")
