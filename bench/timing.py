@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from memory_graph_agent import retrieval
+
 
 @dataclass
 class TurnRecord:
@@ -149,8 +151,10 @@ INSTRUMENTED = (
 def instrument(services: Any) -> Iterator[None]:
     """Time the embedding and pgvector calls of ``services`` (instance-level patches).
 
-    The query embedding of `recall` is ``embed_query``; the summary embedding inside
-    `consolidate`'s ``memory_add`` is ``embed_documents``. Restored on exit.
+    The query embedding of `recall` is ``embed_query``; its searches (one round trip,
+    `memory_graph_agent.storage.recall_search`) are ``search``, like `MemoryStore.search`
+    elsewhere; the summary embedding inside `consolidate`'s ``memory_add`` is
+    ``embed_documents``. Restored on exit.
     """
     patched = []
     for attr, method, part in INSTRUMENTED:
@@ -169,9 +173,14 @@ def instrument(services: Any) -> Iterator[None]:
             embeddings, "encode", _timed_sync_call(embeddings.encode, "embed_compute")
         )
         patched.append((embeddings, "encode"))
+    # recall's searches (memories, turns by vector and by keyword) are one round trip,
+    # `recall_search`, looked up in `retrieval` at each call: timed as ``search`` too
+    searches = retrieval.recall_search
+    retrieval.recall_search = _timed_call(searches, "search")
     try:
         yield
     finally:
+        retrieval.recall_search = searches
         for obj, method in patched:
             with contextlib.suppress(AttributeError):
                 object.__delattr__(obj, method)

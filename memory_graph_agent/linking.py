@@ -7,7 +7,6 @@ often shares no word with the question but sits next to a hit or under a summary
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from memory_graph_agent.ranking import RRF_K, shown_verbatim
@@ -24,15 +23,16 @@ EPISODE_IMPORTANCE = 0.5
 
 def episode_item(hit: EpisodeHit) -> dict[str, Any]:
     """A recalled raw turn (``Speaker: text``), shown under its day's date line."""
+    said = hit.ts.isoformat()
     return {
         "id": f"{hit.thread_id}:{hit.message_id}",
         "kind": "episode",
         "text": hit.content,
         "thread_id": hit.thread_id,
-        "created_at": hit.ts.isoformat(),
+        "created_at": said,
         "importance": EPISODE_IMPORTANCE,
         "source_ids": [hit.message_id],
-        "seen_at": hit.ts.isoformat(),
+        "seen_at": said,
     }
 
 
@@ -120,8 +120,5 @@ async def linked_turns(
     around = best_turns(fused) if ctx.neighbour_weight > 0 else []
     if not members and not around:
         return fused
-    turns, neighbours = await asyncio.gather(
-        services.episodes.turns(ctx.user_id, members),
-        services.episodes.neighbours(ctx.user_id, around),
-    )
+    turns, neighbours = await services.episodes.linked(ctx.user_id, members, around)
     return link_turns(fused, memories, turns, neighbours, ctx)

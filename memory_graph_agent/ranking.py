@@ -60,8 +60,10 @@ def rrf(
         rank = seen = 0
         previous: float | None = None
         for position, key in enumerate(keys):
-            item = fused.setdefault(key, Fused(key, 0.0))
-            if channel in item.ranks:  # duplicate within the channel
+            item = fused.get(key)
+            if item is None:
+                item = fused[key] = Fused(key, 0.0)
+            elif channel in item.ranks:  # duplicate within the channel
                 continue
             seen += 1
             score = None if channel_scores is None else channel_scores[position]
@@ -113,15 +115,19 @@ def fill_budget(
     """
     excluded = set(exclude)
     taken: list[Mapping[str, Any]] = []
+    # Only a memory (not a turn) can show a turn (`shown_verbatim`), so a turn is
+    # checked against the taken memories alone, and only a memory looks for taken turns.
+    memories: list[Mapping[str, Any]] = []
     groups: set[Any] = set()
     used = 0
     for item in items:
         sources = set(item.get("source_ids") or ())
         if sources and sources <= excluded:
             continue
-        if dedupe and any(shown_verbatim(item, t) for t in taken):
+        turn = item.get("kind") == "episode"
+        if dedupe and turn and any(shown_verbatim(item, t) for t in memories):
             continue
-        shown = [t for t in taken if shown_verbatim(t, item)] if dedupe else []
+        shown = [t for t in taken if shown_verbatim(t, item)] if dedupe and not turn else []
         freed = sum(int(t["tokens"]) for t in shown)
         group = item.get("group")
         cost = int(item["tokens"]) + (
@@ -132,6 +138,8 @@ def fill_budget(
         if shown:
             taken = [t for t in taken if not any(t is s for s in shown)]
         taken.append(item)
+        if not turn:
+            memories.append(item)
         groups.add(group)
         used += cost - freed
     return taken, used
@@ -162,8 +170,12 @@ def memory_score(
     Dividing by the weights' sum keeps the score in [0, 1] and leaves the order as a
     plain weighted sum would; with every weight 0 the score is the relevance.
     """
-    parts = [min(1.0, max(0.0, float(p))) for p in (relevance, recency_, importance)]
+    relevance = min(1.0, max(0.0, float(relevance)))
+    recency_ = min(1.0, max(0.0, float(recency_)))
+    importance = min(1.0, max(0.0, float(importance)))
     total = sum(weights)
     if total <= 0:
-        return parts[0]
-    return sum(w * p for w, p in zip(weights, parts, strict=True)) / total
+        return relevance
+    w_relevance, w_recency, w_importance = weights
+    # summed left to right from 0, as sum() would: the same float, bit for bit
+    return (0 + w_relevance * relevance + w_recency * recency_ + w_importance * importance) / total

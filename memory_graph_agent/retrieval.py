@@ -29,6 +29,7 @@ from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.episodes import EpisodeHit
 from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.outages import StoreUnavailable
+from memory_graph_agent.storage.recall_search import recall_search
 
 MIN_EPISODE_DEPTH = 20
 TOKENS_PER_HOT_CANDIDATE = 20
@@ -90,16 +91,18 @@ def fuse(
     items: dict[str, dict[str, Any]] = {}
     for memory in memories:
         items[memory.id] = memory_item(memory)
-    for hit in dense:
-        item = items.setdefault(f"{hit.thread_id}:{hit.message_id}", episode_item(hit))
+    dense_keys = [f"{h.thread_id}:{h.message_id}" for h in dense]
+    keyword_keys = [f"{h.thread_id}:{h.message_id}" for h in keyword]
+    for key, hit in zip(dense_keys, dense, strict=True):
+        item = items.get(key) or items.setdefault(key, episode_item(hit))
         item["similarity"] = round(hit.similarity or 0.0, 4)
-    for hit in keyword:
-        item = items.setdefault(f"{hit.thread_id}:{hit.message_id}", episode_item(hit))
+    for key, hit in zip(keyword_keys, keyword, strict=True):
+        item = items.get(key) or items.setdefault(key, episode_item(hit))
         item["keyword_score"] = round(hit.keyword_score or 0.0, 4)
     rankings = {
         "memory": [m.id for m in memories],
-        "episode_dense": [f"{h.thread_id}:{h.message_id}" for h in dense],
-        "episode_keyword": [f"{h.thread_id}:{h.message_id}" for h in keyword],
+        "episode_dense": dense_keys,
+        "episode_keyword": keyword_keys,
     }
     scores = {
         "memory": [round(m.similarity or 0.0, 6) for m in memories],
@@ -128,15 +131,17 @@ def score(items: list[dict[str, Any]], ctx: Settings, now: datetime) -> list[dic
     """
     best = max((item["rrf"] for item in items), default=0.0)
     weights = (ctx.weight_relevance, ctx.weight_recency, ctx.weight_importance)
+    half_life = ctx.recency_half_life_days
+    seen: dict[str | None, float] = {}  # turns of one sitting share their times
     for item in items:
-        item["relevance"] = round(item["rrf"] / best, 6) if best > 0 else 0.0
-        item["recency"] = round(
-            recency(_parse(item.get("seen_at")), now, ctx.recency_half_life_days), 6
-        )
-        item["importance"] = float(item.get("importance") or 0.0)
-        item["score"] = round(
-            memory_score(item["relevance"], item["recency"], item["importance"], weights), 6
-        )
+        relevance = item["relevance"] = round(item["rrf"] / best, 6) if best > 0 else 0.0
+        at = item.get("seen_at")
+        fresh = seen.get(at)
+        if fresh is None:
+            fresh = seen[at] = round(recency(_parse(at), now, half_life), 6)
+        item["recency"] = fresh
+        importance = item["importance"] = float(item.get("importance") or 0.0)
+        item["score"] = round(memory_score(relevance, fresh, importance, weights), 6)
     return sorted(items, key=lambda m: -m["score"])
 
 
@@ -192,6 +197,7 @@ async def retrieve(
     *,
     budget: int | None = None,
     touch: bool = True,
+    vector: list[float] | None = None,
 ) -> Retrieval:
     """Search every long-term tier for ``query``, score, and fill the token budget.
 
@@ -205,6 +211,8 @@ async def retrieve(
         budget: Token budget of the kept items; defaults to ``ctx.memory_token_budget``.
         touch: Record the access of the kept summaries/reflections (recency signal);
             ``False`` for read-only views such as ``memory show --query``.
+        vector: ``query``'s embedding, when the caller already has it (e.g. computed
+            while it read other stores); embedded here otherwise.
 
     Returns:
         The kept items in prompt order with their score parts.
@@ -216,16 +224,24 @@ async def retrieve(
     if budget == 0:  # nothing could be shown: skip the embedding and the searches
         return Retrieval()
     with metrics.observe_retrieval():
-        vector = await services.embeddings.aembed_query(query)
+        if vector is None:
+            vector = await services.embeddings.aembed_query(query)
         depth = episode_depth(ctx, budget)
-        memories, dense, keyword, window = await asyncio.gather(
-            services.memories.search(ctx.user_id, vector, ctx.recall_k),
-            services.episodes.dense_search(ctx.user_id, vector, depth),
-            services.episodes.keyword_search(ctx.user_id, query, depth),
+        found, window = await asyncio.gather(
+            recall_search(
+                services.memories,
+                services.episodes,
+                ctx.user_id,
+                vector,
+                query,
+                ctx.recall_k,
+                depth,
+            ),
             _window_ids(services, ctx.user_id, thread_id),
         )
+    memories = found.memories
     fused = await linked_turns(
-        services, ctx, fuse(memories, dense, keyword, ctx.min_similarity), memories
+        services, ctx, fuse(memories, found.dense, found.keyword, ctx.min_similarity), memories
     )
     candidates = _with_tokens(score(fused, ctx, datetime.now(UTC)))
     kept, used = fill_budget(candidates, budget, exclude=window)

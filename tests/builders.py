@@ -95,3 +95,19 @@ def environment(values: dict[str, str]) -> Iterator[None]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+async def log_turns(services, user, thread, *texts, day="2024-03-01", hour=10) -> list[str]:
+    """Log and index ``texts`` as consecutive turns of ``thread``; return their ids."""
+    messages = [
+        StoredMessage(
+            id=f"m-{uuid.uuid4().hex[:8]}",
+            role="human" if i % 2 == 0 else "ai",
+            content=text,
+            ts=f"{day}T{hour:02d}:{i:02d}:00+00:00",
+        )
+        for i, text in enumerate(texts)
+    ]
+    await services.episodes.append(user, thread, messages)
+    await services.episodes.index(user, thread, messages, services.embeddings)
+    return [m.id for m in messages]

@@ -16,7 +16,7 @@ from langchain_core.embeddings import Embeddings
 from memory_graph_agent.ids import validate_id
 from memory_graph_agent.storage.memory_rows import _vector_literal
 from memory_graph_agent.storage.outages import guarded
-from memory_graph_agent.storage.postgres import Database
+from memory_graph_agent.storage.postgres import Database, Statement
 from memory_graph_agent.storage.window import StoredMessage, parse_ts
 
 EMBED_WORDS = 150  # keeps the date and speaker within MiniLM's 256 word pieces
@@ -68,8 +68,58 @@ class EpisodeHit:
     keyword_score: float | None = None
 
 
+_KEYWORD_SQL = (
+    "WITH terms AS ("
+    "  SELECT DISTINCT lex, quote_literal(lex)::tsquery AS tq "
+    "  FROM unnest(tsvector_to_array(to_tsvector('english', :words))) AS lex), "
+    # corpus statistics from a bounded sample of the user's turns (all of them below
+    # STATS_SAMPLE, else the first in key order); the exact size only for larger logs.
+    # `tsv || ''` reads each (out-of-line) tsvector once, not once per use.
+    "sample AS MATERIALIZED ("
+    "  SELECT tsv || ''::tsvector AS tsv FROM \"{table}\" WHERE user_id = :user_id "
+    "  ORDER BY thread_id, message_id LIMIT :sample), "
+    "corpus AS MATERIALIZED ("
+    "  SELECT s.n, s.avglen, CASE WHEN s.n < :sample THEN s.n ELSE ("
+    '    SELECT count(*) FROM "{table}" WHERE user_id = :user_id) END AS total '
+    "  FROM (SELECT count(*) AS n, COALESCE(avg(length(tsv)), 1) AS avglen "
+    "        FROM sample) s), "
+    "counts AS MATERIALIZED ("
+    "  SELECT t.lex, t.tq, (SELECT count(*) FROM sample s WHERE s.tsv @@ t.tq) AS df "
+    "  FROM terms t), "
+    "weights AS MATERIALIZED ("
+    "  SELECT w.lex, w.tq, w.df, ln(1 + (c.n - w.df + 0.5) / (w.df + 0.5)) AS idf, "
+    "  sum(w.df) OVER (ORDER BY w.df, w.lex) * c.total / GREATEST(c.n, 1) AS reach "
+    "  FROM counts w CROSS JOIN corpus c), "
+    # candidates: turns with one of the rarest words, as long as they are expected to
+    # number at most :cap (the rarest word always counts)
+    "selective AS ("
+    "  SELECT string_agg(quote_literal(lex), ' | ')::tsquery AS q FROM weights "
+    "  WHERE reach <= :cap OR df = (SELECT min(df) FROM weights)), "
+    "hits AS MATERIALIZED ("
+    "  SELECT e.thread_id, e.message_id, e.content, e.ts, e.tsv || ''::tsvector AS tsv "
+    '  FROM "{table}" e WHERE e.user_id = :user_id AND e.tsv @@ (SELECT q FROM selective)) '
+    "SELECT h.thread_id, h.message_id, h.content, h.ts, "
+    "  (SELECT sum(w.idf) FROM weights w WHERE h.tsv @@ w.tq) * (:k1 + 1) "
+    "  / (1 + :k1 * (1 - :b + :b * length(h.tsv) / c.avglen)) AS score "
+    "FROM hits h CROSS JOIN corpus c "
+    "ORDER BY score DESC, h.ts DESC, h.message_id, h.thread_id LIMIT :k"
+)
+"""BM25-like keyword search of `EpisodeIndex.keyword_search` (``{table}``: the vector table)."""
+
+
 NEIGHBOUR_HOURS = 12
 """Turns further apart than this are not neighbours (another sitting of the thread)."""
+
+
+def dense_hits(rows: list[dict[str, Any]]) -> list[EpisodeHit]:
+    """The hits of `EpisodeIndex.dense_statements`' rows, nearest first."""
+    # relaxed_order may return them slightly out of order
+    return sorted(map(_hit, rows), key=lambda h: -(h.similarity or 0.0))
+
+
+def keyword_hits(rows: list[dict[str, Any]]) -> list[EpisodeHit]:
+    """The hits of `EpisodeIndex.keyword_statement`'s rows, best first."""
+    return list(map(_hit, rows))
 
 
 def _hit(row: dict[str, Any]) -> EpisodeHit:
@@ -167,9 +217,13 @@ class EpisodeIndex:
 
     async def dense_search(self, user_id: str, vector: list[float], k: int) -> list[EpisodeHit]:
         """The user's ``k`` indexed turns nearest to ``vector`` (cosine), nearest first."""
+        return dense_hits(await self.db.run(*self.dense_statements(user_id, vector, k)))
+
+    def dense_statements(self, user_id: str, vector: list[float], k: int) -> list[Statement]:
+        """The HNSW options and the kNN query of `dense_search` (rows for `dense_hits`)."""
         options = [f"SET LOCAL hnsw.ef_search = {min(1000, max(100, int(k)))}"]
         options += [f"SET LOCAL {p}" for p in self.query_options]
-        rows = await self.db.run(
+        return [
             *options,
             (
                 "SELECT thread_id, message_id, content, ts, "
@@ -178,9 +232,7 @@ class EpisodeIndex:
                 "ORDER BY embedding <=> CAST(:q AS vector) LIMIT :k",
                 {"user_id": validate_id(user_id, "user_id"), "q": _vector_literal(vector), "k": k},
             ),
-        )
-        # relaxed_order may return them slightly out of order
-        return sorted((_hit(r) for r in rows), key=lambda h: -(h.similarity or 0.0))
+        ]
 
     async def keyword_search(self, user_id: str, text: str, k: int) -> list[EpisodeHit]:
         """The user's ``k`` best indexed turns for any word of ``text``, best first.
@@ -188,41 +240,16 @@ class EpisodeIndex:
         BM25-like, so a rare word ("XJ-9000") outweighs a common speaker name; sampled
         statistics and candidates chosen by the rarest words keep long logs cheap.
         """
-        table = self._table()
+        statement = self.keyword_statement(user_id, text, k)
+        return [] if statement is None else keyword_hits(await self.db.run(statement))
+
+    def keyword_statement(self, user_id: str, text: str, k: int) -> Statement | None:
+        """The query of `keyword_search` (``None`` for a text without words)."""
         terms = keyword_terms(text)
         if not terms:
-            return []
-        rows = await self.db.query(
-            "WITH terms AS ("
-            "  SELECT DISTINCT lex, quote_literal(lex)::tsquery AS tq "
-            "  FROM unnest(tsvector_to_array(to_tsvector('english', :words))) AS lex), "
-            # corpus statistics from a bounded sample of the user's turns (all of
-            # them below STATS_SAMPLE); the exact size only for larger logs
-            "sample AS MATERIALIZED ("
-            f'  SELECT tsv FROM "{table}" WHERE user_id = :user_id LIMIT :sample), '
-            "corpus AS MATERIALIZED ("
-            "  SELECT s.n, s.avglen, CASE WHEN s.n < :sample THEN s.n ELSE ("
-            f'    SELECT count(*) FROM "{table}" WHERE user_id = :user_id) END AS total '
-            "  FROM (SELECT count(*) AS n, COALESCE(avg(length(tsv)), 1) AS avglen "
-            "        FROM sample) s), "
-            "counts AS MATERIALIZED ("
-            "  SELECT t.lex, t.tq, (SELECT count(*) FROM sample s WHERE s.tsv @@ t.tq) AS df "
-            "  FROM terms t), "
-            "weights AS MATERIALIZED ("
-            "  SELECT w.lex, w.tq, w.df, ln(1 + (c.n - w.df + 0.5) / (w.df + 0.5)) AS idf, "
-            "  sum(w.df) OVER (ORDER BY w.df, w.lex) * c.total / GREATEST(c.n, 1) AS reach "
-            "  FROM counts w CROSS JOIN corpus c), "
-            # candidates: turns with one of the rarest words, as long as they are
-            # expected to number at most :cap (the rarest word always counts)
-            "selective AS ("
-            "  SELECT string_agg(quote_literal(lex), ' | ')::tsquery AS q FROM weights "
-            "  WHERE reach <= :cap OR df = (SELECT min(df) FROM weights)) "
-            "SELECT e.thread_id, e.message_id, e.content, e.ts, "
-            "  (SELECT sum(w.idf) FROM weights w WHERE e.tsv @@ w.tq) * (:k1 + 1) "
-            "  / (1 + :k1 * (1 - :b + :b * length(e.tsv) / c.avglen)) AS score "
-            f'FROM "{table}" e CROSS JOIN corpus c '
-            "WHERE e.user_id = :user_id AND e.tsv @@ (SELECT q FROM selective) "
-            "ORDER BY score DESC, e.ts DESC, e.message_id LIMIT :k",
+            return None
+        return (
+            _KEYWORD_SQL.format(table=self._table()),
             {
                 "user_id": validate_id(user_id, "user_id"),
                 "words": " ".join(terms),
@@ -233,21 +260,12 @@ class EpisodeIndex:
                 "k": k,
             },
         )
-        return [_hit(r) for r in rows]
 
     async def turns(self, user_id: str, keys: list[tuple[str, str]]) -> list[EpisodeHit]:
         """The indexed turns of ``(thread_id, message_id)`` keys (e.g. a summary's sources)."""
         if not keys:
             return []
-        rows = await self.db.query(
-            "SELECT v.thread_id, v.message_id, v.content, v.ts "
-            f'FROM "{self._table()}" v JOIN unnest(CAST(:threads AS text[]), '
-            "CAST(:ids AS text[])) AS k(thread_id, message_id) "
-            "ON v.thread_id = k.thread_id AND v.message_id = k.message_id "
-            "WHERE v.user_id = :user_id",
-            _keys(user_id, keys),
-        )
-        return [_hit(r) for r in rows]
+        return [_hit(r) for r in await self.db.run(self._turns_statement(user_id, keys))]
 
     async def neighbours(
         self, user_id: str, keys: list[tuple[str, str]]
@@ -259,11 +277,33 @@ class EpisodeIndex:
         """
         if not keys:
             return []
-        rows = await self.db.query(
+        return _pairs(await self.db.run(self._neighbours_statement(user_id, keys)))
+
+    async def linked(
+        self, user_id: str, members: list[tuple[str, str]], around: list[tuple[str, str]]
+    ) -> tuple[list[EpisodeHit], list[tuple[tuple[str, str], EpisodeHit]]]:
+        """`turns` of ``members`` and `neighbours` of ``around``, in one round trip."""
+        turns, pairs = await self.db.pipeline(
+            self._turns_statement(user_id, members), self._neighbours_statement(user_id, around)
+        )
+        return [_hit(r) for r in turns], _pairs(pairs)
+
+    def _turns_statement(self, user_id: str, keys: list[tuple[str, str]]) -> Statement:
+        return (
+            "SELECT v.thread_id, v.message_id, v.content, v.ts "
+            f'FROM "{self._table()}" v JOIN unnest(CAST(:threads AS text[]), '
+            "CAST(:ids AS text[])) WITH ORDINALITY AS k(thread_id, message_id, ord) "
+            "ON v.thread_id = k.thread_id AND v.message_id = k.message_id "
+            "WHERE v.user_id = :user_id ORDER BY k.ord",
+            _keys(user_id, keys),
+        )
+
+    def _neighbours_statement(self, user_id: str, keys: list[tuple[str, str]]) -> Statement:
+        return (
             "SELECT h.thread_id AS of_thread, h.message_id AS of_message, "
             "v.thread_id, v.message_id, v.content, v.ts "
             "FROM unnest(CAST(:threads AS text[]), CAST(:ids AS text[])) "
-            "AS k(thread_id, message_id) "
+            "WITH ORDINALITY AS k(thread_id, message_id, ord) "
             "JOIN episodes h ON h.user_id = :user_id AND h.thread_id = k.thread_id "
             "AND h.message_id = k.message_id "
             "CROSS JOIN LATERAL ("
@@ -273,12 +313,19 @@ class EpisodeIndex:
             "  (SELECT n.message_id FROM episodes n WHERE n.user_id = :user_id "
             "   AND n.thread_id = h.thread_id AND n.seq > h.seq ORDER BY n.seq LIMIT 1)"
             ") AS n "
-            f'JOIN "{self._table()}" v ON v.user_id = :user_id '
-            "AND v.thread_id = h.thread_id AND v.message_id = n.message_id "
-            "WHERE abs(extract(epoch FROM v.ts - h.ts)) <= :seconds",
+            # LIMIT 1 keeps this a lookup by primary key (a join would read the whole thread)
+            "CROSS JOIN LATERAL ("
+            f'  SELECT v.thread_id, v.message_id, v.content, v.ts FROM "{self._table()}" v '
+            "  WHERE v.user_id = :user_id AND v.thread_id = h.thread_id "
+            "  AND v.message_id = n.message_id LIMIT 1) AS v "
+            "WHERE abs(extract(epoch FROM v.ts - h.ts)) <= :seconds "
+            "ORDER BY k.ord, v.message_id",
             {**_keys(user_id, keys), "seconds": NEIGHBOUR_HOURS * 3600},
         )
-        return [((r["of_thread"], r["of_message"]), _hit(r)) for r in rows]
+
+
+def _pairs(rows: list[dict[str, Any]]) -> list[tuple[tuple[str, str], EpisodeHit]]:
+    return [((r["of_thread"], r["of_message"]), _hit(r)) for r in rows]
 
 
 def _keys(user_id: str, keys: list[tuple[str, str]]) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from memory_graph_agent.storage.memory_rows import (
     memory_id,
 )
 from memory_graph_agent.storage.outages import guarded
-from memory_graph_agent.storage.postgres import Database
+from memory_graph_agent.storage.postgres import Database, Statement
 
 SCHEMA_VERSION = 1
 """Raise it with a change to the DDL of `MemoryStore.open`: `Database.migrate` runs it again."""
@@ -158,17 +158,28 @@ class MemoryStore(MemoryLifecycle):
         exclude_ids: list[str] | None = None,
     ) -> list[Memory]:
         """Consolidation candidates: like `search`, of one ``kind``, without ``exclude_ids``."""
+        rows = await self.db.run(*self.search_statements(user_id, vector, k, kind, exclude_ids))
+        return self.found(rows, min_similarity)
+
+    def search_statements(
+        self,
+        user_id: str,
+        vector: list[float],
+        k: int,
+        kind: Kind | None = None,
+        exclude_ids: list[str] | None = None,
+    ) -> list[Statement]:
+        """The HNSW options and the kNN query of `similar`, for `Database.run` or a pipeline."""
         # Own SQL, not the vector store's search: that one names its filter parameter
         # randomly, so Postgres would re-plan it on every call.
         validate_id(user_id, "user_id")
-        options = [f"SET LOCAL {p}" for p in self.query_options]
         where = f"user_id = :user_id AND {ACTIVE}"
         if kind:
             where += " AND kind = :kind"
         if exclude_ids:
             where += " AND NOT langchain_id = ANY(CAST(:exclude AS uuid[]))"
-        rows = await self.db.run(
-            *options,
+        return [
+            *(f"SET LOCAL {p}" for p in self.query_options),
             (
                 f"SELECT langchain_id, content, {', '.join(_META_NAMES)}, "
                 "embedding <=> CAST(:q AS vector) AS distance "
@@ -182,7 +193,11 @@ class MemoryStore(MemoryLifecycle):
                     "exclude": list(exclude_ids or []),
                 },
             ),
-        )
+        ]
+
+    @staticmethod
+    def found(rows: list[dict[str, Any]], min_similarity: float | None = None) -> list[Memory]:
+        """The memories of `search_statements`' rows, those under ``min_similarity`` left out."""
         scored = [(1.0 - float(row["distance"]), row) for row in rows]
         return [
             _from_metadata(str(row["langchain_id"]), row["content"], row, similarity)

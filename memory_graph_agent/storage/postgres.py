@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -18,10 +19,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from langchain_postgres import PGEngine
+from psycopg.rows import dict_row
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 Statement = str | tuple[str, dict[str, Any]]
+_NAMED = re.compile(r"(?<![:\w]):(\w+)")
 
 SCHEMA_TABLE = "memory_schema"
 _SCHEMA_DDL = (
@@ -110,6 +113,24 @@ class Database:
                 rows = [dict(r) for r in result.mappings()] if result.returns_rows else []
         return rows
 
+    async def pipeline(self, *statements: Statement) -> list[list[dict[str, Any]]]:
+        """Run read-only statements in one transaction and one round trip; rows of each.
+
+        psycopg's pipeline mode sends them all at once on one pooled connection (checked
+        like every other), so ``SET LOCAL`` options and several searches cost one network
+        wait instead of one per statement. The transaction is rolled back: nothing is
+        written. Parameters are named as for `run` (``:name``).
+        """
+        async with self.psycopg() as conn:
+            try:
+                async with conn.pipeline():
+                    cursors = [conn.cursor(row_factory=dict_row) for _ in statements]
+                    for cur, stmt in zip(cursors, statements, strict=True):
+                        await cur.execute(*_driver_statement(stmt))
+                return [[] if c.description is None else await c.fetchall() for c in cursors]
+            finally:
+                await conn.rollback()
+
     async def query(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """Run one statement in its own transaction; return its rows."""
         return await self.run((sql, params or {}))
@@ -160,3 +181,11 @@ class Database:
     async def aclose(self) -> None:
         """Close every pooled connection."""
         await self.engine.dispose()
+
+
+def _driver_statement(stmt: Statement) -> tuple[str, dict[str, Any] | None]:
+    """A `Statement` in psycopg's own parameter style (``%(name)s``), rows as dicts."""
+    sql, params = (stmt, None) if isinstance(stmt, str) else stmt
+    if not params:
+        return sql, None
+    return _NAMED.sub(r"%(\1)s", sql.replace("%", "%%")), params

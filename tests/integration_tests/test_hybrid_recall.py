@@ -10,7 +10,6 @@ import uuid
 from sqlalchemy.exc import OperationalError
 
 from memory_graph_agent.rendering import render_memory, text_tokens
-from memory_graph_agent.storage.outages import guard
 from memory_graph_agent.storage.window import StoredMessage
 from tests.conftest import kinds, say
 from tests.fakes import ScriptedChatModel, block, default_handler, prompt_text
@@ -218,7 +217,7 @@ async def test_postgres_down_recall_returns_nothing_and_says_so(
     async def down(*args, **kwargs):
         raise OperationalError("SELECT", {}, ConnectionRefusedError("postgres is down"))
 
-    monkeypatch.setattr(services.episodes, "keyword_search", guard("postgres", down))
+    monkeypatch.setattr(services.db, "pipeline", down)
     state = await say(agent, ctx, thread, "Where do I keep bees?")
     assert state["recalled"] == []
     assert ("recall", "unavailable") in kinds(state)

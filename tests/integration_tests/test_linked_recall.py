@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from memory_graph_agent.retrieval import retrieve
 from memory_graph_agent.storage.memory_rows import Memory
-from memory_graph_agent.storage.window import StoredMessage
+from tests.builders import log_turns as log
 
 DOG = "I adopted a dog from the shelter last week."
 NAME = "Biscuit, because of the colour of his fur."  # shares no word with the question
@@ -20,22 +20,6 @@ FILLER = [
     "We painted the kitchen a pale shade of green.",
     "The train to Porto takes about three hours.",
 ]
-
-
-async def log(services, user, thread, *texts, day="2024-03-01", hour=10):
-    """Log and index ``texts`` as consecutive turns of ``thread``; return their ids."""
-    messages = [
-        StoredMessage(
-            id=f"m-{uuid.uuid4().hex[:8]}",
-            role="human" if i % 2 == 0 else "ai",
-            content=text,
-            ts=f"{day}T{hour:02d}:{i:02d}:00+00:00",
-        )
-        for i, text in enumerate(texts)
-    ]
-    await services.episodes.append(user, thread, messages)
-    await services.episodes.index(user, thread, messages, services.embeddings)
-    return [m.id for m in messages]
 
 
 def sources(found) -> set[str]:

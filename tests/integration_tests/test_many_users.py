@@ -14,6 +14,7 @@ import uuid
 
 import pytest
 
+from memory_graph_agent.storage.recall_search import recall_search
 from tests.conftest import say
 
 USERS = 1000
@@ -126,3 +127,19 @@ async def test_recall_through_the_graph_gets_k_items_among_a_thousand_users(
     assert all(m["thread_id"] == "crowd" for m in recalled)
     own = {m.id for m in await services.memories.list(ctx.user_id)}
     assert {m["id"] for m in summaries} == own
+
+
+async def test_recalls_one_round_trip_gets_exactly_k_of_the_users_own(crowd, services):
+    """`recall_search` (what `retrieve` sends) finds what each store's search finds: k each."""
+    users, direction = crowd
+    for user in users[:: USERS // SAMPLE]:
+        found = await recall_search(
+            services.memories, services.episodes, user, direction, "crowd turn", K, K
+        )
+        assert len(found.memories) == K and {m.user_id for m in found.memories} == {user}
+        assert found.memories == await services.memories.search(user, direction, K)
+        assert found.dense == await services.episodes.dense_search(user, direction, K)
+        assert found.keyword == await services.episodes.keyword_search(user, "crowd turn", K)
+        assert len(found.dense) == len(found.keyword) == K
+        assert {t.message_id for t in found.dense} == {f"e{j}" for j in range(1, K + 1)}
+        assert {t.content for t in found.keyword} == {f"user: crowd turn {j}" for j in range(1, 6)}

@@ -1,0 +1,102 @@
+"""Recall's searches in one round trip (real Postgres): the same results as each store's own
+search, never another user's rows, and `retrieve` the same with a precomputed vector."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from memory_graph_agent.retrieval import retrieve
+from memory_graph_agent.storage.memory_rows import Memory
+from memory_graph_agent.storage.recall_search import recall_search
+from tests.builders import log_turns
+
+TOPICS = [
+    "I keep bees on my balcony in Lisbon.",
+    "My sister plays the cello in the city orchestra.",
+    "We painted the kitchen a pale shade of green last spring.",
+    "The train to Porto takes about three hours from here.",
+    "My budget for the new bike is about 500 euros.",
+    "The dog we adopted is called Biscuit.",
+    "I train for the half marathon on Sunday mornings.",
+    "Our neighbour grows tomatoes and basil on the roof.",
+]
+QUESTIONS = [
+    "Where do I keep bees?",
+    "What instrument does my sister play?",
+    "How much did I want to spend on a bike?",
+    "What is the dog called?",
+    "bees cello bike dog marathon tomatoes",
+    "?!",  # no words: the keyword channel has nothing to search
+]
+
+
+async def _seed(services, user: str, secret: str) -> None:
+    """Two threads of turns (logged and indexed) and a summary of each, for ``user``."""
+    for t, texts in enumerate((TOPICS[:4] + [secret], TOPICS[4:] + [secret])):
+        ids = await log_turns(services, user, f"t{t}", *texts, day=f"2024-03-0{t + 1}")
+        await services.memories.add(Memory(user, "summary", " ".join(texts), 0.5, ids, f"t{t}"))
+    await services.memories.add(Memory(user, "reflection", f"The user mentions {secret}", 0.9, []))
+
+
+@pytest.fixture(scope="module")
+async def users(services):
+    """Three users with the same conversations, each with a secret of their own."""
+    names = [f"rs-{uuid.uuid4().hex[:8]}-{n}" for n in range(3)]
+    for n, user in enumerate(names):
+        await _seed(services, user, f"My locker code is QX-{n}{n}{n}.")
+    return names
+
+
+@pytest.mark.parametrize("question", QUESTIONS)
+async def test_one_round_trip_finds_what_each_search_finds(users, services, question):
+    vector = await services.embeddings.aembed_query(question)
+    for user in users:
+        found = await recall_search(
+            services.memories, services.episodes, user, vector, question, 3, 4
+        )
+        assert found.memories == await services.memories.search(user, vector, 3)
+        assert found.dense == await services.episodes.dense_search(user, vector, 4)
+        assert found.keyword == await services.episodes.keyword_search(user, question, 4)
+        assert len(found.memories) == 3 and len(found.dense) == 4
+
+
+async def test_another_users_rows_never_come_back(users, services):
+    question = "What is my locker code QX-000?"
+    vector = await services.embeddings.aembed_query(question)
+    for n, user in enumerate(users):
+        found = await recall_search(
+            services.memories, services.episodes, user, vector, question, 50, 50
+        )
+        assert {m.user_id for m in found.memories} == {user}
+        own = {m.id for m in await services.episodes.history(user)}
+        hits = found.dense + found.keyword
+        assert hits and {h.message_id for h in hits} <= own
+        texts = [m.text for m in found.memories] + [h.content for h in hits]
+        assert any(f"QX-{n}{n}{n}" in t for t in texts)
+        assert not any(f"QX-{o}{o}{o}" in t for o in range(3) if o != n for t in texts)
+
+
+async def test_retrieve_with_a_precomputed_vector_is_retrieve(users, services, make_context):
+    question = QUESTIONS[1]
+    vector = await services.embeddings.aembed_query(question)
+    ctx = make_context(user_id=users[0])
+    embedded = await retrieve(services, ctx, question, "x", touch=False)
+    given = await retrieve(services, ctx, question, "x", touch=False, vector=vector)
+    strip = [{k: v for k, v in m.items() if k != "recency"} for m in embedded.items]
+    assert strip == [{k: v for k, v in m.items() if k != "recency"} for m in given.items]
+    assert embedded.items and given.candidates == embedded.candidates
+
+
+async def test_links_in_one_round_trip_are_the_two_lookups(users, services):
+    user = users[1]
+    history = await services.episodes.history(user)
+    members = [("t0", m.id) for m in history[:3]]
+    around = [("t1", history[-2].id), ("t0", history[1].id)]
+    turns, neighbours = await services.episodes.linked(user, members, around)
+    assert turns == await services.episodes.turns(user, members)
+    assert neighbours == await services.episodes.neighbours(user, around)
+    assert [k for k, _ in neighbours] == [around[0], around[0], around[1], around[1]]
+    # another user's keys find nothing of this user's
+    assert await services.episodes.linked(users[2], members, around) == ([], [])
