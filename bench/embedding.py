@@ -30,10 +30,9 @@ RUNTIMES = ("torch", "onnx")
 TOP = 20
 
 
-def neighbours(path: Path) -> dict[str, Any]:
+def neighbours(path: Path, runtimes: dict[str, Any]) -> dict[str, Any]:
     """Top-20 turns per question under both runtimes: how often the lists are identical."""
     conversations, _ = load_locomo(path)
-    runtimes = {name: local_embeddings(name) for name in RUNTIMES}
     identical = overlap = total = 0
     worst = 1.0
     rates: dict[str, list[float]] = {name: [] for name in RUNTIMES}
@@ -63,11 +62,10 @@ def neighbours(path: Path) -> dict[str, Any]:
     }
 
 
-def query_latency(path: Path, queries: int) -> dict[str, Any]:
+def query_latency(path: Path, queries: int, runtimes: dict[str, Any]) -> dict[str, Any]:
     """One question at a time, interleaved between the runtimes (after 10 warm-up queries)."""
     conversations, _ = load_locomo(path)
     texts = [q.text for c in conversations for q in c.questions][: queries + 10]
-    runtimes = {name: local_embeddings(name) for name in RUNTIMES}
     seconds: dict[str, list[float]] = {name: [] for name in RUNTIMES}
     for i, text in enumerate(texts):
         order = RUNTIMES if i % 2 else RUNTIMES[::-1]
@@ -109,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("bench/out"))
     a = p.parse_args(argv)
     quiet_logs()
+    runtimes = {name: local_embeddings(name) for name in RUNTIMES}  # each loaded once
     data = {
         "benchmark": "embedding",
         "machine": {
@@ -121,8 +120,8 @@ def main(argv: list[str] | None = None) -> int:
             "onnx_threads": int(os.environ.get("EMBEDDING_THREADS", "1")),
             "torch_threads": __import__("torch").get_num_threads(),
         },
-        "neighbours": neighbours(a.locomo),
-        "query_ms": query_latency(a.locomo, a.queries),
+        "neighbours": neighbours(a.locomo, runtimes),
+        "query_ms": query_latency(a.locomo, a.queries, runtimes),
     }
     data["machine"]["loadavg_at_end"] = list(os.getloadavg())
     write_outputs(a.out, "embedding", data, plot)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from langchain_core.messages import AnyMessage
-from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
@@ -76,9 +75,9 @@ class State(InputState, total=False):
     memory_cost: Annotated[dict[str, dict[str, int]], merge_spent]
 
 
-def turn_start(events: list[MemoryEvent], config: RunnableConfig | None = None) -> TurnStart:
+def turn_start(events: list[MemoryEvent]) -> TurnStart:
     """The ``memory_events`` write of a node that starts a turn (see `add_events`)."""
-    meta = (config or get_config()).get("metadata", {})
+    meta = get_config().get("metadata", {})
     return TurnStart(turn=int(meta.get("langgraph_step", 0)), events=events)
 
 
