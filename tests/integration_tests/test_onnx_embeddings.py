@@ -1,11 +1,23 @@
-"""MiniLM on ONNX Runtime: the vectors torch gives, the runtime chosen, the export cached."""
+"""MiniLM on ONNX Runtime: the vectors torch gives, the runtime chosen, the export cached.
+
+The export cache: keyed by the source's SHA-256, checked against torch when made, loaded
+without torch. Every export here goes to a temporary cache.
+"""
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
+from onnx import numpy_helper
 
 from memory_graph_agent import models
 from memory_graph_agent.local import onnx_minilm
@@ -30,7 +42,9 @@ def onnx_embeddings():
     return models.local_embeddings("onnx")
 
 
-def test_onnx_is_the_default_and_torch_can_be_chosen(monkeypatch, onnx_embeddings, torch_embeddings):
+def test_onnx_is_the_default_and_torch_can_be_chosen(
+    monkeypatch, onnx_embeddings, torch_embeddings
+):
     assert isinstance(onnx_embeddings, models.OnnxEmbeddings)
     assert isinstance(torch_embeddings, models.LocalEmbeddings)
     monkeypatch.setenv("EMBEDDING_RUNTIME", "torch")
@@ -61,9 +75,21 @@ def test_an_unusable_onnx_runtime_falls_back_to_torch(monkeypatch, caplog):
     assert "using torch" in caplog.text
 
 
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> Path:
+    """A model cache holding the export of the bundled model."""
+    cache = tmp_path_factory.mktemp("onnx-cache")
+    onnx_minilm.load_session(cache, 1)
+    return cache
+
+
+def _export_of(cache: Path, source: Path) -> Path:
+    return onnx_minilm.export_path(cache, onnx_minilm.source_fingerprint(source))
+
+
 def test_the_export_is_made_once_and_a_broken_one_is_made_again(tmp_path):
     source = onnx_minilm.model_dir()
-    target = onnx_minilm.export_path(source, tmp_path)
+    target = _export_of(tmp_path, source)
     onnx_minilm.load_session(tmp_path, 1, source)  # exported
     made = target.stat().st_mtime_ns
     onnx_minilm.load_session(tmp_path, 1, source)  # reused
@@ -73,3 +99,97 @@ def test_the_export_is_made_once_and_a_broken_one_is_made_again(tmp_path):
     assert target.stat().st_size > 1_000_000
     assert [i.name for i in session.get_inputs()] == list(onnx_minilm.INPUTS)
     assert not list(tmp_path.glob("models/*.tmp"))  # no temporary file left behind
+
+
+def _scale_weights(path: Path, tensor: str, factor: float) -> None:
+    """Scale one float32 tensor of a safetensors file in place: other weights, same size."""
+    with open(path, "r+b") as f:
+        header_size = int.from_bytes(f.read(8), "little")
+        start, end = json.loads(f.read(header_size))[tensor]["data_offsets"]
+        f.seek(8 + header_size + start)
+        values = np.frombuffer(f.read(end - start), dtype=np.float32) * factor
+        f.seek(8 + header_size + start)
+        f.write(values.astype(np.float32).tobytes())
+
+
+def test_changed_weights_of_the_same_size_are_exported_again(tmp_path, exported):
+    cache = tmp_path / "cache"
+    shutil.copytree(exported, cache)
+    source = tmp_path / "model"
+    shutil.copytree(onnx_minilm.model_dir(), source)
+    weights = source / "model.safetensors"
+    size = weights.stat().st_size
+    _scale_weights(weights, "encoder.layer.5.output.dense.weight", 0.5)
+    assert weights.stat().st_size == size  # size and package version alike: only the hash differs
+    old = _export_of(cache, onnx_minilm.model_dir())
+    new = _export_of(cache, source)
+    assert new != old and not new.exists()
+
+    changed = onnx_minilm.MiniLMEncoder(cache, 1, source)
+    original = onnx_minilm.MiniLMEncoder(cache, 1)
+    assert new.exists() and old.exists()
+    recorded = changed.session.get_modelmeta().custom_metadata_map
+    assert recorded[onnx_minilm.FINGERPRINT_KEY] == onnx_minilm.source_fingerprint(source)
+    ours, theirs = (np.array(e.encode(TEXTS[:2])) for e in (changed, original))
+    assert (ours * theirs).sum(axis=1).max() < 0.999  # the new weights' vectors, not the old
+
+
+def test_a_cached_export_of_another_source_is_exported_again(tmp_path, exported, caplog):
+    shutil.copytree(exported, tmp_path, dirs_exist_ok=True)
+    target = _export_of(tmp_path, onnx_minilm.model_dir())
+    proto = onnx.load(str(target))
+    (entry,) = [e for e in proto.metadata_props if e.key == onnx_minilm.FINGERPRINT_KEY]
+    entry.value = "0" * 64  # copied in from another model, or an export made before hashing
+    onnx.save(proto, str(target))
+    with caplog.at_level(logging.WARNING):
+        session = onnx_minilm.load_session(tmp_path, 1)
+    assert "of another source model" in caplog.text
+    recorded = session.get_modelmeta().custom_metadata_map[onnx_minilm.FINGERPRINT_KEY]
+    assert recorded == onnx_minilm.source_fingerprint(onnx_minilm.model_dir())
+
+
+def test_an_export_that_disagrees_with_torch_is_never_used(tmp_path, monkeypatch, caplog):
+    export = onnx_minilm._export
+
+    def export_then_damage(bert, path, fingerprint):  # a faulty exporter, simulated
+        export(bert, path, fingerprint)
+        proto = onnx.load(str(path))
+        largest = max(proto.graph.initializer, key=lambda t: int(np.prod(t.dims)))
+        values = numpy_helper.to_array(largest)
+        noise = np.random.default_rng(0).normal(0, values.std(), values.shape)
+        damaged = (values + noise).astype(values.dtype)
+        largest.CopyFrom(numpy_helper.from_array(damaged, largest.name))
+        onnx.save(proto, str(path))
+
+    monkeypatch.setattr(onnx_minilm, "_export", export_then_damage)
+    with pytest.raises(onnx_minilm.ExportError, match="disagrees with torch"):
+        onnx_minilm.load_session(tmp_path, 1)
+    assert not list(tmp_path.glob("models/*.onnx*"))  # neither kept nor left half-written
+
+    monkeypatch.setenv("MEMORY_AGENT_CACHE", str(tmp_path))
+    with caplog.at_level(logging.WARNING):
+        embeddings = models.local_embeddings("onnx")
+    assert isinstance(embeddings, models.LocalEmbeddings)  # torch's vectors instead
+    assert "disagrees with torch" in caplog.text
+
+
+LOAD_FROM_CACHE = """
+import sys
+from memory_graph_agent import models
+embeddings = models.local_embeddings("onnx")
+assert type(embeddings).__name__ == "OnnxEmbeddings", type(embeddings)
+assert len(embeddings.embed_query("Where did Caroline move from?")) == 384
+heavy = ("torch", "transformers", "sentence_transformers", "onnx")
+print(sorted(m for m in heavy if m in sys.modules))
+"""
+
+
+def test_a_cached_export_loads_without_importing_torch(exported):
+    env = {**os.environ, "MEMORY_AGENT_CACHE": str(exported), "EMBEDDING_RUNTIME": "onnx"}
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", LOAD_FROM_CACHE],
+        env=env, cwd=root, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"  # no exporter, no torch: faster start, less memory

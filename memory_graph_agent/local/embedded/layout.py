@@ -1,4 +1,7 @@
-"""Where the embedded servers live: the data home and its layout, the start-up lock."""
+"""Where the embedded servers live: the data home and its layout, the start-up lock.
+
+`exclusive_file_lock` is also the ONNX export's lock (`memory_graph_agent.local.onnx_minilm`).
+"""
 
 from __future__ import annotations
 
@@ -99,9 +102,12 @@ def _prepare_home(layout: _Layout) -> None:
 
 
 @contextlib.contextmanager
-def _exclusive_lock(layout: _Layout, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
-    """Hold the exclusive ``flock`` on ``<home>/.lock`` that serializes start and stop."""
-    fd = os.open(layout.lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+def exclusive_file_lock(path: Path, timeout: float, holder: str) -> Iterator[None]:
+    """Hold the exclusive ``flock`` on ``path`` (created if missing), waiting up to ``timeout``.
+
+    ``holder`` says who else may hold it, for the log and the timeout error.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         deadline = time.monotonic() + timeout
         waiting_logged = False
@@ -112,13 +118,21 @@ def _exclusive_lock(layout: _Layout, timeout: float = LOCK_TIMEOUT) -> Iterator[
             except BlockingIOError:
                 if time.monotonic() > deadline:
                     raise EmbeddedServiceError(
-                        f"Timed out after {timeout:.0f}s waiting for {layout.lock_file}, "
-                        "held by another process starting or stopping the embedded servers."
+                        f"Timed out after {timeout:.0f}s waiting for {path}, held by {holder}."
                     ) from None
                 if not waiting_logged:
-                    logger.info("Waiting for another process to finish with %s", layout.lock_file)
+                    logger.info("Waiting for %s to finish with %s", holder, path)
                     waiting_logged = True
                 time.sleep(0.05)
         yield
     finally:
         os.close(fd)
+
+
+def _exclusive_lock(
+    layout: _Layout, timeout: float = LOCK_TIMEOUT
+) -> contextlib.AbstractContextManager[None]:
+    """Hold the exclusive ``flock`` on ``<home>/.lock`` that serializes start and stop."""
+    return exclusive_file_lock(
+        layout.lock_file, timeout, "another process starting or stopping the embedded servers"
+    )
