@@ -8,12 +8,16 @@ peers' runtime; ``onnx`` is the default). Per question, the top 20 turns of its 
 conversation by cosine are compared: identical lists, and the overlap of the sets. Then
 ``--queries`` questions are embedded one at a time by each runtime, interleaved (after a
 warm-up), as a turn's recall does: p50/p95 per runtime, and each runtime's batch rate
-over the turns. Writes ``embedding.json`` and ``embedding.png``.
+over the turns. Last, ONNX Runtime's thread counts (``--threads``, as ``EMBEDDING_THREADS``
+sets them): one query at a time, alone and beside a thread embedding LoCoMo turns in
+batches on the same embeddings (memory formation beside a turn), rotating between the
+counts every `BLOCK` queries. Writes ``embedding.json`` and ``embedding.png``.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -24,10 +28,12 @@ from bench.env import cpu_model
 from bench.locomo import DEFAULT_DATA
 from bench.locomo_data import load_locomo
 from bench.stats import bench_parser, fmt, ms_stats, pyplot, quiet_logs, write_outputs
-from memory_graph_agent.models import local_embeddings
+from memory_graph_agent.models import OnnxEmbeddings, local_embeddings
 
 RUNTIMES = ("torch", "onnx")
 TOP = 20
+BLOCK = 20
+"""Queries per thread count and setting before the next one takes its turn."""
 
 
 def neighbours(path: Path, runtimes: dict[str, Any]) -> dict[str, Any]:
@@ -77,10 +83,62 @@ def query_latency(path: Path, queries: int, runtimes: dict[str, Any]) -> dict[st
     return {name: ms_stats(s) for name, s in seconds.items()}
 
 
+def _beside_batches(model: Any, texts: list[str], stop: threading.Event, done: list[int]) -> None:
+    """Embed ``texts`` in batches of 32, round and round, until ``stop``."""
+    start = 0
+    while not stop.is_set():
+        batch = texts[start : start + 32]
+        model.embed_documents(batch)
+        done[0] += len(batch)
+        start = (start + 32) % max(1, len(texts) - 32)
+
+
+def thread_latency(path: Path, queries: int, threads: list[int]) -> dict[str, Any]:
+    """One query at a time per thread count, alone and beside batches, rotating per `BLOCK`."""
+    conversations, _ = load_locomo(path)
+    questions = [q.text for c in conversations for q in c.questions]
+    turns = [f"{t.speaker}: {t.text}" for c in conversations for t in c.turns]
+    models = {n: OnnxEmbeddings(threads=n) for n in threads}
+    for model in models.values():
+        for text in questions[:10]:
+            model.embed_query(text)  # warm-up
+    settings = [(n, beside) for beside in (False, True) for n in threads]
+    seconds: dict[tuple[int, bool], list[float]] = {s: [] for s in settings}
+    batch_rate: dict[int, list[float]] = {n: [] for n in threads}
+    asked = 10
+    for block in range(max(1, queries // BLOCK)):
+        for n, beside in settings if block % 2 else settings[::-1]:
+            stop, done = threading.Event(), [0]
+            worker = threading.Thread(target=_beside_batches, args=(models[n], turns, stop, done))
+            if beside:
+                worker.start()
+                time.sleep(0.1)  # the batches are under way
+            started = time.perf_counter()
+            for _ in range(BLOCK):
+                text = questions[asked % len(questions)]
+                asked += 1
+                t0 = time.perf_counter()
+                models[n].embed_query(text)
+                seconds[(n, beside)].append(time.perf_counter() - t0)
+                time.sleep(0.01)  # a turn's other work
+            if beside:
+                stop.set()
+                worker.join()
+                batch_rate[n].append(done[0] / (time.perf_counter() - started))
+    return {
+        str(n): {
+            "query_alone_ms": ms_stats(seconds[(n, False)]),
+            "query_beside_batches_ms": ms_stats(seconds[(n, True)]),
+            "batch_texts_per_s_beside_queries": round(float(np.mean(batch_rate[n])), 1),
+        }
+        for n in threads
+    }
+
+
 def plot(data: dict[str, Any], path: Path) -> None:
-    """Query latency per runtime (p50 and p95 bars)."""
+    """Query latency per runtime, then per ONNX thread count alone and beside batches."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.5))
     lat = data["query_ms"]
     x = np.arange(len(RUNTIMES))
     ax.bar(x - 0.2, [lat[n]["p50"] for n in RUNTIMES], 0.4, label="p50")
@@ -94,6 +152,21 @@ def plot(data: dict[str, Any], path: Path) -> None:
         fontsize=8,
     )
     ax.legend()
+    threads = data["onnx_threads"]
+    labels = [
+        f"{n} thread{'s' * (n != '1')}\n{where}"
+        for n in threads
+        for where in ("alone", "beside batches")
+    ]
+    cells = [
+        threads[n][key] for n in threads for key in ("query_alone_ms", "query_beside_batches_ms")
+    ]
+    x = np.arange(len(cells))
+    bx.bar(x - 0.2, [c["p50"] for c in cells], 0.4, label="p50")
+    bx.bar(x + 0.2, [c["p95"] for c in cells], 0.4, label="p95")
+    bx.set_xticks(x, labels, fontsize=7)
+    bx.set_title("ONNX Runtime query, by intra-op threads (spinning off)", fontsize=8)
+    bx.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -105,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--queries", type=int, default=300, help="questions timed per runtime")
     p.add_argument("--locomo", type=Path, default=Path(DEFAULT_DATA))
     p.add_argument("--out", type=Path, default=Path("bench/out"))
+    p.add_argument("--threads", default="1,2", help="ONNX intra-op thread counts compared")
     a = p.parse_args(argv)
     quiet_logs()
     runtimes = {name: local_embeddings(name) for name in RUNTIMES}  # each loaded once
@@ -117,18 +191,27 @@ def main(argv: list[str] | None = None) -> int:
         },
         "config": {
             "queries": a.queries,
-            "onnx_threads": int(os.environ.get("EMBEDDING_THREADS", "1")),
+            "onnx_threads": runtimes["onnx"].threads,
             "torch_threads": __import__("torch").get_num_threads(),
         },
         "neighbours": neighbours(a.locomo, runtimes),
         "query_ms": query_latency(a.locomo, a.queries, runtimes),
     }
+    counts = [int(n) for n in a.threads.split(",")]
+    data["onnx_threads"] = thread_latency(a.locomo, a.queries, counts)
     data["machine"]["loadavg_at_end"] = list(os.getloadavg())
     write_outputs(a.out, "embedding", data, plot)
     lat = data["query_ms"]
     print(f"neighbours: {data['neighbours']}")
     for name in RUNTIMES:
         print(f"{name}: one query {fmt(lat[name]['p50'])} / {fmt(lat[name]['p95'])} ms p50/p95")
+    for n, cell in data["onnx_threads"].items():
+        alone, beside = cell["query_alone_ms"], cell["query_beside_batches_ms"]
+        print(
+            f"onnx {n} thread(s): one query {fmt(alone['p50'])} / {fmt(alone['p95'])} ms alone, "
+            f"{fmt(beside['p50'])} / {fmt(beside['p95'])} ms beside batches "
+            f"({cell['batch_texts_per_s_beside_queries']} texts/s)"
+        )
     return 0
 
 

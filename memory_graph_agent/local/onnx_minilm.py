@@ -155,6 +155,9 @@ def _session(path: Path, threads: int) -> Any:
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # Idle pool threads sleep instead of spinning: a spinning second thread burns a core
+    # between queries (the event loop's and Postgres') and its tail latency grows under load.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 

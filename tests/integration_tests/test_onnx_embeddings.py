@@ -193,3 +193,15 @@ def test_a_cached_export_loads_without_importing_torch(exported):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"  # no exporter, no torch: faster start, less memory
+
+
+def test_two_threads_that_do_not_spin_by_default(monkeypatch, exported):
+    monkeypatch.setenv("MEMORY_AGENT_CACHE", str(exported))
+    monkeypatch.delenv("EMBEDDING_THREADS", raising=False)
+    embeddings = models.OnnxEmbeddings()
+    assert embeddings.threads == min(2, len(os.sched_getaffinity(0)))
+    options = embeddings._encoder.session.get_session_options()
+    assert options.intra_op_num_threads == embeddings.threads
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    monkeypatch.setenv("EMBEDDING_THREADS", "1")
+    assert models.OnnxEmbeddings().threads == 1
