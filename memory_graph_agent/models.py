@@ -171,10 +171,10 @@ class OnnxEmbeddings(_QueriesFirst, Embeddings):
     idle threads sleep rather than spin (`local.onnx_minilm`). Measured on the 2-core
     machine beside other engineers' jobs, alternating the settings (README,
     ``EMBEDDING_THREADS``): alone, a query takes as long as on one thread; beside memory's
-    document batches (it waits for the chunk being encoded) or beside a process busy on
-    one core (the event loop, Postgres) it is faster, and batches go ~1.5x faster. With
-    spinning, ONNX Runtime's default, two threads were the slowest setting and burnt
-    three times the CPU per query.
+    document batches (it waits for the chunk being encoded) it is faster, and the batches
+    go ~1.4x faster; beside a process busy on one core (the event loop, Postgres) it was
+    slightly slower in one run and faster in another. With spinning, ONNX Runtime's
+    default, two threads were the slowest setting and burnt 3x the CPU per query.
     """
 
     def __init__(self, threads: int | None = None) -> None:
