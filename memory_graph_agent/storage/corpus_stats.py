@@ -18,19 +18,30 @@ def corpus_tables(table: str) -> tuple[str, str]:
     return f"{table}_corpus", f"{table}_terms"
 
 
-def _apply(table: str, rows: str, sign: int) -> str:
-    """Add (``sign`` 1) or subtract (-1) the counts of transition table ``rows``.
+_SIGNED = {
+    "INSERT": "SELECT user_id, tsv, 1 AS sign FROM new_rows",
+    "DELETE": "SELECT user_id, tsv, -1 AS sign FROM old_rows",
+    "UPDATE": "SELECT user_id, tsv, 1 AS sign FROM new_rows "
+    "UNION ALL SELECT user_id, tsv, -1 FROM old_rows",
+}
+"""Each statement's rows, counted +1 (new) or -1 (old), by trigger event."""
 
-    Upserts in key order, so concurrent writers of one user lock rows in the same order.
+
+def _apply(table: str, rows: str) -> str:
+    """Add the signed counts of ``rows`` (`_SIGNED`) to the statistics, in one upsert each.
+
+    In key order, terms before corpus: concurrent writers of one user lock the same rows
+    in the same order, so two statements never deadlock.
     """
     corpus, terms = corpus_tables(table)
     return (
         f'INSERT INTO "{terms}" AS s (user_id, lex, df) '
-        f"SELECT r.user_id, l.lex, {sign} * count(*) FROM {rows} r "
-        "CROSS JOIN unnest(tsvector_to_array(r.tsv)) AS l(lex) GROUP BY 1, 2 ORDER BY 1, 2 "
+        f"SELECT r.user_id, l.lex, sum(r.sign) FROM ({rows}) r "
+        "CROSS JOIN unnest(tsvector_to_array(r.tsv)) AS l(lex) GROUP BY 1, 2 "
+        "HAVING sum(r.sign) <> 0 ORDER BY 1, 2 "
         "ON CONFLICT (user_id, lex) DO UPDATE SET df = s.df + EXCLUDED.df;\n"
         f'INSERT INTO "{corpus}" AS s (user_id, n, total_len) '
-        f"SELECT r.user_id, {sign} * count(*), {sign} * sum(length(r.tsv)) FROM {rows} r "
+        f"SELECT r.user_id, sum(r.sign), sum(r.sign * length(r.tsv)) FROM ({rows}) r "
         "GROUP BY 1 ORDER BY 1 ON CONFLICT (user_id) DO UPDATE "
         "SET n = s.n + EXCLUDED.n, total_len = s.total_len + EXCLUDED.total_len;\n"
     )
@@ -55,11 +66,13 @@ def corpus_statistics(table: str) -> list[str]:
     """
     corpus, terms = corpus_tables(table)
     function = f"{table}_count_terms"
+    branches = "".join(
+        f"{'IF' if i == 0 else 'ELSIF'} TG_OP = '{op}' THEN\n{_apply(table, rows)}"
+        for i, (op, rows) in enumerate(_SIGNED.items())
+    )
     body = (
-        "BEGIN\n"
-        f"IF TG_OP <> 'DELETE' THEN\n{_apply(table, 'new_rows', 1)}END IF;\n"
-        f"IF TG_OP <> 'INSERT' THEN\n{_apply(table, 'old_rows', -1)}{_drop_zeros(table)}"
-        "END IF;\nRETURN NULL;\nEND"
+        f"BEGIN\n{branches}END IF;\n"
+        f"IF TG_OP <> 'INSERT' THEN\n{_drop_zeros(table)}END IF;\nRETURN NULL;\nEND"
     )
     statements = [
         f'CREATE TABLE IF NOT EXISTS "{corpus}" (user_id TEXT PRIMARY KEY, '

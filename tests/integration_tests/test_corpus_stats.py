@@ -4,6 +4,7 @@ replace, and a table of the previous schema converted by its migration."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import psycopg
@@ -156,6 +157,26 @@ async def test_statistics_stay_exact_through_inserts_upserts_deletes_and_forget(
     await forget_user(user, redis=services.redis, db=db, prefix=services.keys.prefix)
     assert await stored(db, table, user) == ({}, {})  # nothing of the user is left
     assert await stored(db, table, other) == others  # nor anyone else's touched
+
+
+async def test_concurrent_writers_of_one_user_keep_exact_statistics(services):
+    db, table = services.db, services.episodes.vector_table
+    user = _user()
+    ids = await log_turns(services, user, "t-base", *TURNS)
+    edits = [
+        StoredMessage(i, "human", f"{TURNS[n][::-1]} kitchen bees", "2024-03-01T10:00:00+00:00")
+        for n, i in enumerate(ids)
+        if n  # the first is deleted meanwhile
+    ]
+    await asyncio.gather(
+        *(log_turns(services, user, f"t{n}", *TURNS[n:], *TURNS[:n]) for n in range(6)),
+        services.episodes.index(user, "t-base", edits, services.embeddings),
+        services.db.query(
+            "DELETE FROM episodes WHERE user_id = :u AND thread_id = 't-base' AND message_id = :m",
+            {"u": user, "m": ids[0]},
+        ),
+    )
+    assert await stored(db, table, user) == await recounted(db, table, user)
 
 
 async def test_ranking_is_the_sampled_statistics_ranking_below_the_sample(services):
