@@ -42,7 +42,8 @@ POST_RESPONSE = ("trim_window", "summarize", "consolidate", "reflect")
 def full_turn_metrics(rec: TurnRecord, turn_s: float) -> dict[str, float]:
     """Derived per-turn numbers (seconds) of one full-graph turn."""
     nodes = rec.nodes
-    memory = sum(nodes.get(n, 0.0) for n in MEMORY_NODES)
+    # on the turn's path: load_profile and recall side by side count by the longer
+    memory = on_path({n: nodes[n] for n in MEMORY_NODES if n in nodes})
     embed_q = rec.total("embed_query")
     embed_d = rec.total("embed_documents")
     model_mem = rec.total_prefix("model:", exclude=("model:respond",))

@@ -151,9 +151,11 @@ INSTRUMENTED = (
 def instrument(services: Any) -> Iterator[None]:
     """Time the embedding and pgvector calls of ``services`` (instance-level patches).
 
-    The query embedding of `recall` is ``embed_query``; its searches (one round trip,
-    `memory_graph_agent.storage.recall_search`) are ``search``, like `MemoryStore.search`
-    elsewhere; the summary embedding inside `consolidate`'s ``memory_add`` is
+    The query embedding of `recall` is ``embed_query``; its searches
+    (`memory_graph_agent.storage.recall_search`, which awaits the embedding inside, the
+    keyword search running beside it: so ``search`` spans ``embed_query`` too) are
+    ``search``, like `MemoryStore.search` elsewhere; the summary embedding inside
+    `consolidate`'s ``memory_add`` is
     ``embed_documents``. Restored on exit.
     """
     patched = []

@@ -117,8 +117,9 @@ async def start_turn(
     if not redis_up:
         return _without_redis(end_session, repairs)
     try:
-        profile = await services.profile.get(user_id)
-        changes = await services.profile.recent_changes(user_id, settings.change_note_days)
+        profile, changes = await services.profile.get_with_changes(
+            user_id, settings.change_note_days
+        )
     except StoreUnavailable:
         return _without_redis(end_session, repairs)
     text = f"profile: {len(profile)} facts loaded"

@@ -224,15 +224,13 @@ async def retrieve(
     if budget == 0:  # nothing could be shown: skip the embedding and the searches
         return Retrieval()
     with metrics.observe_retrieval():
-        if vector is None:
-            vector = await services.embeddings.aembed_query(query)
         depth = episode_depth(ctx, budget)
         found, window = await asyncio.gather(
-            recall_search(
+            recall_search(  # the keyword search and the window overlap the embedding
                 services.memories,
                 services.episodes,
                 ctx.user_id,
-                vector,
+                services.embeddings.aembed_query(query) if vector is None else vector,
                 query,
                 ctx.recall_k,
                 depth,

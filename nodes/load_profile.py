@@ -7,6 +7,8 @@ A turn starts with this node and ``recall`` side by side, so it starts the turn'
 
 from __future__ import annotations
 
+import asyncio
+
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
@@ -15,16 +17,22 @@ from graph.state import State, turn_start
 from memory_graph_agent.admission import start_turn
 from memory_graph_agent.services import Services
 from memory_graph_agent.storage.outages import StoreUnavailable
+from memory_graph_agent.validation import check_id
 
 
 async def load_profile(state: State, runtime: Runtime[Context], *, services: Services) -> dict:
     """Validate the new messages, admit the user to the thread, load their profile."""
-    turn = await start_turn(
-        services,
-        runtime.context,
-        current_thread_id(),
-        state.get("messages") or [],
-        bool(state.get("end_session")),
+    user_id = check_id(runtime.context.user_id, "user_id")
+    thread_id = check_id(current_thread_id(), "thread_id")
+    turn, thread_summary = await asyncio.gather(  # the digest read overlaps admission
+        start_turn(
+            services,
+            runtime.context,
+            thread_id,
+            state.get("messages") or [],
+            bool(state.get("end_session")),
+        ),
+        _thread_summary(services, user_id, thread_id),
     )
     update: dict = {
         "profile": turn.profile,
@@ -34,12 +42,19 @@ async def load_profile(state: State, runtime: Runtime[Context], *, services: Ser
         "memory_decisions": Overwrite([]),
         "memory_cost": Overwrite({}),
     }
-    try:  # consolidate keeps it in Redis (a background memory run has its own state)
-        update["thread_summary"] = await services.window.thread_summary(
-            runtime.context.user_id, current_thread_id()
-        )
-    except StoreUnavailable:
-        pass  # keep the checkpoint's copy
+    if thread_summary is not None:
+        update["thread_summary"] = thread_summary
     if turn.repairs:  # another user's rejected turn, left in this thread's checkpoint
         update["messages"] = turn.repairs
     return update
+
+
+async def _thread_summary(services: Services, user_id: str, thread_id: str) -> str | None:
+    """The thread's running summary, ``None`` while Redis is down (the checkpoint's stays).
+
+    Consolidate keeps it in Redis: a background memory run has its own state.
+    """
+    try:
+        return await services.window.thread_summary(user_id, thread_id)
+    except StoreUnavailable:
+        return None

@@ -24,7 +24,6 @@ INDEXED_ROLES = ("human", "ai")
 _SPEAKERS = {"human": "user", "ai": "assistant"}
 _QUERY_WORD = re.compile(r"[^\W_]+")
 MAX_QUERY_WORDS = 32
-STATS_SAMPLE = 1000  # turns per user sampled for the keyword channel's corpus statistics
 KEYWORD_CANDIDATES = 1000  # about how many turns the keyword channel scores at most
 BM25_K1, BM25_B = 1.2, 0.75
 
@@ -72,23 +71,16 @@ _KEYWORD_SQL = (
     "WITH terms AS ("
     "  SELECT DISTINCT lex, quote_literal(lex)::tsquery AS tq "
     "  FROM unnest(tsvector_to_array(to_tsvector('english', :words))) AS lex), "
-    # corpus statistics from a bounded sample of the user's turns (all of them below
-    # STATS_SAMPLE, else the first in key order); the exact size only for larger logs.
-    # `tsv || ''` reads each (out-of-line) tsvector once, not once per use.
-    "sample AS MATERIALIZED ("
-    "  SELECT tsv || ''::tsvector AS tsv FROM \"{table}\" WHERE user_id = :user_id "
-    "  ORDER BY thread_id, message_id LIMIT :sample), "
+    # corpus statistics kept per user on every write (`corpus_statistics`): no scan
     "corpus AS MATERIALIZED ("
-    "  SELECT s.n, s.avglen, CASE WHEN s.n < :sample THEN s.n ELSE ("
-    '    SELECT count(*) FROM "{table}" WHERE user_id = :user_id) END AS total '
-    "  FROM (SELECT count(*) AS n, COALESCE(avg(length(tsv)), 1) AS avglen "
-    "        FROM sample) s), "
+    "  SELECT COALESCE(u.n, 0) AS n, COALESCE(u.total_len::numeric / NULLIF(u.n, 0), 1) AS avglen "
+    '  FROM (SELECT) AS one LEFT JOIN "{table}_corpus" u ON u.user_id = :user_id), '
     "counts AS MATERIALIZED ("
-    "  SELECT t.lex, t.tq, (SELECT count(*) FROM sample s WHERE s.tsv @@ t.tq) AS df "
-    "  FROM terms t), "
+    "  SELECT t.lex, t.tq, COALESCE(d.df, 0) AS df FROM terms t "
+    '  LEFT JOIN "{table}_terms" d ON d.user_id = :user_id AND d.lex = t.lex), '
     "weights AS MATERIALIZED ("
     "  SELECT w.lex, w.tq, w.df, ln(1 + (c.n - w.df + 0.5) / (w.df + 0.5)) AS idf, "
-    "  sum(w.df) OVER (ORDER BY w.df, w.lex) * c.total / GREATEST(c.n, 1) AS reach "
+    "  sum(w.df) OVER (ORDER BY w.df, w.lex) AS reach "
     "  FROM counts w CROSS JOIN corpus c), "
     # candidates: turns with one of the rarest words, as long as they are expected to
     # number at most :cap (the rarest word always counts)
@@ -237,8 +229,9 @@ class EpisodeIndex:
     async def keyword_search(self, user_id: str, text: str, k: int) -> list[EpisodeHit]:
         """The user's ``k`` best indexed turns for any word of ``text``, best first.
 
-        BM25-like, so a rare word ("XJ-9000") outweighs a common speaker name; sampled
-        statistics and candidates chosen by the rarest words keep long logs cheap.
+        BM25-like, so a rare word ("XJ-9000") outweighs a common speaker name; corpus
+        statistics kept on write (`corpus_stats`) and candidates chosen by the rarest
+        words keep long logs cheap.
         """
         statement = self.keyword_statement(user_id, text, k)
         return [] if statement is None else keyword_hits(await self.db.run(statement))
@@ -253,7 +246,6 @@ class EpisodeIndex:
             {
                 "user_id": validate_id(user_id, "user_id"),
                 "words": " ".join(terms),
-                "sample": STATS_SAMPLE,
                 "cap": KEYWORD_CANDIDATES,
                 "k1": BM25_K1,
                 "b": BM25_B,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from memory_graph_agent.ids import validate_id
+from memory_graph_agent.storage.corpus_stats import corpus_statistics
 from memory_graph_agent.storage.episode_index import (
     EpisodeHit,
     EpisodeIndex,
@@ -24,7 +25,9 @@ from memory_graph_agent.storage.postgres import Database
 from memory_graph_agent.storage.window import StoredMessage, parse_ts
 
 SCHEMA_VERSION = 1
-"""Raise it with a change to `_SCHEMA` or `_vector_schema`: `Database.migrate` runs them again."""
+"""Raise it with a change to `_SCHEMA`: `Database.migrate` runs it again."""
+VECTOR_SCHEMA_VERSION = 2
+"""Raise it with a change to `_vector_schema`. 2: the keyword channel's corpus statistics."""
 _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS episodes (
         user_id TEXT NOT NULL, thread_id TEXT NOT NULL, message_id TEXT NOT NULL,
@@ -48,12 +51,15 @@ _LOG = (
 _OPEN = "WHERE user_id = :user_id AND thread_id = :thread_id AND NOT summarized"
 
 
+_TSV = "tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED"
+
+
 def _vector_schema(table: str, dim: int) -> list[str]:
     return [
         f"""CREATE TABLE IF NOT EXISTS "{table}" (
             user_id TEXT NOT NULL, thread_id TEXT NOT NULL, message_id TEXT NOT NULL,
             embedding vector({dim}) NOT NULL, content TEXT NOT NULL, ts TIMESTAMPTZ NOT NULL,
-            tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED,
+            {_TSV},
             PRIMARY KEY (user_id, thread_id, message_id),
             FOREIGN KEY (user_id, thread_id, message_id)
                 REFERENCES episodes (user_id, thread_id, message_id) ON DELETE CASCADE
@@ -61,10 +67,25 @@ def _vector_schema(table: str, dim: int) -> list[str]:
         # In-row vectors (see storage.memories); the primary key doubles as the btree on
         # user_id that every per-user query filters on.
         f'ALTER TABLE "{table}" ALTER COLUMN embedding SET STORAGE PLAIN',
+        # In-row tsvectors too: the keyword channel tests each candidate's, and one out of
+        # line (TOAST) costs a second lookup per row. A table made before keeps its values
+        # out of line until rewritten: the column is made again, in place (`_inline_tsv`).
+        _inline_tsv(table),
         f'CREATE INDEX IF NOT EXISTS "{table}_tsv" ON "{table}" USING gin (tsv)',
         f'CREATE INDEX IF NOT EXISTS "{table}_hnsw" ON "{table}" '
         "USING hnsw (embedding vector_cosine_ops)",
+        *corpus_statistics(table),
     ]
+
+
+def _inline_tsv(table: str) -> str:
+    """Store ``tsv`` as MAIN (in the row), rewriting the table once if it was not."""
+    return (
+        "DO $$ BEGIN IF (SELECT attstorage FROM pg_attribute "
+        f"WHERE attrelid = '\"{table}\"'::regclass AND attname = 'tsv') <> 'm' THEN "
+        f'ALTER TABLE "{table}" DROP COLUMN tsv, ADD COLUMN {_TSV}, '
+        "ALTER COLUMN tsv SET STORAGE MAIN; END IF; END $$"
+    )
 
 
 @guarded("postgres")
@@ -85,7 +106,7 @@ class EpisodeLog(EpisodeIndex):
         await db.migrate("episodes", SCHEMA_VERSION, *_SCHEMA)
         if dim:
             table = f"episode_vectors_{dim}"
-            await db.migrate(table, SCHEMA_VERSION, *_vector_schema(table, dim))
+            await db.migrate(table, VECTOR_SCHEMA_VERSION, *_vector_schema(table, dim))
         iterative = dim and await db.iterative_scans()
         return cls(db, dim, ["hnsw.iterative_scan = relaxed_order"] if iterative else [])
 

@@ -114,6 +114,25 @@ def _merge_ids(old: Iterable[str], new: Iterable[str]) -> list[str]:
     return list(dict.fromkeys([*old, *new]))[-MAX_SOURCE_IDS:]
 
 
+def _entries(raw: list[str]) -> list[dict[str, Any]]:
+    """History entries by ``valid_to`` (a superseded, late-arriving value sorts where it held)."""
+    return sorted((json.loads(r) for r in raw), key=lambda e: parse_ts(e["valid_to"]))
+
+
+def _changes(entries: list[dict[str, Any]], since_days: float) -> list[dict[str, Any]]:
+    """The value changes among ``entries`` of the last ``since_days`` days (`recent_changes`)."""
+    cutoff = datetime.now(UTC) - timedelta(days=since_days)
+    changes: list[dict[str, Any]] = []
+    for i, entry in enumerate(entries):
+        if entry.get("reason") != "updated" or parse_ts(entry["valid_to"]) < cutoff:
+            continue
+        if any(e["key"] == entry["key"] and e["reason"] in _GONE for e in entries[i + 1 :]):
+            continue
+        new, at = entry.get("replaced_by"), entry["valid_to"]
+        changes.append({"key": entry["key"], "old": entry["value"], "new": new, "at": at})
+    return changes
+
+
 @guarded("redis")
 class ProfileStore:
     """Read and write the per-user profile and its history."""
@@ -169,7 +188,23 @@ class ProfileStore:
     @redis_op("profile_get")
     async def get(self, user_id: str) -> dict[str, dict[str, Any]]:
         """Live facts of the user, most important first; expired ones move to the history."""
-        raw = await self.redis.hgetall(self.key(user_id))
+        return await self._live(user_id, await self.redis.hgetall(self.key(user_id)))
+
+    @redis_op("profile_get")
+    async def get_with_changes(
+        self, user_id: str, since_days: float
+    ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+        """`get` and `recent_changes` in one round trip (what a turn starts with)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(self.key(user_id))
+            pipe.lrange(self.history_key(user_id), 0, -1)
+            raw, history = await pipe.execute()
+        profile = await self._live(user_id, raw)
+        if len(profile) < len(raw):  # facts just expired: their history entries are new
+            return profile, await self.recent_changes(user_id, since_days)
+        return profile, _changes(_entries(history), since_days)
+
+    async def _live(self, user_id: str, raw: dict[str, str]) -> dict[str, dict[str, Any]]:
         now = datetime.now(UTC)
         facts = {name: _decode(value) for name, value in raw.items()}
         expired = {name: raw[name] for name, fact in facts.items() if _is_expired(fact, now)}
@@ -301,9 +336,7 @@ class ProfileStore:
 
     async def history(self, user_id: str, key: str | None = None) -> list[dict[str, Any]]:
         """Values that stopped holding, by ``valid_to``, optionally of one key only."""
-        raw = await self.redis.lrange(self.history_key(user_id), 0, -1)
-        # stored in write order; a superseded (late-arriving) value sorts where it held
-        entries = sorted((json.loads(r) for r in raw), key=lambda e: parse_ts(e["valid_to"]))
+        entries = _entries(await self.redis.lrange(self.history_key(user_id), 0, -1))
         if key is not None:
             wanted = normalize_fact_key(key)
             entries = [e for e in entries if e.get("key") == wanted]
@@ -314,14 +347,4 @@ class ProfileStore:
 
         A key forgotten or expired since is left out: a forgotten value must not come back.
         """
-        cutoff = datetime.now(UTC) - timedelta(days=since_days)
-        entries = await self.history(user_id)
-        changes: list[dict[str, Any]] = []
-        for i, entry in enumerate(entries):
-            if entry.get("reason") != "updated" or parse_ts(entry["valid_to"]) < cutoff:
-                continue
-            if any(e["key"] == entry["key"] and e["reason"] in _GONE for e in entries[i + 1 :]):
-                continue
-            new, at = entry.get("replaced_by"), entry["valid_to"]
-            changes.append({"key": entry["key"], "old": entry["value"], "new": new, "at": at})
-        return changes
+        return _changes(await self.history(user_id), since_days)

@@ -1,19 +1,27 @@
-"""Recall's three searches in one round trip: memories by vector, raw turns by vector and text.
+"""Recall's three searches, side by side: memories by vector, raw turns by vector and text.
 
 The statements are the stores' own (`MemoryStore.search_statements`,
-`EpisodeIndex.dense_statements`, `EpisodeIndex.keyword_statement`), sent together on one
-connection in one transaction (`Database.pipeline`), each after its own ``SET LOCAL`` HNSW
-options, so every search returns exactly what its store method returns alone.
+`EpisodeIndex.dense_statements`, `EpisodeIndex.keyword_statement`), each sent on a pooled
+connection of its own in its own read-only transaction (`Database.pipeline`, after its
+``SET LOCAL`` HNSW options), so every search returns exactly what its store method returns
+alone. They run at the same time, each in its own Postgres backend: the wait is the
+slowest search, not their sum. The keyword search needs no vector, so it starts while
+the query is still being embedded.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
+from typing import Any
 
 from memory_graph_agent.storage.episode_index import EpisodeHit, dense_hits, keyword_hits
 from memory_graph_agent.storage.episodes import EpisodeLog
 from memory_graph_agent.storage.memories import Memory, MemoryStore
 from memory_graph_agent.storage.outages import guard
+from memory_graph_agent.storage.postgres import Database, Statement
 
 
 @dataclass
@@ -28,32 +36,73 @@ class Found:
     """The user's best raw turns by keyword (`EpisodeIndex.keyword_search`)."""
 
 
-async def _recall_search(
+async def _rows(db: Database, *statements: Statement) -> list[dict[str, Any]]:
+    return (await db.pipeline(*statements))[-1]
+
+
+_guarded_rows = guard("postgres", _rows)
+
+
+async def _vector_searches(
     memories: MemoryStore,
     episodes: EpisodeLog,
     user_id: str,
     vector: list[float],
+    k: int,
+    depth: int,
+    keyword: asyncio.Future | None,
+) -> Found:
+    searches = [
+        _rows(memories.db, *memories.search_statements(user_id, vector, k)),
+        _rows(memories.db, *episodes.dense_statements(user_id, vector, depth)),
+    ]
+    results = await asyncio.gather(
+        *searches, *([keyword] if keyword else []), return_exceptions=True
+    )
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return Found(
+        memories=MemoryStore.found(results[0]),
+        dense=dense_hits(results[1]),
+        keyword=keyword_hits(results[2]) if keyword else [],
+    )
+
+
+_guarded_vector_searches = guard("postgres", _vector_searches)
+
+
+async def recall_search(
+    memories: MemoryStore,
+    episodes: EpisodeLog,
+    user_id: str,
+    vector: list[float] | Awaitable[list[float]],
     text: str,
     k: int,
     depth: int,
 ) -> Found:
-    memory = memories.search_statements(user_id, vector, k)
-    dense = episodes.dense_statements(user_id, vector, depth)
-    keyword = episodes.keyword_statement(user_id, text, depth)
-    rows = await memories.db.pipeline(*memory, *dense, *([keyword] if keyword else []))
-    memory_rows = rows[len(memory) - 1]
-    dense_rows = rows[len(memory) + len(dense) - 1]
-    return Found(
-        memories=MemoryStore.found(memory_rows),
-        dense=dense_hits(dense_rows),
-        keyword=keyword_hits(rows[-1]) if keyword else [],
-    )
+    """The three searches of recall, at once; their driver errors raised as `StoreUnavailable`.
 
-
-recall_search = guard("postgres", _recall_search)
-"""`_recall_search`, its driver errors raised as `StoreUnavailable`.
-
-Args: the memory store, the episode log, the user, the query vector and text, ``k``
-memories and ``depth`` turns per turn channel. Returns the `Found` lists, each exactly
-what the store's own search returns.
-"""
+    Args: the memory store, the episode log, the user, the query vector (or the
+    embedding still running: the keyword search starts before it is awaited, and an
+    error of the embedding is raised as it is), the query text, ``k`` memories and
+    ``depth`` turns per turn channel. Returns the `Found` lists, each exactly what the
+    store's own search returns.
+    """
+    keyword = None
+    try:
+        statement = episodes.keyword_statement(user_id, text, depth)
+        if statement is not None:
+            keyword = asyncio.ensure_future(_guarded_rows(memories.db, statement))
+        if inspect.isawaitable(vector):
+            vector = await vector
+        return await _guarded_vector_searches(
+            memories, episodes, user_id, vector, k, depth, keyword
+        )
+    except BaseException:
+        if inspect.iscoroutine(vector):  # never started: an invalid user id, say
+            vector.close()
+        if keyword is not None:  # not left running, nor its error unread
+            keyword.cancel()
+            await asyncio.gather(keyword, return_exceptions=True)
+        raise

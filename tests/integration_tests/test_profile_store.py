@@ -361,3 +361,19 @@ async def test_a_forgotten_fact_is_not_brought_back_by_a_late_batch(services, us
     again = await store.upsert(user_id, [Fact("city", "Lyon", 0.8, ["s3"])], policy())
     assert [(c.key, c.action, c.new_value) for c in again] == [("city", "created", "Lyon")]
     assert store.forgotten_key(user_id).endswith(f":profile_forgotten:{user_id}")
+
+
+async def test_one_round_trip_read_is_get_then_recent_changes(services, user_id):
+    """`get_with_changes` (a turn's start) is `get` then `recent_changes`, expiry included."""
+    store = services.profile
+    await store.upsert(user_id, [Fact("city", "Berlin", 0.95), Fact("pet", "cat", 0.5)], BLINK)
+    await store.upsert(user_id, [Fact("city", "Paris", 0.95), Fact("pet", "dog", 0.5)], BLINK)
+    fresh = await store.get_with_changes(user_id, 1)
+    assert [c["key"] for c in fresh[1]] == ["city", "pet"]
+    assert fresh == (await store.get(user_id), await store.recent_changes(user_id, 1))
+
+    await asyncio.sleep(0.6)  # the pet fact expires: its change note goes with it
+    profile, changes = await store.get_with_changes(user_id, 1)
+    assert values(profile) == {"city": "Paris"}
+    assert [c["key"] for c in changes] == ["city"]
+    assert (profile, changes) == (await store.get(user_id), await store.recent_changes(user_id, 1))

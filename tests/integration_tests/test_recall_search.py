@@ -3,6 +3,7 @@ search, never another user's rows, and `retrieve` the same with a precomputed ve
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
@@ -100,3 +101,54 @@ async def test_links_in_one_round_trip_are_the_two_lookups(users, services):
     assert [k for k, _ in neighbours] == [around[0], around[0], around[1], around[1]]
     # another user's keys find nothing of this user's
     assert await services.episodes.linked(users[2], members, around) == ([], [])
+
+
+def _searches_running() -> list[asyncio.Task]:
+    """Pending tasks of recall_search's own searches."""
+    return [
+        t
+        for t in asyncio.all_tasks()
+        if not t.done() and getattr(t.get_coro(), "__qualname__", "").endswith("_rows")
+    ]
+
+
+@pytest.mark.parametrize("question", QUESTIONS)
+async def test_an_embedding_still_running_gives_the_same_results(users, services, question):
+    vector = await services.embeddings.aembed_query(question)
+    for user in users:
+        done = await recall_search(
+            services.memories, services.episodes, user, vector, question, 3, 4
+        )
+        running = services.embeddings.aembed_query(question)
+        found = await recall_search(
+            services.memories, services.episodes, user, running, question, 3, 4
+        )
+        assert found == done
+
+
+async def test_the_keyword_search_starts_before_the_embedding_ends(users, services):
+    question = "Where do I keep bees?"
+    seen: list[int] = []
+
+    async def slow_embedding() -> list[float]:
+        seen.append(len(_searches_running()))
+        await asyncio.sleep(0.05)
+        return await services.embeddings.aembed_query(question)
+
+    found = await recall_search(
+        services.memories, services.episodes, users[0], slow_embedding(), question, 3, 4
+    )
+    assert seen == [1]  # the keyword search was on its way while the query was embedded
+    assert found.keyword == await services.episodes.keyword_search(users[0], question, 4)
+
+
+async def test_an_embedding_error_is_raised_as_is_and_leaves_no_search_running(users, services):
+    async def failing_embedding() -> list[float]:
+        await asyncio.sleep(0)
+        raise ValueError("the embedding model failed")
+
+    with pytest.raises(ValueError, match="embedding model failed"):
+        await recall_search(
+            services.memories, services.episodes, users[0], failing_embedding(), "bees", 3, 4
+        )
+    assert _searches_running() == []
