@@ -33,9 +33,7 @@ class _Readers:
         self.idle.set()
 
 
-_loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Readers] = (
-    weakref.WeakKeyDictionary()
-)
+_loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Readers] = weakref.WeakKeyDictionary()
 
 
 def _readers() -> _Readers:

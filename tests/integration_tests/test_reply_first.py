@@ -101,7 +101,9 @@ async def test_the_reply_streams_and_the_next_turn_runs_while_memory_works(
     await _assert_exactly_once(services, ctx.user_id, thread)
 
 
-async def test_memory_store_calls_wait_while_a_turn_reads(services, checkpointer, gated, make_context):
+async def test_memory_store_calls_wait_while_a_turn_reads(
+    services, checkpointer, gated, make_context
+):
     """A memory run's store calls give way to a turn's load_profile/recall (`priority`)."""
     hold, inside = asyncio.Event(), asyncio.Event()
 
