@@ -49,7 +49,7 @@ def plot_latency(data: dict[str, Any], path: Path) -> None:
 
 def print_latency(data: dict[str, Any]) -> None:
     """The p50/p95 table, memory's added TTFT and its model cost per turn."""
-    print(f"{'agent':<14}{'turns':<14}" + "".join(f"{LABELS[m]:>26}" for m in METRICS))
+    print(f"{'agent':<24}{'turns':<14}" + "".join(f"{LABELS[m]:>26}" for m in METRICS))
     for mode, result in data["modes"].items():
         for kind in ("memory_turns", "other_turns"):
             row = result[kind]
@@ -60,7 +60,7 @@ def print_latency(data: dict[str, Any]) -> None:
                 for m in METRICS
             )
             label = f"{kind.split('_')[0]} ({row['n']})"
-            print(f"{mode:<14}{label:<14}{cells}")
+            print(f"{mode:<24}{label:<14}{cells}")
     for mode, result in data["modes"].items():
         added = result.get("memory_adds_to_ttft_excluding_embedding")
         if added:

@@ -22,6 +22,7 @@ from graph.context import Context, MemoryScheduler, current_task
 from graph.metering import metered
 from graph.state import InputState, State
 from graph.tools import build_tool_node, memory_tools
+from memory_graph_agent.priority import memory_work, read_path
 from memory_graph_agent.retries import check_task_start
 from memory_graph_agent.services import Services, server_services
 from nodes.consolidate import consolidate
@@ -36,6 +37,8 @@ GRAPH_NAME = "memory_agent"
 MEMORY_NODES = (load_profile, recall, summarize, consolidate, reflect)
 MODEL_CALLING = (summarize, consolidate, reflect)
 """The memory nodes that call the chat model: only they are metered (`graph.metering`)."""
+MEMORY_WORK = tuple(node.__name__ for node in MODEL_CALLING)
+"""Nodes whose store calls give way to turns' read paths (`memory_graph_agent.priority`)."""
 
 
 def build_builder(
@@ -54,9 +57,11 @@ def build_builder(
     for node in MEMORY_NODES:
         bound = partial(node, services=services)
         bound = metered(bound, services) if node in MODEL_CALLING else bound
-        builder.add_node(node.__name__, wrap(_no_crash_loop(services, bound), node.__name__))
+        bound = wrap(_no_crash_loop(services, bound), node.__name__)
+        builder.add_node(node.__name__, _prioritized(node.__name__, bound))
     trim = partial(trim_window, services=services, scheduler=scheduler)
-    builder.add_node("trim_window", wrap(_no_crash_loop(services, trim), "trim_window"))
+    trim = wrap(_no_crash_loop(services, trim), "trim_window")
+    builder.add_node("trim_window", _prioritized("trim_window", trim))
     respond_node = partial(respond, tools=tools)
     builder.add_node("respond", wrap(_no_crash_loop(services, respond_node), "respond"))
     builder.add_node("tools", build_tool_node(tools))
@@ -81,6 +86,28 @@ def _no_crash_loop(
     async def run(state: State, runtime: Runtime[Context]) -> dict:
         if (task := current_task()) is not None:
             await check_task_start(services, *task)
+        return await node(state, runtime)
+
+    return run
+
+
+def _prioritized(
+    name: str, node: Callable[[State, Runtime[Context]], Awaitable[dict]]
+) -> Callable[[State, Runtime[Context]], Awaitable[dict]]:
+    """``node`` marked as a turn's read path, or as memory work, for `priority`.
+
+    A turn's load_profile and recall are its read path; summarize, consolidate, reflect
+    and every node of a memory run are memory work, whose store calls give way to it.
+    """
+
+    async def run(state: State, runtime: Runtime[Context]) -> dict:
+        ctx = runtime.context
+        if name in routing.TURN_START and not ctx.memory_of:
+            async with read_path():
+                return await node(state, runtime)
+        if ctx.memory_of or name in MEMORY_WORK:
+            with memory_work(ctx.memory_give_way_s):
+                return await node(state, runtime)
         return await node(state, runtime)
 
     return run

@@ -83,6 +83,13 @@ class Context:
         "meanwhile, so the run does not compete with the next turn's recall, and work that "
         "arrives meanwhile joins it (langchain-ai/memory-template's after_seconds).",
     )
+    memory_give_way_s: float = knob(
+        0.25,
+        "Memory work (summarize, consolidate, reflect, and every node of a memory run) waits "
+        "before each store call while a turn of this process is in load_profile or recall, "
+        "at most this many seconds per call; 0 turns it off. Keeps background memory off "
+        "the next turn's time to first token on a small machine.",
+    )
     memory_of: str = knob(
         "",
         "Set by the scheduler on memory runs only: the conversation thread whose memory the "
@@ -191,6 +198,8 @@ class Context:
             raise ValueError(f"summary_mode must be 'llm' or 'raw', got {self.summary_mode!r}")
         if not 0 <= self.memory_delay_s <= 3600:
             raise ValueError(f"memory_delay_s must be in [0, 3600], got {self.memory_delay_s}")
+        if not 0 <= self.memory_give_way_s <= 60:
+            raise ValueError(f"memory_give_way_s must be in [0, 60], got {self.memory_give_way_s}")
         if self.memory_mode not in ("background", "inline"):
             raise ValueError(
                 f"memory_mode must be 'background' or 'inline', got {self.memory_mode!r}"
