@@ -20,6 +20,7 @@ DAY2 = datetime(2023, 6, 1, 9, 0, tzinfo=UTC)
 class Knobs:
     neighbour_weight: float = 0.5
     summary_turn_weight: float = 0.3
+    recall_rrf_k: int = 60
 
 
 def hit(mid: str, text: str, ts: datetime = DAY1, thread: str = "t") -> EpisodeHit:
@@ -78,11 +79,11 @@ def test_turns_are_shown_by_date_each_day_under_one_line():
     block = render_memories(prompt_order([*items, memory]))
     assert block.splitlines() == [
         "- [summary 2023-07-01] Ann likes dogs",
-        "[conversation 2023-05-08]",
-        "  Ann: first",
-        "  Ann: x",
-        "[conversation 2023-06-01]",
-        "  Ann: later",
+        "[2023-05-08]",
+        "Ann: first",
+        "Ann: x",
+        "[2023-06-01]",
+        "Ann: later",
     ]
 
 
