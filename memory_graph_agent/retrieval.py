@@ -84,8 +84,12 @@ def fuse(
     dense: list[EpisodeHit],
     keyword: list[EpisodeHit],
     min_similarity: float,
+    k: int = RRF_K,
 ) -> list[dict[str, Any]]:
-    """RRF of the three channels, best first; dense-only hits below the floor dropped."""
+    """RRF (constant ``k``) of the three channels, best first.
+
+    Dense-only hits below the similarity floor are dropped.
+    """
     # relaxed_order HNSW scans may return neighbours slightly out of order
     memories = sorted(memories, key=lambda m: -(m.similarity or 0.0))
     items: dict[str, dict[str, Any]] = {}
@@ -110,7 +114,7 @@ def fuse(
         "episode_keyword": [round(h.keyword_score or 0.0, 6) for h in keyword],
     }
     out = []
-    for fused in rrf(rankings, RRF_K, scores=scores):
+    for fused in rrf(rankings, k, scores=scores):
         item = items[fused.key]
         item.setdefault("similarity", None)
         item.setdefault("keyword_score", None)
@@ -240,9 +244,8 @@ async def retrieve(
             _window_ids(services, ctx.user_id, thread_id),
         )
     memories = found.memories
-    fused = await linked_turns(
-        services, ctx, fuse(memories, found.dense, found.keyword, ctx.min_similarity), memories
-    )
+    hits = fuse(memories, found.dense, found.keyword, ctx.min_similarity, ctx.recall_rrf_k)
+    fused = await linked_turns(services, ctx, hits, memories)
     candidates = _with_tokens(score(fused, ctx, datetime.now(UTC)))
     kept, used = fill_budget(candidates, budget, exclude=window)
     items = prompt_order(kept)

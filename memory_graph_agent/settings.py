@@ -21,6 +21,7 @@ class Settings(Protocol):
     min_similarity: float
     neighbour_weight: float
     summary_turn_weight: float
+    recall_rrf_k: int
     recall_candidate_tokens: int
     weight_relevance: float
     weight_recency: float
