@@ -52,7 +52,7 @@ class Context:
         "0 turns it off. Chosen by cross-validation on LoCoMo.",
     )
     recall_rrf_k: int = knob(
-        60,
+        5,
         "The constant k of recall's reciprocal-rank fusion (1 / (k + rank)): smaller "
         "trusts the top ranks more. Chosen by cross-validation on LoCoMo.",
     )
