@@ -30,6 +30,7 @@ from memory_graph_agent.storage.episodes import EpisodeHit
 from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.recall_search import recall_search
+from memory_graph_agent.topics import link_topics
 
 MIN_EPISODE_DEPTH = 20
 TOKENS_PER_HOT_CANDIDATE = 20
@@ -245,7 +246,7 @@ async def retrieve(
         )
     memories = found.memories
     hits = fuse(memories, found.dense, found.keyword, ctx.min_similarity, ctx.recall_rrf_k)
-    fused = await linked_turns(services, ctx, hits, memories)
+    fused = link_topics(await linked_turns(services, ctx, hits, memories), query, ctx.topic_weight)
     candidates = _with_tokens(score(fused, ctx, datetime.now(UTC)))
     kept, used = fill_budget(candidates, budget, exclude=window)
     items = prompt_order(kept)
