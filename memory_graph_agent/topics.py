@@ -30,11 +30,7 @@ COMMON = frozenset(
 def topic_words(text: str) -> set[str]:
     """The content words of a turn (after its ``Speaker:``), lower-cased, 4+ letters."""
     body = text.partition(": ")[2] or text
-    return {
-        w
-        for w in (m.lower() for m in _WORD.findall(body))
-        if len(w) >= MIN_WORD and w not in COMMON
-    }
+    return {w for w in set(_WORD.findall(body.lower())) if len(w) >= MIN_WORD} - COMMON
 
 
 def link_topics(
