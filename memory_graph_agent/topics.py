@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
+from collections import defaultdict
 from typing import Any
 
 TOPIC_SEEDS = 3
@@ -46,21 +46,20 @@ def link_topics(
     if weight <= 0 or len(turns) < 2:
         return items
     words = {m["id"]: topic_words(str(m.get("text", ""))) for m in turns}
-    df = Counter(w for ws in words.values() for w in ws)
-    idf = {w: math.log(len(turns) / n) for w, n in df.items()}
+    having: dict[str, list[str]] = defaultdict(list)  # word -> the turns that have it
+    for key, found in words.items():
+        for w in found:
+            having[w].append(key)
+    idf = {w: math.log(len(turns) / len(keys)) for w, keys in having.items()}
     asked = topic_words(query) | {w for w in (m.lower() for m in _WORD.findall(query))}
-    bonus: dict[str, float] = {}
+    bonus: dict[str, float] = defaultdict(float)
     for seed in turns[:seeds]:
         lent = {w: idf[w] for w in words[seed["id"]] - asked if idf[w] > 0}
         total = sum(lent.values())
-        if total <= 0:
-            continue
-        for m in turns:
-            if m is seed:
-                continue
-            shared = sum(lent.get(w, 0.0) for w in words[m["id"]])
-            if shared:
-                bonus[m["id"]] = bonus.get(m["id"], 0.0) + weight * seed["rrf"] * shared / total
+        for w, share in lent.items():
+            for key in having[w]:
+                if key != seed["id"]:
+                    bonus[key] += weight * seed["rrf"] * share / total
     out = []
     for m in items:
         if m.get("id") in bonus:
