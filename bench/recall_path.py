@@ -299,6 +299,8 @@ async def run_recall_path(
                     "recall_candidate_tokens",
                     "neighbour_weight",
                     "summary_turn_weight",
+                    "recall_rrf_k",
+                    "topic_weight",
                 )
             },
         },

@@ -51,6 +51,17 @@ class Context:
         "Weight of a recalled summary's rank in the ranking of the turns it was made from; "
         "0 turns it off. Chosen by cross-validation on LoCoMo.",
     )
+    recall_rrf_k: int = knob(
+        5,
+        "The constant k of recall's reciprocal-rank fusion (1 / (k + rank)): smaller "
+        "trusts the top ranks more. Chosen by cross-validation on LoCoMo.",
+    )
+    topic_weight: float = knob(
+        0.5,
+        "Share of the best turns' score lent to turns that share their rarer words "
+        "(topic links, pseudo-relevance feedback in the candidates); 0 turns it off. "
+        "Chosen by cross-validation on LoCoMo.",
+    )
     recall_candidate_tokens: int = knob(
         30,
         "Each turn channel fetches one candidate per this many tokens of the budget (at "
@@ -190,6 +201,10 @@ class Context:
             raise ValueError(f"neighbour_weight must be in [0, 1], got {self.neighbour_weight}")
         if self.summary_turn_weight < 0:
             raise ValueError("summary_turn_weight must be >= 0")
+        if self.recall_rrf_k < 0:
+            raise ValueError(f"recall_rrf_k must be >= 0, got {self.recall_rrf_k}")
+        if self.topic_weight < 0:
+            raise ValueError(f"topic_weight must be >= 0, got {self.topic_weight}")
         if self.recall_candidate_tokens < 1:
             raise ValueError("recall_candidate_tokens must be >= 1")
         if not 0.0 <= self.min_similarity <= 1.0:

@@ -105,14 +105,18 @@ def text_tokens(text: str) -> int:
 
 
 def episode_header(memory: dict[str, Any]) -> str:
-    """The date line a group of recalled turns of one day shares."""
-    return f"[conversation {str(memory.get('created_at', ''))[:10]}]"
+    """The date line a group of recalled turns of one day shares: ``[YYYY-MM-DD]``."""
+    return f"[{str(memory.get('created_at', ''))[:10]}]"
 
 
 def render_memory(memory: dict[str, Any]) -> str:
-    """One recalled memory as a line of data (a turn without its date: its group has it)."""
+    """One recalled memory as a line of data (a turn without its date: its group has it).
+
+    A turn is its ``Speaker: text`` alone, no indent or marker: every character is
+    budget, and the date line above it says what it is.
+    """
     if memory.get("kind") == "episode":
-        return f"  {defang(str(memory.get('text', '')))}"
+        return defang(str(memory.get("text", "")))
     day = str(memory.get("created_at", ""))[:10]
     return f"- [{memory.get('kind')} {day}] {defang(str(memory.get('text', '')))}"
 

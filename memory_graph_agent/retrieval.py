@@ -30,6 +30,7 @@ from memory_graph_agent.storage.episodes import EpisodeHit
 from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.recall_search import recall_search
+from memory_graph_agent.topics import link_topics
 
 MIN_EPISODE_DEPTH = 20
 TOKENS_PER_HOT_CANDIDATE = 20
@@ -84,8 +85,12 @@ def fuse(
     dense: list[EpisodeHit],
     keyword: list[EpisodeHit],
     min_similarity: float,
+    k: int = RRF_K,
 ) -> list[dict[str, Any]]:
-    """RRF of the three channels, best first; dense-only hits below the floor dropped."""
+    """RRF (constant ``k``) of the three channels, best first.
+
+    Dense-only hits below the similarity floor are dropped.
+    """
     # relaxed_order HNSW scans may return neighbours slightly out of order
     memories = sorted(memories, key=lambda m: -(m.similarity or 0.0))
     items: dict[str, dict[str, Any]] = {}
@@ -110,7 +115,7 @@ def fuse(
         "episode_keyword": [round(h.keyword_score or 0.0, 6) for h in keyword],
     }
     out = []
-    for fused in rrf(rankings, RRF_K, scores=scores):
+    for fused in rrf(rankings, k, scores=scores):
         item = items[fused.key]
         item.setdefault("similarity", None)
         item.setdefault("keyword_score", None)
@@ -238,9 +243,8 @@ async def retrieve(
             _window_ids(services, ctx.user_id, thread_id),
         )
     memories = found.memories
-    fused = await linked_turns(
-        services, ctx, fuse(memories, found.dense, found.keyword, ctx.min_similarity), memories
-    )
+    hits = fuse(memories, found.dense, found.keyword, ctx.min_similarity, ctx.recall_rrf_k)
+    fused = link_topics(await linked_turns(services, ctx, hits, memories), query, ctx.topic_weight)
     candidates = _with_tokens(score(fused, ctx, datetime.now(UTC)))
     kept, used = fill_budget(candidates, budget, exclude=window)
     items = prompt_order(kept)

@@ -21,6 +21,8 @@ class Settings(Protocol):
     min_similarity: float
     neighbour_weight: float
     summary_turn_weight: float
+    recall_rrf_k: int
+    topic_weight: float
     recall_candidate_tokens: int
     weight_relevance: float
     weight_recency: float

@@ -74,8 +74,8 @@ async def test_an_evicted_turn_is_recalled_as_an_episode_with_provenance(
     # shown under its day's line, fenced in the memories block
     day = item["created_at"][:10]
     lines = block(model.system_prompts()[-1], "memories").splitlines()
-    assert f"  user: {fact}" in lines
-    assert f"[conversation {day}]" in lines[: lines.index(f"  user: {fact}")]
+    assert f"user: {fact}" in lines
+    assert f"[{day}]" in lines[: lines.index(f"user: {fact}")]
     assert ("recall", "auto") in kinds(state)
 
 

@@ -84,3 +84,27 @@ async def test_the_turns_of_a_recalled_summary_are_ranked_in(services, make_cont
     )
     linked = [m for m in plain.items if m["source_ids"] == [ids[-1]] and m["kind"] == "episode"]
     assert not linked or "via" not in linked[0]
+
+
+async def test_a_turn_sharing_a_rare_word_with_the_best_hit_gets_a_topic_link(
+    services, make_context
+):
+    # different days: no neighbour links; only keyword hits count (high cosine floor)
+    ctx = make_context(neighbour_weight=0.0, summary_turn_weight=0.0, min_similarity=0.9)
+    (best,) = await log(services, ctx.user_id, "t1", "I adopted a dog: Biscuit!")
+    (fan,) = await log(
+        services, ctx.user_id, "t2", "Biscuit the dog ate my shoes.", day="2024-04-02"
+    )
+    (other,) = await log(
+        services, ctx.user_id, "t3", "My friend adopted a dog too.", day="2024-05-02"
+    )
+
+    def by_source(found):
+        return {m["source_ids"][0]: m for m in found.items}
+
+    linked = by_source(await retrieve(services, replace(ctx, topic_weight=0.5), QUESTION, "x"))
+    plain = by_source(await retrieve(services, replace(ctx, topic_weight=0.0), QUESTION, "x"))
+    assert {best, fan, other} <= set(linked) and {best, fan, other} <= set(plain)
+    assert linked[fan]["topic_bonus"] > 0  # "Biscuit", a word the question does not have
+    assert linked[fan]["rrf"] > plain[fan]["rrf"]
+    assert "topic_bonus" not in linked[other] and "topic_bonus" not in plain[fan]

@@ -97,13 +97,16 @@ async def test_importance_outranks_a_slightly_better_match(agent, make_context, 
         services, ctx.user_id, "Anna, the user's sister, works as a marine biologist.", 1.0
     )
     question = "Is my sister Anna a marine biologist in Oslo?"
-    plain = make_context(weight_recency=0.0, weight_importance=0.0)
+    # the usual RRF constant 60 makes rank 2 a close second (61/62); the default 5
+    # spaces ranks further apart (6/7), which importance 0.5 still overturns
+    plain = make_context(weight_recency=0.0, weight_importance=0.0, recall_rrf_k=60)
     recalled = (await say(agent, plain, _thread(), question))["recalled"]
     assert [m["id"] for m in recalled[:2]] == [closer.id, important.id]
     assert recalled[1]["relevance"] > 0.95  # a close second
-    weighted = make_context(weight_recency=0.0, weight_importance=0.5)
-    recalled = (await say(agent, weighted, _thread(), question))["recalled"]
-    assert [m["id"] for m in recalled[:2]] == [important.id, closer.id]
+    for k in (60, 5):
+        weighted = make_context(weight_recency=0.0, weight_importance=0.5, recall_rrf_k=k)
+        recalled = (await say(agent, weighted, _thread(), question))["recalled"]
+        assert [m["id"] for m in recalled[:2]] == [important.id, closer.id]
 
 
 async def test_flat_mode_injects_the_hottest_memories_without_searching(

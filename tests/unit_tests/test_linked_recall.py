@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from memory_graph_agent.linking import episode_item, link_turns, summary_turns
 from memory_graph_agent.ranking import RRF_K, fill_budget
 from memory_graph_agent.rendering import render_memories, text_tokens
-from memory_graph_agent.retrieval import prompt_order
+from memory_graph_agent.retrieval import fuse, prompt_order
 from memory_graph_agent.storage.episode_index import EpisodeHit
 from memory_graph_agent.storage.memory_rows import Memory
 
@@ -20,6 +20,7 @@ DAY2 = datetime(2023, 6, 1, 9, 0, tzinfo=UTC)
 class Knobs:
     neighbour_weight: float = 0.5
     summary_turn_weight: float = 0.3
+    recall_rrf_k: int = RRF_K
 
 
 def hit(mid: str, text: str, ts: datetime = DAY1, thread: str = "t") -> EpisodeHit:
@@ -67,6 +68,9 @@ def test_the_turns_of_a_recalled_summary_rise_by_its_rank():
     boost = 0.3 / (RRF_K + 1)
     assert abs(by_id["t:m1"]["rrf"] - (0.01 + boost)) < 1e-6  # added to its own score
     assert abs(by_id["t:m2"]["rrf"] - boost) < 1e-6 and by_id["t:m2"]["via"] == "summary"
+    # the boost uses the run's RRF constant
+    out = link_turns(items, [summary], [hit("m2", "Rex")], [], Knobs(recall_rrf_k=5))
+    assert abs({m["id"]: m for m in out}["t:m2"]["rrf"] - 0.3 / (5 + 1)) < 1e-6
     # a reflection's sources are summaries, not turns
     reflection = Memory("u", "reflection", "x", 0.5, ["m1"], thread_id="t")
     assert summary_turns([reflection]) == []
@@ -78,11 +82,11 @@ def test_turns_are_shown_by_date_each_day_under_one_line():
     block = render_memories(prompt_order([*items, memory]))
     assert block.splitlines() == [
         "- [summary 2023-07-01] Ann likes dogs",
-        "[conversation 2023-05-08]",
-        "  Ann: first",
-        "  Ann: x",
-        "[conversation 2023-06-01]",
-        "  Ann: later",
+        "[2023-05-08]",
+        "Ann: first",
+        "Ann: x",
+        "[2023-06-01]",
+        "Ann: later",
     ]
 
 
@@ -112,3 +116,13 @@ def test_a_transcript_summary_gives_way_to_its_turns():
     # one of its turns not fetched (e.g. not indexed): the transcript stays
     out = link_turns(items, [raw], turns[:1], [], Knobs(0.0, 0.3))
     assert raw.id in [m["id"] for m in out]
+
+
+def test_fuse_ranks_with_the_given_rrf_constant():
+    hits = [
+        EpisodeHit("t", f"m{i}", f"Ann: turn {i}", DAY1, similarity=0.9 - i / 10) for i in range(3)
+    ]
+    for k in (5, 60):
+        out = fuse([], hits, hits[:1], 0.2, k)
+        assert [m["id"] for m in out] == ["t:m0", "t:m1", "t:m2"]
+        assert abs(out[0]["rrf"] - 2 / (k + 1)) < 1e-6 and abs(out[1]["rrf"] - 1 / (k + 2)) < 1e-6

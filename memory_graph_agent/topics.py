@@ -1,0 +1,72 @@
+"""Topic links between recalled turns: the best hits lend score to turns sharing their rare words.
+
+Pseudo-relevance feedback inside the candidate pool, no extra search: the words of the
+best turns that the query does not already carry (names, places, things) are what a
+multi-hop question's other evidence tends to share with them. Rarity is measured in
+the pool itself (a word every candidate has links nothing). Pure functions.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from typing import Any
+
+TOPIC_SEEDS = 3
+"""How many of the best turns lend their words."""
+MIN_WORD = 4
+_WORD = re.compile(r"[^\W\d_]+")
+COMMON = frozenset(
+    """about after again also always another because been before being between both
+    could does doing done down during each even ever every from going gonna have having
+    here into just know like made make many more most much must never only other over
+    really same should since some still such sure than that their them then there these
+    they thing things think this those though through time today totally very want
+    well were what when where which while will with would yeah your yours""".split()
+)
+
+
+def topic_words(text: str) -> set[str]:
+    """The content words of a turn (after its ``Speaker:``), lower-cased, 4+ letters."""
+    body = text.partition(": ")[2] or text
+    return {w for w in set(_WORD.findall(body.lower())) if len(w) >= MIN_WORD} - COMMON
+
+
+def link_topics(
+    items: list[dict[str, Any]], query: str, weight: float, seeds: int = TOPIC_SEEDS
+) -> list[dict[str, Any]]:
+    """Raise the RRF of turns that share rare words with the best turns; best RRF first.
+
+    Each of the ``seeds`` best turns gives every other turn ``weight`` × its own RRF ×
+    the share (by pool idf) of its new words (not in the query) that the turn also has.
+    ``weight`` 0 returns the items as they are.
+    """
+    turns = [m for m in items if m.get("kind") == "episode"]
+    if weight <= 0 or len(turns) < 2:
+        return items
+    words = {m["id"]: topic_words(str(m.get("text", ""))) for m in turns}
+    having: dict[str, list[str]] = defaultdict(list)  # word -> the turns that have it
+    for key, found in words.items():
+        for w in found:
+            having[w].append(key)
+    idf = {w: math.log(len(turns) / len(keys)) for w, keys in having.items()}
+    asked = topic_words(query) | {w for w in (m.lower() for m in _WORD.findall(query))}
+    bonus: dict[str, float] = defaultdict(float)
+    for seed in turns[:seeds]:
+        lent = {w: idf[w] for w in words[seed["id"]] - asked if idf[w] > 0}
+        total = sum(lent.values())
+        for w, share in lent.items():
+            for key in having[w]:
+                if key != seed["id"]:
+                    bonus[key] += weight * seed["rrf"] * share / total
+    out = []
+    for m in items:
+        if m.get("id") in bonus:
+            m = {
+                **m,
+                "rrf": round(m["rrf"] + bonus[m["id"]], 6),
+                "topic_bonus": round(bonus[m["id"]], 6),
+            }
+        out.append(m)
+    return sorted(out, key=lambda m: -m["rrf"])

@@ -1,0 +1,41 @@
+"""Topic links: the best turns lend score to turns that share their rarer words (pure)."""
+
+from __future__ import annotations
+
+from memory_graph_agent.topics import link_topics, topic_words
+
+
+def turn(mid: str, text: str, rrf: float) -> dict:
+    return {"id": f"t:{mid}", "kind": "episode", "text": f"Ann: {text}", "rrf": rrf}
+
+
+def test_topic_words_are_the_content_words_after_the_speaker():
+    assert topic_words("Ann: I took Rex to the Lakeside park, really fun!") == {
+        "took",
+        "lakeside",
+        "park",
+        "fun",
+    } - {"fun"}  # 3 letters: too short
+    assert topic_words("no speaker here") == {"speaker", "here"} - {"here"}  # common word
+
+
+def test_a_turn_sharing_a_rare_word_with_the_best_hit_moves_up():
+    items = [
+        turn("a", "We adopted a puppy named Biscuit", 0.2),
+        turn("b", "The weather was grey all week", 0.05),
+        turn("c", "Biscuit chewed my running shoes", 0.04),
+        turn("d", "Work has been grey and busy", 0.045),
+    ]
+    out = link_topics(items, "Did Ann adopt a puppy?", 0.5, seeds=1)
+    assert [m["id"] for m in out] == ["t:a", "t:c", "t:b", "t:d"]
+    assert out[1]["topic_bonus"] > 0 and "topic_bonus" not in out[0]
+    # the query's own words link nothing (the channels already found them)
+    assert link_topics(items, "Biscuit adopted named puppy", 0.5, seeds=1) == sorted(
+        items, key=lambda m: -m["rrf"]
+    )
+
+
+def test_weight_zero_or_one_turn_changes_nothing():
+    items = [turn("a", "Biscuit the puppy", 0.2), turn("c", "Biscuit again", 0.01)]
+    assert link_topics(items, "q", 0.0) is items
+    assert link_topics(items[:1], "q", 1.0) == items[:1]
