@@ -57,8 +57,11 @@ CURRENT_NODE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 
 
 def on_path(nodes: dict[str, float]) -> float:
-    """Seconds of node time on a turn's path: the nodes that start a turn side by side
-    (``load_profile`` and ``recall``, `graph.routing.TURN_START`) count by the longer."""
+    """Seconds of node time on a turn's path.
+
+    The nodes that start a turn side by side (``load_profile`` and ``recall``,
+    `graph.routing.TURN_START`) count by the longer.
+    """
     from graph.routing import TURN_START
 
     start = [nodes[n] for n in TURN_START if n in nodes]

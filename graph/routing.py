@@ -24,7 +24,9 @@ def route_after_respond(state: State) -> Literal["tools", "trim_window"]:
 
 
 def route_start(state: State) -> list[str]:
-    """A turn starts with ``load_profile`` and ``recall`` side by side (one step, so the
+    """Where a run starts: a turn at load_profile and recall, a memory run at trim_window.
+
+    A turn starts with ``load_profile`` and ``recall`` side by side (one step, so the
     query embedding and the searches run while the profile is read); a memory run
     (``context.memory_of`` set) starts at trim_window.
 

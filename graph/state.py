@@ -10,7 +10,6 @@ from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 from memory_graph_agent.metrics import merge_spent
-from memory_graph_agent.turns import ends_session
 from memory_graph_agent.records import (
     MemoryEvent,
     ProfileChange,
@@ -19,6 +18,7 @@ from memory_graph_agent.records import (
     TurnStart,
     add_events,
 )
+from memory_graph_agent.turns import ends_session
 
 
 class InputState(TypedDict, total=False):

@@ -49,8 +49,9 @@ async def draft_summary(
     A batch is ``summary_batch`` messages, so summaries keep one grain however many
     turns a (background, coalesced) run finds waiting: the graph loops back for the next
     batch. ``draining`` claims any non-empty backlog (compression or session end) in
-    batches as large as fit; ``prompt`` has a ``{transcript}`` placeholder. Returns the draft (``None`` when nothing was claimed),
-    whether the backlog is now empty, and what happened.
+    batches as large as fit; ``prompt`` has a ``{transcript}`` placeholder. Returns the
+    draft (``None`` when nothing was claimed), whether the backlog is now empty, and what
+    happened.
     """
     user = settings.user_id
     worker = uuid.uuid4().hex
