@@ -14,9 +14,13 @@ from memory_graph_agent.services import Services
 from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.episodes import EpisodeHit
 from memory_graph_agent.storage.memories import Memory
+from memory_graph_agent.storage.recall_search import Found
 
 NEIGHBOUR_SOURCES = 10
 """How many of the best turns bring their neighbours (20 or 30 recall the same on LoCoMo)."""
+NEIGHBOUR_PREFETCH = 20
+"""Each turn search brings the neighbours of its best 20 turns in its own round trip
+(`recall_search`): the best fused turns are nearly always among them."""
 EPISODE_IMPORTANCE = 0.5
 """Raw turns carry no importance rating: the neutral middle neither favours nor hides them."""
 
@@ -113,12 +117,31 @@ def link_turns(
 
 
 async def linked_turns(
-    services: Services, ctx: Settings, fused: list[dict[str, Any]], memories: list[Memory]
+    services: Services,
+    ctx: Settings,
+    fused: list[dict[str, Any]],
+    memories: list[Memory],
+    found: Found | None = None,
 ) -> list[dict[str, Any]]:
-    """Fetch the summaries' turns and the best turns' neighbours, and rank them in."""
+    """The summaries' turns and the best turns' neighbours, ranked in.
+
+    What `recall_search` brought with its results (``found``: the turns of every found
+    summary, the neighbours of each turn search's best turns) is used as it is; what it
+    did not bring is fetched in one round trip (everything, without ``found``).
+    """
     members = summary_turns(memories)
     around = best_turns(fused) if ctx.neighbour_weight > 0 else []
     if not members and not around:
         return fused
-    turns, neighbours = await services.episodes.linked(ctx.user_id, members, around)
+    known = found.neighbours if found else {}
+    fetch_members = [] if found else members
+    fetch_around = [key for key in around if key not in known]
+    turns = [found.members[k] for k in members if k in found.members] if found else []
+    fetched: dict[tuple[str, str], list[EpisodeHit]] = {}
+    if fetch_members or fetch_around:
+        more, pairs = await services.episodes.linked(ctx.user_id, fetch_members, fetch_around)
+        turns = turns or more
+        for key, hit in pairs:
+            fetched.setdefault(key, []).append(hit)
+    neighbours = [(key, hit) for key in around for hit in known.get(key, fetched.get(key, []))]
     return link_turns(fused, memories, turns, neighbours, ctx)

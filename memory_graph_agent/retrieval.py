@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memory_graph_agent import metrics
-from memory_graph_agent.linking import episode_item, linked_turns
+from memory_graph_agent.linking import NEIGHBOUR_PREFETCH, episode_item, linked_turns
 from memory_graph_agent.ranking import RRF_K, fill_budget, memory_score, recency, rrf
 from memory_graph_agent.records import MemoryEvent, event
 from memory_graph_agent.rendering import episode_header, render_memory, text_tokens
@@ -239,12 +239,14 @@ async def retrieve(
                 query,
                 ctx.recall_k,
                 depth,
+                NEIGHBOUR_PREFETCH if ctx.neighbour_weight > 0 else 0,
             ),
             _window_ids(services, ctx.user_id, thread_id),
         )
     memories = found.memories
     hits = fuse(memories, found.dense, found.keyword, ctx.min_similarity, ctx.recall_rrf_k)
-    fused = link_topics(await linked_turns(services, ctx, hits, memories), query, ctx.topic_weight)
+    linked = await linked_turns(services, ctx, hits, memories, found)
+    fused = link_topics(linked, query, ctx.topic_weight)
     candidates = _with_tokens(score(fused, ctx, datetime.now(UTC)))
     kept, used = fill_budget(candidates, budget, exclude=window)
     items = prompt_order(kept)

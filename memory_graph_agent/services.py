@@ -39,6 +39,7 @@ from memory_graph_agent.storage.outages import outages
 from memory_graph_agent.storage.postgres import Database, PostgresTimeouts
 from memory_graph_agent.storage.profile import ProfileStore
 from memory_graph_agent.storage.queue import PendingQueue
+from memory_graph_agent.storage.read_pool import check_idle
 from memory_graph_agent.storage.runs import RunStarts
 from memory_graph_agent.storage.threads import ThreadOwners
 from memory_graph_agent.storage.window import WindowStore
@@ -186,7 +187,8 @@ async def open_checkpointer(database_url: str) -> AsyncIterator[AsyncPostgresSav
     """LangGraph's Postgres checkpointer on a small pool that checks connections before use.
 
     A single connection (``AsyncPostgresSaver.from_conn_string``) dies for good when
-    Postgres restarts; the pool replaces broken connections.
+    Postgres restarts; the pool replaces broken connections. The check costs no round
+    trip while a connection is healthy (`read_pool.check_idle`).
     """
     timeouts = PostgresTimeouts.from_env()
     pool = AsyncConnectionPool(
@@ -195,7 +197,7 @@ async def open_checkpointer(database_url: str) -> AsyncIterator[AsyncPostgresSav
         max_size=8,
         open=False,
         timeout=timeouts.deadline_s,
-        check=AsyncConnectionPool.check_connection,
+        check=check_idle,
         kwargs={
             "autocommit": True,
             "prepare_threshold": 0,

@@ -99,22 +99,19 @@ _KEYWORD_SQL = (
 """BM25-like keyword search of `EpisodeIndex.keyword_search` (``{table}``: the vector table)."""
 
 
-NEIGHBOUR_HOURS = 12
-"""Turns further apart than this are not neighbours (another sitting of the thread)."""
-
-
 def dense_hits(rows: list[dict[str, Any]]) -> list[EpisodeHit]:
     """The hits of `EpisodeIndex.dense_statements`' rows, nearest first."""
     # relaxed_order may return them slightly out of order
-    return sorted(map(_hit, rows), key=lambda h: -(h.similarity or 0.0))
+    return sorted(map(episode_hit, rows), key=lambda h: -(h.similarity or 0.0))
 
 
 def keyword_hits(rows: list[dict[str, Any]]) -> list[EpisodeHit]:
     """The hits of `EpisodeIndex.keyword_statement`'s rows, best first."""
-    return list(map(_hit, rows))
+    return list(map(episode_hit, rows))
 
 
-def _hit(row: dict[str, Any]) -> EpisodeHit:
+def episode_hit(row: dict[str, Any]) -> EpisodeHit:
+    """The turn of a row (``distance`` or ``score`` when the row is a search's hit)."""
     distance = row.get("distance")
     return EpisodeHit(
         thread_id=row["thread_id"],
@@ -252,77 +249,3 @@ class EpisodeIndex:
                 "k": k,
             },
         )
-
-    async def turns(self, user_id: str, keys: list[tuple[str, str]]) -> list[EpisodeHit]:
-        """The indexed turns of ``(thread_id, message_id)`` keys (e.g. a summary's sources)."""
-        if not keys:
-            return []
-        return [_hit(r) for r in await self.db.run(self._turns_statement(user_id, keys))]
-
-    async def neighbours(
-        self, user_id: str, keys: list[tuple[str, str]]
-    ) -> list[tuple[tuple[str, str], EpisodeHit]]:
-        """The indexed turns said just before and after each key's turn, in its thread.
-
-        A neighbour more than `NEIGHBOUR_HOURS` away belongs to another sitting and is
-        left out. Returns ``(key, neighbour)`` pairs.
-        """
-        if not keys:
-            return []
-        return _pairs(await self.db.run(self._neighbours_statement(user_id, keys)))
-
-    async def linked(
-        self, user_id: str, members: list[tuple[str, str]], around: list[tuple[str, str]]
-    ) -> tuple[list[EpisodeHit], list[tuple[tuple[str, str], EpisodeHit]]]:
-        """`turns` of ``members`` and `neighbours` of ``around``, in one round trip."""
-        turns, pairs = await self.db.pipeline(
-            self._turns_statement(user_id, members), self._neighbours_statement(user_id, around)
-        )
-        return [_hit(r) for r in turns], _pairs(pairs)
-
-    def _turns_statement(self, user_id: str, keys: list[tuple[str, str]]) -> Statement:
-        return (
-            "SELECT v.thread_id, v.message_id, v.content, v.ts "
-            f'FROM "{self._table()}" v JOIN unnest(CAST(:threads AS text[]), '
-            "CAST(:ids AS text[])) WITH ORDINALITY AS k(thread_id, message_id, ord) "
-            "ON v.thread_id = k.thread_id AND v.message_id = k.message_id "
-            "WHERE v.user_id = :user_id ORDER BY k.ord",
-            _keys(user_id, keys),
-        )
-
-    def _neighbours_statement(self, user_id: str, keys: list[tuple[str, str]]) -> Statement:
-        return (
-            "SELECT h.thread_id AS of_thread, h.message_id AS of_message, "
-            "v.thread_id, v.message_id, v.content, v.ts "
-            "FROM unnest(CAST(:threads AS text[]), CAST(:ids AS text[])) "
-            "WITH ORDINALITY AS k(thread_id, message_id, ord) "
-            "JOIN episodes h ON h.user_id = :user_id AND h.thread_id = k.thread_id "
-            "AND h.message_id = k.message_id "
-            "CROSS JOIN LATERAL ("
-            "  (SELECT n.message_id FROM episodes n WHERE n.user_id = :user_id "
-            "   AND n.thread_id = h.thread_id AND n.seq < h.seq ORDER BY n.seq DESC LIMIT 1) "
-            "  UNION ALL "
-            "  (SELECT n.message_id FROM episodes n WHERE n.user_id = :user_id "
-            "   AND n.thread_id = h.thread_id AND n.seq > h.seq ORDER BY n.seq LIMIT 1)"
-            ") AS n "
-            # LIMIT 1 keeps this a lookup by primary key (a join would read the whole thread)
-            "CROSS JOIN LATERAL ("
-            f'  SELECT v.thread_id, v.message_id, v.content, v.ts FROM "{self._table()}" v '
-            "  WHERE v.user_id = :user_id AND v.thread_id = h.thread_id "
-            "  AND v.message_id = n.message_id LIMIT 1) AS v "
-            "WHERE abs(extract(epoch FROM v.ts - h.ts)) <= :seconds "
-            "ORDER BY k.ord, v.message_id",
-            {**_keys(user_id, keys), "seconds": NEIGHBOUR_HOURS * 3600},
-        )
-
-
-def _pairs(rows: list[dict[str, Any]]) -> list[tuple[tuple[str, str], EpisodeHit]]:
-    return [((r["of_thread"], r["of_message"]), _hit(r)) for r in rows]
-
-
-def _keys(user_id: str, keys: list[tuple[str, str]]) -> dict[str, Any]:
-    return {
-        "user_id": validate_id(user_id, "user_id"),
-        "threads": [t for t, _ in keys],
-        "ids": [m for _, m in keys],
-    }

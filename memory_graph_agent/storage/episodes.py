@@ -2,7 +2,8 @@
 
 ``episodes.summarized`` is the extracted-up-to marker, so after any loss of Redis data the
 unsummarized messages can be re-queued. ``episode_vectors_<dim>`` makes the log searchable
-(`episode_index`); its rows go with their episode (``ON DELETE CASCADE``).
+(`episode_index`) and linked (`episode_links`); its rows go with their episode
+(``ON DELETE CASCADE``).
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ from memory_graph_agent.ids import validate_id
 from memory_graph_agent.storage.corpus_stats import corpus_statistics
 from memory_graph_agent.storage.episode_index import (
     EpisodeHit,
-    EpisodeIndex,
     _to_message,
     embedding_text,
     episode_content,
     keyword_terms,
     speaker,
 )
+from memory_graph_agent.storage.episode_links import EpisodeLinks
 from memory_graph_agent.storage.outages import guarded
 from memory_graph_agent.storage.postgres import Database
 from memory_graph_agent.storage.window import StoredMessage, parse_ts
@@ -89,7 +90,7 @@ def _inline_tsv(table: str) -> str:
 
 
 @guarded("postgres")
-class EpisodeLog(EpisodeIndex):
+class EpisodeLog(EpisodeLinks):
     """Append-only raw conversation log, per user and thread."""
 
     def __init__(

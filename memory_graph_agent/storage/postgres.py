@@ -1,6 +1,7 @@
 """The one Postgres driver and pool of the memory stores: a SQLAlchemy async engine.
 
-`PGVectorStore` runs on it through `PGEngine.from_engine`, our own SQL through `Database.run`.
+`PGVectorStore` runs on it through `PGEngine.from_engine`, our own SQL through `Database.run`;
+the read-only pipelines of the read path have a psycopg pool of their own (`ReadPool`).
 The engine belongs to the event loop that opened it: open and close it in that loop. Every
 connection has a connect and a statement timeout (`PostgresTimeouts`), and schema changes
 run once per version (`Database.migrate`), never at every open.
@@ -22,6 +23,8 @@ from langchain_postgres import PGEngine
 from psycopg.rows import dict_row
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from memory_graph_agent.storage.read_pool import ReadPool
 
 Statement = str | tuple[str, dict[str, Any]]
 _NAMED = re.compile(r"(?<![:\w]):(\w+)")
@@ -85,11 +88,12 @@ def with_database(url: str, db: str) -> str:
 
 
 class Database:
-    """A pooled engine plus the `PGEngine` view `langchain-postgres` needs."""
+    """A pooled engine plus the `PGEngine` view `langchain-postgres` needs, and the read pool."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, reads: ReadPool) -> None:
         self.engine = engine
         self.vectors = PGEngine.from_engine(engine)
+        self.reads = reads
 
     @classmethod
     def connect(cls, database_url: str) -> Database:
@@ -101,7 +105,7 @@ class Database:
             pool_timeout=timeouts.deadline_s,
             connect_args=timeouts.connect_args(),
         )
-        return cls(engine)
+        return cls(engine, ReadPool(database_url, timeouts.connect_args(), timeouts.deadline_s))
 
     async def run(self, *statements: Statement) -> list[dict[str, Any]]:
         """Run statements in one transaction; return the rows of the last one."""
@@ -116,12 +120,12 @@ class Database:
     async def pipeline(self, *statements: Statement) -> list[list[dict[str, Any]]]:
         """Run read-only statements in one transaction and one round trip; rows of each.
 
-        psycopg's pipeline mode sends them all at once on one pooled connection (checked
-        like every other), so ``SET LOCAL`` options and several searches cost one network
-        wait instead of one per statement. The transaction is rolled back: nothing is
-        written. Parameters are named as for `run` (``:name``).
+        psycopg's pipeline mode sends them all at once on a connection of the read pool
+        (`ReadPool`: checked without a round trip), so ``SET LOCAL`` options and several
+        searches cost one network wait instead of one per statement. The transaction is
+        rolled back: nothing is written. Parameters are named as for `run` (``:name``).
         """
-        async with self.psycopg() as conn:
+        async with await self.reads.connection() as conn:
             try:
                 async with conn.pipeline():
                     cursors = [conn.cursor(row_factory=dict_row) for _ in statements]
@@ -180,6 +184,7 @@ class Database:
 
     async def aclose(self) -> None:
         """Close every pooled connection."""
+        await self.reads.aclose()
         await self.engine.dispose()
 
 

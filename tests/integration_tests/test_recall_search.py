@@ -8,6 +8,8 @@ import uuid
 
 import pytest
 
+from memory_graph_agent import retrieval
+from memory_graph_agent.linking import summary_turns
 from memory_graph_agent.retrieval import retrieve
 from memory_graph_agent.storage.memory_rows import Memory
 from memory_graph_agent.storage.recall_search import recall_search
@@ -152,3 +154,56 @@ async def test_an_embedding_error_is_raised_as_is_and_leaves_no_search_running(u
             services.memories, services.episodes, users[0], failing_embedding(), "bees", 3, 4
         )
     assert _searches_running() == []
+
+
+@pytest.mark.parametrize("question", QUESTIONS)
+async def test_the_searches_bring_the_links_of_what_they_find(users, services, question):
+    vector = await services.embeddings.aembed_query(question)
+    for user in users:
+        found = await recall_search(
+            services.memories, services.episodes, user, vector, question, 3, 4, around=2
+        )
+        plain = await recall_search(
+            services.memories, services.episodes, user, vector, question, 3, 4
+        )
+        assert (found.memories, found.dense, found.keyword) == (
+            plain.memories,
+            plain.dense,
+            plain.keyword,
+        )
+        assert plain.neighbours == {} and plain.members == found.members
+        members = summary_turns(found.memories)
+        assert members and found.members == {
+            (h.thread_id, h.message_id): h for h in await services.episodes.turns(user, members)
+        }
+        best = [(h.thread_id, h.message_id) for h in found.dense[:2] + found.keyword[:2]]
+        assert set(found.neighbours) == set(best)
+        for key, near in found.neighbours.items():
+            assert [(key, h) for h in near] == await services.episodes.neighbours(user, [key])
+        assert all(h.thread_id.startswith("t") for near in found.neighbours.values() for h in near)
+
+
+@pytest.mark.parametrize("prefetch", [20, 1, 0])
+async def test_recall_fetches_only_the_links_the_searches_did_not_bring(
+    users, services, make_context, monkeypatch, prefetch
+):
+    ctx = make_context(user_id=users[0])
+    expected = [await retrieve(services, ctx, q, "x", touch=False) for q in QUESTIONS]
+    calls: list[tuple[list, list]] = []
+    linked = services.episodes.linked
+
+    async def counted(user_id, members, around):
+        calls.append((members, around))
+        return await linked(user_id, members, around)
+
+    monkeypatch.setattr(retrieval, "NEIGHBOUR_PREFETCH", prefetch)
+    monkeypatch.setattr(services.episodes, "linked", counted)
+    got = [await retrieve(services, ctx, q, "x", touch=False) for q in QUESTIONS]
+    strip = [[{k: v for k, v in m.items() if k != "recency"} for m in r.items] for r in got]
+    assert strip == [
+        [{k: v for k, v in m.items() if k != "recency"} for m in r.items] for r in expected
+    ]
+    if prefetch == 20:  # a few turns each: every best turn was among the searches' best
+        assert calls == []
+    else:  # only neighbours are fetched: the summaries' turns came with the memory search
+        assert calls and all(members == [] and around for members, around in calls)
