@@ -106,6 +106,11 @@ def test_ensure_services_gives_working_redis_and_pgvector() -> None:
         assert distance == pytest.approx(1.0)
     major, minor = (int(p) for p in _vector_version(urls.database_url).split(".")[:2])
     assert (major, minor) >= (0, 8)
+    with psycopg.connect(urls.database_url) as conn:
+        pages = conn.execute(
+            "SELECT setting::bigint FROM pg_settings WHERE name = 'shared_buffers'"
+        ).fetchone()[0]
+    assert pages * 8192 // (1024 * 1024) == postgres_server.shared_buffers_mb()
 
     info = embedded.status()
     assert info["redis"]["running"] and not info["redis"]["external"]
