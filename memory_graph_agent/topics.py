@@ -8,6 +8,7 @@ the pool itself (a word every candidate has links nothing). Pure functions.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import defaultdict
@@ -17,6 +18,9 @@ TOPIC_SEEDS = 3
 """How many of the best turns lend their words."""
 MIN_WORD = 4
 _WORD = re.compile(r"[^\W\d_]+")
+_TOPIC_WORD = re.compile(rf"[^\W\d_]{{{MIN_WORD},}}")
+WORD_CACHE = 16384
+"""Turn texts whose words are kept: a user's candidate turns recur from question to question."""
 COMMON = frozenset(
     """about after again also always another because been before being between both
     could does doing done down during each even ever every from going gonna have having
@@ -27,10 +31,14 @@ COMMON = frozenset(
 )
 
 
-def topic_words(text: str) -> set[str]:
+def topic_words(text: str) -> frozenset[str]:
     """The content words of a turn (after its ``Speaker:``), lower-cased, 4+ letters."""
-    body = text.partition(": ")[2] or text
-    return {w for w in set(_WORD.findall(body.lower())) if len(w) >= MIN_WORD} - COMMON
+    return _content_words(text.partition(": ")[2] or text)
+
+
+@functools.lru_cache(maxsize=WORD_CACHE)
+def _content_words(body: str) -> frozenset[str]:
+    return frozenset(_TOPIC_WORD.findall(body.lower())).difference(COMMON)
 
 
 def link_topics(
@@ -54,7 +62,8 @@ def link_topics(
     asked = topic_words(query) | {w for w in (m.lower() for m in _WORD.findall(query))}
     bonus: dict[str, float] = defaultdict(float)
     for seed in turns[:seeds]:
-        lent = {w: idf[w] for w in words[seed["id"]] - asked if idf[w] > 0}
+        # in word order: the sums, and so ties in the ranking, never depend on hash order
+        lent = {w: idf[w] for w in sorted(words[seed["id"]] - asked) if idf[w] > 0}
         total = sum(lent.values())
         for w, share in lent.items():
             for key in having[w]:
