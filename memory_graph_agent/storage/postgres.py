@@ -20,7 +20,6 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from langchain_postgres import PGEngine
-from psycopg.rows import dict_row
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -118,22 +117,30 @@ class Database:
         return rows
 
     async def pipeline(self, *statements: Statement) -> list[list[dict[str, Any]]]:
-        """Run read-only statements in one transaction and one round trip; rows of each.
+        """Run read-only statements in one round trip; the rows of each.
 
-        psycopg's pipeline mode sends them all at once on a connection of the read pool
-        (`ReadPool`: checked without a round trip), so ``SET LOCAL`` options and several
-        searches cost one network wait instead of one per statement. The transaction is
-        rolled back: nothing is written. Parameters are named as for `run` (``:name``).
+        They run on a connection of the read pool (`ReadPool`: checked without a round
+        trip, read-only, in autocommit). Leading ``SET LOCAL`` options become the
+        connection's own settings (`ReadPool.settle`: sent only when a value changes;
+        every search that needs one sets it), a single statement is then sent alone, and
+        several at once in psycopg's pipeline mode: one network wait either way.
+        Parameters are named as for `run` (``:name``); a ``SET LOCAL`` has no rows.
         """
-        async with await self.reads.connection() as conn:
-            try:
+        settings = [_setting(s) for s in statements]
+        n = next((i for i, found in enumerate(settings) if found is None), len(statements))
+        queries = statements[n:]
+        async with self.reads.connection() as conn:
+            await self.reads.settle(conn, dict(s for s in settings[:n] if s is not None))
+            if len(queries) == 1:
+                cur = await conn.execute(*_driver_statement(queries[0]))
+                rows = [[] if cur.description is None else await cur.fetchall()]
+            else:
                 async with conn.pipeline():
-                    cursors = [conn.cursor(row_factory=dict_row) for _ in statements]
-                    for cur, stmt in zip(cursors, statements, strict=True):
+                    cursors = [conn.cursor() for _ in queries]
+                    for cur, stmt in zip(cursors, queries, strict=True):
                         await cur.execute(*_driver_statement(stmt))
-                return [[] if c.description is None else await c.fetchall() for c in cursors]
-            finally:
-                await conn.rollback()
+                rows = [[] if c.description is None else await c.fetchall() for c in cursors]
+        return [[] for _ in range(n)] + rows
 
     async def query(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """Run one statement in its own transaction; return its rows."""
@@ -186,6 +193,15 @@ class Database:
         """Close every pooled connection."""
         await self.reads.aclose()
         await self.engine.dispose()
+
+
+_SET_LOCAL = re.compile(r"SET LOCAL ([\w.]+) = (\S+)")
+
+
+def _setting(stmt: Statement) -> tuple[str, str] | None:
+    """``(name, value)`` of a ``SET LOCAL name = value`` statement, else ``None``."""
+    found = _SET_LOCAL.fullmatch(stmt.strip()) if isinstance(stmt, str) else None
+    return (found.group(1), found.group(2)) if found else None
 
 
 def _driver_statement(stmt: Statement) -> tuple[str, dict[str, Any] | None]:
