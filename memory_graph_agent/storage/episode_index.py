@@ -14,7 +14,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from memory_graph_agent.ids import validate_id
-from memory_graph_agent.storage.memory_rows import _vector_literal
+from memory_graph_agent.storage.memory_rows import VectorLiteral, _vector_literal
 from memory_graph_agent.storage.outages import guarded
 from memory_graph_agent.storage.postgres import Database, Statement
 from memory_graph_agent.storage.window import StoredMessage, parse_ts
@@ -208,7 +208,9 @@ class EpisodeIndex:
         """The user's ``k`` indexed turns nearest to ``vector`` (cosine), nearest first."""
         return dense_hits(await self.db.run(*self.dense_statements(user_id, vector, k)))
 
-    def dense_statements(self, user_id: str, vector: list[float], k: int) -> list[Statement]:
+    def dense_statements(
+        self, user_id: str, vector: list[float] | VectorLiteral, k: int
+    ) -> list[Statement]:
         """The HNSW options and the kNN query of `dense_search` (rows for `dense_hits`)."""
         options = [f"SET LOCAL hnsw.ef_search = {min(1000, max(100, int(k)))}"]
         options += [f"SET LOCAL {p}" for p in self.query_options]

@@ -14,6 +14,7 @@ from typing import Any
 
 from memory_graph_agent.ids import validate_id
 from memory_graph_agent.storage.episode_index import EpisodeHit, EpisodeIndex, episode_hit
+from memory_graph_agent.storage.memory_rows import VectorLiteral
 from memory_graph_agent.storage.outages import guarded
 from memory_graph_agent.storage.postgres import Statement
 
@@ -78,7 +79,7 @@ class EpisodeLinks(EpisodeIndex):
         return [episode_hit(r) for r in turns], _pairs(pairs)
 
     def linked_dense_statements(
-        self, user_id: str, vector: list[float], k: int, around: int
+        self, user_id: str, vector: list[float] | VectorLiteral, k: int, around: int
     ) -> list[Statement]:
         """`dense_statements`, also returning the neighbours of its ``around`` nearest turns.
 

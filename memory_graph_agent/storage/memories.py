@@ -25,6 +25,7 @@ from memory_graph_agent.storage.memory_rows import (
     Kind,
     Memory,
     _from_metadata,
+    VectorLiteral,
     _vector_literal,
     memory_id,
 )
@@ -164,7 +165,7 @@ class MemoryStore(MemoryLifecycle):
     def search_statements(
         self,
         user_id: str,
-        vector: list[float],
+        vector: list[float] | VectorLiteral,
         k: int,
         kind: Kind | None = None,
         exclude_ids: list[str] | None = None,

@@ -113,5 +113,16 @@ def _from_metadata(mid: str | None, content: str, meta: Any, similarity: float |
     )
 
 
-def _vector_literal(vector: list[float]) -> str:
+class VectorLiteral(str):
+    """A vector already written as pgvector's text literal (one query, several searches)."""
+
+
+def _vector_literal(vector: list[float] | VectorLiteral) -> str:
+    if isinstance(vector, VectorLiteral):
+        return vector
     return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
+
+
+def vector_literal(vector: list[float]) -> VectorLiteral:
+    """``vector`` as the text literal every search statement sends, written once."""
+    return VectorLiteral(_vector_literal(vector))

@@ -26,6 +26,7 @@ from memory_graph_agent.storage.episode_index import EpisodeHit, dense_hits, key
 from memory_graph_agent.storage.episode_links import Neighbours, linked_hits, member_hits
 from memory_graph_agent.storage.episodes import EpisodeLog
 from memory_graph_agent.storage.memories import Memory, MemoryStore
+from memory_graph_agent.storage.memory_rows import vector_literal
 from memory_graph_agent.storage.outages import guard
 from memory_graph_agent.storage.postgres import Database, Statement
 
@@ -63,6 +64,7 @@ async def _vector_searches(
     around: int,
     keyword: asyncio.Future | None,
 ) -> Found:
+    vector = vector_literal(vector)  # formatted once for both statements
     *options, search = memories.search_statements(user_id, vector, k)
     searches = [
         _rows(memories.db, *options, episodes.with_members(user_id, search)),
