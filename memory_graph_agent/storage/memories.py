@@ -24,8 +24,8 @@ from memory_graph_agent.storage.memory_rows import (
     METADATA_COLUMNS,
     Kind,
     Memory,
-    _from_metadata,
     VectorLiteral,
+    _from_metadata,
     _vector_literal,
     memory_id,
 )
