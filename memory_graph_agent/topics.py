@@ -54,16 +54,23 @@ def link_topics(
     if weight <= 0 or len(turns) < 2:
         return items
     words = {m["id"]: topic_words(str(m.get("text", ""))) for m in turns}
-    having: dict[str, list[str]] = defaultdict(list)  # word -> the turns that have it
-    for key, found in words.items():
-        for w in found:
-            having[w].append(key)
-    idf = {w: math.log(len(turns) / len(keys)) for w, keys in having.items()}
     asked = topic_words(query) | {w for w in (m.lower() for m in _WORD.findall(query))}
+    lenders = turns[:seeds]
+    lendable = frozenset().union(*(words[m["id"]] for m in lenders)) - asked
+    having: dict[str, list[str]] = defaultdict(list)  # lendable word -> the turns that have it
+    for key, found in words.items():
+        for w in found & lendable:
+            having[w].append(key)
+    n = len(turns)
     bonus: dict[str, float] = defaultdict(float)
-    for seed in turns[:seeds]:
-        # in word order: the sums, and so ties in the ranking, never depend on hash order
-        lent = {w: idf[w] for w in sorted(words[seed["id"]] - asked) if idf[w] > 0}
+    for seed in lenders:
+        # in word order: the sums, and so ties in the ranking, never depend on hash order;
+        # a word every candidate has (idf 0) lends nothing
+        lent = {
+            w: math.log(n / len(having[w]))
+            for w in sorted(words[seed["id"]] - asked)
+            if len(having[w]) < n
+        }
         total = sum(lent.values())
         for w, share in lent.items():
             for key in having[w]:
