@@ -2,7 +2,9 @@
 
 A turn starts with this node and ``recall`` side by side, so it starts the turn's
 ``memory_events`` (as ``recall`` does: `graph.state.turn_start`), ``memory_decisions`` and
-``memory_cost``. Input it refuses fails the step, and with it ``recall``, which writes nothing.
+``memory_cost``. It writes only the channels whose value changed: an unchanged profile
+costs the checkpoint no new blob. Input it refuses fails the step, and with it
+``recall``, which writes nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from memory_graph_agent.services import Services
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.validation import check_id
 
+RESET = ("memory_decisions", "memory_cost")
+"""Accumulated per turn (by their reducers): set back to empty at the turn's start."""
+
 
 async def load_profile(state: State, runtime: Runtime[Context], *, services: Services) -> dict:
     """Validate the new messages, admit the user to the thread, load their profile."""
@@ -34,16 +39,19 @@ async def load_profile(state: State, runtime: Runtime[Context], *, services: Ser
         ),
         _thread_summary(services, user_id, thread_id),
     )
-    update: dict = {
+    update: dict = {"memory_events": turn_start(turn.events)}  # per turn: with recall's
+    values = {
         "profile": turn.profile,
         "profile_changes": turn.changes,
         "end_session": turn.end_session,
-        "memory_events": turn_start(turn.events),  # per turn: with recall's
-        "memory_decisions": Overwrite([]),
-        "memory_cost": Overwrite({}),
+        "memory_decisions": [],  # this turn's, from empty
+        "memory_cost": {},
     }
     if thread_summary is not None:
-        update["thread_summary"] = thread_summary
+        values["thread_summary"] = thread_summary
+    for key, value in values.items():  # an unchanged channel keeps its checkpointed blob
+        if key not in state or state[key] != value:
+            update[key] = Overwrite(value) if key in RESET else value
     if turn.repairs:  # another user's rejected turn, left in this thread's checkpoint
         update["messages"] = turn.repairs
     return update

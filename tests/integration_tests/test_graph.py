@@ -7,6 +7,7 @@ from collections import Counter
 
 from langchain_core.messages import HumanMessage
 
+from memory_graph_agent.storage.profile import Fact
 from tests.conftest import kinds, say
 from tests.fakes import ScriptedChatModel, block, default_handler, prompt_text
 
@@ -396,3 +397,28 @@ async def test_a_session_end_does_not_search(agent, make_context, services):
         object.__delattr__(services.memories, "search")
     assert calls == []
     assert not [k for k in kinds(out) if k[0] in ("recall", "respond")]
+
+
+async def test_an_unchanged_profile_is_not_written_to_the_checkpoint_again(
+    agent, make_context, services, checkpointer
+):
+    ctx = make_context()
+    thread = _thread()
+    config = {"configurable": {"thread_id": thread}}
+    await services.profile.upsert(ctx.user_id, [Fact("city", "Oslo", 0.7)], ctx.ttl_days)
+
+    async def versions() -> dict:
+        return (await checkpointer.aget_tuple(config)).checkpoint["channel_versions"]
+
+    first = await say(agent, ctx, thread, "Hello there.")
+    before = await versions()
+    second = await say(agent, ctx, thread, "How are you?")
+    after = await versions()
+    assert first["profile"] == second["profile"] and "city" in second["profile"]
+    for channel in ("profile", "profile_changes", "memory_decisions", "memory_cost"):
+        assert after.get(channel) == before.get(channel), channel  # no new blob: unchanged
+    assert after["recalled"] != before["recalled"]  # written each turn
+    await services.profile.upsert(ctx.user_id, [Fact("city", "Bergen", 0.8)], ctx.ttl_days)
+    third = await say(agent, ctx, thread, "I moved.")
+    assert third["profile"]["city"]["value"] == "Bergen"
+    assert (await versions())["profile"] != after["profile"]
