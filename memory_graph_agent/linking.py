@@ -18,9 +18,10 @@ from memory_graph_agent.storage.recall_search import Found
 
 NEIGHBOUR_SOURCES = 10
 """How many of the best turns bring their neighbours (20 or 30 recall the same on LoCoMo)."""
-NEIGHBOUR_PREFETCH = 20
-"""Each turn search brings the neighbours of its best 20 turns in its own round trip
-(`recall_search`): the best fused turns are nearly always among them."""
+NEIGHBOUR_PREFETCH = NEIGHBOUR_SOURCES
+"""Each turn search brings the neighbours of its 10 best turns in its own statement
+(`recall_search`). The 10 best fused turns were all among them for 89 of 100 questions at
+10k memories (91 with 20, which cost the turn search 0.7 ms more); the rest are fetched."""
 EPISODE_IMPORTANCE = 0.5
 """Raw turns carry no importance rating: the neutral middle neither favours nor hides them."""
 
