@@ -16,14 +16,16 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
 from langchain_core.outputs import ChatResult
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
 
 from bench.locomo_data import Conversation, Question
 from bench.locomo_scoring import message_tokens
-from graph.context import Context
+from graph.context import Context, current_thread_id
 from graph.routing import route_after_consolidate, route_after_summarize, route_after_trim
 from graph.state import State
 from memory_graph_agent.services import Services
@@ -104,11 +106,24 @@ class QueryCache(Embeddings):
 
 
 def build_recall_graph(services: Services) -> CompiledStateGraph:
-    """The project's recall node alone, bound to ``services`` (query vectors cached)."""
+    """The project's recall node, bound to ``services`` (query vectors cached).
+
+    It runs on the messages the agent's checkpoint would hold: the thread's window, then
+    the question (recall leaves out what the prompt shows already).
+    """
     services = replace(services, embeddings=QueryCache(services.embeddings))
+
+    async def checkpointed(state: State, runtime: Runtime[Context]) -> dict:
+        window = await services.window.window(runtime.context.user_id, current_thread_id())
+        window_messages = [m.to_message() for m in window]
+        reset = RemoveMessage(id=REMOVE_ALL_MESSAGES)
+        return {"messages": [reset, *window_messages, *state["messages"]]}
+
     builder = StateGraph(State, context_schema=Context)
+    builder.add_node("window", checkpointed)
     builder.add_node("recall", partial(recall, services=services))
-    builder.add_edge(START, "recall")
+    builder.add_edge(START, "window")
+    builder.add_edge("window", "recall")
     builder.add_edge("recall", END)
     return builder.compile(name="locomo_recall")
 

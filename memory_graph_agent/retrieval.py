@@ -174,8 +174,12 @@ def prompt_order(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted((dict(m) for m in items), key=key)
 
 
-async def _window_ids(services: Services, user_id: str, thread_id: str) -> set[str]:
-    """Ids of the thread's window messages (already in the prompt); empty if Redis is down."""
+async def _shown(
+    services: Services, user_id: str, thread_id: str, shown: set[str] | None
+) -> set[str]:
+    """``shown``, or the ids of the thread's window messages; empty if Redis is down."""
+    if shown is not None:
+        return shown
     try:
         return {m.id for m in await services.window.window(user_id, thread_id)}
     except StoreUnavailable:  # recall still works, a turn may show twice
@@ -203,6 +207,7 @@ async def retrieve(
     budget: int | None = None,
     touch: bool = True,
     vector: list[float] | None = None,
+    shown: set[str] | None = None,
 ) -> Retrieval:
     """Search every long-term tier for ``query``, score, and fill the token budget.
 
@@ -218,6 +223,8 @@ async def retrieve(
             ``False`` for read-only views such as ``memory show --query``.
         vector: ``query``'s embedding, when the caller already has it (e.g. computed
             while it read other stores); embedded here otherwise.
+        shown: Ids of the messages the prompt already shows (the ``recall`` node's
+            state); ``None`` reads the thread's Redis window for them.
 
     Returns:
         The kept items in prompt order with their score parts.
@@ -241,7 +248,7 @@ async def retrieve(
                 depth,
                 NEIGHBOUR_PREFETCH if ctx.neighbour_weight > 0 else 0,
             ),
-            _window_ids(services, ctx.user_id, thread_id),
+            _shown(services, ctx.user_id, thread_id, shown),
         )
     memories = found.memories
     hits = fuse(memories, found.dense, found.keyword, ctx.min_similarity, ctx.recall_rrf_k)
@@ -295,7 +302,12 @@ async def hot_memories(
 
 
 async def recall_memories(
-    services: Services, ctx: Settings, mode: str, query: str, thread_id: str
+    services: Services,
+    ctx: Settings,
+    mode: str,
+    query: str,
+    thread_id: str,
+    shown: set[str] | None = None,
 ) -> tuple[list[dict[str, Any]], list[MemoryEvent]]:
     """The items ``recall`` puts in the prompt for ``mode``, and what it did.
 
@@ -309,7 +321,7 @@ async def recall_memories(
         if mode == "flat":
             found = await hot_memories(services, ctx, touch=False)
         else:
-            found = await retrieve(services, ctx, query, thread_id, touch=False)
+            found = await retrieve(services, ctx, query, thread_id, touch=False, shown=shown)
     except StoreUnavailable:
         text = "recall: long-term memory unavailable, answering from profile and window"
         return [], [event("recall", "unavailable", text)]

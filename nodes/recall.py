@@ -32,5 +32,6 @@ async def recall(state: State, runtime: Runtime[Context], *, services: Services)
         text = f"recall: model {ctx.model!r} cannot call tools, tool mode falls back to auto"
         events.append(event("recall", "tool_fallback", text))
     query = latest_human_text(state["messages"])
-    items, found = await recall_memories(services, ctx, mode, query, current_thread_id())
+    shown = {m.id for m in state["messages"] if m.id}  # in the prompt already: not again
+    items, found = await recall_memories(services, ctx, mode, query, current_thread_id(), shown)
     return {"recalled": items, "memory_events": turn_start(events + found)}

@@ -26,6 +26,7 @@ from nodes.recall import recall
 from nodes.reflect import reflect
 from nodes.summarize import summarize
 from nodes.trim_window import trim_window
+from tests.builders import log_turns
 from tests.fakes import ScriptedChatModel, default_handler, prompt_text
 
 TS = "2026-03-04T05:06:07+00:00"
@@ -178,6 +179,31 @@ async def test_recall_respects_the_token_budget(services, make_context, user_id)
             assert [m["id"] for m in kept] == [everything[0]["id"]]
         elif budget == 10_000:
             assert len(kept) == 3
+
+
+async def test_recall_leaves_out_what_the_prompt_shows_without_reading_redis(
+    services, make_context, user_id, monkeypatch
+):
+    thread = _thread()
+    ids = await log_turns(
+        services, user_id, thread, "My sister is a marine biologist in Lisbon.", "Nice!"
+    )
+    ctx = make_context(min_similarity=0.0, memory_token_budget=10_000)
+    question = HumanMessage("What does my sister do?")
+    reads: list[str] = []
+    window = services.window.window
+
+    async def counted(user: str, thread_id: str):
+        reads.append(thread_id)
+        return await window(user, thread_id)
+
+    monkeypatch.setattr(services.window, "window", counted)
+    alone = await run_node(services, recall, {"messages": [question]}, ctx, thread)
+    assert ids[0] in {s for m in alone["recalled"] for s in m["source_ids"]}
+    shown = HumanMessage("My sister is a marine biologist in Lisbon.", id=ids[0])
+    beside = await run_node(services, recall, {"messages": [shown, question]}, ctx, thread)
+    assert ids[0] not in {s for m in beside["recalled"] for s in m["source_ids"]}
+    assert reads == []  # the state says what the prompt shows: no window read
 
 
 async def test_recall_k_caps_the_hits(services, make_context, user_id):
