@@ -11,6 +11,7 @@ from typing import Any
 
 from memory_graph_agent.ids import validate_id
 from memory_graph_agent.storage.corpus_stats import corpus_statistics
+from memory_graph_agent.storage.entity_links import EntityLinks
 from memory_graph_agent.storage.episode_index import (
     EpisodeHit,
     EpisodeIndex,
@@ -99,6 +100,7 @@ class EpisodeLog(EpisodeIndex):
         self.dim = dim
         self.vector_table = f"episode_vectors_{dim}" if dim else None
         self.query_options = query_options or []
+        self.entities = EntityLinks(db, self.vector_table) if self.vector_table else None
 
     @classmethod
     async def open(cls, db: Database, dim: int | None = None) -> EpisodeLog:
@@ -107,6 +109,7 @@ class EpisodeLog(EpisodeIndex):
         if dim:
             table = f"episode_vectors_{dim}"
             await db.migrate(table, VECTOR_SCHEMA_VERSION, *_vector_schema(table, dim))
+            await EntityLinks(db, table).migrate()
         iterative = dim and await db.iterative_scans()
         return cls(db, dim, ["hnsw.iterative_scan = relaxed_order"] if iterative else [])
 

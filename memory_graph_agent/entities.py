@@ -1,0 +1,121 @@
+"""Entity keys of a turn, and the score they lend: the memory graph's entity links.
+
+At write time every indexed turn is linked to its keys (`entity_keys`): the names and
+multi-word proper nouns it mentions and its rarer content words, lower-cased, with a
+plural ``s`` dropped. No model, deterministic and fast. At recall the best turns lend
+score to the other turns of the user that share their keys (`entity_bonus`), weighted
+by how rare each key is in the user's turns, so a multi-hop question's first hits
+reach evidence that shares no word with the question. Pure functions; the edges live
+in `storage.entity_links`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+
+from memory_graph_agent.topics import COMMON, MIN_WORD
+
+MAX_KEYS = 40
+"""Keys kept per turn (the first ones said): a pasted document links like a turn."""
+_TOKEN = re.compile(r"[^\W_][\w'’-]*")
+_NAME = re.compile(r"[A-Z][\w'’-]*(?:\s+(?:of\s+|the\s+)?[A-Z][\w'’-]*)*")
+_SENTENCE_START = re.compile(r"(?:^|[.!?…]\s+|[\"“(]\s*)$")
+STOP = frozenset(
+    """a an and are as at be but by can did do for got had has he her him his how i if in is
+    it its me my no not of off oh on or our out she so the to too up us was we who why yes
+    you hey okay ok hi hello wow thanks thank lol haha yep nope cool great awesome nice
+    amazing""".split()
+)
+"""Words that make no link, on top of `topics.COMMON`."""
+
+
+def _norm(word: str) -> str:
+    word = word.lower().replace("’", "'")
+    word = word.removesuffix("'s")
+    if len(word) > MIN_WORD and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    return word
+
+
+def _plain(word: str) -> bool:
+    low = word.lower()
+    return low in STOP or low in COMMON
+
+
+def names(body: str) -> list[str]:
+    """Proper nouns: capitalised runs, one word or several (``Lake Tahoe``), lower-cased.
+
+    A capitalised word that starts a sentence counts only if it is not a plain word.
+    """
+    out = []
+    for match in _NAME.finditer(body):
+        words = match.group().split()
+        start = bool(_SENTENCE_START.search(body[: match.start()]))
+        if start and _plain(words[0]):
+            words = words[1:]
+            while words and words[0].lower() in ("of", "the"):
+                words = words[1:]
+        words = [w for w in words if w != "I"]
+        if not words or (len(words) == 1 and _plain(words[0])):
+            continue
+        if len(words) > 1:
+            out.append(" ".join(_norm(w) for w in words))
+        out += [_norm(w) for w in words if not _plain(w) and w.lower() not in ("of", "the")]
+    return out
+
+
+def content_words(body: str) -> list[str]:
+    """The words of ``MIN_WORD`` or more letters that are not plain words, normalised."""
+    words = (w for w in _TOKEN.findall(body) if len(w) >= MIN_WORD and w.isalpha())
+    return [_norm(w) for w in words if not _plain(w)]
+
+
+def entity_keys(text: str) -> list[str]:
+    """The keys a turn (``Speaker: text``) links to, in order said, at most `MAX_KEYS`."""
+    body = text.partition(": ")[2] or text
+    keys = dict.fromkeys(k for k in names(body) + content_words(body) if k)
+    return list(keys)[:MAX_KEYS]
+
+
+def query_keys(query: str) -> set[str]:
+    """The keys of the question itself: they already search, they lend nothing."""
+    return set(entity_keys(": " + query)) | {_norm(w) for w in _TOKEN.findall(query)}
+
+
+def entity_bonus(
+    seeds: Iterable[tuple[str, float, list[str]]],
+    reached: dict[str, set[str]],
+    df: dict[str, int],
+    n: int,
+    asked: set[str],
+    weight: float,
+) -> dict[str, float]:
+    """The score each reached turn gets from the seeds it shares keys with.
+
+    Args:
+        seeds: ``(id, rrf, keys)`` of the best turns.
+        reached: Each reached turn's id and the seeds' keys it has.
+        df: How many of the user's turns have each key.
+        n: How many turns the user has.
+        asked: Keys of the query (lend nothing).
+        weight: Share of a seed's RRF it lends in all.
+
+    Each seed lends ``weight`` × its RRF, split over its keys (not asked) by idf; a turn
+    gets the shares of the keys it has. A seed lends nothing to itself.
+    """
+    bonus: dict[str, float] = defaultdict(float)
+    for seed_id, rrf, keys in seeds:
+        idf = {k: math.log(n / df[k]) for k in set(keys) - asked if 0 < df.get(k, 0) < n}
+        total = sum(idf.values())
+        if total <= 0:
+            continue
+        for turn, shared in reached.items():
+            if turn == seed_id:
+                continue
+            part = sum(idf.get(k, 0.0) for k in shared)
+            if part:
+                bonus[turn] += weight * rrf * part / total
+    return dict(bonus)
