@@ -63,7 +63,7 @@ class Context:
         "Chosen by cross-validation on LoCoMo.",
     )
     entity_weight: float = knob(
-        0.0,
+        0.1,
         "Share of the best turns' score lent to the user's other turns that share their "
         "rarer entity keys (names, rarer words; edges stored with each turn), reaching "
         "turns no search found; 0 turns it off. Chosen by cross-validation on LoCoMo.",

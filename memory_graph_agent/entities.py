@@ -1,12 +1,14 @@
 """Entity keys of a turn, and the score they lend: the memory graph's entity links.
 
 At write time every indexed turn is linked to its keys (`entity_keys`): the names and
-multi-word proper nouns it mentions and its rarer content words, lower-cased, with a
-plural ``s`` dropped. No model, deterministic and fast. At recall the best turns lend
-score to the other turns of the user that share their keys (`entity_bonus`), weighted
-by how rare each key is in the user's turns, so a multi-hop question's first hits
-reach evidence that shares no word with the question. Pure functions; the edges live
-in `storage.entity_links`.
+multi-word proper nouns it mentions (``Lake Tahoe`` gives ``lake tahoe``, ``lake`` and
+``tahoe``), lower-cased, a possessive or plural ``s`` dropped. No model, deterministic
+and fast. At recall the best turns lend score to the user's other turns that share
+their keys (`entity_bonus`), weighted by how rare each key is among the user's turns,
+so a multi-hop question's first hits reach evidence that shares no word with the
+question. The speaker of a turn is a link too (`speaker_named`): a question that names
+someone favours what they said. Pure functions; the edges live in
+`storage.entity_links`.
 """
 
 from __future__ import annotations
@@ -16,8 +18,17 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 
-from memory_graph_agent.topics import COMMON, MIN_WORD
-
+MIN_WORD = 4
+"""Shorter words make no link."""
+COMMON = frozenset(
+    """about after again also always another because been before being between both
+    could does doing done down during each even ever every from going gonna have having
+    here into just know like made make many more most much must never only other over
+    really same should since some still such sure than that their them then there these
+    they thing things think this those though through time today totally very want
+    well were what when where which while will with would yeah your yours""".split()
+)
+"""Words too common to link turns (topic links and entity keys alike)."""
 MAX_KEYS = 40
 """Keys kept per turn (the first ones said): a pasted document links like a turn."""
 _TOKEN = re.compile(r"[^\W_][\w'’-]*")
@@ -27,9 +38,10 @@ STOP = frozenset(
     """a an and are as at be but by can did do for got had has he her him his how i if in is
     it its me my no not of off oh on or our out she so the to too up us was we who why yes
     you hey okay ok hi hello wow thanks thank lol haha yep nope cool great awesome nice
-    amazing""".split()
+    amazing january february march april may june july august september october november
+    december monday tuesday wednesday thursday friday saturday sunday""".split()
 )
-"""Words that make no link, on top of `topics.COMMON`."""
+"""Words that make no link, on top of `COMMON` (months and days: dates, not names)."""
 
 
 def _norm(word: str) -> str:
@@ -67,17 +79,22 @@ def names(body: str) -> list[str]:
     return out
 
 
-def content_words(body: str) -> list[str]:
-    """The words of ``MIN_WORD`` or more letters that are not plain words, normalised."""
-    words = (w for w in _TOKEN.findall(body) if len(w) >= MIN_WORD and w.isalpha())
-    return [_norm(w) for w in words if not _plain(w)]
-
-
 def entity_keys(text: str) -> list[str]:
-    """The keys a turn (``Speaker: text``) links to, in order said, at most `MAX_KEYS`."""
+    """The names a turn (``Speaker: text``) links to, in order said, at most `MAX_KEYS`.
+
+    Names only: linking by rarer content words too lost recall on LoCoMo (topic links
+    weigh shared words inside the candidates instead).
+    """
     body = text.partition(": ")[2] or text
-    keys = dict.fromkeys(k for k in names(body) + content_words(body) if k)
-    return list(keys)[:MAX_KEYS]
+    return list(dict.fromkeys(k for k in names(body) if k))[:MAX_KEYS]
+
+
+def speaker_named(text: str, query: str) -> bool:
+    """Whether ``query`` names the speaker of the turn ``text`` (``Speaker: text``)."""
+    said_by = text.partition(": ")[0].lower()
+    return bool(said_by) and said_by in {w.lower() for w in _TOKEN.findall(query)} | {
+        _norm(w) for w in _TOKEN.findall(query)
+    }
 
 
 def query_keys(query: str) -> set[str]:
