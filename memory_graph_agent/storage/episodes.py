@@ -2,7 +2,8 @@
 
 ``episodes.summarized`` is the extracted-up-to marker, so after any loss of Redis data the
 unsummarized messages can be re-queued. ``episode_vectors_<dim>`` makes the log searchable
-(`episode_index`); its rows go with their episode (``ON DELETE CASCADE``).
+(`episode_index`); its rows go with their episode (``ON DELETE CASCADE``), and their
+entity edges with them (`entity_links`).
 """
 
 from __future__ import annotations
