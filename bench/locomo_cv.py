@@ -19,8 +19,8 @@ from bench.locomo_scoring import aggregate
 from graph.context import Context
 
 GRID: dict[str, tuple[Any, ...]] = {
-    "recall_rrf_k": (5, 60),
-    "topic_weight": (0.0, 0.3, 0.5),
+    "speaker_weight": (0.0, 1.0, 1.5),
+    "entity_weight": (0.0, 0.1),
 }
 """The knobs of the recall node that were tuned on LoCoMo, and the values tried."""
 
@@ -31,7 +31,7 @@ def grid_points(grid: dict[str, tuple[Any, ...]] = GRID) -> list[dict[str, Any]]
 
 
 def point_key(point: dict[str, Any]) -> str:
-    """A stable name of a grid point, e.g. ``recall_rrf_k=5,topic_weight=0.5``."""
+    """A stable name of a grid point, e.g. ``speaker_weight=1.5,entity_weight=0.1``."""
     return ",".join(f"{k}={v}" for k, v in point.items())
 
 

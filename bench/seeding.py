@@ -20,6 +20,7 @@ import numpy as np
 import psycopg
 
 from bench.content import memory_text
+from memory_graph_agent.entities import entity_keys
 
 DIM = 384
 """Dimension of the benchmark embeddings (`bench.env.EMBEDDING`, MiniLM)."""
@@ -28,6 +29,7 @@ TABLE = f"memories_{DIM}"
 HNSW_INDEX = f"{TABLE}_hnsw"
 """Its HNSW index, as `MemoryStore.open` names it."""
 TURN_TABLE = f"episode_vectors_{DIM}"
+ENTITY_TABLE = f"{TURN_TABLE}_entities"
 """The raw turns' vector table (`EpisodeLog`) and its HNSW index."""
 TURN_HNSW_INDEX = f"{TURN_TABLE}_hnsw"
 TURNS_PER_SUMMARY = 5
@@ -242,6 +244,15 @@ async def _seed_turns(
                 speaker = "user" if role == "human" else "assistant"
                 content = f"{speaker}: {text}"
                 await copy.write_row((user_id, thread, mid, _vector_literal(vec), content, ts))
+        # the turns' entity edges, as `EpisodeIndex.index` writes them with each turn
+        await cur.execute("SELECT to_regclass(%s) IS NOT NULL", (f'"{ENTITY_TABLE}"',))
+        if (await cur.fetchone())[0]:
+            columns = "user_id, entity, thread_id, message_id"
+            async with cur.copy(f'COPY "{ENTITY_TABLE}" ({columns}) FROM STDIN') as copy:
+                for thread, mid, role, text, _, _ in rows:
+                    speaker = "user" if role == "human" else "assistant"
+                    for key in entity_keys(f"{speaker}: {text}"):
+                        await copy.write_row((user_id, key, thread, mid))
     return len(rows)
 
 

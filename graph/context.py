@@ -62,6 +62,18 @@ class Context:
         "(topic links, pseudo-relevance feedback in the candidates); 0 turns it off. "
         "Chosen by cross-validation on LoCoMo.",
     )
+    entity_weight: float = knob(
+        0.1,
+        "Share of the best turns' score lent to the user's other turns that share their "
+        "rarer entity keys (names, rarer words; edges stored with each turn), reaching "
+        "turns no search found; 0 turns it off. Chosen by cross-validation on LoCoMo.",
+    )
+    speaker_weight: float = knob(
+        1.5,
+        "How much more a turn counts when the query names its speaker (``Melanie`` in "
+        '"What books has Melanie read?"): its RRF is multiplied by 1 + this; 0 turns it '
+        "off. Chosen by cross-validation on LoCoMo.",
+    )
     recall_candidate_tokens: int = knob(
         30,
         "Each turn channel fetches one candidate per this many tokens of the budget (at "
@@ -205,6 +217,10 @@ class Context:
             raise ValueError(f"recall_rrf_k must be >= 0, got {self.recall_rrf_k}")
         if self.topic_weight < 0:
             raise ValueError(f"topic_weight must be >= 0, got {self.topic_weight}")
+        if self.speaker_weight < 0:
+            raise ValueError(f"speaker_weight must be >= 0, got {self.speaker_weight}")
+        if self.entity_weight < 0:
+            raise ValueError(f"entity_weight must be >= 0, got {self.entity_weight}")
         if self.recall_candidate_tokens < 1:
             raise ValueError("recall_candidate_tokens must be >= 1")
         if not 0.0 <= self.min_similarity <= 1.0:

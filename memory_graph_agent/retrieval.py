@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memory_graph_agent import metrics
+from memory_graph_agent.entity_linking import link_entities, link_speakers, reach_entities
 from memory_graph_agent.linking import NEIGHBOUR_PREFETCH, episode_item, linked_turns
 from memory_graph_agent.ranking import RRF_K, fill_budget, memory_score, recency, rrf
 from memory_graph_agent.records import MemoryEvent, event
@@ -252,8 +253,12 @@ async def retrieve(
         )
     memories = found.memories
     hits = fuse(memories, found.dense, found.keyword, ctx.min_similarity, ctx.recall_rrf_k)
-    linked = await linked_turns(services, ctx, hits, memories, found)
-    fused = link_topics(linked, query, ctx.topic_weight)
+    linked, reached = await asyncio.gather(  # two links, side by side
+        linked_turns(services, ctx, hits, memories, found),
+        reach_entities(services, ctx, hits, query),
+    )
+    fused = link_topics(link_entities(linked, reached), query, ctx.topic_weight)
+    fused = link_speakers(fused, query, ctx.speaker_weight)
     candidates = _with_tokens(score(fused, ctx, datetime.now(UTC)))
     kept, used = fill_budget(candidates, budget, exclude=window)
     items = prompt_order(kept)

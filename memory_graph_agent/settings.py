@@ -23,6 +23,8 @@ class Settings(Protocol):
     summary_turn_weight: float
     recall_rrf_k: int
     topic_weight: float
+    entity_weight: float
+    speaker_weight: float
     recall_candidate_tokens: int
     weight_relevance: float
     weight_recency: float

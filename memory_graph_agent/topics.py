@@ -14,21 +14,14 @@ import re
 from collections import defaultdict
 from typing import Any
 
+from memory_graph_agent.entities import COMMON, MIN_WORD
+
 TOPIC_SEEDS = 3
 """How many of the best turns lend their words."""
-MIN_WORD = 4
 _WORD = re.compile(r"[^\W\d_]+")
 _TOPIC_WORD = re.compile(rf"[^\W\d_]{{{MIN_WORD},}}")
 WORD_CACHE = 16384
 """Turn texts whose words are kept: a user's candidate turns recur from question to question."""
-COMMON = frozenset(
-    """about after again also always another because been before being between both
-    could does doing done down during each even ever every from going gonna have having
-    here into just know like made make many more most much must never only other over
-    really same should since some still such sure than that their them then there these
-    they thing things think this those though through time today totally very want
-    well were what when where which while will with would yeah your yours""".split()
-)
 
 
 def topic_words(text: str) -> frozenset[str]:

@@ -14,6 +14,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from memory_graph_agent.ids import validate_id
+from memory_graph_agent.storage.entity_links import EntityLinks
 from memory_graph_agent.storage.memory_rows import VectorLiteral, _vector_literal
 from memory_graph_agent.storage.outages import guarded
 from memory_graph_agent.storage.postgres import Database, Statement
@@ -146,21 +147,26 @@ class EpisodeIndex:
         contents = [episode_content(m).replace("\x00", "") for m in keep]
         texts = [embedding_text(c, t) for c, t in zip(contents, stamps, strict=True)]
         vectors = await embeddings.aembed_documents(texts)
-        await self.db.query(
-            f'INSERT INTO "{table}" (user_id, thread_id, message_id, embedding, content, ts) '
-            "SELECT :user_id, :thread_id, m.id, CAST(m.v AS vector), m.content, m.ts "
-            "FROM unnest(CAST(:ids AS text[]), CAST(:vectors AS text[]), "
-            "CAST(:contents AS text[]), CAST(:ts AS timestamptz[])) AS m(id, v, content, ts) "
-            "ON CONFLICT (user_id, thread_id, message_id) DO UPDATE SET "
-            "embedding = EXCLUDED.embedding, content = EXCLUDED.content, ts = EXCLUDED.ts",
-            {
-                "user_id": user_id,
-                "thread_id": thread_id,
-                "ids": [m.id for m in keep],
-                "vectors": [_vector_literal(v) for v in vectors],
-                "contents": contents,
-                "ts": stamps,
-            },
+        ids = [m.id for m in keep]
+        await self.db.run(
+            (
+                f'INSERT INTO "{table}" (user_id, thread_id, message_id, embedding, content, ts) '
+                "SELECT :user_id, :thread_id, m.id, CAST(m.v AS vector), m.content, m.ts "
+                "FROM unnest(CAST(:ids AS text[]), CAST(:vectors AS text[]), "
+                "CAST(:contents AS text[]), CAST(:ts AS timestamptz[])) AS m(id, v, content, ts) "
+                "ON CONFLICT (user_id, thread_id, message_id) DO UPDATE SET "
+                "embedding = EXCLUDED.embedding, content = EXCLUDED.content, ts = EXCLUDED.ts",
+                {
+                    "user_id": user_id,
+                    "thread_id": thread_id,
+                    "ids": ids,
+                    "vectors": [_vector_literal(v) for v in vectors],
+                    "contents": contents,
+                    "ts": stamps,
+                },
+            ),
+            # the turns' entity edges, in the same transaction (`entity_links`)
+            *EntityLinks(self.db, table).write_statements(user_id, thread_id, ids, contents),
         )
         return len(keep)
 

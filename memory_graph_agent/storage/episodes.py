@@ -3,7 +3,7 @@
 ``episodes.summarized`` is the extracted-up-to marker, so after any loss of Redis data the
 unsummarized messages can be re-queued. ``episode_vectors_<dim>`` makes the log searchable
 (`episode_index`) and linked (`episode_links`); its rows go with their episode
-(``ON DELETE CASCADE``).
+(``ON DELETE CASCADE``), and their entity edges with them (`entity_links`).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 
 from memory_graph_agent.ids import validate_id
 from memory_graph_agent.storage.corpus_stats import corpus_statistics
+from memory_graph_agent.storage.entity_links import EntityLinks
 from memory_graph_agent.storage.episode_index import (
     EpisodeHit,
     _to_message,
@@ -100,6 +101,7 @@ class EpisodeLog(EpisodeLinks):
         self.dim = dim
         self.vector_table = f"episode_vectors_{dim}" if dim else None
         self.query_options = query_options or []
+        self.entities = EntityLinks(db, self.vector_table) if self.vector_table else None
 
     @classmethod
     async def open(cls, db: Database, dim: int | None = None) -> EpisodeLog:
@@ -108,6 +110,7 @@ class EpisodeLog(EpisodeLinks):
         if dim:
             table = f"episode_vectors_{dim}"
             await db.migrate(table, VECTOR_SCHEMA_VERSION, *_vector_schema(table, dim))
+            await EntityLinks(db, table).migrate()
         iterative = dim and await db.iterative_scans()
         return cls(db, dim, ["hnsw.iterative_scan = relaxed_order"] if iterative else [])
 

@@ -22,6 +22,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "core",
         (
+            f"{P}.entities",
             f"{P}.ids",
             f"{P}.records",
             f"{P}.metrics",

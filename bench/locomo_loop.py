@@ -1,0 +1,169 @@
+"""A fast experiment loop for `bench.locomo`: replay once, then re-ask recall per variant.
+
+``prepare`` replays every conversation into a kept database (``--db``, created on the
+embedded server) with a fixed key prefix, as `bench.locomo` does, and notes each
+conversation's window. ``ask`` re-runs the recall node for every scored question with
+the budget the window leaves (``memory_in_budget``), once per variant of `Context`
+overrides, and prints recall per category next to the last full run's hybrid baseline
+(``bench/results/locomo.json``). Minutes per variant instead of a half-hour run; the
+full run stays the number that counts.
+
+    .venv/bin/python -m bench.locomo_loop prepare --db bench_locomo_loop
+    .venv/bin/python -m bench.locomo_loop ask --db bench_locomo_loop "" "entity_weight=0.5"
+
+``drop`` removes the database and the prefix's keys. With ``weight_recency`` at its
+default of 0, the order of the questions and access history do not change the results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from bench.env import EMBEDDING, isolated_services
+from bench.locomo import DEFAULT_DATA
+from bench.locomo_data import SCORED_CATEGORIES, load_locomo
+from bench.locomo_pipeline import (
+    RECALL_K,
+    GuardChatModel,
+    build_recall_graph,
+    build_replay_graph,
+    memory_state,
+    recall_context,
+    recall_context_ids,
+    replay,
+    replay_context,
+)
+from bench.locomo_scoring import evidence_recall
+from bench.stats import quiet_logs
+from graph.context import Context
+from memory_graph_agent.local.embedded import ensure_services
+from memory_graph_agent.models import register_chat_model
+from memory_graph_agent.services import services_session
+from memory_graph_agent.storage.postgres import with_database
+
+RESULTS = Path("bench/results/locomo.json")
+
+
+def _state_file(db: str) -> Path:
+    return Path(f"/tmp/{db}.json")
+
+
+def parse_variant(text: str) -> dict[str, Any]:
+    """``"a=1,b=0.5"`` -> ``{"a": 1, "b": 0.5}``, typed like the `Context` field."""
+    fields = Context.__dataclass_fields__
+    out: dict[str, Any] = {}
+    for part in filter(None, text.split(",")):
+        key, _, value = part.partition("=")
+        out[key] = type(fields[key].default)(value)
+    return out
+
+
+async def prepare(db: str, data: str, limit: int | None) -> None:
+    """Create ``db`` and replay every conversation into it; note the windows."""
+    urls = await asyncio.to_thread(ensure_services)
+    async with await psycopg.AsyncConnection.connect(urls.database_url, autocommit=True) as c:
+        await c.execute(f'CREATE DATABASE "{db}"')
+    url, prefix = with_database(urls.database_url, db), f"loop-{db}-{uuid.uuid4().hex[:6]}"
+    conversations, _ = load_locomo(Path(data), limit)
+    spec = register_chat_model(f"locomo-guard-{uuid.uuid4().hex[:8]}", GuardChatModel())
+    windows = {}
+    async with (
+        isolated_services(url, urls.redis_url, prefix),
+        services_session(EMBEDDING) as services,
+    ):
+        graph = build_replay_graph(services)
+        for conv in conversations:
+            t0 = time.perf_counter()
+            await replay(graph, conv, replay_context(conv, spec), lambda: None)
+            mem = await memory_state(services, conv)
+            windows[conv.sample_id] = {"ids": sorted(mem.window_ids), "tokens": mem.window_tokens}
+            print(f"{conv.sample_id}: replayed in {time.perf_counter() - t0:.0f} s", flush=True)
+    state = {"url": url, "redis": urls.redis_url, "prefix": prefix, "windows": windows}
+    _state_file(db).write_text(json.dumps(state))
+
+
+async def ask(db: str, data: str, limit: int | None, variants: list[str], budget: int) -> None:
+    """Recall every scored question once per variant; print recall per category."""
+    state = json.loads(_state_file(db).read_text())
+    conversations, _ = load_locomo(Path(data), limit)
+    spec = register_chat_model(f"locomo-guard-{uuid.uuid4().hex[:8]}", GuardChatModel())
+    hybrid = json.loads(RESULTS.read_text())["results"]["hybrid"]["by_category"]
+    cats = sorted(SCORED_CATEGORIES)
+    print("variant".ljust(48), *(f"c{c}".rjust(6) for c in cats), "all".rjust(7), "s".rjust(5))
+    print("hybrid (last full run)".ljust(48), *(f"{hybrid[str(c)]:6.3f}" for c in cats))
+    async with (
+        isolated_services(state["url"], state["redis"], state["prefix"]),
+        services_session(EMBEDDING) as services,
+    ):
+        graph = build_recall_graph(services)
+        for variant in variants:
+            t0, by_cat = time.perf_counter(), {c: [] for c in cats}
+            for conv in conversations:
+                window = state["windows"][conv.sample_id]
+                base = recall_context(conv, spec, budget - window["tokens"], RECALL_K)
+                ctx = replace(base, **parse_variant(variant))
+                for q in conv.questions:
+                    if not q.scored or q.category not in by_cat:
+                        continue
+                    ids, _ = await recall_context_ids(graph, conv, ctx, q)
+                    by_cat[q.category].append(evidence_recall(q.evidence, ids | set(window["ids"])))
+            scores = [sum(v) / len(v) for v in by_cat.values()]
+            overall = sum(map(sum, by_cat.values())) / sum(map(len, by_cat.values()))
+            print(
+                (variant or "defaults").ljust(48),
+                *(f"{s:6.3f}" for s in scores),
+                f"{overall:7.4f}",
+                f"{time.perf_counter() - t0:5.0f}",
+                flush=True,
+            )
+
+
+async def drop(db: str) -> None:
+    """Drop the loop's database and delete its keys."""
+    state = json.loads(_state_file(db).read_text())
+    from redis.asyncio import Redis
+
+    redis = Redis.from_url(state["redis"])
+    try:
+        keys = [k async for k in redis.scan_iter(match=f"{state['prefix']}:*", count=1000)]
+        if keys:
+            await redis.delete(*keys)
+    finally:
+        await redis.aclose()
+    urls = await asyncio.to_thread(ensure_services)
+    async with await psycopg.AsyncConnection.connect(urls.database_url, autocommit=True) as c:
+        await c.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+    _state_file(db).unlink()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse flags and run."""
+    p = argparse.ArgumentParser(prog="python -m bench.locomo_loop", description=__doc__)
+    p.add_argument("command", choices=("prepare", "ask", "drop"))
+    p.add_argument("variants", nargs="*", default=[""], help='e.g. "topic_weight=0.3"')
+    p.add_argument("--db", default="bench_locomo_loop", help="database name (kept)")
+    p.add_argument("--data", default=DEFAULT_DATA)
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--budget", type=int, default=1800)
+    a = p.parse_intermixed_args(argv)
+    quiet_logs()
+    if a.command == "prepare":
+        asyncio.run(prepare(a.db, a.data, a.limit))
+    elif a.command == "ask":
+        asyncio.run(ask(a.db, a.data, a.limit, a.variants or [""], a.budget))
+    else:
+        asyncio.run(drop(a.db))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
