@@ -89,12 +89,21 @@ def entity_keys(text: str) -> list[str]:
     return list(dict.fromkeys(k for k in names(body) if k))[:MAX_KEYS]
 
 
+def named_in(query: str) -> frozenset[str]:
+    """The words of ``query`` a speaker may be named by: as written and normalized."""
+    words = _TOKEN.findall(query)
+    return frozenset(w.lower() for w in words) | {_norm(w) for w in words}
+
+
+def said_by(text: str, named: frozenset[str]) -> bool:
+    """Whether the speaker of the turn ``text`` (``Speaker: text``) is in ``named``."""
+    speaker = text.partition(": ")[0].lower()
+    return bool(speaker) and speaker in named
+
+
 def speaker_named(text: str, query: str) -> bool:
     """Whether ``query`` names the speaker of the turn ``text`` (``Speaker: text``)."""
-    said_by = text.partition(": ")[0].lower()
-    return bool(said_by) and said_by in {w.lower() for w in _TOKEN.findall(query)} | {
-        _norm(w) for w in _TOKEN.findall(query)
-    }
+    return said_by(text, named_in(query))
 
 
 def query_keys(query: str) -> set[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memory_graph_agent.entities import entity_bonus, entity_keys, query_keys, speaker_named
+from memory_graph_agent.entities import entity_bonus, entity_keys, named_in, query_keys, said_by
 from memory_graph_agent.linking import episode_item
 from memory_graph_agent.services import Services
 from memory_graph_agent.settings import Settings
@@ -72,9 +72,9 @@ def link_speakers(items: list[dict[str, Any]], query: str, weight: float) -> lis
     """
     if weight <= 0:
         return items
-    out = []
+    named, out = named_in(query), []  # the query's words, once for every candidate
     for m in items:
-        if m.get("kind") == "episode" and speaker_named(str(m.get("text", "")), query):
+        if m.get("kind") == "episode" and said_by(str(m.get("text", "")), named):
             m = {**m, "rrf": round(m["rrf"] * (1 + weight), 6), "speaker_named": True}
         out.append(m)
     return sorted(out, key=lambda m: -m["rrf"])

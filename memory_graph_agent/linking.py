@@ -141,7 +141,7 @@ async def linked_turns(
     fetched: dict[tuple[str, str], list[EpisodeHit]] = {}
     if fetch_members or fetch_around:
         more, pairs = await services.episodes.linked(ctx.user_id, fetch_members, fetch_around)
-        turns = turns or more
+        turns += more  # empty unless the members were fetched here
         for key, hit in pairs:
             fetched.setdefault(key, []).append(hit)
     neighbours = [(key, hit) for key in around for hit in known.get(key, fetched.get(key, []))]

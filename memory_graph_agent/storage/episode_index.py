@@ -132,6 +132,7 @@ class EpisodeIndex:
     dim: int | None
     vector_table: str | None
     query_options: list[str]
+    entities: EntityLinks | None
 
     async def index(
         self, user_id: str, thread_id: str, messages: list[StoredMessage], embeddings: Embeddings
@@ -166,7 +167,7 @@ class EpisodeIndex:
                 },
             ),
             # the turns' entity edges, in the same transaction (`entity_links`)
-            *EntityLinks(self.db, table).write_statements(user_id, thread_id, ids, contents),
+            *self._entities().write_statements(user_id, thread_id, ids, contents),
         )
         return len(keep)
 

@@ -194,6 +194,11 @@ class EpisodeLog(EpisodeLinks):
             raise RuntimeError("EpisodeLog was opened without an embedding dimension")
         return self.vector_table
 
+    def _entities(self) -> EntityLinks:
+        if self.entities is None:
+            raise RuntimeError("EpisodeLog was opened without an embedding dimension")
+        return self.entities
+
 
 __all__ = [
     "EpisodeHit",
