@@ -56,6 +56,8 @@ MIB = 1024 * 1024
 def shared_buffers_mb(total_bytes: int | None = None) -> int:
     """The embedded server's ``shared_buffers``: an eighth of the RAM, 128 MB to 1 GB.
 
+    The RAM is the container's limit where that is lower than the machine's (`memory_bytes`).
+
     PostgreSQL's default (128 MB) holds the vector indexes of a few thousand memories;
     past that, every search reads index pages through the kernel (1.6 ms of a 2.1 ms turn
     search at 10k memories). ``MEMORY_AGENT_PG_SHARED_BUFFERS_MB`` sets it.
@@ -63,8 +65,26 @@ def shared_buffers_mb(total_bytes: int | None = None) -> int:
     if os.environ.get("MEMORY_AGENT_PG_SHARED_BUFFERS_MB", "").strip():
         return int(os.environ["MEMORY_AGENT_PG_SHARED_BUFFERS_MB"])
     if total_bytes is None:
-        total_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        total_bytes = memory_bytes()
     return max(128, min(1024, total_bytes // 8 // MIB))
+
+
+CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+"""Where a container's memory limit is (cgroup v2, then v1); "max" or a huge number: none."""
+
+
+def memory_bytes(limits: tuple[str, ...] = CGROUP_LIMITS) -> int:
+    """The RAM this process may use: the machine's, or its container's limit if lower."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for path in limits:
+        try:
+            with open(path) as limit:  # noqa: PTH123 - a one-line kernel file
+                text = limit.read().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            total = min(total, int(text))
+    return total
 
 
 def _prepare_postgres(layout: _Layout) -> _PgContext:
