@@ -23,6 +23,7 @@ import logging
 import math
 import uuid
 from dataclasses import asdict, replace
+from functools import partial
 from typing import Any
 
 from langgraph.constants import TAG_NOSTREAM
@@ -71,6 +72,7 @@ class LocalScheduler:
         self._tails: dict[str, asyncio.Task] = {}
         self._waiting: dict[str, bool] = {}
         self._reports: list[dict[str, Any]] = []
+        self._later: dict[str, asyncio.TimerHandle] = {}
         self.failures = 0
 
     def bind(self, graph: Any) -> Any:
@@ -78,17 +80,34 @@ class LocalScheduler:
         self.graph = graph
         return graph
 
-    async def __call__(self, context: Context, thread_id: str, compress: bool) -> None:
-        """Start (or join) the memory run of ``thread_id``; return at once."""
+    async def __call__(
+        self, context: Context, thread_id: str, compress: bool, after_s: float | None = None
+    ) -> None:
+        """Start (or join) the memory run of ``thread_id``; return at once.
+
+        With ``after_s`` (a batch leased by another worker): a timer requests the run
+        then. `drain` does not wait for timers; the batch stays durable in Redis.
+        """
         if self.graph is None:
             raise RuntimeError("LocalScheduler is not bound to a graph")
         key = memory_thread_id(context.user_id, thread_id)
+        if after_s is not None:
+            if key not in self._later:
+                loop = asyncio.get_running_loop()
+                later = partial(self._request_later, key, context, thread_id, compress)
+                self._later[key] = loop.call_later(max(after_s, 0.05), later)
+            return
         if key in self._waiting:  # a run is already waiting to start: it takes this work
             self._waiting[key] = self._waiting[key] or compress
             return
         self._waiting[key] = compress
         previous = self._tails.get(key)
         self._tails[key] = asyncio.create_task(self._run(previous, context, thread_id, key))
+
+    def _request_later(self, key: str, context: Context, thread_id: str, compress: bool) -> None:
+        del self._later[key]
+        task = asyncio.ensure_future(self(replace(context, memory_delay_s=0), thread_id, compress))
+        task.add_done_callback(_log_failure)
 
     async def _run(
         self, previous: asyncio.Task | None, context: Context, thread_id: str, key: str
@@ -130,13 +149,20 @@ class LocalScheduler:
         return reports
 
 
+def _log_failure(task: asyncio.Future) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("a later memory run could not start: %r", task.exception())
+
+
 class ServerScheduler:
     """A background run on the LangGraph server, enqueued on the thread's memory thread."""
 
     def __init__(self, assistant_id: str) -> None:
         self.assistant_id = assistant_id
 
-    async def __call__(self, context: Context, thread_id: str, compress: bool) -> None:
+    async def __call__(
+        self, context: Context, thread_id: str, compress: bool, after_s: float | None = None
+    ) -> None:
         """Create the run (and the memory thread if needed); return without waiting."""
         from langgraph_sdk import get_client
 
@@ -151,5 +177,5 @@ class ServerScheduler:
             metadata={"owner": context.user_id, "user_id": context.user_id, "memory_of": thread_id},
             multitask_strategy="enqueue",
             if_not_exists="create",
-            after_seconds=math.ceil(context.memory_delay_s) or None,
+            after_seconds=math.ceil(context.memory_delay_s if after_s is None else after_s) or None,
         )

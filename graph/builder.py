@@ -56,6 +56,8 @@ def build_builder(
     tools = memory_tools(services)
     for node in MEMORY_NODES:
         bound = partial(node, services=services)
+        if node is summarize:  # a memory run that finds its batch leased asks for a later one
+            bound = partial(bound, scheduler=scheduler)
         bound = metered(bound, services) if node in MODEL_CALLING else bound
         bound = wrap(_no_crash_loop(services, bound), node.__name__)
         builder.add_node(node.__name__, _prioritized(node.__name__, bound))

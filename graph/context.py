@@ -302,8 +302,13 @@ DEFAULT_THREAD = "default"
 class MemoryScheduler(Protocol):
     """Starts the memory run of a thread soon, without waiting for it (`graph.background`)."""
 
-    async def __call__(self, context: Context, thread_id: str, compress: bool) -> None:
-        """Schedule it; raise if it cannot be scheduled (memory then runs inline)."""
+    async def __call__(
+        self, context: Context, thread_id: str, compress: bool, after_s: float | None = None
+    ) -> None:
+        """Schedule it; raise if it cannot be scheduled (memory then runs inline).
+
+        It starts ``after_s`` seconds from now if given, else after ``context.memory_delay_s``.
+        """
 
 
 def current_task() -> tuple[str, int, str] | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from typing import NamedTuple
 
 from langchain_core.messages import HumanMessage
 
@@ -37,21 +38,32 @@ LLM_IMPORTANCE = 0.5
 FALLBACK_IMPORTANCE = 0.3
 
 
+class Drafted(NamedTuple):
+    """What `draft_summary` did."""
+
+    draft: SummaryDraft | None
+    """The summary, ``None`` when nothing was claimed."""
+    drained: bool
+    """Whether the drained backlog is now empty."""
+    events: list[MemoryEvent]
+    retry_in_s: float | None = None
+    """When another worker leases the batch, or its retries back off: seconds until a
+    new run could claim it (a memory run asks its scheduler for one then)."""
+
+
 async def draft_summary(
     services: Services,
     settings: Settings,
     thread_id: str,
     draining: bool,
     prompt: str,
-) -> tuple[SummaryDraft | None, bool, list[MemoryEvent]]:
+) -> Drafted:
     """Claim the oldest pending batch and summarize it (≤ 100 words; raw if the model fails).
 
     A batch is ``summary_batch`` messages, so summaries keep one grain however many
     turns a (background, coalesced) run finds waiting: the graph loops back for the next
     batch. ``draining`` claims any non-empty backlog (compression or session end) in
-    batches as large as fit; ``prompt`` has a ``{transcript}`` placeholder. Returns the
-    draft (``None`` when nothing was claimed), whether the backlog is now empty, and what
-    happened.
+    batches as large as fit; ``prompt`` has a ``{transcript}`` placeholder.
     """
     user = settings.user_id
     worker = uuid.uuid4().hex
@@ -70,11 +82,14 @@ async def draft_summary(
         left = await services.window.pending_len(user, thread_id) if draining else 1
     except StoreUnavailable:  # the backlog waits in Redis for a later turn
         text = "summarize: Redis unavailable, backlog kept for later"
-        return None, False, [event("summarize", "unavailable", text)]
+        return Drafted(None, False, [event("summarize", "unavailable", text)])
     batch = claim.messages
     if not batch:  # too few, leased by another worker, or backing off after a failure
         text = f"summarize: nothing claimed ({claim.status})"
-        return None, False, [event("summarize", f"nothing_{claim.status}", text)]
+        if claim.retry_in_s is not None:
+            text += f", claimable in {claim.retry_in_s:.1f} s"
+        events = [event("summarize", f"nothing_{claim.status}", text)]
+        return Drafted(None, False, events, claim.retry_in_s)
     transcript = "\n".join(m.render() for m in batch)
     said = "\n".join(m.content for m in batch if m.role == "human")
     if settings.summary_mode == "raw":
@@ -97,7 +112,7 @@ async def draft_summary(
         f"summarize: {len(batch)} messages ({claim.status}) -> {mode} summary "
         f"(importance {importance})"
     )
-    return draft, draining and not left, [event("summarize", claim.status, note)]
+    return Drafted(draft, draining and not left, [event("summarize", claim.status, note)])
 
 
 async def _max_batch(services: Services, settings: Settings, thread_id: str, prompt: str) -> int:

@@ -20,10 +20,10 @@ from memory_graph_agent.storage.window import StoredMessage, held_lua
 
 _CLAIM = """
 local retry_at = tonumber(redis.call('GET', KEYS[5]) or '0')
-if retry_at > tonumber(ARGV[5]) then return {'backoff'} end
+if retry_at > tonumber(ARGV[5]) then return {'backoff', tostring(retry_at - tonumber(ARGV[5]))} end
 if redis.call('LLEN', KEYS[2]) > 0 then
   local holder = redis.call('GET', KEYS[3])
-  if holder and holder ~= ARGV[1] then return {'leased'} end
+  if holder and holder ~= ARGV[1] then return {'leased', tostring(redis.call('PTTL', KEYS[3]))} end
   redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
   local items = redis.call('LRANGE', KEYS[2], 0, -1)
   table.insert(items, 1, 'reclaimed')
@@ -129,6 +129,8 @@ class Claim:
 
     status: str  # claimed | reclaimed | short | leased | backoff
     messages: list[StoredMessage]
+    retry_in_s: float | None = None
+    """For ``leased`` / ``backoff``: seconds until the lease ends or the backoff is over."""
 
 
 @guarded("redis")
@@ -169,6 +171,8 @@ class PendingQueue:
         )
         args = [worker, int(lease_s * 1000), min_batch, max_batch, int(time.time() * 1000)]
         status, *raws = await self._claim(keys=keys, args=args)
+        if status in ("leased", "backoff"):
+            return Claim(status, [], max(0, int(raws[0])) / 1000)
         return Claim(status, [StoredMessage.from_json(r) for r in raws])
 
     @redis_op("complete")

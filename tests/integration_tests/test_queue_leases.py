@@ -86,3 +86,19 @@ async def test_requeue_lost_never_requeues_a_message_a_concurrent_turn_just_push
     pending = [m.id for _, m in await services.window.pending(user_id, thread)]
     assert pending == ids(lost)
     assert ids(await services.window.window(user_id, thread)) == [fresh.id]
+
+
+async def test_a_refused_claim_says_when_the_batch_can_be_claimed(services, user_id):
+    thread = _thread()
+    queue = services.queue
+    await queue.requeue(user_id, thread, [msg("human"), msg("ai")])
+    a = await queue.claim(user_id, thread, "A", min_batch=1, max_batch=2, lease_s=2)
+    b = await queue.claim(user_id, thread, "B", min_batch=1, max_batch=2, lease_s=2)
+    assert a.status == "claimed" and a.retry_in_s is None
+    assert b.status == "leased" and b.messages == [] and 1.5 < b.retry_in_s <= 2
+    failed = await queue.fail(
+        user_id, thread, "A", "boom", ids(a.messages), max_attempts=3, backoff_s=3
+    )
+    assert failed == "retry"
+    c = await queue.claim(user_id, thread, "C", min_batch=1, max_batch=2, lease_s=2)
+    assert c.status == "backoff" and 2.5 < c.retry_in_s <= 3

@@ -257,3 +257,30 @@ async def test_a_memory_run_that_reflects_goes_on_while_a_full_batch_waits(
     counts = await services.memories.count(ctx.user_id)
     assert counts["summary"] >= 4 and counts.get("reflection", 0) >= 1
     await _assert_exactly_once(services, ctx.user_id, thread)
+
+
+async def test_a_batch_leased_by_a_dead_worker_is_summarized_when_the_lease_ends(
+    background, make_context, services
+):
+    """The memory run finds the batch leased; it comes back when the lease ends, no turn needed."""
+    agent, memory = background
+    ctx = make_context(window_size=2, summary_batch=2, memory_delay_s=0.5)
+    thread = _thread()
+    for i in range(3):  # turn 2 moves a batch of 2 out of the window: memory is scheduled
+        state = await run_turn(agent, ctx, thread, f"number {i}")
+    assert state.get("memory_scheduled")
+    # a worker of another process claims the batch first, then dies holding its lease
+    dead = await services.queue.claim(
+        ctx.user_id, thread, "dead-worker", min_batch=1, max_batch=8, lease_s=1.5
+    )
+    assert dead.status == "claimed" and dead.messages
+    await memory.drain()  # the scheduled run found the batch leased: nothing stored yet
+    assert not await services.memories.list(ctx.user_id, kind="summary")
+    for _ in range(50):  # no new turn: the run comes back by itself after the lease
+        await asyncio.sleep(0.1)
+        if not await services.queue.processing(ctx.user_id, thread):
+            break
+    await memory.drain()
+    assert not await services.queue.processing(ctx.user_id, thread)
+    (summary,) = await services.memories.list(ctx.user_id, kind="summary")
+    assert summary.source_ids == [m.id for m in dead.messages]

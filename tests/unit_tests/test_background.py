@@ -29,6 +29,15 @@ class SlowGraph:
         return {"memory_events": [{"text": f"run {len(self.runs)}"}]}
 
 
+def _released() -> tuple[SlowGraph, LocalScheduler]:
+    """A graph whose runs return at once, and a scheduler bound to it."""
+    graph = SlowGraph()
+    graph.release.set()
+    memory = LocalScheduler()
+    memory.bind(graph)
+    return graph, memory
+
+
 def test_memory_calls_carry_langgraphs_nostream_tag():
     assert NOSTREAM_TAG == TAG_NOSTREAM
     assert TAG_NOSTREAM in tagged("summarize")["tags"]
@@ -67,10 +76,7 @@ async def test_one_run_per_thread_at_a_time_and_requests_coalesce():
 
 
 async def test_requests_within_the_delay_join_one_run_that_starts_after_it():
-    graph = SlowGraph()
-    graph.release.set()
-    memory = LocalScheduler()
-    memory.bind(graph)
+    graph, memory = _released()
     ctx = Context(user_id="alice", model="local:smollm2", memory_delay_s=0.3)
     started = asyncio.get_running_loop().time()
     for compress in (False, True):
@@ -100,3 +106,17 @@ async def test_a_failed_memory_run_is_counted_and_does_not_stop_the_next():
 async def test_an_unbound_scheduler_refuses():
     with pytest.raises(RuntimeError, match="not bound"):
         await LocalScheduler()(Context(user_id="alice", model="local:smollm2"), "t1", False)
+
+
+async def test_a_later_run_starts_after_its_delay_once_and_drain_does_not_wait_for_it():
+    graph, memory = _released()
+    ctx = Context(user_id="alice", model="local:smollm2", memory_delay_s=5)
+    started = asyncio.get_running_loop().time()
+    await memory(ctx, "t1", True, after_s=0.3)
+    await memory(ctx, "t1", False, after_s=0.1)  # one timer per thread: the first stands
+    await memory.drain()
+    assert graph.runs == [] and asyncio.get_running_loop().time() - started < 0.2
+    await asyncio.sleep(0.4)
+    await memory.drain()  # the later run does not wait memory_delay_s again
+    assert graph.runs == [({"compress": True}, "t1")]
+    assert asyncio.get_running_loop().time() - started < 1.5
