@@ -91,6 +91,9 @@ class Soak:
         self.finished = False
         self.sem = asyncio.Semaphore(a.concurrency)
         self.worker: WorkerKill | None = None
+        # one fault at a time: a worker started while Redis is down schedules no memory run,
+        # so it could not be killed during one (the fault it exists for)
+        self.fault_lock = asyncio.Lock()
 
     def text(self, user: str, turn: int) -> str:
         """The user's message of a turn: deterministic and unique (found again by its text)."""
@@ -144,15 +147,18 @@ class Soak:
             t += 1
 
     async def inject_faults(self, servers: Servers, points: list[dict]) -> None:
-        """Run each scheduled fault when its share of the turns is done."""
+        """Run each scheduled fault when its share of the turns is done.
+
+        A fault still due when the turns are done (it waited behind the worker) runs then;
+        the settling turns measure its recovery.
+        """
         total = self.a.users * self.a.turns
         for point in points:
             while self.done < point["at_share"] * total and not self.finished:
                 await asyncio.sleep(0.1)
-            if self.finished:
-                break
-            _say(self.a.quiet, f"[soak] {point['kind']} after {self.done} turns")
-            self.faults.append(await inject(point["kind"], servers, self.a.down_s))
+            async with self.fault_lock:
+                _say(self.a.quiet, f"[soak] {point['kind']} after {self.done} turns")
+                self.faults.append(await inject(point["kind"], servers, self.a.down_s))
 
     async def watch_lease(self) -> None:
         """Seconds from the worker's death until its leased batch left ``processing``."""
@@ -245,15 +251,16 @@ async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
             group = {u: soak.convs[u] for u in list(soak.convs)[-a.worker_users :]}
             worker_spec = {"context": settings, "model": {"seed": a.seed + 1}}
             soak.worker = WorkerKill(
-                group, at, a.worker_turns, soak.text, worker_spec, a.worker_min_ok
+                group, at, a.worker_turns, soak.text, worker_spec, a.worker_min_ok, soak.fault_lock
             )
         t0 = time.time()
         samples: list[dict] = []
         background = [
             asyncio.create_task(soak.sample(t0, samples)),
-            asyncio.create_task(soak.watch_lease()),
             asyncio.create_task(soak.inject_faults(servers, points)),
         ]
+        # the dead worker's batch may wait for the settling turns: watched until the end
+        watch = asyncio.create_task(soak.watch_lease())
         _say(a.quiet, f"[soak] {a.users} users x {a.turns} turns, faults {points}")
         await asyncio.gather(*(soak.conversation(ctx[u]) for u in soak.convs))
         workload_s = time.time() - t0
@@ -269,6 +276,8 @@ async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
         _say(a.quiet, f"[soak] {soak.done} turns in {workload_s:.0f} s; settling")
         await asyncio.gather(*(soak.settle(ctx[u], a.turns) for u in soak.convs))
         await memory.drain()
+        with contextlib.suppress(TimeoutError):  # not reclaimed: verification shows the loss
+            await asyncio.wait_for(watch, a.lease_seconds + 30)
         settle_s = time.time() - t0 - workload_s
         records = soak.records + (soak.worker.records if soak.worker else [])
         records.sort(key=lambda r: r["start"])

@@ -139,9 +139,12 @@ class WorkerKill:
         text: Callable[[str, int], str],
         spec: dict[str, Any],
         min_ok: int,
+        fault_lock: asyncio.Lock | None = None,
     ) -> None:
         self.convs, self.at_turn, self.length, self.text = convs, at_turn, length, text
         self.spec, self.min_ok = spec, min_ok
+        # held from the worker's start to its kill: server faults wait (`Soak.fault_lock`)
+        self.fault_lock = fault_lock or asyncio.Lock()
         self.records: list[dict[str, Any]] = []
         self.report: dict[str, Any] = {"kind": "worker_kill", "users": sorted(convs)}
         self._arrived = 0
@@ -174,6 +177,22 @@ class WorkerKill:
             for u, t in self.convs.items()
         ]
         started: dict[tuple[str, int], float] = {}
+        async with self.fault_lock:  # no server fault while the worker lives
+            killed_at = await self._start_and_kill(convs, started)
+        for key, start in started.items():  # in flight when killed
+            self._record(key, start, killed_at, False, "WorkerKilled: turn in flight")
+        self.report.update(
+            at=killed_at, during_memory=self._in_memory, worker_turns_ok=self._ok,
+            in_flight=len(started),
+        )  # fmt: skip
+        for u in self.convs:
+            done = [r["turn"] for r in self.records if r["user"] == u]
+            self._next[u] = max(done, default=self.at_turn - 1) + 1
+
+    async def _start_and_kill(
+        self, convs: list[dict[str, Any]], started: dict[tuple[str, int], float]
+    ) -> float:
+        """Start the worker (again, if it could not start), kill it; when it was killed."""
         with tempfile.TemporaryDirectory(prefix="ma-soak-worker-") as folder:
             spec_path = Path(folder) / "spec.json"
             spec_path.write_text(json.dumps({**self.spec, "convs": convs}))
@@ -193,15 +212,7 @@ class WorkerKill:
                 if lines:
                     break
                 await asyncio.sleep(3.0)
-        for key, start in started.items():  # in flight when killed
-            self._record(key, start, killed_at, False, "WorkerKilled: turn in flight")
-        self.report.update(
-            at=killed_at, during_memory=self._in_memory, worker_turns_ok=self._ok,
-            in_flight=len(started),
-        )  # fmt: skip
-        for u in self.convs:
-            done = [r["turn"] for r in self.records if r["user"] == u]
-            self._next[u] = max(done, default=self.at_turn - 1) + 1
+        return killed_at
 
     async def _follow(self, proc: Any, started: dict[tuple[str, int], float]) -> int:
         """Read the worker's lines until it is time to kill it; how many lines it wrote."""
