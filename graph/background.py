@@ -63,7 +63,8 @@ class LocalScheduler:
     `bind` it to the compiled graph. A run starts ``context.memory_delay_s`` after it is
     asked for; while a memory run of a thread is running or waiting to start, one more
     may wait behind it; further requests join the waiting one (it drains every full batch).
-    `drain` waits for all of them (call it before the process exits); `reports` hands out
+    A request for later (``after_s``: a memory run found its batch leased) sets a timer.
+    `drain` waits for all runs, not timers (call it before the process exits); `reports` hands out
     the final states of finished runs, for a "what memory did" report after the reply.
     """
 
@@ -91,11 +92,15 @@ class LocalScheduler:
         if self.graph is None:
             raise RuntimeError("LocalScheduler is not bound to a graph")
         key = memory_thread_id(context.user_id, thread_id)
-        if after_s is not None:
-            if key not in self._later:
-                loop = asyncio.get_running_loop()
-                later = partial(self._request_later, key, context, thread_id, compress)
-                self._later[key] = loop.call_later(max(after_s, 0.05), later)
+        if after_s is not None:  # one timer per thread, the earliest
+            loop, after_s = asyncio.get_running_loop(), max(after_s, 0.05)
+            timer = self._later.get(key)
+            if timer is not None and timer.when() <= loop.time() + after_s:
+                return
+            if timer is not None:
+                timer.cancel()
+            later = partial(self._request_later, key, context, thread_id, compress)
+            self._later[key] = loop.call_later(after_s, later)
             return
         if key in self._waiting:  # a run is already waiting to start: it takes this work
             self._waiting[key] = self._waiting[key] or compress

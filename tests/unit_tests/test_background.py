@@ -112,8 +112,9 @@ async def test_a_later_run_starts_after_its_delay_once_and_drain_does_not_wait_f
     graph, memory = _released()
     ctx = Context(user_id="alice", model="local:smollm2", memory_delay_s=5)
     started = asyncio.get_running_loop().time()
-    await memory(ctx, "t1", True, after_s=0.3)
-    await memory(ctx, "t1", False, after_s=0.1)  # one timer per thread: the first stands
+    await memory(ctx, "t1", True, after_s=5)
+    await memory(ctx, "t1", True, after_s=0.3)  # one timer per thread: the earliest
+    await memory(ctx, "t1", False, after_s=0.6)
     await memory.drain()
     assert graph.runs == [] and asyncio.get_running_loop().time() - started < 0.2
     await asyncio.sleep(0.4)
