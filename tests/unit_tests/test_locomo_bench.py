@@ -242,3 +242,24 @@ def test_cross_validation_ties_go_to_the_default():
         for c in ("c1", "c2")
     ]
     assert {f["chosen"] for f in cross_validate(records, ["a", "b"], "b")["folds"]} == {"b"}
+
+
+def test_a_point_with_a_round_trip_must_beat_the_lean_one_by_the_minimum_gain():
+    from bench.locomo_cv import MIN_GAIN_FOR_ROUND_TRIP, cross_validate
+
+    lean, edges = "speaker_weight=1.5,entity_weight=0.0", "speaker_weight=1.5,entity_weight=0.1"
+
+    def chosen(gain: float) -> set[str]:
+        records = [
+            {
+                "sample_id": c,
+                "category": 1,
+                "grid": {lean: 0.5, edges: 0.5 + gain},
+                "grid_tokens": {lean: 1, edges: 1},
+            }
+            for c in ("c1", "c2", "c3")
+        ]
+        return {f["chosen"] for f in cross_validate(records, [lean, edges], edges)["folds"]}
+
+    assert chosen(MIN_GAIN_FOR_ROUND_TRIP / 2) == {lean}  # better, but not by enough
+    assert chosen(MIN_GAIN_FOR_ROUND_TRIP * 2) == {edges}
