@@ -121,3 +121,27 @@ async def test_a_later_run_starts_after_its_delay_once_and_drain_does_not_wait_f
     await memory.drain()  # the later run does not wait memory_delay_s again
     assert graph.runs == [({"compress": True}, "t1")]
     assert asyncio.get_running_loop().time() - started < 1.5
+
+
+async def test_the_server_scheduler_enqueues_a_later_run_after_the_lease(monkeypatch):
+    import langgraph_sdk
+
+    from graph.background import ServerScheduler
+
+    created: list[dict] = []
+
+    class Runs:
+        async def create(self, thread_id: str, assistant_id: str, **kwargs: Any) -> None:
+            created.append({"thread_id": thread_id, "assistant_id": assistant_id, **kwargs})
+
+    class Client:
+        runs = Runs()
+
+    monkeypatch.setattr(langgraph_sdk, "get_client", lambda: Client())
+    ctx = Context(user_id="alice", model="local:smollm2", memory_delay_s=1.0)
+    await ServerScheduler("agent")(ctx, "t1", False)
+    await ServerScheduler("agent")(ctx, "t1", True, after_s=2.3)
+    assert [c["after_seconds"] for c in created] == [1, 3]  # whole seconds, never early
+    assert {c["thread_id"] for c in created} == {memory_thread_id("alice", "t1")}
+    assert [c["input"] for c in created] == [{"compress": False}, {"compress": True}]
+    assert all(c["multitask_strategy"] == "enqueue" for c in created)
