@@ -102,6 +102,9 @@ class LocalScheduler:
             later = partial(self._request_later, key, context, thread_id, compress)
             self._later[key] = loop.call_later(after_s, later)
             return
+        self._start(key, context, thread_id, compress)
+
+    def _start(self, key: str, context: Context, thread_id: str, compress: bool) -> None:
         if key in self._waiting:  # a run is already waiting to start: it takes this work
             self._waiting[key] = self._waiting[key] or compress
             return
@@ -111,8 +114,7 @@ class LocalScheduler:
 
     def _request_later(self, key: str, context: Context, thread_id: str, compress: bool) -> None:
         del self._later[key]
-        task = asyncio.ensure_future(self(replace(context, memory_delay_s=0), thread_id, compress))
-        task.add_done_callback(_log_failure)
+        self._start(key, replace(context, memory_delay_s=0), thread_id, compress)
 
     async def _run(
         self, previous: asyncio.Task | None, context: Context, thread_id: str, key: str
@@ -152,11 +154,6 @@ class LocalScheduler:
         """Final states of the memory runs finished since the last call."""
         reports, self._reports = self._reports, []
         return reports
-
-
-def _log_failure(task: asyncio.Future) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.warning("a later memory run could not start: %r", task.exception())
 
 
 class ServerScheduler:

@@ -29,12 +29,12 @@ async def summarize(
     scheduler: MemoryScheduler | None = None,
 ) -> dict:
     """Summarize the oldest pending messages (≤ 100 words); raw text if the model fails."""
-    ctx, thread = runtime.context, current_thread_id()
-    drafted = await draft_summary(services, ctx, thread, draining(state), SUMMARIZE_PROMPT)
+    ctx, thread, drain = runtime.context, current_thread_id(), draining(state)
+    drafted = await draft_summary(services, ctx, thread, drain, SUMMARIZE_PROMPT)
     events = list(drafted.events)
     if drafted.retry_in_s is not None and ctx.memory_of and scheduler is not None:
         try:
-            await scheduler(ctx, thread, draining(state), after_s=drafted.retry_in_s)
+            await scheduler(ctx, thread, drain, after_s=drafted.retry_in_s)
         except Exception as exc:  # noqa: BLE001 - the batch waits for the next turn's run
             log.warning("could not schedule a later memory run of %s: %r", thread, exc)
         else:
