@@ -17,6 +17,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_huggingface import HuggingFaceEmbeddings
 from pydantic import PrivateAttr
 
+from memory_graph_agent.local.onnx_minilm import QUERY_PRECISIONS
+
 LOCAL_EMBEDDING_DIMS = {"all-minilm-l6-v2": 384}
 
 log = logging.getLogger(__name__)
@@ -130,10 +132,14 @@ class _QueriesFirst:
                 vectors += self.encode(texts[start : start + DOCUMENT_CHUNK])
         return vectors
 
+    def encode_query(self, text: str) -> list[float]:
+        """One query's compute alone (callers hold the lock): `encode` unless overridden."""
+        return self.encode([text])[0]
+
     def embed_query(self, text: str) -> list[float]:
         """Embed one query, before any waiting batch."""
         with self._lock.hold(query=True):
-            return self.encode([text])[0]
+            return self.encode_query(text)
 
 
 class LocalEmbeddings(_QueriesFirst, HuggingFaceEmbeddings):
@@ -175,18 +181,26 @@ class OnnxEmbeddings(_QueriesFirst, Embeddings):
     go ~1.4x faster; beside a process busy on one core (the event loop, Postgres) it was
     slightly slower in one run and faster in another. With spinning, ONNX Runtime's
     default, two threads were the slowest setting and burnt 3x the CPU per query.
+
+    Queries run on an int8 copy of the model by default (``query_precision``,
+    ``EMBEDDING_QUERY_PRECISION``): ~2.4x faster alone, stored vectors unchanged (README).
     """
 
-    def __init__(self, threads: int | None = None) -> None:
+    def __init__(self, threads: int | None = None, query_precision: str = "int8") -> None:
         from memory_graph_agent.local.onnx_minilm import MiniLMEncoder, cache_dir
 
         self.threads = threads or int(os.environ.get("EMBEDDING_THREADS") or default_threads())
-        self._encoder = MiniLMEncoder(cache_dir(), self.threads)
+        self._encoder = MiniLMEncoder(cache_dir(), self.threads, query_precision=query_precision)
+        self.query_precision = self._encoder.query_precision
         self._lock = QueriesFirstLock()
 
     def encode(self, texts: list[str]) -> list[list[float]]:
         """The model's compute alone (callers hold the lock)."""
         return self._encoder.encode(texts)
+
+    def encode_query(self, text: str) -> list[float]:
+        """One query on the query model (callers hold the lock)."""
+        return self._encoder.encode_query(text)
 
 
 EMBEDDING_RUNTIMES = ("onnx", "torch")
@@ -201,9 +215,14 @@ def local_embeddings(runtime: str | None = None) -> Embeddings:
     runtime = (runtime or os.environ.get("EMBEDDING_RUNTIME") or "onnx").strip().lower()
     if runtime not in EMBEDDING_RUNTIMES:
         raise ValueError(f"EMBEDDING_RUNTIME must be one of {EMBEDDING_RUNTIMES}, got {runtime!r}")
+    precision = (os.environ.get("EMBEDDING_QUERY_PRECISION") or "int8").strip().lower()
+    if precision not in QUERY_PRECISIONS:
+        raise ValueError(
+            f"EMBEDDING_QUERY_PRECISION must be one of {QUERY_PRECISIONS}, got {precision!r}"
+        )
     if runtime == "onnx":
         try:
-            return OnnxEmbeddings()
+            return OnnxEmbeddings(query_precision=precision)
         except Exception as exc:  # noqa: BLE001 - any failure: the torch runtime still works
             log.warning("ONNX Runtime unavailable for MiniLM (%s); using torch", exc)
     return LocalEmbeddings()

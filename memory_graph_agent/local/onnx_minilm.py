@@ -12,6 +12,11 @@ cannot load is exported again. Loading a cached export imports neither torch nor
 Encoding is what sentence-transformers does for this model: the model's own tokenizer
 truncated to 256 tokens, mean pooling over the attention mask, L2 normalisation (the
 vectors agree with torch's to cosine >= 0.99999: `tests/integration_tests/test_onnx_embeddings.py`).
+
+Queries can run on an int8 copy of the export (`load_query_session`): its MatMul weights
+quantized per channel to 7 bits (`reduce_range`, so CPUs without VNNI cannot saturate),
+made once from the export in about a second and checked against it on the probe texts
+(`MIN_QUERY_COSINE`). Stored vectors always come from the full-precision export.
 """
 
 from __future__ import annotations
@@ -49,6 +54,12 @@ PROBE_TEXTS = (
     "Zhang San lives in 北京 and drinks café crème ☕",
     "word " * 300,  # past the 256-token limit, and a padded batch for the others
 )
+
+
+QUANTIZE_REVISION = 1
+"""Bumped when the quantization changes, so an old int8 file is not reused."""
+MIN_QUERY_COSINE = 0.98
+"""Least cosine between the int8 query model's vectors and the export's on `PROBE_TEXTS`."""
 
 
 class ExportError(RuntimeError):
@@ -230,17 +241,131 @@ def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
 
 
-class MiniLMEncoder:
-    """Tokenize, run and pool like sentence-transformers (not thread-safe: callers lock)."""
+def quantized_path(export: Path) -> Path:
+    """Where the int8 query model made from ``export`` lives (beside it)."""
+    return export.with_name(f"{export.stem}-int8-r{QUANTIZE_REVISION}.onnx")
 
-    def __init__(self, cache: Path, threads: int = 1, source: Path | None = None) -> None:
+
+class _QuantizerNote(logging.Filter):
+    """Drops ONNX Runtime's advice to pre-process the model (a note for image models)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in record.getMessage()
+
+
+def _quantize(export: Path, target: Path) -> None:
+    """Write the int8 copy of ``export`` to ``target`` (its metadata, fingerprint included)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    note = _QuantizerNote()
+    logging.getLogger().addFilter(note)
+    try:
+        quantize_dynamic(
+            export,
+            target,
+            op_types_to_quantize=["MatMul"],
+            per_channel=True,
+            reduce_range=True,
+            weight_type=QuantType.QInt8,
+        )
+    finally:
+        logging.getLogger().removeFilter(note)
+
+
+def check_quantized(session: Any, reference: Any, tokenizer: Any) -> float:
+    """The least cosine between ``session``'s and ``reference``'s vectors of each probe text.
+
+    Each text is encoded alone, as a query is.
+
+    Raises:
+        ExportError: below `MIN_QUERY_COSINE`.
+    """
+    cosines = []
+    for text in PROBE_TEXTS:
+        feeds, mask = _feeds(tokenizer, [text])
+        ours = mean_pool(session.run(None, feeds)[0], mask)
+        theirs = mean_pool(reference.run(None, feeds)[0], mask)
+        cosines.append(float((ours * theirs).sum()))
+    cosine = min(cosines)
+    if not cosine >= MIN_QUERY_COSINE:  # also NaN
+        raise ExportError(f"the int8 query model disagrees with the export: cosine {cosine:.4f}")
+    return cosine
+
+
+def load_query_session(
+    cache: Path, threads: int, reference: Any, tokenizer: Any, source: Path | None = None
+) -> Any:
+    """A session of the int8 query model: quantized from the export first if missing or stale.
+
+    ``reference`` is the export's session (the export exists: `load_session` made it).
+
+    Raises:
+        ExportError: the fresh int8 model disagrees with the export (nothing is cached).
+        ImportError: ONNX Runtime's quantization tools (which need ``onnx``) are missing.
+    """
+    source = source or model_dir()
+    fingerprint = source_fingerprint(source)
+    export = export_path(cache, fingerprint)
+    target = quantized_path(export)
+    with exclusive_file_lock(
+        target.with_suffix(".lock"), LOCK_TIMEOUT, "another process quantizing MiniLM"
+    ):
+        if target.exists() and (session := _cached_session(target, fingerprint, threads)):
+            return session
+        log.info("quantizing MiniLM's query model to int8 at %s (once)", target)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".onnx.tmp")
+        os.close(fd)
+        try:
+            _quantize(export, Path(tmp))
+            check_quantized(_session(Path(tmp), 1), reference, tokenizer)
+            os.replace(tmp, target)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return _session(target, threads)
+
+
+QUERY_PRECISIONS = ("int8", "fp32")
+
+
+class MiniLMEncoder:
+    """Tokenize, run and pool like sentence-transformers (not thread-safe: callers lock).
+
+    Documents always run on the full-precision export; queries on the int8 copy with
+    ``query_precision="int8"`` (falling back to the export, with a warning, if it cannot
+    be made).
+    """
+
+    def __init__(
+        self,
+        cache: Path,
+        threads: int = 1,
+        source: Path | None = None,
+        query_precision: str = "int8",
+    ) -> None:
+        if query_precision not in QUERY_PRECISIONS:
+            raise ValueError(f"query precision must be one of {QUERY_PRECISIONS}")
         source = source or model_dir()
         self.tokenizer = load_tokenizer(source)
         self.session = load_session(cache, threads, source)
+        self.query_session, self.query_precision = self.session, "fp32"
+        if query_precision == "int8":
+            try:
+                self.query_session = load_query_session(
+                    cache, threads, self.session, self.tokenizer, source
+                )
+                self.query_precision = "int8"
+            except Exception as exc:  # noqa: BLE001 - any failure: full precision still works
+                log.warning("no int8 query model for MiniLM (%s); queries use fp32", exc)
 
     def encode(self, texts: list[str]) -> list[list[float]]:
-        """Normalised mean-pooled vectors of ``texts``."""
+        """Normalised mean-pooled vectors of ``texts`` (full precision)."""
         if not texts:
             return []
         feeds, mask = _feeds(self.tokenizer, texts)
         return mean_pool(self.session.run(None, feeds)[0], mask).tolist()
+
+    def encode_query(self, text: str) -> list[float]:
+        """The normalised vector of one query, on the query model."""
+        feeds, mask = _feeds(self.tokenizer, [text])
+        return mean_pool(self.query_session.run(None, feeds)[0], mask)[0].tolist()

@@ -1,7 +1,8 @@
 """MiniLM on ONNX Runtime: the vectors torch gives, the runtime chosen, the export cached.
 
 The export cache: keyed by the source's SHA-256, checked against torch when made, loaded
-without torch. Every export here goes to a temporary cache.
+without torch. Queries on the int8 copy: made once, checked against the export, close to
+its vectors. Every export here goes to a temporary cache.
 """
 
 from __future__ import annotations
@@ -60,8 +61,21 @@ def test_the_vectors_are_torch_s(onnx_embeddings, torch_embeddings):
     assert ours.shape == (len(TEXTS), 384)
     assert (ours * theirs).sum(axis=1).min() >= 0.99999
     assert np.abs(ours - theirs).max() < 1e-4
-    query = np.array(onnx_embeddings.embed_query(TEXTS[0]))
-    assert float(query @ theirs[0]) >= 0.99999  # alone, without a batch's padding
+    query = np.array(onnx_embeddings.embed_query(TEXTS[0]))  # the int8 query model
+    assert onnx_embeddings.query_precision == "int8"
+    assert float(query @ theirs[0]) >= onnx_minilm.MIN_QUERY_COSINE
+
+
+def test_queries_can_run_at_full_precision(monkeypatch, torch_embeddings):
+    monkeypatch.setenv("EMBEDDING_QUERY_PRECISION", "fp32")
+    embeddings = models.local_embeddings("onnx")
+    assert embeddings.query_precision == "fp32"
+    query = np.array(embeddings.embed_query(TEXTS[0]))
+    theirs = np.array(torch_embeddings.embed_query(TEXTS[0]))
+    assert float(query @ theirs) >= 0.99999  # alone, without a batch's padding
+    monkeypatch.setenv("EMBEDDING_QUERY_PRECISION", "int4")
+    with pytest.raises(ValueError, match="EMBEDDING_QUERY_PRECISION"):
+        models.local_embeddings("onnx")
 
 
 def test_an_unusable_onnx_runtime_falls_back_to_torch(monkeypatch, caplog):
@@ -79,7 +93,7 @@ def test_an_unusable_onnx_runtime_falls_back_to_torch(monkeypatch, caplog):
 def exported(tmp_path_factory) -> Path:
     """A model cache holding the export of the bundled model."""
     cache = tmp_path_factory.mktemp("onnx-cache")
-    onnx_minilm.load_session(cache, 1)
+    onnx_minilm.MiniLMEncoder(cache, 1)  # the export and its int8 query model
     return cache
 
 
@@ -171,6 +185,85 @@ def test_an_export_that_disagrees_with_torch_is_never_used(tmp_path, monkeypatch
         embeddings = models.local_embeddings("onnx")
     assert isinstance(embeddings, models.LocalEmbeddings)  # torch's vectors instead
     assert "disagrees with torch" in caplog.text
+
+
+QUESTIONS = [
+    "What books has Melanie read?",
+    "When did Caroline go to the LGBTQ support group?",
+    "Where did Caroline move from 4 years ago?",
+    "What is Jon's favorite style of dance?",
+    "How many children does Melanie have?",
+]
+
+
+def test_queries_run_on_an_int8_copy_close_to_the_export(exported):
+    encoder = onnx_minilm.MiniLMEncoder(exported, 1)
+    assert encoder.query_precision == "int8"
+    queries = np.array([encoder.encode_query(q) for q in QUESTIONS])
+    full = np.array([encoder.encode([q])[0] for q in QUESTIONS])
+    cosines = (queries * full).sum(axis=1)
+    assert cosines.min() >= onnx_minilm.MIN_QUERY_COSINE
+    assert cosines.max() < 0.99999  # the int8 model answered, not the export
+    assert np.allclose(np.linalg.norm(queries, axis=1), 1.0, atol=1e-5)
+    # each question is still nearest to its own full-precision vector
+    assert ((queries @ full.T).argmax(axis=1) == np.arange(len(QUESTIONS))).all()
+
+
+def _int8_of(cache: Path) -> Path:
+    return onnx_minilm.quantized_path(_export_of(cache, onnx_minilm.model_dir()))
+
+
+def test_the_int8_model_is_made_once_and_a_broken_one_is_made_again(
+    tmp_path, exported, monkeypatch
+):
+    shutil.copytree(exported, tmp_path, dirs_exist_ok=True)
+    target = _int8_of(tmp_path)
+    made = target.stat().st_mtime_ns
+    recorded = onnx_minilm._session(target, 1).get_modelmeta().custom_metadata_map
+    assert recorded[onnx_minilm.FINGERPRINT_KEY] == onnx_minilm.source_fingerprint(
+        onnx_minilm.model_dir()
+    )
+    quantize = onnx_minilm._quantize
+
+    def refuse(*args):
+        raise AssertionError("quantized again")
+
+    monkeypatch.setattr(onnx_minilm, "_quantize", refuse)
+    assert onnx_minilm.MiniLMEncoder(tmp_path, 1).query_precision == "int8"  # reused
+    assert target.stat().st_mtime_ns == made
+    monkeypatch.setattr(onnx_minilm, "_quantize", quantize)
+    target.write_bytes(b"half a file")
+    encoder = onnx_minilm.MiniLMEncoder(tmp_path, 1)
+    assert encoder.query_precision == "int8"
+    assert target.stat().st_size > 1_000_000
+    assert not list(tmp_path.glob("models/*.tmp"))
+
+
+def test_an_int8_model_that_disagrees_is_never_used(tmp_path, exported, monkeypatch, caplog):
+    shutil.copytree(exported, tmp_path, dirs_exist_ok=True)
+    _int8_of(tmp_path).unlink()
+    quantize = onnx_minilm._quantize
+
+    def quantize_then_damage(export, target):  # a faulty quantizer, simulated
+        quantize(export, target)
+        proto = onnx.load(str(target))
+        for tensor in proto.graph.initializer:
+            if tensor.data_type == onnx.TensorProto.FLOAT and int(np.prod(tensor.dims)) > 1000:
+                values = numpy_helper.to_array(tensor)
+                noise = np.random.default_rng(0).normal(0, values.std(), values.shape)
+                tensor.CopyFrom(
+                    numpy_helper.from_array((values + noise).astype(values.dtype), tensor.name)
+                )
+        onnx.save(proto, str(target))
+
+    monkeypatch.setattr(onnx_minilm, "_quantize", quantize_then_damage)
+    with caplog.at_level(logging.WARNING):
+        encoder = onnx_minilm.MiniLMEncoder(tmp_path, 1)
+    assert "disagrees with the export" in caplog.text
+    assert encoder.query_precision == "fp32"
+    assert encoder.encode_query(QUESTIONS[0]) == encoder.encode([QUESTIONS[0]])[0]
+    assert not _int8_of(tmp_path).exists()
+    assert not list(tmp_path.glob("models/*.tmp"))
 
 
 LOAD_FROM_CACHE = """
