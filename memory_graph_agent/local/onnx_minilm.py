@@ -27,6 +27,7 @@ import logging
 import os
 import tempfile
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -195,19 +196,33 @@ def load_session(cache: Path, threads: int, source: Path | None = None) -> Any:
     fingerprint = source_fingerprint(source)
     target = export_path(cache, fingerprint)
     target.parent.mkdir(parents=True, exist_ok=True)
-    # One exporter at a time; others wait, then load.
+
+    def make(tmp: Path) -> None:
+        bert = _torch_model(source)
+        _export(bert, tmp, fingerprint)
+        check_against_torch(bert, _session(tmp, 1), source)
+
+    return _cached_or_made(target, fingerprint, threads, "exporting MiniLM to ONNX", make)
+
+
+def _cached_or_made(
+    target: Path, fingerprint: str, threads: int, making: str, make: Callable[[Path], None]
+) -> Any:
+    """A session of ``target`` if cached for ``fingerprint``, else ``make`` writes it first.
+
+    One process makes it at a time (others wait, then load); ``make`` writes a temporary
+    file (raising if it is not fit to use), which is then renamed into place.
+    """
     with exclusive_file_lock(
-        target.with_suffix(".lock"), LOCK_TIMEOUT, "another process exporting MiniLM to ONNX"
+        target.with_suffix(".lock"), LOCK_TIMEOUT, f"another process {making}"
     ):
         if target.exists() and (session := _cached_session(target, fingerprint, threads)):
             return session
-        log.info("exporting MiniLM to ONNX at %s (once)", target)
+        log.info("%s at %s (once)", making, target)
         fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".onnx.tmp")
         os.close(fd)
         try:
-            bert = _torch_model(source)
-            _export(bert, Path(tmp), fingerprint)
-            check_against_torch(bert, _session(Path(tmp), 1), source)
+            make(Path(tmp))
             os.replace(tmp, target)
         finally:
             if os.path.exists(tmp):
@@ -292,37 +307,25 @@ def check_quantized(session: Any, reference: Any, tokenizer: Any) -> float:
     return cosine
 
 
-def load_query_session(
-    cache: Path, threads: int, reference: Any, tokenizer: Any, source: Path | None = None
-) -> Any:
+def load_query_session(cache: Path, threads: int, reference: Any, tokenizer: Any) -> Any:
     """A session of the int8 query model: quantized from the export first if missing or stale.
 
-    ``reference`` is the export's session (the export exists: `load_session` made it).
+    ``reference`` is the export's session (`load_session`), whose recorded source
+    fingerprint names the int8 file too.
 
     Raises:
         ExportError: the fresh int8 model disagrees with the export (nothing is cached).
         ImportError: ONNX Runtime's quantization tools (which need ``onnx``) are missing.
     """
-    source = source or model_dir()
-    fingerprint = source_fingerprint(source)
+    fingerprint = reference.get_modelmeta().custom_metadata_map[FINGERPRINT_KEY]
     export = export_path(cache, fingerprint)
-    target = quantized_path(export)
-    with exclusive_file_lock(
-        target.with_suffix(".lock"), LOCK_TIMEOUT, "another process quantizing MiniLM"
-    ):
-        if target.exists() and (session := _cached_session(target, fingerprint, threads)):
-            return session
-        log.info("quantizing MiniLM's query model to int8 at %s (once)", target)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".onnx.tmp")
-        os.close(fd)
-        try:
-            _quantize(export, Path(tmp))
-            check_quantized(_session(Path(tmp), 1), reference, tokenizer)
-            os.replace(tmp, target)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        return _session(target, threads)
+
+    def make(tmp: Path) -> None:
+        _quantize(export, tmp)
+        check_quantized(_session(tmp, 1), reference, tokenizer)
+
+    making = "quantizing MiniLM's query model to int8"
+    return _cached_or_made(quantized_path(export), fingerprint, threads, making, make)
 
 
 QUERY_PRECISIONS = ("int8", "fp32")
@@ -352,7 +355,7 @@ class MiniLMEncoder:
         if query_precision == "int8":
             try:
                 self.query_session = load_query_session(
-                    cache, threads, self.session, self.tokenizer, source
+                    cache, threads, self.session, self.tokenizer
                 )
                 self.query_precision = "int8"
             except Exception as exc:  # noqa: BLE001 - any failure: full precision still works
