@@ -5,13 +5,16 @@
 Every turn and question of the LoCoMo dev set is embedded by both local runtimes
 (`memory_graph_agent.models.local_embeddings`: ``torch`` is sentence-transformers, the
 peers' runtime; ``onnx`` is the default). Per question, the top 20 turns of its own
-conversation by cosine are compared: identical lists, and the overlap of the sets. Then
-``--queries`` questions are embedded one at a time by each runtime, interleaved (after a
-warm-up), as a turn's recall does: p50/p95 per runtime, and each runtime's batch rate
-over the turns. Last, ONNX Runtime's thread counts (``--threads``, as ``EMBEDDING_THREADS``
-sets them): one query at a time, alone and beside a thread embedding LoCoMo turns in
-batches on the same embeddings (memory formation beside a turn), rotating between the
-counts every `BLOCK` queries. Writes ``embedding.json`` and ``embedding.png``.
+conversation by cosine are compared: identical lists, and the overlap of the sets; the
+same for the question embedded as a query on ONNX's int8 query model (the default,
+``EMBEDDING_QUERY_PRECISION``) against torch's lists. Then ``--queries`` questions are
+embedded one at a time by each query model (torch, ONNX at full precision, ONNX int8),
+interleaved (after a warm-up), as a turn's recall does: p50/p95 per model, and each
+runtime's batch rate over the turns. Last, ONNX Runtime's thread counts (``--threads``,
+as ``EMBEDDING_THREADS`` sets them): one query at a time, alone and beside a thread
+embedding LoCoMo turns in batches on the same embeddings (memory formation beside a
+turn), rotating between the counts every `BLOCK` queries. Writes ``embedding.json`` and
+``embedding.png``.
 """
 
 from __future__ import annotations
@@ -31,16 +34,27 @@ from bench.stats import bench_parser, fmt, ms_stats, pyplot, quiet_logs, write_o
 from memory_graph_agent.models import OnnxEmbeddings, local_embeddings
 
 RUNTIMES = ("torch", "onnx")
+QUERY_MODELS = ("torch", "onnx fp32", "onnx int8")
+"""The query models timed: torch, and ONNX Runtime's full-precision and int8 query models."""
 TOP = 20
 BLOCK = 20
 """Queries per thread count and setting before the next one takes its turn."""
 
 
-def neighbours(path: Path, runtimes: dict[str, Any]) -> dict[str, Any]:
-    """Top-20 turns per question under both runtimes: how often the lists are identical."""
+def _same_top(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
+    """Identical top lists, and shared members, of two score matrices (questions x turns)."""
+    top_a = np.argsort(-a, axis=1)[:, :TOP]
+    top_b = np.argsort(-b, axis=1)[:, :TOP]
+    same = sum(bool((x == y).all()) for x, y in zip(top_a, top_b, strict=True))
+    return same, sum(len(set(x) & set(y)) for x, y in zip(top_a, top_b, strict=True))
+
+
+def neighbours(path: Path, runtimes: dict[str, Any], int8: Any) -> dict[str, Any]:
+    """Top-20 turns per question under both runtimes, and with int8 queries against torch."""
     conversations, _ = load_locomo(path)
     identical = overlap = total = 0
-    worst = 1.0
+    q_identical = q_overlap = 0
+    worst = q_worst = 1.0
     rates: dict[str, list[float]] = {name: [] for name in RUNTIMES}
     for conv in conversations:
         texts = [f"{t.speaker}: {t.text}" for t in conv.turns]
@@ -53,28 +67,33 @@ def neighbours(path: Path, runtimes: dict[str, Any]) -> dict[str, Any]:
             vectors[name] = (turns, np.array(model.embed_documents(questions)))
         (t_turns, t_questions), (o_turns, o_questions) = vectors["torch"], vectors["onnx"]
         worst = min(worst, float((t_turns * o_turns).sum(axis=1).min()))
-        top_t = np.argsort(-(t_questions @ t_turns.T), axis=1)[:, :TOP]
-        top_o = np.argsort(-(o_questions @ o_turns.T), axis=1)[:, :TOP]
-        for a, b in zip(top_t, top_o, strict=True):
-            identical += bool((a == b).all())
-            overlap += len(set(a) & set(b))
-            total += 1
+        same, shared = _same_top(t_questions @ t_turns.T, o_questions @ o_turns.T)
+        identical, overlap, total = identical + same, overlap + shared, total + len(questions)
+        queries = np.array([int8.embed_query(q) for q in questions])  # as recall embeds them
+        q_worst = min(q_worst, float((queries * t_questions).sum(axis=1).min()))
+        same, shared = _same_top(t_questions @ t_turns.T, queries @ o_turns.T)
+        q_identical, q_overlap = q_identical + same, q_overlap + shared
     return {
         "questions": total,
         "identical_top20_lists": identical,
         "mean_top20_overlap": round(overlap / (total * TOP), 6),
         "min_cosine_torch_vs_onnx_over_turns": round(worst, 8),
         "batch_texts_per_s": {n: round(float(np.mean(r)), 1) for n, r in rates.items()},
+        "int8_queries": {
+            "identical_top20_lists": q_identical,
+            "mean_top20_overlap": round(q_overlap / (total * TOP), 6),
+            "min_cosine_vs_torch": round(q_worst, 6),
+        },
     }
 
 
 def query_latency(path: Path, queries: int, runtimes: dict[str, Any]) -> dict[str, Any]:
-    """One question at a time, interleaved between the runtimes (after 10 warm-up queries)."""
+    """One question at a time, interleaved between the query models (after 10 warm-ups)."""
     conversations, _ = load_locomo(path)
     texts = [q.text for c in conversations for q in c.questions][: queries + 10]
-    seconds: dict[str, list[float]] = {name: [] for name in RUNTIMES}
+    seconds: dict[str, list[float]] = {name: [] for name in runtimes}
     for i, text in enumerate(texts):
-        order = RUNTIMES if i % 2 else RUNTIMES[::-1]
+        order = list(runtimes) if i % 2 else list(runtimes)[::-1]
         for name in order:
             started = time.perf_counter()
             runtimes[name].embed_query(text)
@@ -94,7 +113,10 @@ def _beside_batches(model: Any, texts: list[str], stop: threading.Event, done: l
 
 
 def thread_latency(path: Path, queries: int, threads: list[int]) -> dict[str, Any]:
-    """One query at a time per thread count, alone and beside batches, rotating per `BLOCK`."""
+    """One query at a time per thread count, alone and beside batches, rotating per `BLOCK`.
+
+    Queries on the default (int8) query model; the batches at full precision.
+    """
     conversations, _ = load_locomo(path)
     questions = [q.text for c in conversations for q in c.questions]
     turns = [f"{t.speaker}: {t.text}" for c in conversations for t in c.turns]
@@ -136,19 +158,24 @@ def thread_latency(path: Path, queries: int, threads: list[int]) -> dict[str, An
 
 
 def plot(data: dict[str, Any], path: Path) -> None:
-    """Query latency per runtime, then per ONNX thread count alone and beside batches."""
+    """Query latency per query model, then per ONNX thread count alone and beside batches."""
     plt = pyplot()
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.5))
     lat = data["query_ms"]
-    x = np.arange(len(RUNTIMES))
-    ax.bar(x - 0.2, [lat[n]["p50"] for n in RUNTIMES], 0.4, label="p50")
-    ax.bar(x + 0.2, [lat[n]["p95"] for n in RUNTIMES], 0.4, label="p95")
-    ax.set_xticks(x, ["torch (sentence-transformers)", "ONNX Runtime"])
+    x = np.arange(len(lat))
+    ax.bar(x - 0.2, [c["p50"] for c in lat.values()], 0.4, label="p50")
+    ax.bar(x + 0.2, [c["p95"] for c in lat.values()], 0.4, label="p95")
+    ax.set_xticks(
+        x,
+        ["torch\n(sentence-transformers)", *(f"ONNX Runtime\n{n[5:]}" for n in list(lat)[1:])],
+        fontsize=7,
+    )
     ax.set_ylabel("one query, ms")
-    same = data["neighbours"]
+    same, q8 = data["neighbours"], data["neighbours"]["int8_queries"]
     ax.set_title(
-        f"MiniLM query embedding; top-20 lists identical for "
-        f"{same['identical_top20_lists']}/{same['questions']} LoCoMo questions",
+        f"MiniLM query embedding; top-20 lists as torch's: ONNX {same['identical_top20_lists']}"
+        f"/{same['questions']}, int8 queries {q8['identical_top20_lists']} "
+        f"(overlap {q8['mean_top20_overlap']:.1%})",
         fontsize=8,
     )
     ax.legend()
@@ -182,6 +209,12 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     quiet_logs()
     runtimes = {name: local_embeddings(name) for name in RUNTIMES}  # each loaded once
+    int8 = OnnxEmbeddings(query_precision="int8")
+    query_models = {
+        "torch": runtimes["torch"],
+        "onnx fp32": OnnxEmbeddings(query_precision="fp32"),
+        "onnx int8": int8,
+    }
     data = {
         "benchmark": "embedding",
         "machine": {
@@ -194,8 +227,8 @@ def main(argv: list[str] | None = None) -> int:
             "onnx_threads": runtimes["onnx"].threads,
             "torch_threads": __import__("torch").get_num_threads(),
         },
-        "neighbours": neighbours(a.locomo, runtimes),
-        "query_ms": query_latency(a.locomo, a.queries, runtimes),
+        "neighbours": neighbours(a.locomo, runtimes, int8),
+        "query_ms": query_latency(a.locomo, a.queries, query_models),
     }
     counts = [int(n) for n in a.threads.split(",")]
     data["onnx_threads"] = thread_latency(a.locomo, a.queries, counts)
@@ -203,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     write_outputs(a.out, "embedding", data, plot)
     lat = data["query_ms"]
     print(f"neighbours: {data['neighbours']}")
-    for name in RUNTIMES:
+    for name in QUERY_MODELS:
         print(f"{name}: one query {fmt(lat[name]['p50'])} / {fmt(lat[name]['p95'])} ms p50/p95")
     for n, cell in data["onnx_threads"].items():
         alone, beside = cell["query_alone_ms"], cell["query_beside_batches_ms"]
