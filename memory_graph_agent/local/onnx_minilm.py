@@ -16,7 +16,8 @@ vectors agree with torch's to cosine >= 0.99999: `tests/integration_tests/test_o
 Queries can run on an int8 copy of the export (`load_query_session`): its MatMul weights
 quantized per channel to 7 bits (`reduce_range`, so CPUs without VNNI cannot saturate),
 made once from the export in about a second and checked against it on the probe texts
-(`MIN_QUERY_COSINE`). Stored vectors always come from the full-precision export.
+(`MIN_QUERY_COSINE`) when made and at every load. Stored vectors always come from the
+full-precision export.
 """
 
 from __future__ import annotations
@@ -314,7 +315,8 @@ def load_query_session(cache: Path, threads: int, reference: Any, tokenizer: Any
     fingerprint names the int8 file too.
 
     Raises:
-        ExportError: the fresh int8 model disagrees with the export (nothing is cached).
+        ExportError: the int8 model disagrees with the export on this CPU (a fresh one is
+            not cached).
         ImportError: ONNX Runtime's quantization tools (which need ``onnx``) are missing.
     """
     fingerprint = reference.get_modelmeta().custom_metadata_map[FINGERPRINT_KEY]
@@ -325,7 +327,11 @@ def load_query_session(cache: Path, threads: int, reference: Any, tokenizer: Any
         check_quantized(_session(tmp, 1), reference, tokenizer)
 
     making = "quantizing MiniLM's query model to int8"
-    return _cached_or_made(quantized_path(export), fingerprint, threads, making, make)
+    session = _cached_or_made(quantized_path(export), fingerprint, threads, making, make)
+    # Checked at every load too (~20 ms): int8 kernels differ by CPU, and a cache
+    # directory can move to another machine.
+    check_quantized(session, reference, tokenizer)
+    return session
 
 
 QUERY_PRECISIONS = ("int8", "fp32")

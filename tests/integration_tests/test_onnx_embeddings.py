@@ -265,6 +265,14 @@ def test_an_int8_model_that_disagrees_is_never_used(tmp_path, exported, monkeypa
     assert not _int8_of(tmp_path).exists()
     assert not list(tmp_path.glob("models/*.tmp"))
 
+    # a damaged file already in the cache (made on another CPU, say) is not used either
+    quantize_then_damage(_export_of(tmp_path, onnx_minilm.model_dir()), _int8_of(tmp_path))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        encoder = onnx_minilm.MiniLMEncoder(tmp_path, 1)
+    assert "disagrees with the export" in caplog.text
+    assert encoder.query_precision == "fp32"
+
 
 LOAD_FROM_CACHE = """
 import sys
