@@ -64,11 +64,12 @@ def link_topics(
             for w in sorted(words[seed["id"]] - asked)
             if len(having[w]) < n
         }
-        total = sum(lent.values())
+        total, lender, lent_by = sum(lent.values()), weight * seed["rrf"], seed["id"]
         for w, share in lent.items():
+            add = lender * share / total  # = weight * rrf * share / total, as floats too
             for key in having[w]:
-                if key != seed["id"]:
-                    bonus[key] += weight * seed["rrf"] * share / total
+                if key != lent_by:
+                    bonus[key] += add
     out = []
     for m in items:
         if m.get("id") in bonus:
