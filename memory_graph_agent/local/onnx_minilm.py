@@ -179,10 +179,10 @@ def _cached_session(path: Path, fingerprint: str, threads: int) -> Any | None:
     try:
         session = _session(path, threads)
     except Exception as exc:  # noqa: BLE001 - a broken file of any kind: export again
-        log.warning("the ONNX export %s cannot be loaded (%s); exporting again", path, exc)
+        log.warning("the ONNX file %s cannot be loaded (%s); making it again", path, exc)
         return None
     if session.get_modelmeta().custom_metadata_map.get(FINGERPRINT_KEY) != fingerprint:
-        log.warning("the ONNX export %s is of another source model; exporting again", path)
+        log.warning("the ONNX file %s is of another source model; making it again", path)
         return None
     return session
 
