@@ -257,6 +257,12 @@ def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
 
 
+def _vectors(session: Any, tokenizer: Any, texts: list[str]) -> np.ndarray:
+    """``session``'s normalised mean-pooled vectors of ``texts`` (one row each)."""
+    feeds, mask = _feeds(tokenizer, texts)
+    return mean_pool(session.run(None, feeds)[0], mask)
+
+
 def quantized_path(export: Path) -> Path:
     """Where the int8 query model made from ``export`` lives (beside it)."""
     return export.with_name(f"{export.stem}-int8-r{QUANTIZE_REVISION}.onnx")
@@ -296,13 +302,10 @@ def check_quantized(session: Any, reference: Any, tokenizer: Any) -> float:
     Raises:
         ExportError: below `MIN_QUERY_COSINE`.
     """
-    cosines = []
-    for text in PROBE_TEXTS:
-        feeds, mask = _feeds(tokenizer, [text])
-        ours = mean_pool(session.run(None, feeds)[0], mask)
-        theirs = mean_pool(reference.run(None, feeds)[0], mask)
-        cosines.append(float((ours * theirs).sum()))
-    cosine = min(cosines)
+    cosine = min(
+        float((_vectors(session, tokenizer, [t]) * _vectors(reference, tokenizer, [t])).sum())
+        for t in PROBE_TEXTS
+    )
     if not cosine >= MIN_QUERY_COSINE:  # also NaN
         raise ExportError(f"the int8 query model disagrees with the export: cosine {cosine:.4f}")
     return cosine
@@ -371,10 +374,8 @@ class MiniLMEncoder:
         """Normalised mean-pooled vectors of ``texts`` (full precision)."""
         if not texts:
             return []
-        feeds, mask = _feeds(self.tokenizer, texts)
-        return mean_pool(self.session.run(None, feeds)[0], mask).tolist()
+        return _vectors(self.session, self.tokenizer, texts).tolist()
 
     def encode_query(self, text: str) -> list[float]:
         """The normalised vector of one query, on the query model."""
-        feeds, mask = _feeds(self.tokenizer, [text])
-        return mean_pool(self.query_session.run(None, feeds)[0], mask)[0].tolist()
+        return _vectors(self.query_session, self.tokenizer, [text])[0].tolist()
