@@ -45,20 +45,22 @@ def full_turn_metrics(rec: TurnRecord, turn_s: float) -> dict[str, float]:
     # on the turn's path: load_profile and recall side by side count by the longer
     memory = on_path({n: nodes[n] for n in MEMORY_NODES if n in nodes})
     embed_q = rec.total("embed_query")
+    waited = rec.total("embed_wait")  # what of embed_q the path waited for (`graph.prefetch`)
     embed_d = rec.total("embed_documents")
     model_mem = rec.total_prefix("model:", exclude=("model:respond",))
     hot = max(nodes.get(n, 0.0) for n in HOT_PATH)  # side by side
     return {
         "turn": turn_s,
         "memory": memory,
-        "memory_excl_embedding": memory - embed_q - embed_d,
-        "memory_excl_embedding_and_model": memory - embed_q - embed_d - model_mem,
+        "memory_excl_embedding": memory - waited - embed_d,
+        "memory_excl_embedding_and_model": memory - waited - embed_d - model_mem,
         "hot_path": hot,
-        "hot_path_excl_embedding": hot - embed_q,
+        "hot_path_excl_embedding": hot - waited,
         "post_response": sum(nodes.get(n, 0.0) for n in POST_RESPONSE),
         "graph_overhead": turn_s - on_path(nodes),
-        "recall_excl_embedding": nodes.get("recall", 0.0) - embed_q,
+        "recall_excl_embedding": nodes.get("recall", 0.0) - waited,
         "embed_query": embed_q,
+        "embed_wait": waited,
         "embed_documents": embed_d,
         "model_in_memory_nodes": model_mem,
     }

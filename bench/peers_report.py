@@ -20,6 +20,7 @@ BREAKDOWN = (
     "read_path",
     "read_path_excl_embedding",
     "embed_query",
+    "embed_wait",
     "load_profile",
     "recall",
     "search",

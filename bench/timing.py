@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import inspect
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -139,6 +140,31 @@ def _timed_sync_call(func: Callable, part: str) -> Callable:
     return wrapper
 
 
+def _waits_timed(search: Callable) -> Callable:
+    """``recall_search`` whose wait for the query vector is timed as ``embed_wait``.
+
+    The wait is what the embedding costs the read path: all of it when recall embeds,
+    only what is left of it when the run started it first (`graph.prefetch`).
+    """
+
+    async def waited(vector: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return await vector
+        finally:
+            record_part("embed_wait", time.perf_counter() - start)
+
+    @functools.wraps(search)
+    async def wrapper(memories, episodes, user_id, vector, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if inspect.isawaitable(vector):
+            vector = waited(vector)
+        else:
+            record_part("embed_wait", 0.0)
+        return await search(memories, episodes, user_id, vector, *args, **kwargs)
+
+    return wrapper
+
+
 INSTRUMENTED = (
     ("embeddings", "aembed_query", "embed_query"),
     ("embeddings", "aembed_documents", "embed_documents"),
@@ -154,7 +180,8 @@ INSTRUMENTED = (
 def instrument(services: Any) -> Iterator[None]:
     """Time the embedding and pgvector calls of ``services`` (instance-level patches).
 
-    The query embedding of `recall` is ``embed_query``; its searches
+    The query embedding of `recall` is ``embed_query`` (started with the run:
+    `graph.prefetch`), the part of it the read path waited for ``embed_wait``; its searches
     (`memory_graph_agent.storage.recall_search`, which awaits the embedding inside, the
     keyword search running beside it: so ``search`` spans ``embed_query`` too) are
     ``search``, like `MemoryStore.search` elsewhere; the summary embedding inside
@@ -181,7 +208,7 @@ def instrument(services: Any) -> Iterator[None]:
     # recall's searches (memories, turns by vector and by keyword) are one round trip,
     # `recall_search`, looked up in `retrieval` at each call: timed as ``search`` too
     searches = retrieval.recall_search
-    retrieval.recall_search = _timed_call(searches, "search")
+    retrieval.recall_search = _timed_call(_waits_timed(searches), "search")
     try:
         yield
     finally:

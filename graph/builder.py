@@ -6,9 +6,11 @@ the CLI, notebooks, benchmarks and tests call `build_graph` with their own check
 
 from __future__ import annotations
 
+import contextlib
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -20,6 +22,7 @@ from graph import routing
 from graph.background import ServerScheduler
 from graph.context import Context, MemoryScheduler, current_task
 from graph.metering import metered
+from graph.prefetch import prefetched
 from graph.state import InputState, State
 from graph.tools import build_tool_node, memory_tools
 from memory_graph_agent.priority import memory_work, read_path
@@ -122,10 +125,39 @@ def build_graph(
 ) -> CompiledStateGraph:
     """Compile the memory agent on ``services``, optionally with a checkpointer.
 
-    Without a ``scheduler`` memory forms inline, in each turn's run.
+    Without a ``scheduler`` memory forms inline, in each turn's run. Each turn's run
+    starts its query embedding before LangGraph loads the checkpoint (`graph.prefetch`).
     """
     builder = build_builder(services, scheduler)
-    return builder.compile(checkpointer=checkpointer, name=GRAPH_NAME)
+    return prefetching(builder.compile(checkpointer=checkpointer, name=GRAPH_NAME), services)
+
+
+class MemoryAgentGraph(CompiledStateGraph):
+    """The compiled memory agent: a `CompiledStateGraph` whose runs prefetch the question.
+
+    Each run first starts embedding its question (`graph.prefetch.prefetched`) on
+    ``services``' embeddings; ``services`` ``None`` turns that off (recall embeds).
+    """
+
+    def __init__(self, *, services: Services | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.services = services  # kept by `copy` and `with_config`, like every attribute
+
+    async def astream(self, input: Any, config: Any = None, **kwargs: Any) -> AsyncIterator[Any]:
+        """`CompiledStateGraph.astream`, the question's embedding started first."""
+        if self.services is None:
+            prefetch = contextlib.nullcontext()
+        else:
+            prefetch = prefetched(self.services.embeddings, input, kwargs.get("context"))
+        async with prefetch:
+            async for chunk in super().astream(input, config, **kwargs):
+                yield chunk
+
+
+def prefetching(graph: CompiledStateGraph, services: Services) -> MemoryAgentGraph:
+    """``graph`` as a `MemoryAgentGraph`: each turn's run starts its query embedding first."""
+    attrs = {k: v for k, v in vars(graph).items() if k != "__orig_class__"}  # as `copy` does
+    return MemoryAgentGraph(services=services, **attrs)
 
 
 _compiled: weakref.WeakKeyDictionary[Services, CompiledStateGraph] = weakref.WeakKeyDictionary()

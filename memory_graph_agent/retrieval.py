@@ -15,6 +15,7 @@ search-free ``recall_mode='flat'``.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -207,7 +208,7 @@ async def retrieve(
     *,
     budget: int | None = None,
     touch: bool = True,
-    vector: list[float] | None = None,
+    vector: list[float] | Awaitable[list[float]] | None = None,
     shown: set[str] | None = None,
 ) -> Retrieval:
     """Search every long-term tier for ``query``, score, and fill the token budget.
@@ -222,8 +223,9 @@ async def retrieve(
         budget: Token budget of the kept items; defaults to ``ctx.memory_token_budget``.
         touch: Record the access of the kept summaries/reflections (recency signal);
             ``False`` for read-only views such as ``memory show --query``.
-        vector: ``query``'s embedding, when the caller already has it (e.g. computed
-            while it read other stores); embedded here otherwise.
+        vector: ``query``'s embedding, or the embedding still running, when the caller
+            already started it (`graph.prefetch`: when the run started); embedded here
+            otherwise.
         shown: Ids of the messages the prompt already shows (the ``recall`` node's
             state); ``None`` reads the thread's Redis window for them.
 
@@ -313,12 +315,13 @@ async def recall_memories(
     query: str,
     thread_id: str,
     shown: set[str] | None = None,
+    vector: Awaitable[list[float]] | None = None,
 ) -> tuple[list[dict[str, Any]], list[MemoryEvent]]:
     """The items ``recall`` puts in the prompt for ``mode``, and what it did.
 
     ``tool`` recalls nothing here (the model searches); ``flat`` takes the hottest
-    memories; ``auto`` runs `retrieve` on ``query``. Long-term memory being down means
-    answering from profile and window alone.
+    memories; ``auto`` runs `retrieve` on ``query`` (whose embedding is ``vector``, when
+    given). Long-term memory being down means answering from profile and window alone.
     """
     if mode == "tool":
         return [], [event("recall", "tool_mode", "recall: tool mode, the model searches memory")]
@@ -326,7 +329,9 @@ async def recall_memories(
         if mode == "flat":
             found = await hot_memories(services, ctx, touch=False)
         else:
-            found = await retrieve(services, ctx, query, thread_id, touch=False, shown=shown)
+            found = await retrieve(
+                services, ctx, query, thread_id, touch=False, vector=vector, shown=shown
+            )
     except StoreUnavailable:
         text = "recall: long-term memory unavailable, answering from profile and window"
         return [], [event("recall", "unavailable", text)]

@@ -4,6 +4,7 @@ Runs beside ``load_profile`` in the turn's first step (its embedding and searche
 the profile's reads); it writes nothing but state, so a turn ``load_profile`` refuses
 leaves no trace of it. A session end searches nothing.
 
+The query's embedding was started with the run (`graph.prefetch`), when it could be.
 The modes are `memory_graph_agent.retrieval.recall_memories`; ``tool`` mode falls back to
 ``auto`` for a model that cannot call tools. Items keep their score parts (seen in Studio).
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from graph.context import Context, current_thread_id
+from graph.prefetch import take_query_vector
 from graph.state import State, session_ends, turn_start
 from memory_graph_agent.models import load_chat_model, supports_tool_calling
 from memory_graph_agent.records import event
@@ -33,5 +35,7 @@ async def recall(state: State, runtime: Runtime[Context], *, services: Services)
         events.append(event("recall", "tool_fallback", text))
     query = latest_human_text(state["messages"])
     shown = {m.id for m in state["messages"] if m.id}  # in the prompt already: not again
-    items, found = await recall_memories(services, ctx, mode, query, current_thread_id(), shown)
+    vector = take_query_vector(query) if mode == "auto" else None  # started with the run
+    thread_id = current_thread_id()
+    items, found = await recall_memories(services, ctx, mode, query, thread_id, shown, vector)
     return {"recalled": items, "memory_events": turn_start(events + found)}

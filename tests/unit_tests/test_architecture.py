@@ -1,9 +1,10 @@
 """The layering of the code, checked from the source (no import of it, no server).
 
 Arrows point one way: apps -> wiring -> nodes -> declarations -> domain -> services ->
-local/storage -> core. ``graph/`` holds the wiring; its declarations (state, context,
-prompts, tools) are what nodes may import from it. Every import counts, including the
-lazy ones inside functions (only ``if TYPE_CHECKING:`` blocks are skipped).
+local/storage -> core. ``graph/`` holds the wiring; its declarations (state, context, the
+run's prefetched query, prompts, tools) are what nodes may import from it. Every import
+counts, including the lazy ones inside functions (only ``if TYPE_CHECKING:`` blocks are
+skipped).
 """
 
 from __future__ import annotations
@@ -37,7 +38,14 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("domain", (P,)),
     (
         "declarations",
-        ("graph.state", "graph.context", "graph.prompts", "graph.tools", "graph.maintenance_state"),
+        (
+            "graph.state",
+            "graph.context",
+            "graph.prefetch",
+            "graph.prompts",
+            "graph.tools",
+            "graph.maintenance_state",
+        ),
     ),  # fmt: skip
     ("nodes", ("nodes",)),
     ("wiring", ("graph",)),
