@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.env import cpu_model
+from bench.env import cpu_id, cpu_model
 from bench.locomo import DEFAULT_DATA
 from bench.locomo_data import load_locomo
 from bench.stats import bench_parser, fmt, ms_stats, pyplot, quiet_logs, write_outputs
@@ -219,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "embedding",
         "machine": {
             "cpu_model": cpu_model(),
+            "cpu_id": cpu_id(),
             "cores": os.cpu_count(),
             "loadavg_at_start": list(os.getloadavg()),
         },

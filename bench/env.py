@@ -113,6 +113,31 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def cpu_id() -> dict[str, Any]:
+    """What tells two "AMD EPYC" machines apart: family, model, AVX-512 and VNNI.
+
+    Timings of int8 kernels, pgvector and torch differ between CPU generations that
+    share a model name, so each result records these (from /proc/cpuinfo).
+    """
+    fields: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip().lower()
+            if key in ("cpu family", "model", "flags") and key not in fields:
+                fields[key] = value.strip()
+    except OSError:
+        return {}
+    flags = set(fields.get("flags", "").split())
+    return {
+        "family": fields.get("cpu family"),
+        "model": fields.get("model"),
+        "avx512f": "avx512f" in flags,
+        "avx512_vnni": "avx512_vnni" in flags,
+        "avx_vnni": "avx_vnni" in flags,
+    }
+
+
 PACKAGES = (
     "langgraph",
     "langchain-core",
@@ -163,6 +188,7 @@ async def machine_info(database_url: str) -> dict[str, Any]:
         "cores": os.cpu_count(),
         "cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "cpu_model": cpu_model(),
+        "cpu_id": cpu_id(),
         "loadavg_at_start": list(os.getloadavg()),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
