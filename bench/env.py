@@ -102,15 +102,21 @@ async def _drop_owned(env: BenchEnv, server_url: str | None) -> None:
             await conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
 
 
-def cpu_model() -> str:
-    """The CPU model name from /proc/cpuinfo."""
+def _cpuinfo() -> dict[str, str]:
+    """The first CPU's fields of /proc/cpuinfo, keys lower-cased (empty if unreadable)."""
+    fields: dict[str, str] = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip().lower(), value.strip())
     except OSError:
         pass
-    return platform.processor() or "unknown"
+    return fields
+
+
+def cpu_model() -> str:
+    """The CPU model name from /proc/cpuinfo."""
+    return _cpuinfo().get("model name") or platform.processor() or "unknown"
 
 
 def cpu_id() -> dict[str, Any]:
@@ -119,14 +125,8 @@ def cpu_id() -> dict[str, Any]:
     Timings of int8 kernels, pgvector and torch differ between CPU generations that
     share a model name, so each result records these (from /proc/cpuinfo).
     """
-    fields: dict[str, str] = {}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            key = key.strip().lower()
-            if key in ("cpu family", "model", "flags") and key not in fields:
-                fields[key] = value.strip()
-    except OSError:
+    fields = _cpuinfo()
+    if not fields:
         return {}
     flags = set(fields.get("flags", "").split())
     return {

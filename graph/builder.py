@@ -6,7 +6,6 @@ the CLI, notebooks, benchmarks and tests call `build_graph` with their own check
 
 from __future__ import annotations
 
-import contextlib
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
@@ -136,20 +135,16 @@ class MemoryAgentGraph(CompiledStateGraph):
     """The compiled memory agent: a `CompiledStateGraph` whose runs prefetch the question.
 
     Each run first starts embedding its question (`graph.prefetch.prefetched`) on
-    ``services``' embeddings; ``services`` ``None`` turns that off (recall embeds).
+    ``services``' embeddings.
     """
 
-    def __init__(self, *, services: Services | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, services: Services, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.services = services  # kept by `copy` and `with_config`, like every attribute
 
     async def astream(self, input: Any, config: Any = None, **kwargs: Any) -> AsyncIterator[Any]:
         """`CompiledStateGraph.astream`, the question's embedding started first."""
-        if self.services is None:
-            prefetch = contextlib.nullcontext()
-        else:
-            prefetch = prefetched(self.services.embeddings, input, kwargs.get("context"))
-        async with prefetch:
+        async with prefetched(self.services.embeddings, input, kwargs.get("context")):
             async for chunk in super().astream(input, config, **kwargs):
                 yield chunk
 

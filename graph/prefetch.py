@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
-from langchain_core.messages import HumanMessage, convert_to_messages
+from langchain_core.messages import convert_to_messages
 
 from graph.context import Context
+from memory_graph_agent.rendering import latest_human_text
 
 
 @dataclass
@@ -78,11 +79,7 @@ def turn_question(input: Any, context: Any) -> str | None:
         messages = convert_to_messages(input.get("messages") or [])
     except Exception:  # noqa: BLE001 - the run reports bad input, not the prefetch
         return None
-    for message in reversed(messages):
-        if isinstance(message, HumanMessage):
-            text = message.text if not isinstance(message.content, str) else message.content
-            return text or None
-    return None
+    return latest_human_text(messages) or None  # what `recall` will ask of the state
 
 
 @contextlib.asynccontextmanager
