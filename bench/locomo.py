@@ -41,6 +41,12 @@ Writes ``<out>/locomo.json`` (numbers, data defects, config, machine) and
   question ``memory_in_budget`` runs first and its accesses are rolled back, so it sees
   the access history (recency) that ``memory`` left over the previous questions, not
   a second asking of the same question.
+* The cross-validation grid (`bench.locomo_cv.GRID`) also holds an index-time knob,
+  ``turn_context_weight``: for each of its values other than the replay's, the
+  conversation's turns are indexed again with it (`reindex_turns`, the project's
+  `EpisodeIndex.index`) and every question is probed, before the replay's own vectors
+  are restored and the rest runs as above. Those probes are rolled back too; they come
+  before the questions' ``memory`` runs, which with ``weight_recency`` 0 changes nothing.
 * The replay graph has no checkpointer: the Redis window is the source of truth, and
   ``trim_window`` only emits ``RemoveMessage`` for messages present in the state (the
   current turn's), so nothing accumulates across invocations.
@@ -83,6 +89,7 @@ from bench.locomo_pipeline import (
     memory_state,
     recall_context,
     recall_context_ids,
+    reindex_turns,
     replay,
     replay_context,
 )
@@ -105,6 +112,7 @@ from bench.locomo_scoring import (
 )
 from bench.seeding import embed_batched
 from bench.stats import quiet_logs, write_json
+from graph.context import Context
 from memory_graph_agent.models import register_chat_model
 from memory_graph_agent.services import Services, services_session
 
@@ -138,19 +146,35 @@ async def evaluate_conversation(
     full_ctx = recall_context(conv, graphs.model_spec, budget, recall_k)
     fit_ctx = recall_context(conv, graphs.model_spec, budget - mem.window_tokens, recall_k)
     default = default_key()
-    grid = {point_key(p): replace(fit_ctx, **p) for p in grid_points()}
+    # grid points by the index-time knob: the turns are indexed again for each other value
+    by_weight: dict[float, dict[str, Context]] = {}
+    for point in grid_points():
+        weight = point.get("turn_context_weight", ctx.turn_context_weight)
+        by_weight.setdefault(weight, {})[point_key(point)] = replace(fit_ctx, **point)
     bar.update(tasks["questions"], description=f"questions {conv.sample_id}")
     t0 = time.perf_counter()
+    probes_of: dict[int, dict[str, tuple[set[str], int]]] = {q.index: {} for q in scored}
+
+    async def probe(points: dict[str, Context], question: Question) -> None:
+        # a probe of the same memory: its accesses are rolled back, so "memory" sees the
+        # access history a live session leaves
+        for key, point_ctx in points.items():
+            async with accesses_rolled_back(services, conv.user_id):
+                ids, tokens = await recall_context_ids(graphs.recall, conv, point_ctx, question)
+            probes_of[question.index][key] = (ids | mem.window_ids, tokens + mem.window_tokens)
+
+    others = [w for w in by_weight if w != ctx.turn_context_weight]
+    for weight in others:  # before the replay's own vectors are asked (and restored)
+        await reindex_turns(services, conv, weight)
+        for question in scored:
+            await probe(by_weight[weight], question)
+    if others:
+        await reindex_turns(services, conv, ctx.turn_context_weight)
     records = []
     for question, vector in zip(scored, qvecs, strict=True):
         contexts = baseline_contexts(index, question.text, vector, budget)
-        # memory_in_budget is a probe of the same memory: its accesses are rolled back,
-        # so both methods see the access history a live session of "memory" leaves
-        probes = {}
-        for key, point_ctx in grid.items():
-            async with accesses_rolled_back(services, conv.user_id):
-                ids, tokens = await recall_context_ids(graphs.recall, conv, point_ctx, question)
-            probes[key] = (ids | mem.window_ids, tokens + mem.window_tokens)
+        await probe(by_weight.get(ctx.turn_context_weight, {}), question)
+        probes = probes_of[question.index]
         contexts["memory_in_budget"] = probes[default]
         ids, tokens = await recall_context_ids(graphs.recall, conv, full_ctx, question)
         contexts["memory"] = (ids | mem.window_ids, tokens + mem.window_tokens)

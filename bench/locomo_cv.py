@@ -25,8 +25,11 @@ from graph.context import Context
 GRID: dict[str, tuple[Any, ...]] = {
     "speaker_weight": (0.0, 1.0, 1.5),
     "entity_weight": (0.0, 0.1),
+    "turn_context_weight": (0.0, 0.25, 0.5),
 }
-"""The knobs of the recall node that were tuned on LoCoMo, and the values tried."""
+"""The knobs tuned on LoCoMo, and the values tried: the recall node's, and
+``turn_context_weight``, which takes effect when turns are indexed (`bench.locomo`
+indexes the replayed turns again for each value)."""
 
 ROUND_TRIP_KNOBS = ("entity_weight",)
 """Knobs that, above 0, add a statement after the searches (entity edges: ~4 ms p50 at 10k)."""

@@ -39,6 +39,7 @@ from bench.locomo_pipeline import (
     memory_state,
     recall_context,
     recall_context_ids,
+    reindex_turns,
     replay,
     replay_context,
 )
@@ -87,7 +88,13 @@ async def prepare(db: str, data: str, limit: int | None) -> None:
             mem = await memory_state(services, conv)
             windows[conv.sample_id] = {"ids": sorted(mem.window_ids), "tokens": mem.window_tokens}
             print(f"{conv.sample_id}: replayed in {time.perf_counter() - t0:.0f} s", flush=True)
-    state = {"url": url, "redis": urls.redis_url, "prefix": prefix, "windows": windows}
+    state = {
+        "url": url,
+        "redis": urls.redis_url,
+        "prefix": prefix,
+        "windows": windows,
+        "turn_context_weight": Context.__dataclass_fields__["turn_context_weight"].default,
+    }
     _state_file(db).write_text(json.dumps(state))
 
 
@@ -105,8 +112,19 @@ async def ask(db: str, data: str, limit: int | None, variants: list[str], budget
         services_session(EMBEDDING) as services,
     ):
         graph = build_recall_graph(services)
+        prepared = state.get("turn_context_weight", 0.0)
+        indexed = prepared  # the weight the stored turn vectors were made with
+
+        async def index_with(weight: float) -> None:
+            nonlocal indexed
+            if weight != indexed:  # an index-time knob: the turns are indexed again
+                for conv in conversations:
+                    await reindex_turns(services, conv, weight)
+                indexed = weight
+
         for variant in variants:
             t0, by_cat = time.perf_counter(), {c: [] for c in cats}
+            await index_with(parse_variant(variant).get("turn_context_weight", prepared))
             for conv in conversations:
                 window = state["windows"][conv.sample_id]
                 base = recall_context(conv, spec, budget - window["tokens"], RECALL_K)
@@ -125,6 +143,7 @@ async def ask(db: str, data: str, limit: int | None, variants: list[str], budget
                 f"{time.perf_counter() - t0:5.0f}",
                 flush=True,
             )
+        await index_with(prepared)  # the database as `prepare` left it
 
 
 async def drop(db: str) -> None:

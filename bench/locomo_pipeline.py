@@ -195,6 +195,29 @@ async def memory_state(services: Services, conv: Conversation) -> MemoryState:
     )
 
 
+async def reindex_turns(services: Services, conv: Conversation, context_weight: float) -> int:
+    """Index the conversation's indexed turns again, with ``context_weight``.
+
+    `EpisodeIndex.index` on the turns the replay indexed (every summarized one), in log
+    order: the vectors the replay would have stored with that `turn_context_weight`
+    (a turn's vector does not depend on how the turns were batched), the keyword
+    statistics and entity edges unchanged. A grid over an index-time knob needs no
+    second replay.
+    """
+    table = services.episodes.vector_table
+    rows = await services.db.run(
+        (
+            f'SELECT message_id FROM "{table}" WHERE user_id = :user_id AND thread_id = :thread_id',
+            {"user_id": conv.user_id, "thread_id": conv.thread_id},
+        ),
+    )
+    ids = [r["message_id"] for r in rows]
+    messages = await services.episodes.messages(conv.user_id, conv.thread_id, ids)
+    return await services.episodes.index(
+        conv.user_id, conv.thread_id, messages, services.embeddings, context_weight
+    )
+
+
 @contextlib.asynccontextmanager
 async def accesses_rolled_back(services: Services, user_id: str) -> AsyncIterator[None]:
     """Restore the user's memory access statistics (recency signal) on exit."""

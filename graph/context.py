@@ -75,6 +75,13 @@ class Context:
         '"What books has Melanie read?"): its RRF is multiplied by 1 + this; 0 turns it '
         "off. Chosen by cross-validation on LoCoMo.",
     )
+    turn_context_weight: float = knob(
+        0.25,
+        "Share of each adjacent turn's embedding (the turns said just before and after) "
+        "mixed into a raw turn's stored vector when it is indexed, so a short answer is "
+        "found by the question it answers; 0 stores each turn's own vector. Applies to "
+        "turns indexed from then on. Chosen by cross-validation on LoCoMo.",
+    )
     recall_candidate_tokens: int = knob(
         30,
         "Each turn channel fetches one candidate per this many tokens of the budget (at "
@@ -222,6 +229,8 @@ class Context:
             raise ValueError(f"speaker_weight must be >= 0, got {self.speaker_weight}")
         if self.entity_weight < 0:
             raise ValueError(f"entity_weight must be >= 0, got {self.entity_weight}")
+        if self.turn_context_weight < 0:
+            raise ValueError(f"turn_context_weight must be >= 0, got {self.turn_context_weight}")
         if self.recall_candidate_tokens < 1:
             raise ValueError("recall_candidate_tokens must be >= 1")
         if not 0.0 <= self.min_similarity <= 1.0:

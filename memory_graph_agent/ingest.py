@@ -83,7 +83,7 @@ async def store_summary(
         return out
     try:  # make the batch's raw turns searchable; best effort (`EpisodeLog.backfill`)
         indexed = await services.episodes.index_batch(
-            user, thread, draft["source_ids"], services.embeddings
+            user, thread, draft["source_ids"], services.embeddings, settings.turn_context_weight
         )
         out.note("indexed", f"consolidate: {indexed} turns indexed for recall")
     except Exception as exc:  # the summary is stored: a missing vector loses nothing

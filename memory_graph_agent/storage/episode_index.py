@@ -7,10 +7,12 @@ A mixin of `episodes.EpisodeLog`: one row per summarized human or AI message in
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from memory_graph_agent.ids import validate_id
@@ -25,6 +27,8 @@ INDEXED_ROLES = ("human", "ai")
 _SPEAKERS = {"human": "user", "ai": "assistant"}
 _QUERY_WORD = re.compile(r"[^\W_]+")
 MAX_QUERY_WORDS = 32
+ADJACENT_LOOKAHEAD = 4
+"""Logged messages looked at on each side for the adjacent turn (whitespace-only skipped)."""
 KEYWORD_CANDIDATES = 1000  # about how many turns the keyword channel scores at most
 BM25_K1, BM25_B = 1.2, 0.75
 
@@ -44,6 +48,36 @@ def embedding_text(content: str, ts: datetime) -> str:
     words = content.split()
     body = content if len(words) <= EMBED_WORDS else " ".join(words[:EMBED_WORDS])
     return f"[{ts.date().isoformat()}] {body}"
+
+
+def contextual_vectors(
+    own: Sequence[Sequence[float]],
+    before: Sequence[float] | None,
+    after: Sequence[float] | None,
+    weight: float,
+) -> list[list[float]]:
+    """Each turn's stored vector: its own plus ``weight`` times each adjacent turn's.
+
+    ``own`` are consecutive turns' embeddings in log order; ``before`` / ``after`` the
+    embeddings of the turns just outside them (``None`` at the thread's ends). The sum is
+    normalized to unit length (cosine search). With ``weight`` 0 the vectors are unchanged.
+    A short answer ("Yes, last Saturday!") then also sits near the question it answers.
+    """
+    if weight < 0:
+        raise ValueError(f"weight must be >= 0, got {weight}")
+    vectors = [np.asarray(v, dtype=np.float64) for v in own]
+    if weight == 0 or not vectors:
+        return [v.tolist() for v in vectors]
+    around = [before, *vectors, after]
+    out = []
+    for i, v in enumerate(vectors):
+        mixed = v.copy()
+        for side in (around[i], around[i + 2]):
+            if side is not None:
+                mixed += weight * np.asarray(side, dtype=np.float64)
+        norm = float(np.linalg.norm(mixed))
+        out.append((mixed / norm if norm > 0 else v).tolist())
+    return out
 
 
 def keyword_terms(text: str) -> list[str]:
@@ -135,9 +169,20 @@ class EpisodeIndex:
     entities: EntityLinks | None
 
     async def index(
-        self, user_id: str, thread_id: str, messages: list[StoredMessage], embeddings: Embeddings
+        self,
+        user_id: str,
+        thread_id: str,
+        messages: list[StoredMessage],
+        embeddings: Embeddings,
+        context_weight: float = 0.0,
     ) -> int:
-        """Embed and upsert the (already logged) human and AI messages with text; count them."""
+        """Embed and upsert the (already logged) human and AI messages with text; count them.
+
+        ``messages`` are consecutive in the log. With ``context_weight`` above 0 each
+        stored vector also carries that share of the adjacent turns' embeddings
+        (`contextual_vectors`), the turns just outside ``messages`` read from the log: a
+        turn's vector is the same however the turns were batched.
+        """
         table = self._table()
         validate_id(user_id, "user_id")
         validate_id(thread_id, "thread_id")
@@ -147,7 +192,22 @@ class EpisodeIndex:
         stamps = [parse_ts(m.ts) for m in keep]
         contents = [episode_content(m).replace("\x00", "") for m in keep]
         texts = [embedding_text(c, t) for c, t in zip(contents, stamps, strict=True)]
-        vectors = await embeddings.aembed_documents(texts)
+        before, after = (
+            await self._adjacent(user_id, thread_id, keep[0].id, keep[-1].id)
+            if context_weight > 0
+            else (None, None)
+        )
+        head, tail = (
+            [embedding_text(episode_content(m), parse_ts(m.ts))] if m else []
+            for m in (before, after)
+        )
+        embedded = await embeddings.aembed_documents(head + texts + tail)  # one batch
+        vectors = contextual_vectors(
+            embedded[len(head) : len(head) + len(texts)],
+            embedded[0] if head else None,
+            embedded[-1] if tail else None,
+            context_weight,
+        )
         ids = [m.id for m in keep]
         await self.db.run(
             (
@@ -171,24 +231,68 @@ class EpisodeIndex:
         )
         return len(keep)
 
+    async def _adjacent(
+        self, user_id: str, thread_id: str, first: str, last: str
+    ) -> tuple[StoredMessage | None, StoredMessage | None]:
+        """The indexable turns logged just before ``first`` and just after ``last``."""
+        side = (
+            "(SELECT {tag} AS side, n.seq, n.message_id, n.role, n.name, n.content, n.ts "
+            "FROM episodes n WHERE n.user_id = :user_id AND n.thread_id = :thread_id "
+            "AND n.role = ANY(CAST(:roles AS text[])) AND n.seq {op} (SELECT e.seq FROM episodes e "
+            "WHERE e.user_id = :user_id AND e.thread_id = :thread_id AND e.message_id = :{end}) "
+            "ORDER BY n.seq {order} LIMIT :look)"
+        )
+        rows = await self.db.query(
+            side.format(tag="'before'", op="<", end="first", order="DESC")
+            + " UNION ALL "
+            + side.format(tag="'after'", op=">", end="last", order="ASC"),
+            {
+                "user_id": user_id,
+                "thread_id": thread_id,
+                "first": first,
+                "last": last,
+                "roles": list(INDEXED_ROLES),
+                "look": ADJACENT_LOOKAHEAD,
+            },
+        )
+        found: dict[str, StoredMessage] = {}
+        # nearest first on each side; a whitespace-only message is no turn (`index`)
+        for row in sorted(rows, key=lambda r: -r["seq"] if r["side"] == "before" else r["seq"]):
+            if row["side"] not in found and row["content"].strip():
+                found[row["side"]] = _to_message(row)
+        return found.get("before"), found.get("after")
+
     async def index_batch(
-        self, user_id: str, thread_id: str, ids: list[str], embeddings: Embeddings
+        self,
+        user_id: str,
+        thread_id: str,
+        ids: list[str],
+        embeddings: Embeddings,
+        context_weight: float = 0.0,
     ) -> int:
         """Index the logged messages with these ids (a stored summary's sources)."""
-        return await self.index(
-            user_id, thread_id, await self.messages(user_id, thread_id, ids), embeddings
-        )
+        messages = await self.messages(user_id, thread_id, ids)
+        return await self.index(user_id, thread_id, messages, embeddings, context_weight)
 
     async def backfill(
-        self, embeddings: Embeddings, user_id: str | None = None, batch: int = 256
+        self,
+        embeddings: Embeddings,
+        user_id: str | None = None,
+        batch: int = 256,
+        context_weight: float = 0.0,
     ) -> int:
-        """Index summarized messages that have no vector yet (a failed index step); count them."""
+        """Index summarized messages that have no vector yet (a failed index step); count them.
+
+        Each run of messages consecutive in the log is indexed together, so its adjacent
+        turns are the log's (``context_weight``, as `index`).
+        """
         table = self._table()
         where = "AND e.user_id = :user_id " if user_id else ""
         total = 0
         while True:
             rows = await self.db.query(
-                "SELECT e.user_id, e.thread_id, e.message_id, e.role, e.name, e.content, e.ts "
+                "SELECT e.user_id, e.thread_id, e.seq, e.message_id, e.role, e.name, e.content, "
+                "e.ts "
                 f'FROM episodes e LEFT JOIN "{table}" v USING (user_id, thread_id, message_id) '
                 "WHERE e.summarized AND v.message_id IS NULL "
                 "AND e.role = ANY(CAST(:roles AS text[])) AND e.content <> '' "
@@ -201,12 +305,16 @@ class EpisodeIndex:
             )
             if not rows:
                 return total
-            groups: dict[tuple[str, str], list[StoredMessage]] = {}
+            runs: list[tuple[str, str, list[StoredMessage]]] = []
+            last: tuple[str, str, int] | None = None
             for r in rows:
-                groups.setdefault((r["user_id"], r["thread_id"]), []).append(_to_message(r))
+                if last is None or last != (r["user_id"], r["thread_id"], r["seq"] - 1):
+                    runs.append((r["user_id"], r["thread_id"], []))
+                runs[-1][2].append(_to_message(r))
+                last = (r["user_id"], r["thread_id"], r["seq"])
             done = 0
-            for (user, thread), msgs in groups.items():
-                done += await self.index(user, thread, msgs, embeddings)
+            for user, thread, msgs in runs:
+                done += await self.index(user, thread, msgs, embeddings, context_weight)
             if not done:  # only whitespace-only messages left
                 return total
             total += done
