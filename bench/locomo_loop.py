@@ -122,28 +122,31 @@ async def ask(db: str, data: str, limit: int | None, variants: list[str], budget
                     await reindex_turns(services, conv, weight)
                 indexed = weight
 
-        for variant in variants:
-            t0, by_cat = time.perf_counter(), {c: [] for c in cats}
-            await index_with(parse_variant(variant).get("turn_context_weight", prepared))
-            for conv in conversations:
-                window = state["windows"][conv.sample_id]
-                base = recall_context(conv, spec, budget - window["tokens"], RECALL_K)
-                ctx = replace(base, **parse_variant(variant))
-                for q in conv.questions:
-                    if not q.scored or q.category not in by_cat:
-                        continue
-                    ids, _ = await recall_context_ids(graph, conv, ctx, q)
-                    by_cat[q.category].append(evidence_recall(q.evidence, ids | set(window["ids"])))
-            scores = [sum(v) / len(v) for v in by_cat.values()]
-            overall = sum(map(sum, by_cat.values())) / sum(map(len, by_cat.values()))
-            print(
-                (variant or "defaults").ljust(48),
-                *(f"{s:6.3f}" for s in scores),
-                f"{overall:7.4f}",
-                f"{time.perf_counter() - t0:5.0f}",
-                flush=True,
-            )
-        await index_with(prepared)  # the database as `prepare` left it
+        try:
+            for variant in variants:
+                t0, by_cat = time.perf_counter(), {c: [] for c in cats}
+                await index_with(parse_variant(variant).get("turn_context_weight", prepared))
+                for conv in conversations:
+                    window = state["windows"][conv.sample_id]
+                    base = recall_context(conv, spec, budget - window["tokens"], RECALL_K)
+                    ctx = replace(base, **parse_variant(variant))
+                    for q in conv.questions:
+                        if not q.scored or q.category not in by_cat:
+                            continue
+                        ids, _ = await recall_context_ids(graph, conv, ctx, q)
+                        found = ids | set(window["ids"])
+                        by_cat[q.category].append(evidence_recall(q.evidence, found))
+                scores = [sum(v) / len(v) for v in by_cat.values()]
+                overall = sum(map(sum, by_cat.values())) / sum(map(len, by_cat.values()))
+                print(
+                    (variant or "defaults").ljust(48),
+                    *(f"{s:6.3f}" for s in scores),
+                    f"{overall:7.4f}",
+                    f"{time.perf_counter() - t0:5.0f}",
+                    flush=True,
+                )
+        finally:
+            await index_with(prepared)  # the database as `prepare` left it
 
 
 async def drop(db: str) -> None:

@@ -28,7 +28,7 @@ _SPEAKERS = {"human": "user", "ai": "assistant"}
 _QUERY_WORD = re.compile(r"[^\W_]+")
 MAX_QUERY_WORDS = 32
 ADJACENT_LOOKAHEAD = 4
-"""Logged messages looked at on each side for the adjacent turn (whitespace-only skipped)."""
+"""Messages with text looked at on each side for the adjacent turn (whitespace-only skipped)."""
 KEYWORD_CANDIDATES = 1000  # about how many turns the keyword channel scores at most
 BM25_K1, BM25_B = 1.2, 0.75
 
@@ -181,7 +181,8 @@ class EpisodeIndex:
         ``messages`` are consecutive in the log. With ``context_weight`` above 0 each
         stored vector also carries that share of the adjacent turns' embeddings
         (`contextual_vectors`), the turns just outside ``messages`` read from the log: a
-        turn's vector is the same however the turns were batched.
+        turn's vector is the same however the turns were batched, as long as the turn
+        after it is logged (a session end indexes the newest turn before any later one).
         """
         table = self._table()
         validate_id(user_id, "user_id")
@@ -238,7 +239,9 @@ class EpisodeIndex:
         side = (
             "(SELECT {tag} AS side, n.seq, n.message_id, n.role, n.name, n.content, n.ts "
             "FROM episodes n WHERE n.user_id = :user_id AND n.thread_id = :thread_id "
-            "AND n.role = ANY(CAST(:roles AS text[])) AND n.seq {op} (SELECT e.seq FROM episodes e "
+            # an AI message that only calls tools has no text: it is no turn
+            "AND n.role = ANY(CAST(:roles AS text[])) AND n.content <> '' "
+            "AND n.seq {op} (SELECT e.seq FROM episodes e "
             "WHERE e.user_id = :user_id AND e.thread_id = :thread_id AND e.message_id = :{end}) "
             "ORDER BY n.seq {order} LIMIT :look)"
         )

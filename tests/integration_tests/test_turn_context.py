@@ -85,6 +85,23 @@ async def test_a_turn_vector_mixes_its_adjacent_turns_however_the_turns_were_bat
     assert not np.allclose(expected[ANSWER], own[ANSWER], atol=1e-3)
 
 
+async def test_tool_calls_between_a_question_and_its_answer_are_no_turns(services, user_id):
+    """An answer after a tool loop (AI messages with no text, tool results) still has the
+    question as the turn before it, also when its batch starts with the answer."""
+    thread = f"t-{uuid.uuid4().hex[:8]}"
+    question, answer = _dialogue()[:2]
+    answer = StoredMessage("m-answer", "ai", answer.content, answer.ts)
+    loop = []
+    for i in range(4):  # `max_tool_rounds` calls, each with its result
+        loop.append(StoredMessage(f"call{i}", "ai", "", question.ts))
+        loop.append(StoredMessage(f"result{i}", "tool", "42 km of coast", question.ts))
+    await services.episodes.append(user_id, thread, [question, *loop, answer])
+    await services.episodes.index(user_id, thread, [answer], services.embeddings, 0.25)
+    stored = await _stored(services, user_id, thread)
+    own = await _own(services, [question, answer])
+    assert np.allclose(stored["m-answer"], contextual_vectors(own, None, None, 0.25)[1], atol=1e-5)
+
+
 async def test_with_weight_zero_a_turn_keeps_its_own_vector(services, user_id):
     thread, messages = await _logged(services, user_id)
     await services.episodes.index(user_id, thread, messages[1:4], services.embeddings, 0.0)
