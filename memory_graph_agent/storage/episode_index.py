@@ -286,16 +286,15 @@ class EpisodeIndex:
     ) -> int:
         """Index summarized messages that have no vector yet (a failed index step); count them.
 
-        Each run of messages consecutive in the log is indexed together, so its adjacent
-        turns are the log's (``context_weight``, as `index`).
+        With ``context_weight`` (as `index`) each message is indexed on its own, its
+        adjacent turns read from the log; without, a thread's messages go in one batch.
         """
         table = self._table()
         where = "AND e.user_id = :user_id " if user_id else ""
         total = 0
         while True:
             rows = await self.db.query(
-                "SELECT e.user_id, e.thread_id, e.seq, e.message_id, e.role, e.name, e.content, "
-                "e.ts "
+                "SELECT e.user_id, e.thread_id, e.message_id, e.role, e.name, e.content, e.ts "
                 f'FROM episodes e LEFT JOIN "{table}" v USING (user_id, thread_id, message_id) '
                 "WHERE e.summarized AND v.message_id IS NULL "
                 "AND e.role = ANY(CAST(:roles AS text[])) AND e.content <> '' "
@@ -308,16 +307,14 @@ class EpisodeIndex:
             )
             if not rows:
                 return total
-            runs: list[tuple[str, str, list[StoredMessage]]] = []
-            last: tuple[str, str, int] | None = None
+            groups: dict[tuple[str, str], list[StoredMessage]] = {}
             for r in rows:
-                if last is None or last != (r["user_id"], r["thread_id"], r["seq"] - 1):
-                    runs.append((r["user_id"], r["thread_id"], []))
-                runs[-1][2].append(_to_message(r))
-                last = (r["user_id"], r["thread_id"], r["seq"])
+                groups.setdefault((r["user_id"], r["thread_id"]), []).append(_to_message(r))
             done = 0
-            for user, thread, msgs in runs:
-                done += await self.index(user, thread, msgs, embeddings, context_weight)
+            for (user, thread), msgs in groups.items():
+                # the missing ones need not be adjacent: alone, each reads its neighbours
+                for part in [[m] for m in msgs] if context_weight > 0 else [msgs]:
+                    done += await self.index(user, thread, part, embeddings, context_weight)
             if not done:  # only whitespace-only messages left
                 return total
             total += done

@@ -102,6 +102,18 @@ async def test_tool_calls_between_a_question_and_its_answer_are_no_turns(service
     assert np.allclose(stored["m-answer"], contextual_vectors(own, None, None, 0.25)[1], atol=1e-5)
 
 
+async def test_backfill_gives_the_vectors_indexing_would_have(services, user_id):
+    thread, messages = await _logged(services, user_id)
+    await services.episodes.mark_summarized(user_id, thread, [m.id for m in messages])
+    await services.episodes.index(user_id, thread, messages[2:4], services.embeddings, 0.25)
+    # m0, m1, m4, m5 have no vector (a failed index step): backfill makes them
+    assert await services.episodes.backfill(services.embeddings, user_id, context_weight=0.25) == 4
+    stored = await _stored(services, user_id, thread)
+    expected = contextual_vectors(await _own(services, messages), None, None, 0.25)
+    for i, m in enumerate(messages):
+        assert np.allclose(stored[m.id], expected[i], atol=1e-5)
+
+
 async def test_with_weight_zero_a_turn_keeps_its_own_vector(services, user_id):
     thread, messages = await _logged(services, user_id)
     await services.episodes.index(user_id, thread, messages[1:4], services.embeddings, 0.0)
