@@ -75,6 +75,12 @@ class Context:
         '"What books has Melanie read?"): its RRF is multiplied by 1 + this; 0 turns it '
         "off. Chosen by cross-validation on LoCoMo.",
     )
+    speaker_turns: int = knob(
+        40,
+        "How many of the nearest turns said by someone the query names (``Melanie``) the "
+        "dense turn search adds to its own, in the same statement; 0 turns it off. "
+        "Chosen by cross-validation on LoCoMo.",
+    )
     turn_context_weight: float = knob(
         0.25,
         "Share of each adjacent turn's embedding (the turns said just before and after) "
@@ -229,6 +235,8 @@ class Context:
             raise ValueError(f"speaker_weight must be >= 0, got {self.speaker_weight}")
         if self.entity_weight < 0:
             raise ValueError(f"entity_weight must be >= 0, got {self.entity_weight}")
+        if self.speaker_turns < 0:
+            raise ValueError(f"speaker_turns must be >= 0, got {self.speaker_turns}")
         if self.turn_context_weight < 0:
             raise ValueError(f"turn_context_weight must be >= 0, got {self.turn_context_weight}")
         if self.recall_candidate_tokens < 1:

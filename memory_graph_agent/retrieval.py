@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memory_graph_agent import metrics
+from memory_graph_agent.entities import named_in
 from memory_graph_agent.entity_linking import link_entities, link_speakers, reach_entities
 from memory_graph_agent.linking import NEIGHBOUR_PREFETCH, episode_item, linked_turns
 from memory_graph_agent.ranking import RRF_K, fill_budget, memory_score, recency, rrf
@@ -250,6 +251,8 @@ async def retrieve(
                 ctx.recall_k,
                 depth,
                 NEIGHBOUR_PREFETCH if ctx.neighbour_weight > 0 else 0,
+                sorted(named_in(query)) if ctx.speaker_turns > 0 else (),
+                ctx.speaker_turns,
             ),
             _shown(services, ctx.user_id, thread_id, shown),
         )

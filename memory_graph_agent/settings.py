@@ -25,6 +25,7 @@ class Settings(Protocol):
     topic_weight: float
     entity_weight: float
     speaker_weight: float
+    speaker_turns: int
     turn_context_weight: float
     recall_candidate_tokens: int
     weight_relevance: float

@@ -29,6 +29,10 @@ _QUERY_WORD = re.compile(r"[^\W_]+")
 MAX_QUERY_WORDS = 32
 ADJACENT_LOOKAHEAD = 4
 """Messages with text looked at on each side for the adjacent turn (whitespace-only skipped)."""
+SPEAKER_SQL = "lower(split_part(content, ': ', 1))"
+"""A stored turn's speaker, lower-cased (the ``Speaker`` of ``Speaker: text``); indexed per user."""
+MAX_SPEAKER_WORDS = 64
+"""The query words tried as speakers' names at most (`dense_statements`)."""
 KEYWORD_CANDIDATES = 1000  # about how many turns the keyword channel scores at most
 BM25_K1, BM25_B = 1.2, 0.75
 
@@ -324,21 +328,45 @@ class EpisodeIndex:
         return dense_hits(await self.db.run(*self.dense_statements(user_id, vector, k)))
 
     def dense_statements(
-        self, user_id: str, vector: list[float] | VectorLiteral, k: int
+        self,
+        user_id: str,
+        vector: list[float] | VectorLiteral,
+        k: int,
+        speakers: Sequence[str] = (),
+        speaker_k: int = 0,
     ) -> list[Statement]:
-        """The HNSW options and the kNN query of `dense_search` (rows for `dense_hits`)."""
+        """The HNSW options and the kNN query of `dense_search` (rows for `dense_hits`).
+
+        With ``speakers`` (lower-cased words the query may name a speaker by, e.g.
+        `entities.named_in`) and ``speaker_k`` above 0, the rows also hold the
+        ``speaker_k`` nearest turns said by any of them (one more scan in the same
+        statement), so a named person's turns reach past the ``k`` nearest of everyone's.
+        The scan runs only if the user has a turn by one of them (a probe of the speaker
+        index first): a word that names nobody costs no search.
+        """
         options = [f"SET LOCAL hnsw.ef_search = {min(1000, max(100, int(k)))}"]
         options += [f"SET LOCAL {p}" for p in self.query_options]
-        return [
-            *options,
-            (
-                "SELECT thread_id, message_id, content, ts, "
-                "embedding <=> CAST(:q AS vector) AS distance "
-                f'FROM "{self._table()}" WHERE user_id = :user_id '
-                "ORDER BY embedding <=> CAST(:q AS vector) LIMIT :k",
-                {"user_id": validate_id(user_id, "user_id"), "q": _vector_literal(vector), "k": k},
-            ),
-        ]
+        table = self._table()
+        params = {"user_id": validate_id(user_id, "user_id"), "q": _vector_literal(vector), "k": k}
+        knn = (
+            "SELECT thread_id, message_id, content, ts, "
+            "embedding <=> CAST(:q AS vector) AS distance "
+            f'FROM "{table}" WHERE user_id = :user_id {{speaker}}'
+            "ORDER BY embedding <=> CAST(:q AS vector) LIMIT {limit}"
+        )
+        words = list(dict.fromkeys(w for w in speakers if w))[:MAX_SPEAKER_WORDS]
+        if speaker_k <= 0 or not words:
+            return [*options, (knn.format(speaker="", limit=":k"), params)]
+        named = f"AND {SPEAKER_SQL} = ANY(CAST(:speakers AS text[])) "
+        probe = (
+            f'AND EXISTS (SELECT 1 FROM "{table}" s WHERE s.user_id = :user_id '
+            f"AND {SPEAKER_SQL.replace('content', 's.content')} = ANY(CAST(:speakers AS text[]))) "
+        )
+        sql = (
+            f"({knn.format(speaker='', limit=':k')}) UNION "
+            f"({knn.format(speaker=named + probe, limit=':speaker_k')})"
+        )
+        return [*options, (sql, {**params, "speakers": words, "speaker_k": speaker_k})]
 
     async def keyword_search(self, user_id: str, text: str, k: int) -> list[EpisodeHit]:
         """The user's ``k`` best indexed turns for any word of ``text``, best first.

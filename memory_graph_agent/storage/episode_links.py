@@ -10,6 +10,7 @@ a memory search return the turns of the summaries it finds, so recall
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from memory_graph_agent.ids import validate_id
@@ -79,13 +80,19 @@ class EpisodeLinks(EpisodeIndex):
         return [episode_hit(r) for r in turns], _pairs(pairs)
 
     def linked_dense_statements(
-        self, user_id: str, vector: list[float] | VectorLiteral, k: int, around: int
+        self,
+        user_id: str,
+        vector: list[float] | VectorLiteral,
+        k: int,
+        around: int,
+        speakers: Sequence[str] = (),
+        speaker_k: int = 0,
     ) -> list[Statement]:
         """`dense_statements`, also returning the neighbours of its ``around`` nearest turns.
 
         Rows for `linked_hits`; just `dense_statements` without ``around``.
         """
-        *options, (knn, params) = self.dense_statements(user_id, vector, k)
+        *options, (knn, params) = self.dense_statements(user_id, vector, k, speakers, speaker_k)
         if around <= 0:
             return [*options, (knn, params)]
         ranked = "SELECT d.*, row_number() OVER (ORDER BY distance, message_id, thread_id) AS ord"

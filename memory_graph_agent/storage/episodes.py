@@ -14,6 +14,7 @@ from memory_graph_agent.ids import validate_id
 from memory_graph_agent.storage.corpus_stats import corpus_statistics
 from memory_graph_agent.storage.entity_links import EntityLinks
 from memory_graph_agent.storage.episode_index import (
+    SPEAKER_SQL,
     EpisodeHit,
     _to_message,
     embedding_text,
@@ -28,8 +29,9 @@ from memory_graph_agent.storage.window import StoredMessage, parse_ts
 
 SCHEMA_VERSION = 1
 """Raise it with a change to `_SCHEMA`: `Database.migrate` runs it again."""
-VECTOR_SCHEMA_VERSION = 2
-"""Raise it with a change to `_vector_schema`. 2: the keyword channel's corpus statistics."""
+VECTOR_SCHEMA_VERSION = 3
+"""Raise it with a change to `_vector_schema`. 2: the keyword channel's corpus statistics;
+3: the speaker index."""
 _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS episodes (
         user_id TEXT NOT NULL, thread_id TEXT NOT NULL, message_id TEXT NOT NULL,
@@ -76,6 +78,9 @@ def _vector_schema(table: str, dim: int) -> list[str]:
         f'CREATE INDEX IF NOT EXISTS "{table}_tsv" ON "{table}" USING gin (tsv)',
         f'CREATE INDEX IF NOT EXISTS "{table}_hnsw" ON "{table}" '
         "USING hnsw (embedding vector_cosine_ops)",
+        # who said each turn, per user: the dense search of a named speaker's turns
+        # probes it before it scans (`EpisodeIndex.dense_statements`)
+        f'CREATE INDEX IF NOT EXISTS "{table}_speaker" ON "{table}" (user_id, {SPEAKER_SQL})',
         *corpus_statistics(table),
     ]
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,12 +63,15 @@ async def _vector_searches(
     depth: int,
     around: int,
     keyword: asyncio.Future | None,
+    speakers: Sequence[str],
+    speaker_k: int,
 ) -> Found:
     vector = vector_literal(vector)  # formatted once for both statements
     *options, search = memories.search_statements(user_id, vector, k)
+    dense = episodes.linked_dense_statements(user_id, vector, depth, around, speakers, speaker_k)
     searches = [
         _rows(memories.db, *options, episodes.with_members(user_id, search)),
-        _rows(memories.db, *episodes.linked_dense_statements(user_id, vector, depth, around)),
+        _rows(memories.db, *dense),
     ]
     results = await asyncio.gather(
         *searches, *([keyword] if keyword else []), return_exceptions=True
@@ -106,15 +109,18 @@ async def recall_search(
     k: int,
     depth: int,
     around: int = 0,
+    speakers: Sequence[str] = (),
+    speaker_k: int = 0,
 ) -> Found:
     """The three searches of recall, at once; their driver errors raised as `StoreUnavailable`.
 
     Args: the memory store, the episode log, the user, the query vector (or the
     embedding still running: the keyword search starts before it is awaited, and an
     error of the embedding is raised as it is), the query text, ``k`` memories and
-    ``depth`` turns per turn channel, and the neighbours of each turn channel's best
-    ``around`` turns (none with 0). Returns the `Found` lists, each exactly what the
-    store's own search returns.
+    ``depth`` turns per turn channel, the neighbours of each turn channel's best
+    ``around`` turns (none with 0), and the words that may name speakers whose
+    ``speaker_k`` nearest turns the dense turn search adds (none with 0). Returns the
+    `Found` lists, each exactly what the store's own search returns.
     """
     keyword = None
     try:
@@ -124,7 +130,7 @@ async def recall_search(
         if inspect.isawaitable(vector):
             vector = await vector
         return await _guarded_vector_searches(
-            memories, episodes, user_id, vector, k, depth, around, keyword
+            memories, episodes, user_id, vector, k, depth, around, keyword, speakers, speaker_k
         )
     except BaseException:
         if inspect.iscoroutine(vector):  # never started: an invalid user id, say
