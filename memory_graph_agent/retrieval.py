@@ -2,7 +2,7 @@
 
 `retrieve` embeds the query once and runs three channels concurrently: dense search over
 the user's summaries and reflections, dense and full-text search over the raw turns
-that left the window. The lists are fused by reciprocal rank (`ranking.rrf`), then the
+that left the window (the dense one also over the turns of whomever the query names). The lists are fused by reciprocal rank (`ranking.rrf`), then the
 memory graph's links add turns (`linking`): a recalled summary's turns, and the turns
 just before and after the best turns (evidence is often next to a hit). Every candidate is scored
 like a memory (relevance, recency, importance) and the token budget is filled in score

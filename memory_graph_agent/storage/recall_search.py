@@ -11,7 +11,9 @@ the query is still being embedded.
 Each statement also brings the memory graph's links of what it finds, in the same round
 trip (`episode_links`): the memory search the turns of its summaries, each turn search
 the neighbours of its best ``around`` turns. `linking.linked_turns` then
-needs no second round trip unless one of the best fused turns was not among them.
+needs no second round trip unless one of the best fused turns was not among them. When
+the query names someone who spoke, the dense turn search also returns that speaker's
+nearest turns, in the same statement (speaker turns, `EpisodeIndex.dense_statements`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,167 @@
+"""Speaker turns (`speaker_turns`): when the query names someone who spoke, the dense turn
+search also returns that speaker's nearest turns, in the same statement. Real Postgres;
+the turns' vectors are set by a small embeddings class so that which turn is near is
+known exactly (the model is not under test here)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+from langchain_core.embeddings import Embeddings
+
+from graph.context import Context
+from memory_graph_agent.entities import named_in
+from memory_graph_agent.retrieval import retrieve
+from memory_graph_agent.storage.episode_index import MAX_SPEAKER_WORDS
+from memory_graph_agent.storage.postgres import SCHEMA_TABLE
+from memory_graph_agent.storage.recall_search import recall_search
+from memory_graph_agent.storage.window import StoredMessage
+
+DIM = 384
+QUERY = "What did Melanie read as a kid?"
+TARGET = "Charlotte's Web was the first chapter book I finished on my own, at nine."
+
+
+def _axis(i: int, cos: float) -> list[float]:
+    """A unit vector with cosine ``cos`` to the query's (axis 0), the rest on axis ``i``."""
+    v = np.zeros(DIM)
+    v[0], v[i] = cos, np.sqrt(1 - cos**2)
+    return v.tolist()
+
+
+class Planted(Embeddings):
+    """Each text's vector is the one planted for the first key it contains."""
+
+    def __init__(self, planted: dict[str, list[float]]) -> None:
+        self.planted = planted
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [next(v for k, v in self.planted.items() if k in t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return _axis(1, 1.0)
+
+
+async def _seed(services, user: str, target_cos: float = 0.5) -> None:
+    """25 of Caroline's turns nearer the query than Melanie's answer, and 25 of Melanie's
+    short turns that are far from it (and outrank the answer by keyword); the answer in a
+    thread of its own, so that it is no neighbour of a found turn."""
+    start = datetime(2023, 7, 1, 9, tzinfo=UTC)
+    turns = [("Caroline", f"Near turn number {i} about painting.") for i in range(25)]
+    turns += [("Melanie", f"Far {i}.") for i in range(25)]
+    planted = {TARGET: _axis(1, target_cos)}
+    planted |= {f"Near turn number {i} ": _axis(2 + i, 0.9 - 0.005 * i) for i in range(25)}
+    planted |= {f"Far {i}.": _axis(40 + i, 0.2 - 0.005 * i) for i in range(25)}
+    for day, part in ((0, turns), (1, [("Melanie", TARGET)])):
+        thread = f"t-{uuid.uuid4().hex[:8]}"
+        messages = [
+            StoredMessage(
+                f"m{i:02d}", "human", text, (start + timedelta(days=day, minutes=i)).isoformat(),
+                name=name,
+            )
+            for i, (name, text) in enumerate(part)
+        ]  # fmt: skip
+        await services.episodes.append(user, thread, messages)
+        await services.episodes.index(user, thread, messages, Planted(planted))
+
+
+def _query() -> list[float]:
+    return _axis(1, 1.0)
+
+
+async def _dense(services, user: str, speakers, speaker_k: int, k: int = 20) -> list[str]:
+    found = await recall_search(
+        services.memories, services.episodes, user, _query(), QUERY, 3, k, 0,
+        speakers, speaker_k,
+    )  # fmt: skip
+    return [h.content for h in found.dense]
+
+
+@pytest.fixture
+async def user(services, user_id) -> str:
+    await _seed(services, user_id)
+    return user_id
+
+
+async def test_the_named_speakers_nearest_turns_join_the_dense_list(services, user):
+    plain = await _dense(services, user, (), 0)
+    assert len(plain) == 20 and all(c.startswith("Caroline: ") for c in plain)
+    named = await _dense(services, user, sorted(named_in(QUERY)), 2)
+    # the 20 nearest of everyone's, then Melanie's 2 nearest: her answer first
+    assert named[:20] == plain
+    assert named[20:] == [f"Melanie: {TARGET}", "Melanie: Far 0."]
+
+
+async def test_a_query_that_names_nobody_who_spoke_searches_as_before(services, user):
+    plain = await _dense(services, user, (), 0)
+    assert await _dense(services, user, sorted(named_in("What did Oscar read?")), 40) == plain
+    assert await _dense(services, user, sorted(named_in(QUERY)), 0) == plain
+
+
+async def test_a_turn_already_among_the_nearest_is_not_returned_twice(services, user):
+    everyone = await _dense(services, user, sorted(named_in(QUERY)), 40, k=60)
+    assert len(everyone) == len(set(everyone)) == 51  # every turn of the user, once
+    assert everyone.index(f"Melanie: {TARGET}") == 25
+
+
+async def test_another_users_turns_by_the_same_speaker_are_never_returned(services, user_id):
+    mine, other = f"{user_id}-a", f"{user_id}-b"
+    await _seed(services, mine)
+    await _seed(services, other, target_cos=0.99)  # the other user's answer is nearer
+    found = await recall_search(
+        services.memories, services.episodes, mine, _query(), QUERY, 3, 20, 0,
+        sorted(named_in(QUERY)), 40,
+    )  # fmt: skip
+    rows = await services.db.query(
+        f'SELECT message_id FROM "{services.episodes.vector_table}" WHERE user_id = :u',
+        {"u": mine},
+    )
+    assert {h.message_id for h in found.dense} <= {r["message_id"] for r in rows}
+    assert len(found.dense) == 46  # 20 nearest + Melanie's 26 turns, all of them mine
+
+
+async def test_many_query_words_are_capped(services, user):
+    words = [f"w{i}" for i in range(MAX_SPEAKER_WORDS + 50)] + ["melanie"]
+    # "melanie" is past the cap: tried as no speaker, so the search is the plain one
+    assert await _dense(services, user, words, 2) == await _dense(services, user, (), 0)
+    assert len(await _dense(services, user, ["melanie", *words], 2)) == 22
+
+
+@pytest.mark.parametrize("speaker_turns", [0, 40])
+async def test_recall_brings_the_named_speakers_answer_only_with_speaker_turns(
+    services, user, speaker_turns
+):
+    ctx = Context(user_id=user, speaker_turns=speaker_turns, recall_candidate_tokens=1000)
+    found = await retrieve(services, ctx, QUERY, "no-window", touch=False, vector=_query())
+    texts = [m["text"] for m in found.items]
+    # depth 20: the dense list holds Caroline's turns, the keyword list Melanie's short ones
+    assert (f"Melanie: {TARGET}" in texts) is (speaker_turns > 0), texts
+
+
+async def test_a_database_made_before_gets_the_speaker_index(services):
+    table = services.episodes.vector_table
+    exists = "SELECT count(*) AS n FROM pg_indexes WHERE tablename = :t AND indexname = :i"
+    params = {"t": table, "i": f"{table}_speaker"}
+    assert (await services.db.query(exists, params))[0]["n"] == 1
+    await services.db.run(
+        f'DROP INDEX "{table}_speaker"',
+        (f"UPDATE {SCHEMA_TABLE} SET version = 2 WHERE component = :c", {"c": table}),
+    )
+    await type(services.episodes).open(services.db, services.episodes.dim)
+    assert (await services.db.query(exists, params))[0]["n"] == 1
+
+
+async def test_no_speaker_scan_runs_when_the_query_names_nobody_who_spoke(services, user):
+    async def plan(question: str) -> str:
+        *options, (sql, params) = services.episodes.dense_statements(
+            user, _query(), 20, sorted(named_in(question)), 40
+        )
+        rows = await services.db.run(*options, ("EXPLAIN (ANALYZE, COSTS OFF) " + sql, params))
+        return "\n".join(next(iter(r.values())) for r in rows)
+
+    # the probe of the speaker index finds no turn by "oscar": the scan is never executed
+    assert "never executed" in await plan("What did Oscar read?")
+    assert "never executed" not in await plan(QUERY)
