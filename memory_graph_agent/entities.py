@@ -95,6 +95,16 @@ def named_in(query: str) -> frozenset[str]:
     return frozenset(w.lower() for w in words) | {_norm(w) for w in words}
 
 
+def speaker_names(query: str) -> list[str]:
+    """The words of ``query`` that may name a speaker whose turns are searched (speaker turns).
+
+    Capitalised words that are not plain words (``Melanie``, not ``What`` or ``I``), in
+    `named_in`'s forms: a question with no name searches no speaker's turns.
+    """
+    words = [w for w in _TOKEN.findall(query) if w[0].isupper() and not _plain(w)]
+    return sorted({w.lower() for w in words} | {_norm(w) for w in words})
+
+
 def said_by(text: str, named: frozenset[str]) -> bool:
     """Whether the speaker of the turn ``text`` (``Speaker: text``) is in ``named``."""
     speaker = text.partition(": ")[0].lower()

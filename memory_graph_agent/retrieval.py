@@ -2,7 +2,8 @@
 
 `retrieve` embeds the query once and runs three channels concurrently: dense search over
 the user's summaries and reflections, dense and full-text search over the raw turns
-that left the window (the dense one also over the turns of whomever the query names). The lists are fused by reciprocal rank (`ranking.rrf`), then the
+that left the window (the dense one also over the turns of whomever the query names).
+The lists are fused by reciprocal rank (`ranking.rrf`), then the
 memory graph's links add turns (`linking`): a recalled summary's turns, and the turns
 just before and after the best turns (evidence is often next to a hit). Every candidate is scored
 like a memory (relevance, recency, importance) and the token budget is filled in score
@@ -21,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memory_graph_agent import metrics
-from memory_graph_agent.entities import named_in
+from memory_graph_agent.entities import speaker_names
 from memory_graph_agent.entity_linking import link_entities, link_speakers, reach_entities
 from memory_graph_agent.linking import NEIGHBOUR_PREFETCH, episode_item, linked_turns
 from memory_graph_agent.ranking import RRF_K, fill_budget, memory_score, recency, rrf
@@ -251,7 +252,7 @@ async def retrieve(
                 ctx.recall_k,
                 depth,
                 NEIGHBOUR_PREFETCH if ctx.neighbour_weight > 0 else 0,
-                sorted(named_in(query)) if ctx.speaker_turns > 0 else (),
+                speaker_names(query) if ctx.speaker_turns > 0 else (),
                 ctx.speaker_turns,
             ),
             _shown(services, ctx.user_id, thread_id, shown),

@@ -141,6 +141,15 @@ async def test_recall_brings_the_named_speakers_answer_only_with_speaker_turns(
     assert (f"Melanie: {TARGET}" in texts) is (speaker_turns > 0), texts
 
 
+async def test_recall_searches_a_speakers_turns_only_for_a_name_the_query_capitalises(
+    services, user
+):
+    ctx = Context(user_id=user, speaker_turns=40, recall_candidate_tokens=1000)
+    lower = QUERY.replace("Melanie", "melanie")
+    found = await retrieve(services, ctx, lower, "no-window", touch=False, vector=_query())
+    assert f"Melanie: {TARGET}" not in [m["text"] for m in found.items]
+
+
 async def test_a_database_made_before_gets_the_speaker_index(services):
     table = services.episodes.vector_table
     exists = "SELECT count(*) AS n FROM pg_indexes WHERE tablename = :t AND indexname = :i"

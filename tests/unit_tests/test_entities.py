@@ -11,6 +11,7 @@ from memory_graph_agent.entities import (
     names,
     query_keys,
     speaker_named,
+    speaker_names,
 )
 from memory_graph_agent.entity_linking import link_entities, link_speakers
 
@@ -80,6 +81,16 @@ def test_speaker_named_reads_the_turns_speaker_against_the_query():
     assert speaker_named("Melanie: hi", "What is Melanie's dog called?")
     assert not speaker_named("Jon: I dance.", "What does Gina sell?")
     assert not speaker_named("no speaker here", "no speaker here")
+
+
+def test_speaker_names_are_the_capitalised_words_that_are_no_plain_words():
+    assert speaker_names("What books has Melanie read?") == ["melanie"]
+    assert speaker_names("What is Melanie's dog called?") == ["melanie", "melanie's"]
+    assert speaker_names("Did Jon and Gina meet?") == ["gina", "jon"]
+    # no name: nothing to search (the question's first word, "I", "You" are plain words)
+    assert speaker_names("What did I tell you about cooking?") == []
+    assert speaker_names("what did melanie read?") == []
+    assert speaker_names("") == []
 
 
 def test_link_speakers_multiplies_the_named_speakers_turns():
