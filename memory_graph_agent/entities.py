@@ -95,14 +95,27 @@ def named_in(query: str) -> frozenset[str]:
     return frozenset(w.lower() for w in words) | {_norm(w) for w in words}
 
 
+ROLE_SPEAKERS = frozenset({"user", "assistant"})
+"""The speaker of a message without a name (`storage.episode_index.speaker`): a role, not
+a person a question asks about ("Assistant, what did I say?")."""
+
+
 def speaker_names(query: str) -> list[str]:
     """The words of ``query`` that may name a speaker whose turns are searched (speaker turns).
 
-    Capitalised words that are not plain words (``Melanie``, not ``What`` or ``I``), in
-    `named_in`'s forms: a question with no name searches no speaker's turns.
+    Capitalised words that are not plain words (``Melanie``, not ``What`` or ``I``) nor
+    `ROLE_SPEAKERS`, in `named_in`'s forms and as ``lower()`` gives them in a ``C``-locale
+    database (``Émile``: ``émile`` and ``Émile``), in the order said: a question with no
+    name searches no speaker's turns.
     """
     words = [w for w in _TOKEN.findall(query) if w[0].isupper() and not _plain(w)]
-    return sorted({w.lower() for w in words} | {_norm(w) for w in words})
+    forms = (form for w in words for form in (w.lower(), _norm(w), _ascii_lower(w)))
+    return [w for w in dict.fromkeys(forms) if w not in ROLE_SPEAKERS]
+
+
+def _ascii_lower(word: str) -> str:
+    """``word`` as Postgres ``lower()`` gives it under the ``C`` locale (ASCII letters only)."""
+    return "".join(c.lower() if c.isascii() else c for c in word)
 
 
 def said_by(text: str, named: frozenset[str]) -> bool:

@@ -338,11 +338,11 @@ class EpisodeIndex:
         """The HNSW options and the kNN query of `dense_search` (rows for `dense_hits`).
 
         With ``speakers`` (lower-cased words the query may name a speaker by, e.g.
-        `entities.named_in`) and ``speaker_k`` above 0, the rows also hold the
-        ``speaker_k`` nearest turns said by any of them (one more scan in the same
-        statement), so a named person's turns reach past the ``k`` nearest of everyone's.
-        The scan runs only if the user has a turn by one of them (a probe of the speaker
-        index first): a word that names nobody costs no search.
+        `entities.speaker_names`; the first `MAX_SPEAKER_WORDS`) and ``speaker_k`` above
+        0, the rows also hold the ``speaker_k`` nearest turns said by any of them (one
+        more scan in the same statement), so a named person's turns reach past the ``k``
+        nearest of everyone's. The scan runs only if the user has a turn by one of them (a
+        probe of the speaker index first): a word that names nobody costs no search.
         """
         options = [f"SET LOCAL hnsw.ef_search = {min(1000, max(100, int(k)))}"]
         options += [f"SET LOCAL {p}" for p in self.query_options]

@@ -29,9 +29,11 @@ from memory_graph_agent.storage.window import StoredMessage, parse_ts
 
 SCHEMA_VERSION = 1
 """Raise it with a change to `_SCHEMA`: `Database.migrate` runs it again."""
-VECTOR_SCHEMA_VERSION = 3
-"""Raise it with a change to `_vector_schema`. 2: the keyword channel's corpus statistics;
-3: the speaker index."""
+VECTOR_SCHEMA_VERSION = 2
+"""Raise it with a change to `_vector_schema`. 2: the keyword channel's corpus statistics."""
+SPEAKER_SCHEMA_VERSION = 1
+"""Raise it with a change to `_speaker_schema` (its own component: adding the index to a
+table made before reruns neither the table's DDL nor its statistics' recount)."""
 _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS episodes (
         user_id TEXT NOT NULL, thread_id TEXT NOT NULL, message_id TEXT NOT NULL,
@@ -78,10 +80,22 @@ def _vector_schema(table: str, dim: int) -> list[str]:
         f'CREATE INDEX IF NOT EXISTS "{table}_tsv" ON "{table}" USING gin (tsv)',
         f'CREATE INDEX IF NOT EXISTS "{table}_hnsw" ON "{table}" '
         "USING hnsw (embedding vector_cosine_ops)",
-        # who said each turn, per user: the dense search of a named speaker's turns
-        # probes it before it scans (`EpisodeIndex.dense_statements`)
-        f'CREATE INDEX IF NOT EXISTS "{table}_speaker" ON "{table}" (user_id, {SPEAKER_SQL})',
         *corpus_statistics(table),
+    ]
+
+
+def _speaker_schema(table: str) -> list[str]:
+    """The index of who said each turn, per user, and the table's statistics.
+
+    The dense search of a named speaker's turns probes the index before it scans
+    (`EpisodeIndex.dense_statements`). It is built without ``CONCURRENTLY`` (the migration
+    is one transaction): writes to the table wait for it, reads do not. The table is
+    analyzed with it, so the planner knows how many turns each speaker has and reads a
+    rare speaker's turns through the index instead of a long filtered HNSW scan.
+    """
+    return [
+        f'CREATE INDEX IF NOT EXISTS "{table}_speaker" ON "{table}" (user_id, {SPEAKER_SQL})',
+        f'ANALYZE "{table}"',
     ]
 
 
@@ -115,6 +129,7 @@ class EpisodeLog(EpisodeLinks):
         if dim:
             table = f"episode_vectors_{dim}"
             await db.migrate(table, VECTOR_SCHEMA_VERSION, *_vector_schema(table, dim))
+            await db.migrate(f"{table}_speaker", SPEAKER_SCHEMA_VERSION, *_speaker_schema(table))
             await EntityLinks(db, table).migrate()
         iterative = dim and await db.iterative_scans()
         return cls(db, dim, ["hnsw.iterative_scan = relaxed_order"] if iterative else [])

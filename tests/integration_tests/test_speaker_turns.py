@@ -13,7 +13,7 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from graph.context import Context
-from memory_graph_agent.entities import named_in
+from memory_graph_agent.entities import named_in, speaker_names
 from memory_graph_agent.retrieval import retrieve
 from memory_graph_agent.storage.episode_index import MAX_SPEAKER_WORDS
 from memory_graph_agent.storage.postgres import SCHEMA_TABLE
@@ -45,17 +45,17 @@ class Planted(Embeddings):
         return _axis(1, 1.0)
 
 
-async def _seed(services, user: str, target_cos: float = 0.5) -> None:
+async def _seed(services, user: str, target_cos: float = 0.5, name: str = "Melanie") -> None:
     """25 of Caroline's turns nearer the query than Melanie's answer, and 25 of Melanie's
     short turns that are far from it (and outrank the answer by keyword); the answer in a
     thread of its own, so that it is no neighbour of a found turn."""
     start = datetime(2023, 7, 1, 9, tzinfo=UTC)
     turns = [("Caroline", f"Near turn number {i} about painting.") for i in range(25)]
-    turns += [("Melanie", f"Far {i}.") for i in range(25)]
+    turns += [(name, f"Far {i}.") for i in range(25)]
     planted = {TARGET: _axis(1, target_cos)}
     planted |= {f"Near turn number {i} ": _axis(2 + i, 0.9 - 0.005 * i) for i in range(25)}
     planted |= {f"Far {i}.": _axis(40 + i, 0.2 - 0.005 * i) for i in range(25)}
-    for day, part in ((0, turns), (1, [("Melanie", TARGET)])):
+    for day, part in ((0, turns), (1, [(name, TARGET)])):
         thread = f"t-{uuid.uuid4().hex[:8]}"
         messages = [
             StoredMessage(
@@ -116,10 +116,12 @@ async def test_another_users_turns_by_the_same_speaker_are_never_returned(servic
         sorted(named_in(QUERY)), 40,
     )  # fmt: skip
     rows = await services.db.query(
-        f'SELECT message_id FROM "{services.episodes.vector_table}" WHERE user_id = :u',
+        f'SELECT thread_id, message_id FROM "{services.episodes.vector_table}" WHERE user_id = :u',
         {"u": mine},
-    )
-    assert {h.message_id for h in found.dense} <= {r["message_id"] for r in rows}
+    )  # the two users' message ids are alike, their thread ids are not
+    assert {(h.thread_id, h.message_id) for h in found.dense} <= {
+        (r["thread_id"], r["message_id"]) for r in rows
+    }
     assert len(found.dense) == 46  # 20 nearest + Melanie's 26 turns, all of them mine
 
 
@@ -155,12 +157,16 @@ async def test_a_database_made_before_gets_the_speaker_index(services):
     exists = "SELECT count(*) AS n FROM pg_indexes WHERE tablename = :t AND indexname = :i"
     params = {"t": table, "i": f"{table}_speaker"}
     assert (await services.db.query(exists, params))[0]["n"] == 1
+    version = f"SELECT version FROM {SCHEMA_TABLE} WHERE component = :c"
+    before = await services.db.query(version, {"c": table})
     await services.db.run(
         f'DROP INDEX "{table}_speaker"',
-        (f"UPDATE {SCHEMA_TABLE} SET version = 2 WHERE component = :c", {"c": table}),
+        (f"DELETE FROM {SCHEMA_TABLE} WHERE component = :c", {"c": f"{table}_speaker"}),
     )
     await type(services.episodes).open(services.db, services.episodes.dim)
     assert (await services.db.query(exists, params))[0]["n"] == 1
+    # only the index was made: the table's own DDL (and its statistics' recount) did not run
+    assert await services.db.query(version, {"c": table}) == before
 
 
 async def test_no_speaker_scan_runs_when_the_query_names_nobody_who_spoke(services, user):
@@ -174,3 +180,12 @@ async def test_no_speaker_scan_runs_when_the_query_names_nobody_who_spoke(servic
     # the probe of the speaker index finds no turn by "oscar": the scan is never executed
     assert "never executed" in await plan("What did Oscar read?")
     assert "never executed" not in await plan(QUERY)
+
+
+async def test_a_name_with_letters_beyond_ascii_is_found(services, user_id):
+    """The embedded server lowers every letter (builtin ``C.UTF-8``); `speaker_names` also
+    tries the ASCII-only form for a server whose locale is plain ``C`` (a unit test)."""
+    await _seed(services, user_id, name="Émile")
+    question = "What did Émile read as a kid?"
+    found = await _dense(services, user_id, speaker_names(question), 2)
+    assert found[20] == f"Émile: {TARGET}"

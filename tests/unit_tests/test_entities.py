@@ -6,6 +6,7 @@ import math
 
 from memory_graph_agent.entities import (
     MAX_KEYS,
+    ROLE_SPEAKERS,
     entity_bonus,
     entity_keys,
     names,
@@ -14,6 +15,7 @@ from memory_graph_agent.entities import (
     speaker_names,
 )
 from memory_graph_agent.entity_linking import link_entities, link_speakers
+from memory_graph_agent.storage.episode_index import _SPEAKERS
 
 
 def test_names_and_multi_word_proper_nouns_are_keys_lower_cased():
@@ -85,12 +87,20 @@ def test_speaker_named_reads_the_turns_speaker_against_the_query():
 
 def test_speaker_names_are_the_capitalised_words_that_are_no_plain_words():
     assert speaker_names("What books has Melanie read?") == ["melanie"]
-    assert speaker_names("What is Melanie's dog called?") == ["melanie", "melanie's"]
-    assert speaker_names("Did Jon and Gina meet?") == ["gina", "jon"]
+    assert speaker_names("What is Melanie's dog called?") == ["melanie's", "melanie"]
+    assert speaker_names("Did Jon and Gina meet?") == ["jon", "gina"]  # in the order said
+    # the role of a message without a name is no person asked about
+    assert speaker_names("Assistant, what did the User say about Rust?") == ["rust"]
     # no name: nothing to search (the question's first word, "I", "You" are plain words)
     assert speaker_names("What did I tell you about cooking?") == []
     assert speaker_names("what did melanie read?") == []
     assert speaker_names("") == []
+    # lower() of a C-locale database lowers ASCII letters only: both forms are tried
+    assert speaker_names("What did Émile say?") == ["émile", "Émile"]
+
+
+def test_the_role_speakers_are_the_speakers_of_messages_without_a_name():
+    assert ROLE_SPEAKERS == frozenset(_SPEAKERS.values())
 
 
 def test_link_speakers_multiplies_the_named_speakers_turns():
