@@ -19,6 +19,7 @@ from memory_graph_agent.storage.episode_index import MAX_SPEAKER_WORDS
 from memory_graph_agent.storage.postgres import SCHEMA_TABLE
 from memory_graph_agent.storage.recall_search import recall_search
 from memory_graph_agent.storage.window import StoredMessage
+from tests.conftest import say
 
 DIM = 384
 QUERY = "What did Melanie read as a kid?"
@@ -32,11 +33,22 @@ def _axis(i: int, cos: float) -> list[float]:
     return v.tolist()
 
 
-class Planted(Embeddings):
-    """Each text's vector is the one planted for the first key it contains."""
+def _onto(query: list[float]):
+    """The reflection that maps axis 0 onto ``query`` (cosines to the query are kept)."""
+    q = np.asarray(query) / np.linalg.norm(query)
+    v = np.zeros(DIM)
+    v[0] = 1.0
+    v -= q
+    return lambda x: (np.asarray(x) - 2 * v * (v @ x) / (v @ v)).tolist()
 
-    def __init__(self, planted: dict[str, list[float]]) -> None:
-        self.planted = planted
+
+class Planted(Embeddings):
+    """Each text's vector is the one planted for the first key it contains (turned so that
+    axis 0 is ``around``, when given: a real query's embedding)."""
+
+    def __init__(self, planted: dict[str, list[float]], around: list[float] | None = None) -> None:
+        turn = _onto(around) if around is not None else (lambda x: x)
+        self.planted = {k: turn(v) for k, v in planted.items()}
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return [next(v for k, v in self.planted.items() if k in t) for t in texts]
@@ -45,7 +57,9 @@ class Planted(Embeddings):
         return _axis(1, 1.0)
 
 
-async def _seed(services, user: str, target_cos: float = 0.5, name: str = "Melanie") -> None:
+async def _seed(
+    services, user: str, target_cos: float = 0.5, name: str = "Melanie", around=None
+) -> None:
     """25 of Caroline's turns nearer the query than Melanie's answer, and 25 of Melanie's
     short turns that are far from it (and outrank the answer by keyword); the answer in a
     thread of its own, so that it is no neighbour of a found turn."""
@@ -65,7 +79,7 @@ async def _seed(services, user: str, target_cos: float = 0.5, name: str = "Melan
             for i, (name, text) in enumerate(part)
         ]  # fmt: skip
         await services.episodes.append(user, thread, messages)
-        await services.episodes.index(user, thread, messages, Planted(planted))
+        await services.episodes.index(user, thread, messages, Planted(planted, around))
 
 
 def _query() -> list[float]:
@@ -189,3 +203,17 @@ async def test_a_name_with_letters_beyond_ascii_is_found(services, user_id):
     question = "What did Émile read as a kid?"
     found = await _dense(services, user_id, speaker_names(question), 2)
     assert found[20] == f"Émile: {TARGET}"
+
+
+@pytest.mark.parametrize("speaker_turns", [0, 40])
+async def test_a_turn_of_the_graph_recalls_the_named_speakers_answer_with_speaker_turns(
+    agent, make_context, services, speaker_turns
+):
+    """Through the compiled graph: the turns are planted around the real embedding of the
+    question, which the graph embeds itself."""
+    ctx = make_context(speaker_turns=speaker_turns, recall_candidate_tokens=1000)
+    await _seed(services, ctx.user_id, around=await services.embeddings.aembed_query(QUERY))
+    state = await say(agent, ctx, f"t-{uuid.uuid4().hex[:8]}", QUERY)
+    texts = [m["text"] for m in state["recalled"]]
+    assert len(texts) > 20  # the recall ran and filled the prompt
+    assert (f"Melanie: {TARGET}" in texts) is (speaker_turns > 0), texts
