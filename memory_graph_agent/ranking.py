@@ -117,17 +117,32 @@ def fill_budget(
     taken: list[Mapping[str, Any]] = []
     # Only a memory (not a turn) can show a turn (`shown_verbatim`), so a turn is
     # checked against the taken memories alone, and only a memory looks for taken turns.
+    # A turn shows one source id, which a memory showing it lists: the ids of the taken
+    # memories and turns tell which pairs to check at all (most items have none).
     memories: list[Mapping[str, Any]] = []
+    memory_sources: set[Any] = set()
+    turn_sources: set[Any] = set()
     groups: set[Any] = set()
     used = 0
     for item in items:
-        sources = set(item.get("source_ids") or ())
+        ids = item.get("source_ids") or ()
+        sources = set(ids)
         if sources and sources <= excluded:
             continue
         turn = item.get("kind") == "episode"
-        if dedupe and turn and any(shown_verbatim(item, t) for t in memories):
+        if (
+            dedupe
+            and turn
+            and len(ids) == 1
+            and ids[0] in memory_sources
+            and any(shown_verbatim(item, t) for t in memories)
+        ):
             continue
-        shown = [t for t in taken if shown_verbatim(t, item)] if dedupe and not turn else []
+        shown = (
+            [t for t in taken if shown_verbatim(t, item)]
+            if dedupe and not turn and not turn_sources.isdisjoint(sources)
+            else []
+        )
         freed = sum(int(t["tokens"]) for t in shown)
         group = item.get("group")
         cost = int(item["tokens"]) + (
@@ -140,6 +155,9 @@ def fill_budget(
         taken.append(item)
         if not turn:
             memories.append(item)
+            memory_sources.update(sources)
+        elif len(ids) == 1:
+            turn_sources.add(ids[0])
         groups.add(group)
         used += cost - freed
     return taken, used

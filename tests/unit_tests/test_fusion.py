@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memory_graph_agent.ranking import RRF_K, fill_budget, memory_score, recency, rrf
+from memory_graph_agent.ranking import (
+    RRF_K,
+    fill_budget,
+    memory_score,
+    recency,
+    rrf,
+    shown_verbatim,
+)
 
 
 def keys(fused) -> list:
@@ -147,3 +155,60 @@ def test_fill_budget_excludes_window_messages():
     items = [episode(10, "w1"), summary(10, "x", "w1", "old"), episode(10, "m2")]
     taken, _ = fill_budget(items, 1000, exclude={"w1"})
     assert taken == items[1:]  # partly outside the window: kept
+
+
+def _fill_budget_reference(items, budget, dedupe=True, exclude=()):
+    """`fill_budget` as first written: every taken pair checked with `shown_verbatim`."""
+    excluded, taken, memories, groups, used = set(exclude), [], [], set(), 0
+    for item in items:
+        sources = set(item.get("source_ids") or ())
+        if sources and sources <= excluded:
+            continue
+        turn = item.get("kind") == "episode"
+        if dedupe and turn and any(shown_verbatim(item, t) for t in memories):
+            continue
+        shown = [t for t in taken if shown_verbatim(t, item)] if dedupe and not turn else []
+        freed = sum(int(t["tokens"]) for t in shown)
+        group = item.get("group")
+        cost = int(item["tokens"]) + (
+            int(item.get("group_tokens") or 0) if group is not None and group not in groups else 0
+        )
+        if used - freed + cost > budget:
+            continue
+        if shown:
+            taken = [t for t in taken if not any(t is s for s in shown)]
+        taken.append(item)
+        if not turn:
+            memories.append(item)
+        groups.add(group)
+        used += cost - freed
+    return taken, used
+
+
+def test_fill_budget_checks_only_pairs_that_share_a_source_and_takes_the_same():
+    """The source-id prefilter changes nothing: the same items as checking every pair."""
+    rng = random.Random(11)
+    words = ["dog", "cat", "Paris", "tea", "run", "blue", "book", "sea"]
+    for _ in range(400):
+        mids = [f"m{i}" for i in range(rng.randint(1, 8))]
+        texts = {m: " ".join(rng.sample(words, 2)) for m in mids}
+        items = []
+        for _ in range(rng.randint(0, 14)):
+            if rng.random() < 0.6:
+                mid = rng.choice(mids)
+                item = episode(rng.randint(1, 30), mid, texts[mid])
+                if rng.random() < 0.15:  # a turn with two ids never counts as shown
+                    item["source_ids"].append(rng.choice(mids))
+                if rng.random() < 0.5:
+                    item.update(group=rng.choice("ab"), group_tokens=rng.randint(0, 4))
+            else:
+                chosen = rng.sample(mids, rng.randint(0, len(mids)))
+                quoted = rng.random() < 0.7  # a raw summary quotes its turns, else paraphrases
+                body = "\n".join(f"Ann: {texts[m]}" for m in chosen) if quoted else "gist"
+                item = summary(rng.randint(1, 60), body, *chosen)
+            items.append(item)
+        budget, dedupe = rng.randint(0, 150), rng.random() < 0.8
+        exclude = set(rng.sample(mids, rng.randint(0, min(2, len(mids)))))
+        expected = _fill_budget_reference(items, budget, dedupe, exclude)
+        taken, used = fill_budget(items, budget, dedupe=dedupe, exclude=exclude)
+        assert [id(t) for t in taken] == [id(t) for t in expected[0]] and used == expected[1]
