@@ -27,7 +27,7 @@ from memory_graph_agent.services import Services
 from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.threads import Admission
-from memory_graph_agent.storage.window import StoredMessage
+from memory_graph_agent.storage.window import StoredMessage, summary_text
 from memory_graph_agent.turns import ends_session
 from memory_graph_agent.validation import (
     ThreadOwnershipError,
@@ -46,6 +46,7 @@ class TurnStart:
     end_session: bool = False
     events: list[MemoryEvent] = field(default_factory=list)
     repairs: list[BaseMessage] = field(default_factory=list)  # state updates: drop, restore
+    thread_summary: str | None = None  # the thread's running summary; None: Redis is down
 
 
 async def start_turn(
@@ -56,6 +57,9 @@ async def start_turn(
     end_session: bool,
 ) -> TurnStart:
     """Validate the turn, admit the user to the thread, load their profile.
+
+    The admission, the profile (with its recent changes) and the thread's running summary
+    are read in one Redis round trip (`ThreadOwners.admit`'s ``also``).
 
     ``messages`` is every message of the checkpointed state, the turn's input last. Raises
     `InvalidInputError` for input that breaks a rule of `memory_graph_agent.validation`,
@@ -69,10 +73,16 @@ async def start_turn(
     messages = list(messages)
     # the rule `graph.routing` routes this node and recall by (they run side by side)
     end_session = ends_session(messages, end_session)
-    redis_up = True
+    redis_up, replies = True, []
+    reads = [
+        *services.profile.reads(user_id),
+        services.window.thread_summary_read(user_id, thread_id),
+    ]
     try:
         await record_rejections(services, thread_id)
-        admission = await services.threads.admit(user_id, thread_id, [m.id for m in messages])
+        ids = [m.id for m in messages]
+        admission = await services.threads.admit(user_id, thread_id, ids, also=reads)
+        replies = admission.also
     except StoreUnavailable as exc:
         if exc.service != "redis":
             raise
@@ -117,10 +127,10 @@ async def start_turn(
     if not redis_up:
         return _without_redis(end_session, repairs)
     try:
-        profile, changes = await services.profile.get_with_changes(
-            user_id, settings.change_note_days
+        profile, changes = await services.profile.from_reads(
+            user_id, replies[:-1], settings.change_note_days
         )
-    except StoreUnavailable:
+    except StoreUnavailable:  # facts had expired, and Redis went down moving them
         return _without_redis(end_session, repairs)
     text = f"profile: {len(profile)} facts loaded"
     if changes:
@@ -134,7 +144,7 @@ async def start_turn(
                 f"thread: {len(dropped)} messages of another user's rejected turn undone",
             )
         )
-    return TurnStart(profile, changes, end_session, events, repairs)
+    return TurnStart(profile, changes, end_session, events, repairs, summary_text(replies[-1]))
 
 
 async def _verify_claim(

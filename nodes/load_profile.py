@@ -9,8 +9,6 @@ costs the checkpoint no new blob. Input it refuses fails the step, and with it
 
 from __future__ import annotations
 
-import asyncio
-
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
@@ -18,7 +16,6 @@ from graph.context import Context, current_thread_id
 from graph.state import State, turn_start
 from memory_graph_agent.admission import start_turn
 from memory_graph_agent.services import Services
-from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.validation import check_id
 
 RESET = ("memory_decisions", "memory_cost")
@@ -27,17 +24,14 @@ RESET = ("memory_decisions", "memory_cost")
 
 async def load_profile(state: State, runtime: Runtime[Context], *, services: Services) -> dict:
     """Validate the new messages, admit the user to the thread, load their profile."""
-    user_id = check_id(runtime.context.user_id, "user_id")
+    check_id(runtime.context.user_id, "user_id")
     thread_id = check_id(current_thread_id(), "thread_id")
-    turn, thread_summary = await asyncio.gather(  # the digest read overlaps admission
-        start_turn(
-            services,
-            runtime.context,
-            thread_id,
-            state.get("messages") or [],
-            bool(state.get("end_session")),
-        ),
-        _thread_summary(services, user_id, thread_id),
+    turn = await start_turn(  # one Redis round trip: admission, profile, running summary
+        services,
+        runtime.context,
+        thread_id,
+        state.get("messages") or [],
+        bool(state.get("end_session")),
     )
     update: dict = {"memory_events": turn_start(turn.events)}  # per turn: with recall's
     values = {
@@ -47,22 +41,11 @@ async def load_profile(state: State, runtime: Runtime[Context], *, services: Ser
         "memory_decisions": [],  # this turn's, from empty
         "memory_cost": {},
     }
-    if thread_summary is not None:
-        values["thread_summary"] = thread_summary
+    if turn.thread_summary is not None:  # Redis down: the checkpoint's stays
+        values["thread_summary"] = turn.thread_summary
     for key, value in values.items():  # an unchanged channel keeps its checkpointed blob
         if key not in state or state[key] != value:
             update[key] = Overwrite(value) if key in RESET else value
     if turn.repairs:  # another user's rejected turn, left in this thread's checkpoint
         update["messages"] = turn.repairs
     return update
-
-
-async def _thread_summary(services: Services, user_id: str, thread_id: str) -> str | None:
-    """The thread's running summary, ``None`` while Redis is down (the checkpoint's stays).
-
-    Consolidate keeps it in Redis: a background memory run has its own state.
-    """
-    try:
-        return await services.window.thread_summary(user_id, thread_id)
-    except StoreUnavailable:
-        return None

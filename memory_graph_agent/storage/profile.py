@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,6 +20,7 @@ from redis.exceptions import WatchError
 
 from memory_graph_agent.storage.keys import RedisKeys
 from memory_graph_agent.storage.outages import guarded, redis_op
+from memory_graph_agent.storage.redis_reads import RedisRead, queue
 from memory_graph_agent.storage.window import parse_ts
 
 _KEY = re.compile(r"[^a-z0-9_]+")
@@ -196,9 +197,20 @@ class ProfileStore:
     ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
         """`get` and `recent_changes` in one round trip (what a turn starts with)."""
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.hgetall(self.key(user_id))
-            pipe.lrange(self.history_key(user_id), 0, -1)
-            raw, history = await pipe.execute()
+            queue(pipe, self.reads(user_id))
+            replies = await pipe.execute()
+        return await self.from_reads(user_id, replies, since_days)
+
+    def reads(self, user_id: str) -> list[RedisRead]:
+        """The reads of `get_with_changes`, for another store's round trip (`from_reads`)."""
+        return [("hgetall", (self.key(user_id),)), ("lrange", (self.history_key(user_id), 0, -1))]
+
+    @redis_op("profile_get")
+    async def from_reads(
+        self, user_id: str, replies: Sequence[Any], since_days: float
+    ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+        """`get_with_changes` from the replies of its `reads` (read again if facts expired)."""
+        raw, history = replies
         profile = await self._live(user_id, raw)
         if len(profile) < len(raw):  # facts just expired: their history entries are new
             return profile, await self.recent_changes(user_id, since_days)

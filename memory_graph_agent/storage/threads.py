@@ -7,12 +7,15 @@ drops them instead of taking them for the owner's own new messages.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from redis.asyncio import Redis
 
 from memory_graph_agent.storage.keys import RedisKeys
 from memory_graph_agent.storage.outages import guarded
+from memory_graph_agent.storage.redis_reads import RedisRead, queue
 from memory_graph_agent.storage.window import StoredMessage
 
 
@@ -26,6 +29,7 @@ class Admission:
     stored: dict[str, StoredMessage] = field(default_factory=dict)  # the owner's window, by id
     claimed: bool = False  # the thread had no owner: this call made the caller its owner
     exact: bool = True  # ``stored`` are whole copies (False: the episodic log's, no tool calls)
+    also: list[Any] = field(default_factory=list)  # the replies of ``admit``'s ``also`` reads
 
 
 @guarded("redis")
@@ -36,12 +40,19 @@ class ThreadOwners:
         self.redis = redis
         self.keys = keys
 
-    async def admit(self, user_id: str, thread_id: str, message_ids: list[str]) -> Admission:
+    async def admit(
+        self,
+        user_id: str,
+        thread_id: str,
+        message_ids: list[str],
+        also: Sequence[RedisRead] = (),
+    ) -> Admission:
         """Claim ``thread_id`` for ``user_id`` unless owned, and find the unseen ids.
 
         Unseen and stored are the owner's: for another user, the messages their own turn
         brought, and the owner's copies of any it replaced (a second round trip, on that
-        path only).
+        path only). Other stores' reads (``also``) go in the same round trip; their
+        replies are `Admission.also`.
         """
         owner_key = self.keys.owner(thread_id)
         probe = ["", *message_ids]  # "" keeps the argument list non-empty; dropped below
@@ -51,7 +62,8 @@ class ThreadOwners:
             pipe.smismember(self.keys.thread("seen", user_id, thread_id), probe)
             pipe.smismember(self.keys.rejected(thread_id), probe)
             pipe.lrange(self.keys.thread("window", user_id, thread_id), 0, -1)
-            claimed, owner, (_, *seen), (_, *rejected), window = await pipe.execute()
+            queue(pipe, also)
+            claimed, owner, (_, *seen), (_, *rejected), window, *replies = await pipe.execute()
         if owner != user_id:  # the owner's view: what is theirs, as they stored it
             async with self.redis.pipeline(transaction=False) as pipe:
                 pipe.smismember(self.keys.thread("seen", owner, thread_id), probe)
@@ -63,6 +75,7 @@ class ThreadOwners:
             rejected=[i for i, hit in zip(message_ids, rejected, strict=True) if hit],
             stored={m.id: m for m in map(StoredMessage.from_json, window)},
             claimed=bool(claimed),
+            also=replies,
         )
 
     async def reject(self, thread_id: str, message_ids: list[str]) -> None:

@@ -26,6 +26,7 @@ from redis.exceptions import WatchError
 from memory_graph_agent.ids import validate_id
 from memory_graph_agent.storage.keys import RedisKeys
 from memory_graph_agent.storage.outages import guarded, redis_op
+from memory_graph_agent.storage.redis_reads import RedisRead
 from memory_graph_agent.turns import cut_to_recent_turns, turn_boundary_cut
 
 RECALL_TOOL = "search_memory"
@@ -157,6 +158,11 @@ class StoredMessage:
         elif self.role == "tool" and self.name == RECALL_TOOL:
             content = "(recalled memories, not repeated)"
         return f"[{self.ts[:16]}] {self.name or self.role}: {content}"
+
+
+def summary_text(raw: str | bytes | None) -> str:
+    """A thread's running summary from its Redis reply (``""`` before the first)."""
+    return raw.decode() if isinstance(raw, bytes) else (raw or "")
 
 
 def parse_ts(value: str) -> datetime:
@@ -302,8 +308,12 @@ class WindowStore:
     @redis_op("thread_summary")
     async def thread_summary(self, user_id: str, thread_id: str) -> str:
         """The running summary of the thread's evicted messages (``""`` before the first)."""
-        raw = await self.redis.get(self._key("digest", user_id, thread_id))
-        return raw.decode() if isinstance(raw, bytes) else (raw or "")
+        name, args = self.thread_summary_read(user_id, thread_id)
+        return summary_text(await getattr(self.redis, name)(*args))
+
+    def thread_summary_read(self, user_id: str, thread_id: str) -> RedisRead:
+        """The read of `thread_summary`, for another store's round trip (`summary_text`)."""
+        return ("get", (self._key("digest", user_id, thread_id),))
 
     @redis_op("set_thread_summary")
     async def set_thread_summary(self, user_id: str, thread_id: str, text: str) -> None:
