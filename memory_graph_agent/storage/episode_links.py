@@ -25,27 +25,53 @@ NEIGHBOUR_HOURS = 12
 Neighbours = dict[tuple[str, str], list[EpisodeHit]]
 """The neighbours of turns, by the turn's ``(thread_id, message_id)``, in message id order."""
 
+NEIGHBOURS_SCHEMA_VERSION = 1
+
+
+def neighbours_function(table: str) -> str:
+    """The server-side lookup of one turn's neighbours: ``"{table}_neighbours"``.
+
+    The turns said just before and after ``(p_user, p_thread, p_message)`` in its thread,
+    if indexed and within ``p_seconds``. A PL/pgSQL function, so each backend plans its
+    lookups once and keeps the plans: written inline in a search, the two ordered
+    lookups and the join were planned again with every search (0.6 ms of a 0.7 ms plan).
+    """
+    return f"""CREATE OR REPLACE FUNCTION "{table}_neighbours"(
+        p_user text, p_thread text, p_message text, p_seconds numeric)
+    RETURNS TABLE (thread_id text, message_id text, content text, ts timestamptz)
+    LANGUAGE plpgsql STABLE AS $fn$
+    #variable_conflict use_column
+    DECLARE h_seq bigint; h_ts timestamptz;
+    BEGIN
+      SELECT h.seq, h.ts INTO h_seq, h_ts FROM episodes h
+      WHERE h.user_id = p_user AND h.thread_id = p_thread AND h.message_id = p_message;
+      IF NOT FOUND THEN RETURN; END IF;
+      RETURN QUERY
+      SELECT v.thread_id, v.message_id, v.content, v.ts FROM (
+        (SELECT n.message_id FROM episodes n WHERE n.user_id = p_user
+         AND n.thread_id = p_thread AND n.seq < h_seq ORDER BY n.seq DESC LIMIT 1)
+        UNION ALL
+        (SELECT n.message_id FROM episodes n WHERE n.user_id = p_user
+         AND n.thread_id = p_thread AND n.seq > h_seq ORDER BY n.seq LIMIT 1)
+      ) AS n
+      -- LIMIT 1 keeps this a lookup by primary key (a join would read the whole thread)
+      CROSS JOIN LATERAL (
+        SELECT v.thread_id, v.message_id, v.content, v.ts FROM "{table}" v
+        WHERE v.user_id = p_user AND v.thread_id = p_thread
+        AND v.message_id = n.message_id LIMIT 1) AS v
+      WHERE abs(extract(epoch FROM v.ts - h_ts)) <= p_seconds;
+    END $fn$"""
+
+
 _NEIGHBOURS_SQL = (
-    "SELECT h.thread_id AS of_thread, h.message_id AS of_message, "
+    "SELECT k.thread_id AS of_thread, k.message_id AS of_message, "
     "v.thread_id, v.message_id, v.content, v.ts "
     "FROM {keys} "
-    "JOIN episodes h ON h.user_id = :user_id AND h.thread_id = k.thread_id "
-    "AND h.message_id = k.message_id "
-    "CROSS JOIN LATERAL ("
-    "  (SELECT n.message_id FROM episodes n WHERE n.user_id = :user_id "
-    "   AND n.thread_id = h.thread_id AND n.seq < h.seq ORDER BY n.seq DESC LIMIT 1) "
-    "  UNION ALL "
-    "  (SELECT n.message_id FROM episodes n WHERE n.user_id = :user_id "
-    "   AND n.thread_id = h.thread_id AND n.seq > h.seq ORDER BY n.seq LIMIT 1)"
-    ") AS n "
-    # LIMIT 1 keeps this a lookup by primary key (a join would read the whole thread)
-    "CROSS JOIN LATERAL ("
-    '  SELECT v.thread_id, v.message_id, v.content, v.ts FROM "{table}" v '
-    "  WHERE v.user_id = :user_id AND v.thread_id = h.thread_id "
-    "  AND v.message_id = n.message_id LIMIT 1) AS v "
-    "WHERE abs(extract(epoch FROM v.ts - h.ts)) <= :seconds "
+    'CROSS JOIN LATERAL "{table}_neighbours"(CAST(:user_id AS text), k.thread_id, '
+    "k.message_id, CAST(:seconds AS numeric)) AS v "
 )
-"""The turns said just before and after each key of ``{keys}`` (``k``), within :seconds."""
+"""The turns said just before and after each key of ``{keys}`` (``k``), within :seconds
+(`neighbours_function`)."""
 
 
 @guarded("postgres")

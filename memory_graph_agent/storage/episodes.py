@@ -22,7 +22,11 @@ from memory_graph_agent.storage.episode_index import (
     keyword_terms,
     speaker,
 )
-from memory_graph_agent.storage.episode_links import EpisodeLinks
+from memory_graph_agent.storage.episode_links import (
+    NEIGHBOURS_SCHEMA_VERSION,
+    EpisodeLinks,
+    neighbours_function,
+)
 from memory_graph_agent.storage.outages import guarded
 from memory_graph_agent.storage.postgres import Database
 from memory_graph_agent.storage.window import StoredMessage, parse_ts
@@ -130,6 +134,9 @@ class EpisodeLog(EpisodeLinks):
             table = f"episode_vectors_{dim}"
             await db.migrate(table, VECTOR_SCHEMA_VERSION, *_vector_schema(table, dim))
             await db.migrate(f"{table}_speaker", SPEAKER_SCHEMA_VERSION, *_speaker_schema(table))
+            await db.migrate(
+                f"{table}_neighbours", NEIGHBOURS_SCHEMA_VERSION, neighbours_function(table)
+            )
             await EntityLinks(db, table).migrate()
         iterative = dim and await db.iterative_scans()
         return cls(db, dim, ["hnsw.iterative_scan = relaxed_order"] if iterative else [])

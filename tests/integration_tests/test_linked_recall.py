@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from memory_graph_agent.retrieval import retrieve
 from memory_graph_agent.storage.memory_rows import Memory
+from memory_graph_agent.storage.postgres import SCHEMA_TABLE
 from tests.builders import log_turns as log
 
 DOG = "I adopted a dog from the shelter last week."
@@ -108,3 +109,41 @@ async def test_a_turn_sharing_a_rare_word_with_the_best_hit_gets_a_topic_link(
     assert linked[fan]["topic_bonus"] > 0  # "Biscuit", a word the question does not have
     assert linked[fan]["rrf"] > plain[fan]["rrf"]
     assert "topic_bonus" not in linked[other] and "topic_bonus" not in plain[fan]
+
+
+async def test_a_search_looks_its_neighbours_up_through_the_planned_function(
+    services, make_context
+):
+    """The searches call ``{table}_neighbours`` (its lookups planned once per connection)
+    instead of planning the lookups inline with every search; the neighbours are the same
+    as the neighbours' own query finds."""
+    ctx = make_context(summary_turn_weight=0.0)
+    ids = await log(services, ctx.user_id, "t1", *FILLER[:2], DOG, NAME, *FILLER[2:])
+    vector = await services.embeddings.aembed_query(QUESTION)
+    *options, (sql, params) = services.episodes.linked_dense_statements(ctx.user_id, vector, 6, 3)
+    rows = await services.db.run(*options, ("EXPLAIN (COSTS OFF) " + sql, params))
+    plan = "\n".join(next(iter(r.values())) for r in rows)
+    assert f"Function Scan on {services.episodes.vector_table}_neighbours" in plan
+    found = await services.episodes.neighbours(ctx.user_id, [("t1", ids[2])])
+    assert {hit.message_id for _, hit in found} == {ids[1], ids[3]}  # before and after
+
+
+async def test_a_database_made_before_gets_the_neighbours_function(services, make_context):
+    table = services.episodes.vector_table
+    exists = "SELECT count(*) AS n FROM pg_proc WHERE proname = :f"
+    params = {"f": f"{table}_neighbours"}
+    version = f"SELECT version FROM {SCHEMA_TABLE} WHERE component = :c"
+    before = await services.db.query(version, {"c": table})
+    await services.db.run(
+        f'DROP FUNCTION "{table}_neighbours"(text, text, text, numeric)',
+        (f"DELETE FROM {SCHEMA_TABLE} WHERE component = :c", {"c": f"{table}_neighbours"}),
+    )
+    assert (await services.db.query(exists, params))[0]["n"] == 0
+    await type(services.episodes).open(services.db, services.episodes.dim)
+    assert (await services.db.query(exists, params))[0]["n"] == 1
+    # only the function was made: the turns table's own DDL did not run again
+    assert await services.db.query(version, {"c": table}) == before
+    ctx = make_context(summary_turn_weight=0.0)
+    ids = await log(services, ctx.user_id, "t1", DOG, NAME)
+    found = await services.episodes.neighbours(ctx.user_id, [("t1", ids[0])])
+    assert [hit.message_id for _, hit in found] == [ids[1]]
