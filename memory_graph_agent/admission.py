@@ -131,7 +131,7 @@ async def start_turn(
             user_id, replies[:-1], settings.change_note_days
         )
     except StoreUnavailable:  # facts had expired, and Redis went down moving them
-        return _without_redis(end_session, repairs)
+        return _without_redis(end_session, repairs, summary_text(replies[-1]))
     text = f"profile: {len(profile)} facts loaded"
     if changes:
         text += f", {len(changes)} recent changes noted"
@@ -190,9 +190,12 @@ def _repairs(dropped: set[str], restored: list[AnyMessage]) -> list[BaseMessage]
     return [*(RemoveMessage(id=i) for i in sorted(dropped - kept)), *restored]
 
 
-def _without_redis(end_session: bool, repairs: list[BaseMessage]) -> TurnStart:
+def _without_redis(
+    end_session: bool, repairs: list[BaseMessage], thread_summary: str | None = None
+) -> TurnStart:
     return TurnStart(
         end_session=end_session,
         events=[event("load_profile", "unavailable", "profile: Redis unavailable, none loaded")],
         repairs=repairs,
+        thread_summary=thread_summary,
     )

@@ -34,6 +34,7 @@ REDIS_OPS = (
     "threads",
     "profile_get",
     "profile_upsert",
+    "admit",
 )
 
 RETRIEVAL_SECONDS = Histogram(

@@ -14,7 +14,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from memory_graph_agent.storage.keys import RedisKeys
-from memory_graph_agent.storage.outages import guarded
+from memory_graph_agent.storage.outages import guarded, redis_op
 from memory_graph_agent.storage.redis_reads import RedisRead, queue
 from memory_graph_agent.storage.window import StoredMessage
 
@@ -40,6 +40,7 @@ class ThreadOwners:
         self.redis = redis
         self.keys = keys
 
+    @redis_op("admit")
     async def admit(
         self,
         user_id: str,

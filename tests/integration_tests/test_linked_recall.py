@@ -132,16 +132,19 @@ async def test_a_database_made_before_gets_the_neighbours_function(services, mak
     table = services.episodes.vector_table
     exists = "SELECT count(*) AS n FROM pg_proc WHERE proname = :f"
     params = {"f": f"{table}_neighbours"}
-    version = f"SELECT version FROM {SCHEMA_TABLE} WHERE component = :c"
+    version = f"SELECT version, migrated_at FROM {SCHEMA_TABLE} WHERE component = :c"
     before = await services.db.query(version, {"c": table})
-    await services.db.run(
-        f'DROP FUNCTION "{table}_neighbours"(text, text, text, numeric)',
-        (f"DELETE FROM {SCHEMA_TABLE} WHERE component = :c", {"c": f"{table}_neighbours"}),
-    )
-    assert (await services.db.query(exists, params))[0]["n"] == 0
-    await type(services.episodes).open(services.db, services.episodes.dim)
+    try:
+        await services.db.run(
+            f'DROP FUNCTION "{table}_neighbours"(text, text, text, numeric)',
+            (f"DELETE FROM {SCHEMA_TABLE} WHERE component = :c", {"c": f"{table}_neighbours"}),
+        )
+        assert (await services.db.query(exists, params))[0]["n"] == 0
+    finally:  # the session's other tests search with it
+        await type(services.episodes).open(services.db, services.episodes.dim)
     assert (await services.db.query(exists, params))[0]["n"] == 1
-    # only the function was made: the turns table's own DDL did not run again
+    # only the function was made: the turns table's own DDL did not run again (its record
+    # would have been written anew)
     assert await services.db.query(version, {"c": table}) == before
     ctx = make_context(summary_turn_weight=0.0)
     ids = await log(services, ctx.user_id, "t1", DOG, NAME)

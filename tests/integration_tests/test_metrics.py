@@ -23,8 +23,10 @@ from redis.backoff import NoBackoff
 
 from memory_graph_agent.cli.main import _serve_metrics, main
 from memory_graph_agent.metrics import REDIS_OPS, TIERS
+from memory_graph_agent.storage.keys import RedisKeys
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.profile import Fact, ProfileStore
+from memory_graph_agent.storage.threads import ThreadOwners
 from memory_graph_agent.storage.window import StoredMessage, WindowStore
 from tests.conftest import say
 from tests.fakes import ScriptedChatModel, block, default_handler, prompt_text
@@ -265,6 +267,7 @@ async def test_redis_failures_are_counted_per_op_and_reraised():
         socket_connect_timeout=2,
     )
     window, profile = WindowStore(client, "metrics-test"), ProfileStore(client, "metrics-test")
+    owners = ThreadOwners(client, RedisKeys("metrics-test"))
     message = StoredMessage(id="m1", role="human", content="hi", ts="2026-01-01T00:00:00")
     calls = {
         "push": lambda: window.push("u1", "t1", [message]),
@@ -278,6 +281,8 @@ async def test_redis_failures_are_counted_per_op_and_reraised():
         "profile_upsert": lambda: profile.upsert(
             "u1", [Fact("city", "Rome", 0.9)], lambda importance, pinned: 30
         ),
+        # a turn's start: the admission, with the profile and running summary it carries
+        "admit": lambda: owners.admit("u1", "t1", ["m1"], also=profile.reads("u1")),
     }
     assert set(calls) == set(REDIS_OPS)
     try:
