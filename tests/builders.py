@@ -1,12 +1,14 @@
-"""Builders shared by unit and integration tests: stored messages, LoCoMo samples."""
+"""Builders shared by unit and integration tests: stored messages, LoCoMo samples,
+migrations undone."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
+from memory_graph_agent.storage.postgres import SCHEMA_TABLE
 from memory_graph_agent.storage.window import StoredMessage
 
 TS = "2026-01-02T03:04:05+00:00"
@@ -111,3 +113,25 @@ async def log_turns(services, user, thread, *texts, day="2024-03-01", hour=10) -
     await services.episodes.append(user, thread, messages)
     await services.episodes.index(user, thread, messages, services.embeddings)
     return [m.id for m in messages]
+
+
+async def turns_table_record(services) -> list[dict]:
+    """The turns table's own migration record (version, when it last ran)."""
+    return await services.db.query(
+        f"SELECT version, migrated_at FROM {SCHEMA_TABLE} WHERE component = :c",
+        {"c": services.episodes.vector_table},
+    )
+
+
+@contextlib.asynccontextmanager
+async def without_component(services, component: str, drop: str) -> AsyncIterator[None]:
+    """Within: the turns table's ``component`` undone (``drop`` run, its record deleted), as
+    on a database made before it; after: the episode log opened again, which migrates it
+    (the session's other tests need it, so this happens even when the block fails)."""
+    try:
+        await services.db.run(
+            drop, (f"DELETE FROM {SCHEMA_TABLE} WHERE component = :c", {"c": component})
+        )
+        yield
+    finally:
+        await type(services.episodes).open(services.db, services.episodes.dim)

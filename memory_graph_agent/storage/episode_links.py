@@ -34,9 +34,9 @@ def neighbours_function(table: str) -> str:
 
     The turns said just before and after ``(p_user, p_thread, p_message)`` in its thread,
     if indexed and within ``p_seconds`` (at most 2 rows, said to the planner). A PL/pgSQL
-    function, so each backend plans its
-    lookups once and keeps the plans: written inline in a search, the two ordered
-    lookups and the join were planned again with every search (0.6 ms of a 0.7 ms plan).
+    function, so each backend plans its lookups once and keeps the plans: written inline
+    in a search, the two ordered lookups and the join were planned again with every search
+    (0.6 ms of a 0.7 ms plan).
     """
     return f"""CREATE OR REPLACE FUNCTION "{table}_neighbours"(
         p_user text, p_thread text, p_message text, p_seconds numeric)

@@ -9,8 +9,8 @@ from dataclasses import replace
 
 from memory_graph_agent.retrieval import retrieve
 from memory_graph_agent.storage.memory_rows import Memory
-from memory_graph_agent.storage.postgres import SCHEMA_TABLE
 from tests.builders import log_turns as log
+from tests.builders import turns_table_record, without_component
 
 DOG = "I adopted a dog from the shelter last week."
 NAME = "Biscuit, because of the colour of his fur."  # shares no word with the question
@@ -132,20 +132,14 @@ async def test_a_database_made_before_gets_the_neighbours_function(services, mak
     table = services.episodes.vector_table
     exists = "SELECT count(*) AS n FROM pg_proc WHERE proname = :f"
     params = {"f": f"{table}_neighbours"}
-    version = f"SELECT version, migrated_at FROM {SCHEMA_TABLE} WHERE component = :c"
-    before = await services.db.query(version, {"c": table})
-    try:
-        await services.db.run(
-            f'DROP FUNCTION "{table}_neighbours"(text, text, text, numeric)',
-            (f"DELETE FROM {SCHEMA_TABLE} WHERE component = :c", {"c": f"{table}_neighbours"}),
-        )
+    before = await turns_table_record(services)
+    drop = f'DROP FUNCTION "{table}_neighbours"(text, text, text, numeric)'
+    async with without_component(services, f"{table}_neighbours", drop):
         assert (await services.db.query(exists, params))[0]["n"] == 0
-    finally:  # the session's other tests search with it
-        await type(services.episodes).open(services.db, services.episodes.dim)
     assert (await services.db.query(exists, params))[0]["n"] == 1
     # only the function was made: the turns table's own DDL did not run again (its record
     # would have been written anew)
-    assert await services.db.query(version, {"c": table}) == before
+    assert await turns_table_record(services) == before
     ctx = make_context(summary_turn_weight=0.0)
     ids = await log(services, ctx.user_id, "t1", DOG, NAME)
     found = await services.episodes.neighbours(ctx.user_id, [("t1", ids[0])])

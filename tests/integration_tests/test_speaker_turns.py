@@ -16,9 +16,9 @@ from graph.context import Context
 from memory_graph_agent.entities import named_in, speaker_names
 from memory_graph_agent.retrieval import retrieve
 from memory_graph_agent.storage.episode_index import MAX_SPEAKER_WORDS
-from memory_graph_agent.storage.postgres import SCHEMA_TABLE
 from memory_graph_agent.storage.recall_search import recall_search
 from memory_graph_agent.storage.window import StoredMessage
+from tests.builders import turns_table_record, without_component
 from tests.conftest import say
 
 DIM = 384
@@ -171,19 +171,13 @@ async def test_a_database_made_before_gets_the_speaker_index(services):
     exists = "SELECT count(*) AS n FROM pg_indexes WHERE tablename = :t AND indexname = :i"
     params = {"t": table, "i": f"{table}_speaker"}
     assert (await services.db.query(exists, params))[0]["n"] == 1
-    version = f"SELECT version, migrated_at FROM {SCHEMA_TABLE} WHERE component = :c"
-    before = await services.db.query(version, {"c": table})
-    try:
-        await services.db.run(
-            f'DROP INDEX "{table}_speaker"',
-            (f"DELETE FROM {SCHEMA_TABLE} WHERE component = :c", {"c": f"{table}_speaker"}),
-        )
-    finally:  # the session's other tests search with it
-        await type(services.episodes).open(services.db, services.episodes.dim)
+    before = await turns_table_record(services)
+    async with without_component(services, f"{table}_speaker", f'DROP INDEX "{table}_speaker"'):
+        pass
     assert (await services.db.query(exists, params))[0]["n"] == 1
     # only the index was made: the table's own DDL (and its statistics' recount) did not
     # run (its record would have been written anew)
-    assert await services.db.query(version, {"c": table}) == before
+    assert await turns_table_record(services) == before
 
 
 async def test_no_speaker_scan_runs_when_the_query_names_nobody_who_spoke(services, user):
