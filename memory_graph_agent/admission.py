@@ -27,7 +27,7 @@ from memory_graph_agent.services import Services
 from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.threads import Admission
-from memory_graph_agent.storage.window import StoredMessage, summary_text
+from memory_graph_agent.storage.window import StoredMessage
 from memory_graph_agent.turns import ends_session
 from memory_graph_agent.validation import (
     ThreadOwnershipError,
@@ -127,11 +127,15 @@ async def start_turn(
     if not redis_up:
         return _without_redis(end_session, repairs)
     try:
+        summary = await services.window.thread_summary_from(replies[-1])
+    except StoreUnavailable:  # its key unreadable: the checkpoint's summary stays
+        summary = None
+    try:
         profile, changes = await services.profile.from_reads(
             user_id, replies[:-1], settings.change_note_days
         )
-    except StoreUnavailable:  # facts had expired, and Redis went down moving them
-        return _without_redis(end_session, repairs, summary_text(replies[-1]))
+    except StoreUnavailable:  # unreadable, or facts had expired and Redis failed moving them
+        return _without_redis(end_session, repairs, summary)
     text = f"profile: {len(profile)} facts loaded"
     if changes:
         text += f", {len(changes)} recent changes noted"
@@ -144,7 +148,7 @@ async def start_turn(
                 f"thread: {len(dropped)} messages of another user's rejected turn undone",
             )
         )
-    return TurnStart(profile, changes, end_session, events, repairs, summary_text(replies[-1]))
+    return TurnStart(profile, changes, end_session, events, repairs, summary)
 
 
 async def _verify_claim(

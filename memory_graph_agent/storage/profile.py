@@ -20,7 +20,7 @@ from redis.exceptions import WatchError
 
 from memory_graph_agent.storage.keys import RedisKeys
 from memory_graph_agent.storage.outages import guarded, redis_op
-from memory_graph_agent.storage.redis_reads import RedisRead, queue
+from memory_graph_agent.storage.redis_reads import RedisRead, from_reply, queue
 from memory_graph_agent.storage.window import parse_ts
 
 _KEY = re.compile(r"[^a-z0-9_]+")
@@ -209,8 +209,11 @@ class ProfileStore:
     async def from_reads(
         self, user_id: str, replies: Sequence[Any], since_days: float
     ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
-        """`get_with_changes` from the replies of its `reads` (read again if facts expired)."""
-        raw, history = replies
+        """`get_with_changes` from the replies of its `reads` (read again if facts expired).
+
+        An error among the replies (a key of the wrong type) is raised, as its own read would.
+        """
+        raw, history = map(from_reply, replies)
         profile = await self._live(user_id, raw)
         if len(profile) < len(raw):  # facts just expired: their history entries are new
             return profile, await self.recent_changes(user_id, since_days)

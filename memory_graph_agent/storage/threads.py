@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 
 from memory_graph_agent.storage.keys import RedisKeys
 from memory_graph_agent.storage.outages import guarded, redis_op
-from memory_graph_agent.storage.redis_reads import RedisRead, queue
+from memory_graph_agent.storage.redis_reads import RedisRead, queue, split_replies
 from memory_graph_agent.storage.window import StoredMessage
 
 
@@ -53,7 +53,7 @@ class ThreadOwners:
         Unseen and stored are the owner's: for another user, the messages their own turn
         brought, and the owner's copies of any it replaced (a second round trip, on that
         path only). Other stores' reads (``also``) go in the same round trip; their
-        replies are `Admission.also`.
+        replies are `Admission.also`, an error among them left as its reply (`from_reply`).
         """
         owner_key = self.keys.owner(thread_id)
         probe = ["", *message_ids]  # "" keeps the argument list non-empty; dropped below
@@ -64,7 +64,9 @@ class ThreadOwners:
             pipe.smismember(self.keys.rejected(thread_id), probe)
             pipe.lrange(self.keys.thread("window", user_id, thread_id), 0, -1)
             queue(pipe, also)
-            claimed, owner, (_, *seen), (_, *rejected), window, *replies = await pipe.execute()
+            # each store judges its own replies: a bad ``also`` key fails only its reader
+            own, replies = split_replies(await pipe.execute(raise_on_error=False), len(also))
+            claimed, owner, (_, *seen), (_, *rejected), window = own
         if owner != user_id:  # the owner's view: what is theirs, as they stored it
             async with self.redis.pipeline(transaction=False) as pipe:
                 pipe.smismember(self.keys.thread("seen", owner, thread_id), probe)

@@ -26,7 +26,7 @@ from redis.exceptions import WatchError
 from memory_graph_agent.ids import validate_id
 from memory_graph_agent.storage.keys import RedisKeys
 from memory_graph_agent.storage.outages import guarded, redis_op
-from memory_graph_agent.storage.redis_reads import RedisRead
+from memory_graph_agent.storage.redis_reads import RedisRead, from_reply
 from memory_graph_agent.turns import cut_to_recent_turns, turn_boundary_cut
 
 RECALL_TOOL = "search_memory"
@@ -312,8 +312,13 @@ class WindowStore:
         return summary_text(await getattr(self.redis, name)(*args))
 
     def thread_summary_read(self, user_id: str, thread_id: str) -> RedisRead:
-        """The read of `thread_summary`, for another store's round trip (`summary_text`)."""
+        """The read of `thread_summary`, for another store's round trip (`thread_summary_from`)."""
         return ("get", (self._key("digest", user_id, thread_id),))
+
+    @redis_op("thread_summary")
+    async def thread_summary_from(self, reply: Any) -> str:
+        """`thread_summary` from the reply of its `thread_summary_read` (its error raised)."""
+        return summary_text(from_reply(reply))
 
     @redis_op("set_thread_summary")
     async def set_thread_summary(self, user_id: str, thread_id: str, text: str) -> None:

@@ -76,3 +76,46 @@ async def test_a_turn_reads_redis_in_one_round_trip_before_the_model(
         ("city", "Oslo", "Bergen")
     ]
     assert state["thread_summary"] == "We talked about trains."
+
+
+async def test_an_unreadable_running_summary_costs_the_turn_only_its_summary(
+    counted, make_context, services
+):
+    """A summary key of the wrong type (``WRONGTYPE``) loses the summary, not the turn start.
+
+    The admission and the profile travel in the same pipeline, but keep their replies: the
+    profile loads, and the running summary the checkpoint holds stays in the state.
+    """
+    turn, _ = counted
+    ctx, thread = make_context(), f"round-trips-{uuid.uuid4().hex[:8]}"
+    await services.window.set_thread_summary(ctx.user_id, thread, "We talked about trains.")
+    await turn(ctx, thread, "Hello, I am planning a trip.")
+    await services.profile.upsert(ctx.user_id, [Fact("city", "Bergen", 0.8)], ctx.ttl_days)
+    _, (summary_key,) = services.window.thread_summary_read(ctx.user_id, thread)
+    await services.redis.delete(summary_key)
+    await services.redis.rpush(summary_key, "not a summary")  # a list: GET fails
+
+    state = await turn(ctx, thread, "Which city should I start from?")
+
+    assert state["profile"]["city"]["value"] == "Bergen"
+    assert state["thread_summary"] == "We talked about trains."  # the checkpoint's
+    kinds = [e["kind"] for e in state["memory_events"] if e["node"] == "load_profile"]
+    assert "loaded" in kinds and "unavailable" not in kinds
+
+
+async def test_an_unreadable_profile_costs_the_turn_only_its_profile(
+    counted, make_context, services
+):
+    """A profile key of the wrong type loses the profile; the running summary still loads."""
+    turn, _ = counted
+    ctx, thread = make_context(), f"round-trips-{uuid.uuid4().hex[:8]}"
+    await turn(ctx, thread, "Hello, I am planning a trip.")
+    await services.window.set_thread_summary(ctx.user_id, thread, "We talked about trains.")
+    await services.redis.set(services.profile.key(ctx.user_id), "not a hash")  # HGETALL fails
+
+    state = await turn(ctx, thread, "Which city should I start from?")
+
+    assert state["thread_summary"] == "We talked about trains."
+    assert not state.get("profile")
+    kinds = [e["kind"] for e in state["memory_events"] if e["node"] == "load_profile"]
+    assert kinds == ["unavailable"]
