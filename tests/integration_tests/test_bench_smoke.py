@@ -8,10 +8,17 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import uuid
 
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from bench.graph_floor import PROFILE, VARIANTS, run_graph_floor, stand_ins
 from bench.overhead import run_overhead
 from bench.peers import run_peers
 from bench.throughput import run_throughput
+from graph.builder import build_builder
+from graph.context import Context
 
 
 def _sane(stats: dict, n: int | None = None) -> None:
@@ -178,3 +185,38 @@ async def test_soak_benchmark_tiny(private_home, tmp_path):
     assert growth["final_rows"]["episodes"] == v["logged"]
     last = growth["samples"][-1]
     assert last["redis_keys"] > 0 and last["seen_total"] > 0 and last["pg_rows"]
+
+
+async def test_graph_floor_benchmark_tiny(memory_env, tmp_path):
+    await run_graph_floor(
+        6,
+        tmp_path,
+        window=4,
+        items=3,
+        warmup=2,
+        database_url=memory_env["DATABASE_URL"],
+        redis_url=memory_env["REDIS_URL"],
+        key_prefix=memory_env["MEMORY_KEY_PREFIX"],
+        quiet=True,
+    )
+    data = _outputs(tmp_path, "graph_floor")
+    assert data["machine"]["cores"] >= 1
+    assert [(v["checkpointer"], v["durability"]) for v in data["variants"]] == [
+        (kind, durability) for _, kind, durability in VARIANTS
+    ]
+    for variant in data["variants"]:
+        _sane(variant["to_respond"], 6)
+        _sane(variant["run"], 6)
+        assert variant["run"]["min"] > variant["to_respond"]["min"]  # trim_window came after
+
+
+async def test_graph_floor_runs_the_shipped_graph_with_stand_in_nodes(services):
+    """The shipped edges and State carry the stand-ins' writes: a turn's path, no real node."""
+    graph = build_builder(services, wrap=stand_ins(3, 4)).compile(checkpointer=InMemorySaver())
+    ctx, config = Context(user_id="floor-check"), {"configurable": {"thread_id": uuid.uuid4().hex}}
+    for i in range(5):
+        state = await graph.ainvoke({"messages": [HumanMessage(f"q{i}")]}, config, context=ctx)
+    assert state["profile"] == PROFILE
+    assert [item["id"] for item in state["recalled"]] == ["turn:0", "turn:1", "turn:2"]
+    assert [m.type for m in state["messages"]] == ["human", "ai", "human", "ai"]  # the window
+    assert not state.get("memory_events")  # no real node ran (load_profile notes one)

@@ -1,0 +1,242 @@
+"""LangGraph's own cost on a turn's read path: the shipped graph with stand-in nodes.
+
+    python -m bench.graph_floor [--turns 200] [--window 20] [--items 23] [--out bench/out]
+
+The graph is `graph.builder.build_builder` as shipped (its `State`, edges, routing
+functions and node wrappers), but every node is a stand-in that does no work
+(``build_builder``'s ``wrap`` hook): ``load_profile`` writes a profile, ``recall``
+writes ``--items`` recalled items shaped like the real ones, ``respond`` notes the time
+and answers, ``trim_window`` keeps the last ``--window`` messages. What is left is what
+LangGraph (and the checkpointer) costs a turn before the model is called, whatever
+the memory does: the floor under the read path's "graph overhead".
+
+Variants, interleaved turn by turn (each on its own thread, the order rotated so load
+from other processes hits all alike): the Postgres checkpointer with durability
+``"async"`` (LangGraph's default: a step's checkpoint written beside the next step),
+``"exit"`` (one checkpoint, when the run ends) and ``"sync"``, and LangGraph's in-memory
+saver. Reported: ms from ``ainvoke`` to the start of
+``respond`` (p50 / p95 / p99) and the whole run. Writes ``graph_floor.json`` and
+``graph_floor.png``.
+
+Runs on its own database and Redis key prefix (dropped at the end), like the other
+benchmarks; Redis and the embeddings are opened only because `build_builder` binds them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from bench.env import EMBEDDING, isolated_services, machine_info
+from bench.stats import bench_parser, fmt, ms_stats, pyplot, quiet_logs, write_outputs
+from graph.builder import build_builder
+from graph.context import Context
+from memory_graph_agent.services import open_checkpointer, services_session
+
+VARIANTS = (
+    ("postgres, durability async", "postgres", "async"),
+    ("postgres, durability exit", "postgres", "exit"),
+    ("postgres, durability sync", "postgres", "sync"),
+    ("in-memory saver", "memory", "async"),
+)
+"""(label, checkpointer, durability); ``async`` is LangGraph's default."""
+QUESTION = "What books has Melanie read since she moved to Lisbon? "
+PROFILE = {
+    "name": {"value": "Ann", "importance": 0.9, "pinned": True},
+    "city": {"value": "Lisbon", "importance": 0.7, "pinned": False},
+}
+_RESPOND_AT: ContextVar[list[float] | None] = ContextVar("graph_floor_respond", default=None)
+
+
+def recalled_items(n: int) -> list[dict[str, Any]]:
+    """``n`` items shaped like `recall`'s (text, provenance, score parts)."""
+    return [
+        {
+            "id": f"turn:{i}",
+            "kind": "episode",
+            "text": "Melanie: I finished another novel about the sea last week, " * 2,
+            "source_ids": [f"m{i}"],
+            "created_at": "2026-11-01T10:00:00+00:00",
+            "similarity": 0.61,
+            "keyword_score": 0.2,
+            "dense_rank": i,
+            "keyword_rank": i + 1,
+            "rrf": 0.031,
+            "relevance": 0.8,
+            "recency": 0.4,
+            "importance": 0.5,
+            "score": 0.62,
+            "tokens": 30,
+        }
+        for i in range(n)
+    ]
+
+
+def stand_ins(items: int, window: int) -> Callable[[Callable, str], Callable]:
+    """`build_builder`'s ``wrap`` hook: each node replaced by a stand-in doing no work."""
+    recalled = recalled_items(items)
+
+    def wrap(node: Callable, name: str) -> Callable:
+        @functools.wraps(node)  # LangGraph inspects the (state, runtime) signature
+        async def stand_in(state, runtime):  # noqa: ANN001, ANN202 - the node's signature
+            if name == "load_profile":
+                return {"profile": PROFILE}
+            if name == "recall":
+                return {"recalled": recalled}
+            if name == "respond":
+                marks = _RESPOND_AT.get()
+                if marks is not None and not marks:
+                    marks.append(time.perf_counter())
+                return {"messages": [AIMessage("An answer. " * 20, id=uuid.uuid4().hex)]}
+            if name == "trim_window":
+                old = state["messages"][:-window]
+                return {"messages": [RemoveMessage(id=m.id) for m in old]} if old else {}
+            raise RuntimeError(f"graph_floor: {name} is not on a turn's path")
+
+        return stand_in
+
+    return wrap
+
+
+async def _turn(graph: Any, ctx: Context, thread: str, durability: str) -> tuple[float, float]:
+    """One turn: seconds to ``respond``'s start, and of the whole run."""
+    marks: list[float] = []
+    token = _RESPOND_AT.set(marks)
+    try:
+        start = time.perf_counter()
+        await graph.ainvoke(
+            {"messages": [HumanMessage(QUESTION, id=uuid.uuid4().hex)]},
+            {"configurable": {"thread_id": thread}},
+            context=ctx,
+            durability=durability,
+        )
+        run = time.perf_counter() - start
+    finally:
+        _RESPOND_AT.reset(token)
+    return marks[0] - start, run
+
+
+async def run_graph_floor(
+    turns: int = 200,
+    out: str | Path = "bench/out",
+    *,
+    window: int = 20,
+    items: int = 23,
+    warmup: int = 15,
+    database_url: str | None = None,
+    redis_url: str | None = None,
+    key_prefix: str | None = None,
+    quiet: bool = False,
+) -> dict[str, Any]:
+    """Run the benchmark; write ``graph_floor.json`` / ``graph_floor.png`` under ``out``.
+
+    ``warmup`` unmeasured turns per variant first fill each thread's window.
+    """
+    tag = uuid.uuid4().hex[:8]
+    async with contextlib.AsyncExitStack() as stack:
+        env = await stack.enter_async_context(
+            isolated_services(database_url, redis_url, key_prefix, tag="bench_graph_floor")
+        )
+        services = await stack.enter_async_context(services_session(EMBEDDING))
+        info = await machine_info(env.database_url)
+        saver = await stack.enter_async_context(open_checkpointer(env.database_url))
+        savers = {"postgres": saver, "memory": InMemorySaver()}
+        builder = build_builder(services, wrap=stand_ins(items, window))
+        graphs = {kind: builder.compile(checkpointer=s) for kind, s in savers.items()}
+        ctx = Context(user_id=f"floor-{tag}")
+        samples: dict[str, list[tuple[float, float]]] = {label: [] for label, *_ in VARIANTS}
+        for i in range(warmup + turns):
+            shift = i % len(VARIANTS)
+            for label, kind, durability in VARIANTS[shift:] + VARIANTS[:shift]:
+                thread = f"floor-{tag}-{kind}-{durability}"
+                timing = await _turn(graphs[kind], ctx, thread, durability)
+                if i >= warmup:
+                    samples[label].append(timing)
+    data = {
+        "benchmark": "graph_floor",
+        "machine": info,
+        "config": {"turns": turns, "warmup": warmup, "window": window, "items": items},
+        "variants": [
+            {
+                "label": label,
+                "checkpointer": kind,
+                "durability": durability,
+                "to_respond": ms_stats([t for t, _ in samples[label]]),
+                "run": ms_stats([r for _, r in samples[label]]),
+            }
+            for label, kind, durability in VARIANTS
+        ],
+    }
+    json_path, png_path = write_outputs(Path(out), "graph_floor", data, plot_graph_floor)
+    if not quiet:
+        print_graph_floor(data)
+        print(f"wrote {json_path} and {png_path}", file=sys.stderr)
+    return data
+
+
+def print_graph_floor(data: dict[str, Any]) -> None:
+    """The table: ms from ``ainvoke`` to ``respond``, and of the whole run."""
+    cfg = data["config"]
+    print(
+        f"LangGraph's own floor: stand-in nodes, a window of {cfg['window']} messages, "
+        f"{cfg['items']} recalled items, {cfg['turns']} turns per variant"
+    )
+    print(f"{'variant':30s} {'to respond p50 / p95 / p99 ms':>31s} {'whole run p50 ms':>17s}")
+    for v in data["variants"]:
+        r, run = v["to_respond"], v["run"]
+        to = f"{fmt(r['p50'])} / {fmt(r['p95'])} / {fmt(r['p99'])}"
+        print(f"{v['label']:30s} {to:>31s} {fmt(run['p50']):>17s}")
+
+
+def plot_graph_floor(data: dict[str, Any], path: Path) -> None:
+    """Bars: p50 and p95 to ``respond``'s start, per variant."""
+    plt = pyplot()
+    labels = [v["label"] for v in data["variants"]]
+    p50 = [v["to_respond"]["p50"] or 0.0 for v in data["variants"]]
+    p95 = [v["to_respond"]["p95"] or 0.0 for v in data["variants"]]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    xs = range(len(labels))
+    ax.bar([x - 0.2 for x in xs], p50, width=0.4, label="p50")
+    ax.bar([x + 0.2 for x in xs], p95, width=0.4, label="p95")
+    ax.set_xticks(list(xs), labels, rotation=15, ha="right")
+    ax.set_ylabel("ms from ainvoke to respond")
+    ax.set_title("LangGraph's own cost on the read path (stand-in nodes)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse flags and run."""
+    p = bench_parser("python -m bench.graph_floor", __doc__)
+    p.add_argument("--turns", type=int, default=200, help="measured turns per variant")
+    p.add_argument("--window", type=int, default=20, help="messages each thread keeps")
+    p.add_argument("--items", type=int, default=23, help="recalled items written per turn")
+    p.add_argument("--warmup", type=int, default=15, help="unmeasured turns per variant")
+    p.add_argument("--out", default="bench/out", help="output folder (JSON + PNG)")
+    args = p.parse_args(argv)
+    if min(args.turns, args.window, args.warmup + 1) < 1 or args.items < 0:
+        p.error("--turns and --window must be >= 1, --warmup and --items >= 0")
+    quiet_logs()
+    asyncio.run(
+        run_graph_floor(
+            args.turns, args.out, window=args.window, items=args.items, warmup=args.warmup
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
