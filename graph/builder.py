@@ -20,7 +20,6 @@ from langgraph.runtime import Runtime
 from graph import routing
 from graph.background import ServerScheduler
 from graph.context import Context, MemoryScheduler, current_task
-from graph.durability import run_durability
 from graph.metering import metered
 from graph.prefetch import prefetched
 from graph.state import InputState, State
@@ -126,49 +125,34 @@ def build_graph(
     """Compile the memory agent on ``services``, optionally with a checkpointer.
 
     Without a ``scheduler`` memory forms inline, in each turn's run. Each turn's run
-    starts its query embedding before LangGraph loads the checkpoint (`graph.prefetch`);
-    with a scheduler, a turn checkpoints once, when it ends (`graph.durability`).
+    starts its query embedding before LangGraph loads the checkpoint (`graph.prefetch`).
     """
     builder = build_builder(services, scheduler)
-    graph = builder.compile(checkpointer=checkpointer, name=GRAPH_NAME)
-    return prefetching(graph, services, background=scheduler is not None)
+    return prefetching(builder.compile(checkpointer=checkpointer, name=GRAPH_NAME), services)
 
 
 class MemoryAgentGraph(CompiledStateGraph):
     """The compiled memory agent: a `CompiledStateGraph` whose runs prefetch the question.
 
     Each run first starts embedding its question (`graph.prefetch.prefetched`) on
-    ``services``' embeddings. With ``background`` (the graph has a memory scheduler), a
-    turn whose caller names no durability checkpoints once, at its end
-    (`graph.durability.run_durability`).
+    ``services``' embeddings.
     """
 
-    def __init__(self, *, services: Services, background: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *, services: Services, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.services = services  # kept by `copy` and `with_config`, like every attribute
-        self.background = background
 
     async def astream(self, input: Any, config: Any = None, **kwargs: Any) -> AsyncIterator[Any]:
         """`CompiledStateGraph.astream`, the question's embedding started first."""
-        context = kwargs.get("context")
-        if kwargs.get("durability") is None and kwargs.get("checkpoint_during") is None:
-            # the caller chose none (``ainvoke`` passes ``durability=None`` then)
-            if (durability := run_durability(context, self.background)) is not None:
-                kwargs["durability"] = durability
-        async with prefetched(self.services.embeddings, input, context):
+        async with prefetched(self.services.embeddings, input, kwargs.get("context")):
             async for chunk in super().astream(input, config, **kwargs):
                 yield chunk
 
 
-def prefetching(
-    graph: CompiledStateGraph, services: Services, *, background: bool = False
-) -> MemoryAgentGraph:
-    """``graph`` as a `MemoryAgentGraph`: each turn's run starts its query embedding first.
-
-    ``background``: ``graph`` was built with a memory scheduler (`graph.durability`).
-    """
+def prefetching(graph: CompiledStateGraph, services: Services) -> MemoryAgentGraph:
+    """``graph`` as a `MemoryAgentGraph`: each turn's run starts its query embedding first."""
     attrs = {k: v for k, v in vars(graph).items() if k != "__orig_class__"}  # as `copy` does
-    return MemoryAgentGraph(services=services, background=background, **attrs)
+    return MemoryAgentGraph(services=services, **attrs)
 
 
 _compiled: weakref.WeakKeyDictionary[Services, CompiledStateGraph] = weakref.WeakKeyDictionary()
