@@ -3,10 +3,11 @@
     python -m bench.graph_floor [--turns 200] [--window 20] [--items 23] [--out bench/out]
 
 The graph is `graph.builder.build_builder` as shipped (its `State`, edges, routing
-functions and node wrappers), but every node is a stand-in that does no work
-(``build_builder``'s ``wrap`` hook): ``load_profile`` writes a profile, ``recall``
-writes ``--items`` recalled items shaped like the real ones, ``respond`` notes the time
-and answers, ``trim_window`` keeps the last ``--window`` messages. What is left is what
+functions and the outer `_prioritized` wrapper), but every node is a stand-in that does
+no work (``build_builder``'s ``wrap`` hook replaces the node with its inner wrappers):
+``load_profile`` writes a profile, ``recall`` writes ``--items`` recalled items shaped
+like the real ones, ``respond`` notes the time and answers, ``trim_window`` keeps the
+last ``--window`` messages. What is left is what
 LangGraph (and the checkpointer) costs a turn before the model is called, whatever
 the memory does: the floor under the read path's "graph overhead".
 

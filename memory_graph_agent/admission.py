@@ -46,7 +46,7 @@ class TurnStart:
     end_session: bool = False
     events: list[MemoryEvent] = field(default_factory=list)
     repairs: list[BaseMessage] = field(default_factory=list)  # state updates: drop, restore
-    thread_summary: str | None = None  # the thread's running summary; None: Redis is down
+    thread_summary: str | None = None  # the running summary; None: unreadable or Redis down
 
 
 async def start_turn(
