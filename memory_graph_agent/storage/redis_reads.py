@@ -34,11 +34,7 @@ def split_replies(replies: Sequence[Any], borrowed: int) -> tuple[list[Any], lis
     The last ``borrowed`` replies are the other stores' (errors left in place for them).
     """
     cut = len(replies) - borrowed
-    own, others = list(replies[:cut]), list(replies[cut:])
-    for reply in own:
-        if isinstance(reply, Exception):
-            raise reply
-    return own, others
+    return [from_reply(reply) for reply in replies[:cut]], list(replies[cut:])
 
 
 def from_reply(reply: Any) -> Any:

@@ -28,6 +28,16 @@ def _sane(stats: dict, n: int | None = None) -> None:
     assert stats["p50"] > 0 and stats["p95"] >= stats["p50"] and stats["max"] >= stats["p95"]
 
 
+def _session_servers(memory_env: dict[str, str]) -> dict:
+    """A benchmark's keyword arguments for the session's servers, quiet (kept afterwards)."""
+    return {
+        "database_url": memory_env["DATABASE_URL"],
+        "redis_url": memory_env["REDIS_URL"],
+        "key_prefix": memory_env["MEMORY_KEY_PREFIX"],
+        "quiet": True,
+    }
+
+
 def _outputs(tmp_path, name: str) -> dict:
     png = tmp_path / f"{name}.png"
     assert png.exists() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -44,10 +54,7 @@ async def test_overhead_benchmark_tiny(memory_env, tmp_path):
         per_other_user=100,
         pool=64,
         search_queries=20,
-        database_url=memory_env["DATABASE_URL"],
-        redis_url=memory_env["REDIS_URL"],
-        key_prefix=memory_env["MEMORY_KEY_PREFIX"],
-        quiet=True,
+        **_session_servers(memory_env),
     )
     data = _outputs(tmp_path, "overhead")
     machine = data["machine"]
@@ -86,10 +93,7 @@ async def test_throughput_benchmark_tiny(memory_env, tmp_path, monkeypatch):
         5,
         tmp_path,
         warmup=1,
-        database_url=memory_env["DATABASE_URL"],
-        redis_url=memory_env["REDIS_URL"],
-        key_prefix=memory_env["MEMORY_KEY_PREFIX"],
-        quiet=True,
+        **_session_servers(memory_env),
     )
     data = _outputs(tmp_path, "throughput")
     assert data["machine"]["cores"] >= 1 and data["machine"]["pgvector"]
@@ -194,10 +198,7 @@ async def test_graph_floor_benchmark_tiny(memory_env, tmp_path):
         window=4,
         items=3,
         warmup=2,
-        database_url=memory_env["DATABASE_URL"],
-        redis_url=memory_env["REDIS_URL"],
-        key_prefix=memory_env["MEMORY_KEY_PREFIX"],
-        quiet=True,
+        **_session_servers(memory_env),
     )
     data = _outputs(tmp_path, "graph_floor")
     assert data["machine"]["cores"] >= 1
