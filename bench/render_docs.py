@@ -1,0 +1,699 @@
+"""Render the figures of the README and docs/ from the committed results, never by hand.
+
+A markdown file marks each generated region with a start and an end marker::
+
+    <!-- bench:locomo-table -->
+    (generated)
+    <!-- /bench -->
+
+``python -m bench.render_docs`` rewrites every region of ``README.md`` and ``docs/*.md``
+from ``bench/results/*.json`` (and the knob tables from the ``Context`` fields of
+``graph/context.py``, read with `ast`: nothing of the project is imported);
+``python -m bench.render_docs --check`` changes nothing and exits 1 if a region is stale,
+unknown or has no end. Only the standard library is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+START = re.compile(r"<!-- bench:([a-z0-9-]+) -->")
+END = "<!-- /bench -->"
+README_KNOBS = (
+    "user_id",
+    "model",
+    "memory_mode",
+    "recall_mode",
+    "window_size",
+    "summary_batch",
+    "reflect_after",
+    "memory_token_budget",
+    "context_window_tokens",
+    "ttl_policy",
+)
+"""The knobs the README's table shows (every knob is in docs/configuration.md)."""
+FIRST_SENTENCE = re.compile(r"(?<!e\.g\.)(?<=\.)\s+(?=['A-Z])")
+
+
+def load(root: Path, name: str) -> dict[str, Any]:
+    """One results file, ``bench/results/<name>.json``, parsed."""
+    return json.loads((root / "bench" / "results" / f"{name}.json").read_text())
+
+
+def num(value: float | None, digits: int = 1) -> str:
+    """``value`` with thousands separators and ``digits`` decimals; ``-`` for None."""
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def pair(stats: dict[str, Any] | None, digits: int = 1) -> str:
+    """``p50 / p95`` of a percentile record."""
+    if not stats or stats.get("p50") is None:
+        return "-"
+    return f"{num(stats['p50'], digits)} / {num(stats['p95'], digits)}"
+
+
+def machine(data: dict[str, Any]) -> str:
+    """The machine and date a results file records, in one phrase."""
+    m = data.get("machine", {})
+    text = f"a {m.get('cores', '?')}-core {m.get('cpu_model', 'unknown CPU')}"
+    cpu = m.get("cpu_id")
+    if cpu:
+        text += f" (family {cpu['family']} model {cpu['model']}"
+        text += ", AVX-512)" if cpu.get("avx512f") else ")"
+    when = m.get("timestamp") or data.get("created_at")
+    if when:
+        text += f", {when[:10]} {when[11:16]} UTC"
+    load_avg = m.get("loadavg_at_start")
+    if load_avg:
+        text += f", load average {load_avg[0]:.1f} at start"
+    return text
+
+
+def table(head: list[str], rows: list[list[str]]) -> str:
+    """A markdown table."""
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def context_knobs(root: Path) -> list[dict[str, str]]:
+    """Name, default and description of every ``Context`` field, read from the source.
+
+    A field is ``knob(default, description)`` or ``field(default=..., metadata=...)``.
+    """
+    tree = ast.parse((root / "graph" / "context.py").read_text())
+    (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Context"]
+    knobs = []
+    for node in cls.body:
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.value, ast.Call)):
+            continue
+        call, default, description = node.value, None, ""
+        if call.args:
+            default = call.args[0]
+            description = ast.literal_eval(call.args[1]) if len(call.args) > 1 else ""
+        for kw in call.keywords:
+            if kw.arg == "default":
+                default = kw.value
+            elif kw.arg == "metadata":
+                description = ast.literal_eval(kw.value).get("description", "")
+        value = ast.literal_eval(default) if default is not None else None
+        shown = "(empty)" if value == "" else f"`{value}`"
+        name = node.target.id  # type: ignore[attr-defined]
+        knobs.append({"name": name, "default": shown, "description": description})
+    return knobs
+
+
+def render_context_knobs(root: Path) -> str:
+    """Every ``Context`` field: environment variable, default, description."""
+    rows = [
+        [f"`{k['name']}`", f"`{k['name'].upper()}`", k["default"], _cell(k["description"])]
+        for k in context_knobs(root)
+    ]
+    return table(["field", "environment", "default", "meaning"], rows)
+
+
+def render_readme_knobs(root: Path) -> str:
+    """The README's ten knobs, with the first sentence of their description."""
+    by_name = {k["name"]: k for k in context_knobs(root)}
+    rows = []
+    for name in README_KNOBS:
+        k = by_name[name]
+        first = FIRST_SENTENCE.split(" ".join(k["description"].split()), maxsplit=1)[0]
+        rows.append([f"`{name}`", k["default"], _cell(first)])
+    return table(["knob (env: upper case)", "default", "what it does"], rows)
+
+
+def _locomo_row(label: str, result: dict[str, Any], cats: list[str]) -> list[str]:
+    by = result["by_category"]
+    return [
+        label,
+        *(f"{by[c]:.2f}" for c in cats),
+        f"{result['overall_1_4']:.3f}",
+        num(result["tokens_mean"], 0),
+    ]
+
+
+def render_locomo_table(root: Path) -> str:
+    """Evidence recall per category and method, the headline first."""
+    d = load(root, "locomo")
+    names = d["config"]["categories"]
+    cats = sorted(names)
+    cv = d["cross_validated"]
+    rows = [
+        _locomo_row(
+            f"**{d['config']['methods']['memory_in_budget']}**",
+            d["results"]["memory_in_budget"],
+            cats,
+        )
+    ]
+    rows.append(
+        _locomo_row("the same, knobs cross-validated (leave one conversation out)", cv, cats)
+    )
+    order = ["hybrid", "bm25", "dense", "dense_chunks5", "memory", "window", "full"]
+    rows += [_locomo_row(d["config"]["methods"][m], d["results"][m], cats) for m in order]
+    head = ["method", *(names[c] for c in cats), "overall 1–4", "tokens"]
+    data = d["data"]
+    scored_cats = [str(c) for c in d["config"]["scored_categories"]]
+    scored = sum(d["results"]["memory_in_budget"]["questions"][c] for c in scored_cats)
+    note = (
+        f"\n\n{data['conversations']} conversations, {num(data['turns'], 0)} turns, "
+        f"{num(scored, 0)} scored questions (categories 1–4; adversarial, 5, is shown but "
+        f"not scored), budget {num(d['config']['budget_tokens'], 0)} tokens. Run on "
+        f"{machine(d)}, {d['runtime_s'] / 60:.0f} min."
+    )
+    return table(head, rows) + note
+
+
+def render_locomo_grid(root: Path) -> str:
+    """In-sample overall recall of each grid point; rows by all knobs but the last."""
+    cv = load(root, "locomo")["cross_validated"]
+    keys = list(cv["grid"])
+    *row_keys, col_key = keys
+    scores = cv["in_sample_overall_1_4"]
+
+    def point(values: dict[str, Any]) -> str:
+        return ",".join(f"{k}={values[k]}" for k in keys)
+
+    def rows_of(i: int, prefix: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        if i == len(row_keys):
+            yield prefix
+            return
+        for value in cv["grid"][row_keys[i]]:
+            yield from rows_of(i + 1, {**prefix, row_keys[i]: value})
+
+    rows = []
+    for values in rows_of(0, {}):
+        cells = [str(values[k]) for k in row_keys]
+        for col in cv["grid"][col_key]:
+            key = point({**values, col_key: col})
+            cell = f"{scores[key]:.3f}" if key in scores else "-"
+            cells.append(f"**{cell}**" if key == cv["default"] else cell)
+        rows.append(cells)
+    head = [f"`{k}`" for k in row_keys] + [f"`{col_key}` = {c}" for c in cv["grid"][col_key]]
+    folds = cv["folds"]
+    chose = sum(f["chosen"] == cv["default"] for f in folds)
+    held = [f["held_out_overall_1_4"] for f in folds]
+    note = (
+        f"\n\nBold: the default. {chose} of {len(folds)} folds choose it; the held-out "
+        f"conversations score {min(held):.3f}–{max(held):.3f}; cross-validated overall "
+        f"{cv['overall_1_4']:.3f}. A grid point that adds a round trip must win by more "
+        f"than {cv['min_gain_for_round_trip'] * 100:.1f} point."
+    )
+    return table(head, rows) + note
+
+
+def render_locomo_headline(root: Path) -> str:
+    """One sentence: the recall figure against the best baseline."""
+    d = load(root, "locomo")
+    r, cv = d["results"], d["cross_validated"]
+    ours = r["memory_in_budget"]["overall_1_4"]
+    return (
+        f"LoCoMo evidence recall, window and recall inside "
+        f"{num(d['config']['budget_tokens'], 0)} tokens: **{ours:.3f}**"
+        f" (cross-validated {cv['overall_1_4']:.3f}) against {r['hybrid']['overall_1_4']:.3f} "
+        f"for hybrid dense + BM25 search over raw turns; on {machine(d)}."
+    )
+
+
+PEER_FIRST, PEER_LAST = ["floor"], ["ours: MemoryStore.search", "ours: read path"]
+
+
+def _peer_order(systems: dict[str, Any]) -> list[str]:
+    middle = sorted(n for n in systems if n not in PEER_FIRST + PEER_LAST + ["query embedding"])
+    return [n for n in PEER_FIRST + middle + PEER_LAST if n in systems]
+
+
+def render_peers_table(root: Path) -> str:
+    """Per system and size: p50 / p95 with the embedding (× floor, returned), pre-embedded p50."""
+    d = load(root, "peers")
+    sizes = d["sizes"]
+    head = ["system", *(f"{num(s['size'], 0)}: p50 / p95 ms (× floor, returned)" for s in sizes)]
+    head.append("pre-embedded p50 ms, " + " / ".join(num(s["size"], 0) for s in sizes))
+    rows = []
+    for name in _peer_order(sizes[-1]["systems"]):
+        cells = [f"**{name}**" if name == "ours: read path" else name]
+        for s in sizes:
+            w = s["systems"].get(name, {}).get("with_embedding")
+            if not w:
+                cells.append("-")
+                continue
+            ret = w.get("returned") or {}
+            got = (
+                f"{ret['mean']:.1f} items"
+                if name == "ours: read path"
+                else f"{ret.get('mean', 0):.2f} / {ret.get('k', '?')}"
+            )
+            cells.append(f"{pair(w['latency'])} ({w.get('x_floor_p50', 0):.2f}×, {got})")
+        pre = [s["systems"].get(name, {}).get("pre_embedded") for s in sizes]
+        cells.append(" / ".join(num(p["latency"]["p50"], 2) if p else "-" for p in pre))
+        rows.append(cells)
+    c = d["config"]
+    note = (
+        f"\n\n{c['queries']} questions per size, k = {c['k']}, the benchmark user among "
+        f"{c['other_users']} users of {num(c['per_other_user'], 0)} memories; on {machine(d)}, "
+        f"PostgreSQL {d['machine'].get('postgres')} + pgvector {d['machine'].get('pgvector')}."
+    )
+    return table(head, rows) + note
+
+
+PARTS = {
+    "read_path": "read path (from `ainvoke` to the model call)",
+    "read_path_excl_embedding": "read path without the embedding",
+    "embed_query": "the query embedding, started with the run",
+    "embed_wait": "what recall still waited for it",
+    "load_profile": "load_profile, beside recall",
+    "recall": "recall",
+    "search": "of which the searches",
+    "touch": "access stats, after the reply",
+    "graph_overhead": "the graph's own overhead",
+}
+
+
+def render_peers_parts(root: Path) -> str:
+    """The read path's parts at each size, p50 / p95 ms."""
+    d = load(root, "peers")
+    sizes = d["sizes"]
+    rows = []
+    for key, label in PARTS.items():
+        cells = [label]
+        for s in sizes:
+            cells.append(pair(s["systems"]["ours: read path"]["breakdown"].get(key), 1))
+        rows.append(cells)
+    return table(["part", *(f"{num(s['size'], 0)}: p50 / p95 ms" for s in sizes)], rows)
+
+
+def render_peers_headline(root: Path) -> str:
+    """One sentence: the read path at the largest size against the floor and the peers."""
+    d = load(root, "peers")
+    s = d["sizes"][-1]
+    sy = s["systems"]
+    rp, ours = sy["ours: read path"]["with_embedding"], sy["ours: MemoryStore.search"]
+    peers = [n for n in _peer_order(sy) if n not in PEER_FIRST + PEER_LAST]
+    best = min(peers, key=lambda n: sy[n]["with_embedding"]["latency"]["p50"])
+    search = ours["with_embedding"]["latency"]["p50"]
+    return (
+        f"Read path of a turn at {num(s['size'], 0)} memories of the user (profile, recall with "
+        f"its embedding, the graph's steps, up to the model call): "
+        f"**{num(rp['latency']['p50'])} ms p50** ({rp['x_floor_p50']:.2f}× a bare pgvector "
+        f"query with its embedding); our search alone {num(search)} ms, the fastest peer "
+        f"({best}) {num(sy[best]['with_embedding']['latency']['p50'])} ms; "
+        f"on {machine(d)}."
+    )
+
+
+LATENCY_MODES = {
+    "respond_only": "respond only (no memory)",
+    "inline": "memory inline",
+    "background": "**memory in the background (default)**",
+    "background_no_give_way": "background, `memory_give_way_s=0`",
+}
+LATENCY_METRICS = ("ttft", "time_to_reply", "run_end", "next_turn_waits")
+
+
+def render_latency_table(root: Path) -> str:
+    """p50 / p95 ms per agent, turns that formed memory apart from the others."""
+    d = load(root, "latency")
+    rows = []
+    for mode, label in LATENCY_MODES.items():
+        m = d["modes"].get(mode)
+        if not m:
+            continue
+        for kind, name in (("memory_turns", "memory"), ("other_turns", "other")):
+            part = m[kind]
+            if not part["n"]:
+                continue
+            turns = f"{name}: {part['n']}" if m["memory_turns"]["n"] else str(part["n"])
+            rows.append([label, turns, *(pair(part[k], 0) for k in LATENCY_METRICS)])
+            label = ""
+    head = [
+        "agent",
+        "turns",
+        "time to first token",
+        "whole reply",
+        "end of the run",
+        "next turn waits",
+    ]
+    c = d["config"]
+    note = (
+        f"\n\nFake model: {c['first_token_s'] * 1000:.0f} ms to the first token, then "
+        f"{c['tokens_per_s']:.0f} tokens/s ({c['reply_tokens']}-token replies); "
+        f"{c['turns']} turns of one LoCoMo conversation; on {machine(d)}."
+    )
+    return table(head, rows) + note
+
+
+def render_latency_adds(root: Path) -> str:
+    """What memory adds to the time to first token, and the drain and check after the run."""
+    d = load(root, "latency")
+    rows = []
+    for mode, label in LATENCY_MODES.items():
+        m = d["modes"].get(mode)
+        if not m or mode == "respond_only":
+            continue
+        v = m.get("verification") or {}
+        rows.append(
+            [
+                label,
+                pair(m["memory_adds_to_ttft"]),
+                pair(m["memory_adds_to_ttft_excluding_embedding"]),
+                f"{m['drain_after_last_turn_s']:.1f} s",
+                f"{v.get('summarized', '-')} of {v.get('left_window', '-')}; "
+                f"lost {v.get('lost', '-')}, duplicated {v.get('duplicated', '-')}",
+            ]
+        )
+    head = [
+        "agent",
+        "adds to TTFT, p50 / p95 ms",
+        "without the embedding",
+        "drain after last",
+        "messages summarized",
+    ]
+    return table(head, rows)
+
+
+def render_latency_cost(root: Path) -> str:
+    """Memory's own model calls and tokens per conversation turn."""
+    d = load(root, "latency")["memory_cost_per_turn"]
+    rows = [
+        [
+            num(c["turns"], 0),
+            f"{c['calls_per_turn']:.2f}",
+            num(c["input_tokens_per_turn"], 0),
+            num(c["output_tokens_per_turn"], 0),
+        ]
+        for c in d["conversations"]
+    ]
+    return table(
+        ["conversation turns", "calls / turn", "input tokens / turn", "output tokens / turn"], rows
+    )
+
+
+def render_latency_headline(root: Path) -> str:
+    """One sentence: the next turn's wait and what memory adds to the first token."""
+    d = load(root, "latency")
+    bg, inline = d["modes"]["background"], d["modes"]["inline"]
+    return (
+        f"With memory in the background the next turn waits "
+        f"**{pair(bg['memory_turns']['next_turn_waits'], 0)} ms** (p50 / p95) after a reply "
+        f"that formed memory, against {pair(inline['memory_turns']['next_turn_waits'], 0)} ms "
+        f"inline; memory adds {pair(bg['memory_adds_to_ttft_excluding_embedding'])} ms to the "
+        f"time to first token without the query embedding; on {machine(d)}."
+    )
+
+
+OVERHEAD_ROWS = {
+    "search_only_pre_embedded": "pgvector search only, pre-embedded",
+    "embed_query": "query embedding",
+    "embed_wait": "of which recall waited for",
+    "hot_path_excl_embedding": "load_profile ∥ recall without the embedding",
+    "graph_overhead": "graph and checkpoint overhead",
+    "memory_excl_embedding": "all memory work without the embedding (turns that summarize too)",
+    "turn": "whole turn (memory inline)",
+}
+
+
+def render_overhead_table(root: Path) -> str:
+    """Per size, p50 / p95 ms of each part of a turn (memory inline, instant fake model)."""
+    d = load(root, "overhead")
+    sizes = d["sizes"]
+    rows = []
+    for key, label in OVERHEAD_ROWS.items():
+        cells = [label]
+        for s in sizes:
+            stats = s[key] if key == "search_only_pre_embedded" else s["full"].get(key)
+            cells.append(pair(stats))
+        rows.append(cells)
+    head = [
+        "p50 / p95 ms",
+        *(f"{num(s['size'], 0)} memories ({num(s['index']['table_rows'], 0)} rows)" for s in sizes),
+    ]
+    return table(head, rows) + f"\n\n{d['config']['turns']} turns per size; on {machine(d)}."
+
+
+def render_graph_floor_table(root: Path) -> str:
+    """LangGraph's own time to the model node, per checkpointer and durability."""
+    d = load(root, "graph_floor")
+    rows = [[v["label"], pair(v["to_respond"]), num(v["run"]["p50"])] for v in d["variants"]]
+    c = d["config"]
+    note = (
+        f"\n\nStand-in nodes that do no work; a window of {c['window']} messages and "
+        f"{c['items']} recalled items; {c['turns']} turns per variant; on {machine(d)}."
+    )
+    return (
+        table(
+            ["checkpointer, durability", "to the model node p50 / p95 ms", "whole run p50 ms"], rows
+        )
+        + note
+    )
+
+
+def render_throughput_table(root: Path) -> str:
+    """Turns per second and turn latency per number of concurrent conversations."""
+    d = load(root, "throughput")
+    rows = []
+    for lv in d["levels"]:
+        v = lv["verification"]
+        lat = lv["latency"]
+        rows.append(
+            [
+                str(lv["concurrency"]),
+                num(lv["turns"], 0),
+                num(lv["turns_per_s"]),
+                f"{num(lat['p50'] / 1000, 2)} / {num(lat['p95'] / 1000, 2)} s",
+                f"{lv['embedding_busy_fraction'] * 100:.0f} %",
+                f"{v['lost']} / {v['duplicated']}",
+            ]
+        )
+    head = [
+        "conversations",
+        "turns",
+        "turns/s",
+        "turn p50 / p95",
+        "embedder busy",
+        "lost / duplicated",
+    ]
+    return table(head, rows) + f"\n\nOn {machine(d)}."
+
+
+def render_soak_summary(root: Path) -> str:
+    """Totals and the exactly-once check of the soak."""
+    d = load(root, "soak")
+    t, v, c = d["totals"], d["verification"], d["config"]
+    causes = ", ".join(f"{k} {n}" for k, n in t["failed_by_cause"].items())
+    rows = [
+        [
+            "turns",
+            f"{num(t['turns'], 0)} in {num(t['workload_s'], 0)} s ({num(t['turns_per_s'])}"
+            f" turns/s; completed turn p50 / p95 {pair(t['latency_completed'], 0)} ms)",
+        ],
+        [
+            "**messages lost / duplicated**",
+            f"**{v['messages_lost']} / {v['messages_duplicated']}"
+            f"** of {num(v['logged'], 0)} logged ({num(v['summarized'], 0)} in "
+            f"{num(v['summaries'], 0)} summaries, {v['in_window']} in windows, {v['pending']} "
+            f"pending, {v['processing']} claimed, {v['dead_lettered']} dead letters)",
+        ],
+        ["turns failed", f"{t['failed']} ({causes}); every message kept: {v['failed_kept']}"],
+        ["turns completed degraded", str(t["completed_degraded"])],
+        ["memory runs failed", str(t["memory_run_failures"])],
+    ]
+    note = (
+        f"\n\n{c['users']} users × {c['turns']} turns, {c['concurrency']} at a time; {machine(d)}."
+    )
+    return table(["", ""], rows) + note
+
+
+def render_soak_recovery(root: Path) -> str:
+    """Seconds from each fault to the first completed and the first healthy turn."""
+    d = load(root, "soak")
+    rows = []
+    for f in d["faults"]:
+        down = f"{f['down_s']:.1f} s" if "down_s" in f else "–"
+        rows.append(
+            [
+                f"{f['kind'].replace('_', ' ')} (at {f['at_s']:.0f} s)",
+                down,
+                f"{f['first_ok_turn_s']:.1f}",
+                f"{f['healthy_turn_s']:.1f}",
+                str(f["turns_failed_until_healthy"]),
+            ]
+        )
+    head = [
+        "fault",
+        "down",
+        "first completed turn (s)",
+        "first healthy turn (s)",
+        "turns failed until healthy",
+    ]
+    return table(head, rows)
+
+
+def render_soak_headline(root: Path) -> str:
+    """One sentence: the soak's turns, faults and the exactly-once result."""
+    d = load(root, "soak")
+    t, v, c = d["totals"], d["verification"], d["config"]
+    return (
+        f"Soak: {num(t['turns'], 0)} turns of {c['users']} users with Redis `kill -9`, "
+        f"PostgreSQL restarts, a worker killed during a memory run and injected model "
+        f"faults: **{v['messages_lost']} lost / {v['messages_duplicated']} duplicated** of "
+        f"{num(v['logged'], 0)} messages; on {machine(d)}."
+    )
+
+
+def render_recall_path_table(root: Path) -> str:
+    """``retrieve`` after the embedding, this code beside the older code run at the same time."""
+    d = load(root, "recall_path")
+    older = {s["size"]: s for s in d.get("main_same_time", [])}
+    rows = []
+    for s in d["sizes"]:
+        o = older.get(s["size"], {})
+        rows.append(
+            [
+                f"{num(s['size'], 0)} ({num(s['bench_user_turns'], 0)} turns)",
+                pair(s["retrieve_after_embedding"]),
+                pair(o.get("retrieve_after_embedding")),
+                f"{s['mean_items']:.1f}",
+            ]
+        )
+    head = ["memories of the user", "p50 / p95 ms", "the code before, beside it", "items"]
+    return table(head, rows) + f"\n\nOn {machine(d)}."
+
+
+def render_embedding_table(root: Path) -> str:
+    """One query's time per runtime, and how far the vectors agree."""
+    d = load(root, "embedding")
+    rows = [[name, pair(q), num(q["p99"])] for name, q in d["query_ms"].items()]
+    nb = d["neighbours"]
+    int8 = nb["int8_queries"]
+    note = (
+        f"\n\nONNX fp32 against torch: top-20 neighbours identical for "
+        f"{num(nb['identical_top20_lists'], 0)} of {num(nb['questions'], 0)} LoCoMo questions "
+        f"(min cosine {nb['min_cosine_torch_vs_onnx_over_turns']}). int8 queries: "
+        f"{int8['mean_top20_overlap'] * 100:.1f} % of each top-20 the same, min cosine to torch "
+        f"{int8['min_cosine_vs_torch']}. Batches: {num(nb['batch_texts_per_s']['onnx'])} texts/s"
+        f" on ONNX, {num(nb['batch_texts_per_s']['torch'])} on torch; on {machine(d)}."
+    )
+    return table(["runtime", "one query p50 / p95 ms", "p99 ms"], rows) + note
+
+
+def render_readme_headlines(root: Path) -> str:
+    """The README's headline figures, one line each."""
+    parts = (
+        render_locomo_headline,
+        render_peers_headline,
+        render_latency_headline,
+        render_soak_headline,
+    )
+    return "\n".join(f"- {part(root)}" for part in parts)
+
+
+RENDERERS: dict[str, Callable[[Path], str]] = {
+    "readme-headlines": render_readme_headlines,
+    "readme-knobs": render_readme_knobs,
+    "context-knobs": render_context_knobs,
+    "locomo-headline": render_locomo_headline,
+    "locomo-table": render_locomo_table,
+    "locomo-grid": render_locomo_grid,
+    "peers-headline": render_peers_headline,
+    "peers-table": render_peers_table,
+    "peers-parts": render_peers_parts,
+    "latency-headline": render_latency_headline,
+    "latency-table": render_latency_table,
+    "latency-adds": render_latency_adds,
+    "latency-cost": render_latency_cost,
+    "overhead-table": render_overhead_table,
+    "graph-floor-table": render_graph_floor_table,
+    "throughput-table": render_throughput_table,
+    "soak-headline": render_soak_headline,
+    "soak-summary": render_soak_summary,
+    "soak-recovery": render_soak_recovery,
+    "recall-path-table": render_recall_path_table,
+    "embedding-table": render_embedding_table,
+}
+"""Region name -> the function that renders its body."""
+
+
+def regions(text: str) -> list[tuple[str, int, int]]:
+    """``(name, body start, body end)`` of each marked region of ``text``.
+
+    Raises:
+        ValueError: a start marker without an end before the next start, or a stray end.
+    """
+    found, pos = [], 0
+    for match in START.finditer(text):
+        if match.start() < pos:
+            raise ValueError(f"region {match.group(1)!r} starts inside the previous one")
+        end = text.find(END, match.end())
+        nxt = START.search(text, match.end())
+        if end < 0 or (nxt and nxt.start() < end):
+            raise ValueError(f"region {match.group(1)!r} has no {END}")
+        found.append((match.group(1), match.end(), end))
+        pos = end + len(END)
+    if text.count(END) != len(found):
+        raise ValueError(f"{END} without a start marker")
+    return found
+
+
+def render_text(text: str, root: Path) -> str:
+    """``text`` with every marked region's body rendered afresh.
+
+    Raises:
+        ValueError: a region is unknown or unterminated.
+    """
+    out, last = [], 0
+    for name, start, end in regions(text):
+        if name not in RENDERERS:
+            raise ValueError(f"unknown region {name!r} (known: {', '.join(RENDERERS)})")
+        out += [text[last:start], "\n", RENDERERS[name](root).rstrip("\n"), "\n"]
+        last = end
+    return "".join(out) + text[last:]
+
+
+def documents(root: Path) -> list[Path]:
+    """The files that may hold regions: the README and every page of docs/."""
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Rewrite the regions, or with ``--check`` report the stale ones; 0 when all is current."""
+    parser = argparse.ArgumentParser(prog="python -m bench.render_docs", description=__doc__)
+    parser.add_argument("--check", action="store_true", help="exit 1 if a region is stale")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the repository (default: here)")
+    args = parser.parse_args(argv)
+    stale = []
+    for path in documents(args.root):
+        if not path.exists():
+            continue
+        text = path.read_text()
+        try:
+            new = render_text(text, args.root)
+        except ValueError as exc:
+            print(f"{path.relative_to(args.root)}: {exc}", file=sys.stderr)
+            return 1
+        if new != text:
+            stale.append(path.relative_to(args.root))
+            if not args.check:
+                path.write_text(new)
+    verb = "stale" if args.check else "rewritten"
+    for path in stale:
+        print(f"{verb}: {path}", file=sys.stderr if args.check else sys.stdout)
+    if args.check and stale:
+        print("run `python -m bench.render_docs` and commit the result", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
