@@ -36,8 +36,9 @@ Writes ``<out>/locomo.json`` (numbers, data defects, config, machine) and
   not fit (the recall node's rule).
 * ``memory``: recall with the default ``recall_k`` (5: it bounds the summaries
   channel; the episode channels are sized from the budget) and
-  ``memory_token_budget`` = budget, plus the window on top, so its context is larger
-  than the budget; ``memory_in_budget`` gives recall only what the window leaves. Per
+  ``memory_token_budget`` = budget + the window's tokens, so recall fills the whole
+  budget and the window comes on top; ``memory_in_budget`` sets it to the budget, of
+  which the recall node fills what the window leaves (`budgets.recall_budget`). Per
   question ``memory_in_budget`` runs first and its accesses are rolled back, so it sees
   the access history (recency) that ``memory`` left over the previous questions, not
   a second asking of the same question.
@@ -143,8 +144,10 @@ async def evaluate_conversation(
     qvecs = await embed_batched(services.embeddings, [q.text for q in scored])
     index_s = time.perf_counter() - t0
 
-    full_ctx = recall_context(conv, graphs.model_spec, budget, recall_k)
-    fit_ctx = recall_context(conv, graphs.model_spec, budget - mem.window_tokens, recall_k)
+    # the recall node fills what the window leaves of memory_token_budget: "memory" gets
+    # the window on top of the budget, "memory_in_budget" both within it
+    full_ctx = recall_context(conv, graphs.model_spec, budget + mem.window_tokens, recall_k)
+    fit_ctx = recall_context(conv, graphs.model_spec, budget, recall_k)
     default = default_key()
     # grid points by the index-time knob: the turns are indexed again for each other value
     by_weight: dict[float, dict[str, Context]] = {}

@@ -123,8 +123,8 @@ def run_config(budget: int, recall_k: int, conversations: Sequence[Conversation]
         "budget_fill": "greedy in rank order, items that do not fit are skipped",
         "replay_context": replay_ctx,
         "recall_context": recall_ctx,
-        "recall_context_in_budget": "recall_context with memory_token_budget = budget - "
-        "window tokens of the conversation",
+        "recall_context_in_budget": "recall_context with memory_token_budget = budget; the "
+        "recall node fills what the window leaves of it (budgets.recall_budget)",
         "replay_graph": "trim_window -> summarize -> consolidate -> reflect "
         "(graph.routing), no checkpointer, one ainvoke per turn",
         "chunk_turns": CHUNK_TURNS,

@@ -33,7 +33,7 @@ README_KNOBS = (
     "memory_mode",
     "recall_mode",
     "window_size",
-    "summary_batch",
+    "window_token_share",
     "reflect_after",
     "memory_token_budget",
     "context_window_tokens",

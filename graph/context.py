@@ -37,6 +37,12 @@ class Context:
         "else the local model.",
     )
     window_size: int = knob(20, "Messages kept in the Redis working window.")
+    window_token_share: float = knob(
+        0.5,
+        "Share of memory_token_budget the working window may hold: older whole turns leave "
+        "it (to the durable queue) beyond that, and recall fills what the window leaves of "
+        "the budget. The newest two turns always stay.",
+    )
     summary_batch: int = knob(5, "Pending messages needed before summarizing.")
     reflect_after: int = knob(10, "Summaries since the last reflection that trigger one.")
     recall_k: int = knob(5, "Memories recalled per turn (top-k).")
@@ -93,7 +99,12 @@ class Context:
         "Each turn channel fetches one candidate per this many tokens of the budget (at "
         "least 20). Chosen by cross-validation on LoCoMo.",
     )
-    memory_token_budget: int = knob(1800, "Token cap of the recalled-memories block.")
+    memory_token_budget: int = knob(
+        1800,
+        "Token budget of what a turn's prompt carries from the thread and memory: the "
+        "working window and the recalled memories together (recall fills what the window "
+        "leaves). The profile and the running summary have caps of their own.",
+    )
     profile_token_budget: int = knob(
         400,
         "Token cap of the profile block: pinned, then most important facts first (each value "
@@ -223,6 +234,8 @@ class Context:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 <= self.window_token_share <= 1.0:
+            raise ValueError(f"window_token_share must be in [0, 1], got {self.window_token_share}")
         if not 0.0 <= self.neighbour_weight <= 1.0:
             raise ValueError(f"neighbour_weight must be in [0, 1], got {self.neighbour_weight}")
         if self.summary_turn_weight < 0:

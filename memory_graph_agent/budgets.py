@@ -15,7 +15,7 @@ from langchain_core.messages import BaseMessage, SystemMessage, trim_messages
 from memory_graph_agent.models import load_chat_model, model_context_tokens
 from memory_graph_agent.settings import Settings
 from memory_graph_agent.tokens import message_tokens, text_tokens
-from memory_graph_agent.turns import cut_to_recent_turns, turn_starts
+from memory_graph_agent.turns import cut_to_recent_turns, turn_boundary_cut, turn_starts
 
 __all__ = [
     "batch_that_fits",
@@ -27,8 +27,11 @@ __all__ = [
     "messages_over_budget",
     "messages_within_budget",
     "prompt_tokens",
+    "recall_budget",
     "reply_budget",
     "trigger_budget",
+    "window_cut",
+    "window_token_cap",
 ]
 
 
@@ -98,6 +101,48 @@ def messages_within_budget(
     starts = turn_starts(messages)
     floor = starts[-min_turns] if min_turns >= 1 and len(starts) >= min_turns else 0
     return kept if len(kept) >= len(messages) - floor else list(messages[floor:])
+
+
+MIN_WINDOW_TURNS = 2
+"""Newest whole turns the window keeps whatever its token cap: the last exchange stays."""
+
+
+def window_token_cap(memory_token_budget: int, share: float) -> int:
+    """Tokens the working window may hold: its ``share`` of the turn's memory budget."""
+    return int(memory_token_budget * share)
+
+
+def window_cut(
+    messages: Sequence[Any], window_size: int, max_tokens: int, min_turns: int = MIN_WINDOW_TURNS
+) -> int:
+    """How many of the oldest ``messages`` leave the window, cut on a turn boundary.
+
+    The window keeps at most ``window_size`` messages (`turn_boundary_cut`) and, beyond
+    that, drops its oldest whole turns while it holds more than ``max_tokens`` tokens;
+    the newest ``min_turns`` turns always stay, whatever they cost.
+    """
+    cut = turn_boundary_cut(messages, window_size)
+    starts = [s for s in turn_starts(messages) if s > cut]
+    floor = starts[-min_turns] if len(starts) >= min_turns else cut
+    sizes = [count_tokens([m]) for m in messages]
+    held = sum(sizes[cut:])
+    for start in starts:  # drop whole turns, oldest first, while over the cap
+        if held <= max_tokens or start > floor:
+            break
+        held -= sum(sizes[cut:start])
+        cut = start
+    return cut
+
+
+def recall_budget(memory_token_budget: int, messages: Sequence[Any]) -> int:
+    """What recall may fill: the memory budget less the window the prompt shows.
+
+    The window is every message before the current turn (the newest human message and
+    what follows it); whatever it costs, recall gets the rest, never less than nothing.
+    """
+    starts = turn_starts(messages)
+    window = messages[: starts[-1]] if starts else messages
+    return max(0, memory_token_budget - count_tokens(window))
 
 
 def batch_that_fits(messages: Sequence[Any], budget: int, overhead: int = 0) -> int:

@@ -320,21 +320,30 @@ async def recall_memories(
     thread_id: str,
     shown: set[str] | None = None,
     vector: Awaitable[list[float]] | None = None,
+    budget: int | None = None,
 ) -> tuple[list[dict[str, Any]], list[MemoryEvent]]:
     """The items ``recall`` puts in the prompt for ``mode``, and what it did.
 
     ``tool`` recalls nothing here (the model searches); ``flat`` takes the hottest
     memories; ``auto`` runs `retrieve` on ``query`` (whose embedding is ``vector``, when
-    given). Long-term memory being down means answering from profile and window alone.
+    given). Both fill ``budget`` tokens (default ``memory_token_budget``). Long-term
+    memory being down means answering from profile and window alone.
     """
     if mode == "tool":
         return [], [event("recall", "tool_mode", "recall: tool mode, the model searches memory")]
     try:  # the access statistics are written after the reply (`record_access`)
         if mode == "flat":
-            found = await hot_memories(services, ctx, touch=False)
+            found = await hot_memories(services, ctx, budget, touch=False)
         else:
             found = await retrieve(
-                services, ctx, query, thread_id, touch=False, vector=vector, shown=shown
+                services,
+                ctx,
+                query,
+                thread_id,
+                budget=budget,
+                touch=False,
+                vector=vector,
+                shown=shown,
             )
     except StoreUnavailable:
         text = "recall: long-term memory unavailable, answering from profile and window"

@@ -39,6 +39,7 @@ class Settings(Protocol):
     max_message_chars: int
     max_turn_messages: int
     window_size: int
+    window_token_share: float
     context_window_tokens: int
     trigger_ratio: float
     keep_recent_turns: int

@@ -1,8 +1,10 @@
 """The working window: mirror each turn into Redis and move what leaves it to pending.
 
 Messages leave on a turn boundary, after they are durably in the episode log, when the
-window is too long, when the next prompt would be too large (``compress``), or at
-``end_session``. While Redis is down a turn waits in `window_buffer`.
+window holds more than ``window_size`` messages or more than its token share of the
+memory budget (``window_token_share``; the newest two turns always stay), when the next
+prompt would be too large (``compress``), or at ``end_session``. While Redis is down a turn
+waits in `window_buffer`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from memory_graph_agent.budgets import (
     cut_to_recent_turns,
     messages_over_budget,
     trigger_budget,
+    window_cut,
+    window_token_cap,
 )
 from memory_graph_agent.records import MemoryEvent, event
 from memory_graph_agent.services import Services
@@ -24,7 +28,6 @@ from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.failsafe import window_buffer
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.window import StoredMessage
-from memory_graph_agent.turns import turn_boundary_cut
 
 SEEN_SLACK = 1000
 """Ids the seen-set may hold beyond the checkpoint's messages and the Redis lists'."""
@@ -116,7 +119,12 @@ async def _evict(
     Returns the moved messages and whether the token budget forced a compression.
     """
     window = await services.window.window(user, thread_id)
-    count_cut = turn_boundary_cut(window, settings.window_size)
+    cap = window_token_cap(settings.memory_token_budget, settings.window_token_share)
+
+    def cut_of(messages: Sequence[StoredMessage]) -> int:
+        return window_cut(messages, settings.window_size, cap)
+
+    count_cut = cut_of(window)
     token_cut = 0
     if not end_session:
         budget = trigger_budget(context_tokens(settings), settings.trigger_ratio)
@@ -146,7 +154,7 @@ async def _evict(
         moved = await services.window.flush(user, thread_id)
         _note(update, "flushed", f"window: session end, {len(moved)} messages flushed to pending")
         return moved, False
-    moved = await services.window.overflow(user, thread_id, settings.window_size)
+    moved = await services.window.overflow(user, thread_id, cut_of)
     if not token_cut:
         return moved, False
     keep = settings.keep_recent_turns

@@ -6,7 +6,9 @@ leaves no trace of it. A session end searches nothing.
 
 The query's embedding was started with the run (`graph.prefetch`), when it could be.
 The modes are `memory_graph_agent.retrieval.recall_memories`; ``tool`` mode falls back to
-``auto`` for a model that cannot call tools. Items keep their score parts (seen in Studio).
+``auto`` for a model that cannot call tools. Recall fills what the window the prompt
+shows leaves of ``memory_token_budget``, so window and memories keep within it together.
+Items keep their score parts (seen in Studio).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from langgraph.runtime import Runtime
 from graph.context import Context, current_thread_id
 from graph.prefetch import take_query_vector
 from graph.state import State, session_ends, turn_start
+from memory_graph_agent.budgets import recall_budget
 from memory_graph_agent.models import load_chat_model, supports_tool_calling
 from memory_graph_agent.records import event
 from memory_graph_agent.rendering import latest_human_text
@@ -37,5 +40,8 @@ async def recall(state: State, runtime: Runtime[Context], *, services: Services)
     shown = {m.id for m in state["messages"] if m.id}  # in the prompt already: not again
     vector = take_query_vector(query) if mode == "auto" else None  # started with the run
     thread_id = current_thread_id()
-    items, found = await recall_memories(services, ctx, mode, query, thread_id, shown, vector)
+    budget = recall_budget(ctx.memory_token_budget, state["messages"])  # the window's rest
+    items, found = await recall_memories(
+        services, ctx, mode, query, thread_id, shown, vector, budget
+    )
     return {"recalled": items, "memory_events": turn_start(events + found)}

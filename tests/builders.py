@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 
 from memory_graph_agent.storage.postgres import SCHEMA_TABLE
 from memory_graph_agent.storage.window import StoredMessage
+from memory_graph_agent.turns import turn_boundary_cut
 
 TS = "2026-01-02T03:04:05+00:00"
 
@@ -135,3 +136,8 @@ async def without_component(services, component: str, drop: str) -> AsyncIterato
         yield
     finally:
         await type(services.episodes).open(services.db, services.episodes.dim)
+
+
+def keep_last(window_size: int):
+    """The window's count rule alone, as `WindowStore.overflow` takes it."""
+    return lambda items: turn_boundary_cut(items, window_size)

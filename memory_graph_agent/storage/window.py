@@ -27,7 +27,7 @@ from memory_graph_agent.ids import validate_id
 from memory_graph_agent.storage.keys import RedisKeys
 from memory_graph_agent.storage.outages import guarded, redis_op
 from memory_graph_agent.storage.redis_reads import RedisRead, from_reply
-from memory_graph_agent.turns import cut_to_recent_turns, turn_boundary_cut
+from memory_graph_agent.turns import cut_to_recent_turns
 
 RECALL_TOOL = "search_memory"
 """Tool whose results are stored memory already (see `StoredMessage.render`)."""
@@ -217,11 +217,15 @@ class WindowStore:
         return [StoredMessage.from_json(r) for r in raws]
 
     @redis_op("overflow")
-    async def overflow(self, user_id: str, thread_id: str, window_size: int) -> list[StoredMessage]:
-        """Move the oldest messages beyond ``window_size`` to pending, atomically."""
-        return await self._move_oldest(
-            user_id, thread_id, lambda items: turn_boundary_cut(items, window_size)
-        )
+    async def overflow(
+        self, user_id: str, thread_id: str, cut_of: Callable[[list[StoredMessage]], int]
+    ) -> list[StoredMessage]:
+        """Move the ``cut_of(window)`` oldest messages to pending, atomically.
+
+        ``cut_of`` is the window's rule (`budgets.window_cut`: size and tokens, on a turn
+        boundary); it sees the window as it is inside the transaction.
+        """
+        return await self._move_oldest(user_id, thread_id, cut_of)
 
     @redis_op("evict_before_turns")
     async def evict_before_turns(

@@ -11,6 +11,8 @@ from memory_graph_agent.budgets import count_tokens
 from tests.conftest import kinds, say
 from tests.fakes import ScriptedChatModel, default_handler, prompt_text
 
+WIDE = {"memory_token_budget": 20_000, "window_token_share": 1.0}
+"""The window's own token cap left wide: compression by the prompt's size is tested here."""
 SENTENCE = "The quarterly harbour inventory lists cranes, ropes, anchors and buoys. "
 
 
@@ -31,7 +33,7 @@ async def _turn(agent, ctx, thread: str, messages: list) -> dict:
 
 
 async def test_long_turns_compress_all_but_the_last_five_turns(agent, make_context, services):
-    ctx = make_context(window_size=50, context_window_tokens=8192, trigger_ratio=0.8)
+    ctx = make_context(window_size=50, context_window_tokens=8192, trigger_ratio=0.8, **WIDE)
     thread = _thread()
     turns: list[list[str]] = []
     for i in range(8):
@@ -82,7 +84,7 @@ async def test_a_small_context_compresses_even_short_turns(agent, make_context, 
 
 
 async def test_tool_call_chains_are_never_split(agent, make_context, services):
-    ctx = make_context(window_size=50, context_window_tokens=8192)
+    ctx = make_context(window_size=50, context_window_tokens=8192, **WIDE)
     thread = _thread()
 
     def chain(name: str) -> list:
@@ -138,7 +140,7 @@ async def test_a_rejected_turn_after_compression_loses_nothing(agent, make_conte
 
     from memory_graph_agent.validation import InvalidInputError, discard_rejected
 
-    ctx = make_context(window_size=50, context_window_tokens=8192)
+    ctx = make_context(window_size=50, context_window_tokens=8192, **WIDE)
     thread = _thread()
     for i in range(7):
         await say(agent, ctx, thread, long_text(i))
@@ -183,7 +185,7 @@ async def test_respond_never_sends_a_prompt_larger_than_the_context(
 ):
     # 8 turns of ~1,500 tokens: without the respond-side fit the later prompts reached
     # ~11k tokens of an 8,192-token context (trim_window compresses only after respond).
-    ctx = make_context(window_size=50, context_window_tokens=8192, trigger_ratio=0.8)
+    ctx = make_context(window_size=50, context_window_tokens=8192, trigger_ratio=0.8, **WIDE)
     thread = _thread()
     for i in range(8):
         await say(agent, ctx, thread, long_text(i))

@@ -28,6 +28,7 @@ from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.profile import Fact, ProfileStore
 from memory_graph_agent.storage.threads import ThreadOwners
 from memory_graph_agent.storage.window import StoredMessage, WindowStore
+from tests.builders import keep_last
 from tests.conftest import say
 from tests.fakes import ScriptedChatModel, block, default_handler, prompt_text
 
@@ -272,7 +273,7 @@ async def test_redis_failures_are_counted_per_op_and_reraised():
     calls = {
         "push": lambda: window.push("u1", "t1", [message]),
         "window": lambda: window.window("u1", "t1"),
-        "overflow": lambda: window.overflow("u1", "t1", 2),
+        "overflow": lambda: window.overflow("u1", "t1", keep_last(2)),
         "pending": lambda: window.pending("u1", "t1"),
         "pending_len": lambda: window.pending_len("u1", "t1"),
         "ack": lambda: window.ack("u1", "t1", ["m1"]),  # calls pending() inside: one count

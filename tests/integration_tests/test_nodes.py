@@ -26,7 +26,7 @@ from nodes.recall import recall
 from nodes.reflect import reflect
 from nodes.summarize import summarize
 from nodes.trim_window import trim_window
-from tests.builders import log_turns
+from tests.builders import keep_last, log_turns
 from tests.fakes import ScriptedChatModel, default_handler, prompt_text
 
 TS = "2026-03-04T05:06:07+00:00"
@@ -58,7 +58,7 @@ async def fill_pending(services, user_id: str, thread: str, n_pairs: int) -> lis
     for i in range(n_pairs + 1):
         msgs += [stored("human", f"h{i}", f"I like topic {i}"), stored("ai", f"a{i}", f"noted {i}")]
     await services.window.push(user_id, thread, msgs)
-    moved = await services.window.overflow(user_id, thread, 2)
+    moved = await services.window.overflow(user_id, thread, keep_last(2))
     return [m.id for m in moved]
 
 

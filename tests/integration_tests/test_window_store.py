@@ -9,7 +9,7 @@ import pytest
 
 from memory_graph_agent.ids import InvalidIdError
 from memory_graph_agent.storage.window import StoredMessage
-from tests.builders import assert_tool_groups_intact, ids, msg, tool_conversation
+from tests.builders import assert_tool_groups_intact, ids, keep_last, msg, tool_conversation
 
 
 def _thread() -> str:
@@ -50,7 +50,7 @@ async def test_push_after_eviction_does_not_resurrect_message(services, user_id)
     thread = _thread()
     batch = pairs(3)
     await services.window.push(user_id, thread, batch)
-    moved = await services.window.overflow(user_id, thread, 2)
+    moved = await services.window.overflow(user_id, thread, keep_last(2))
     assert moved
     assert await services.window.push(user_id, thread, batch) == 0
     pending, window = await _state(services, user_id, thread)
@@ -68,17 +68,17 @@ async def test_overflow_moves_oldest_on_turn_boundary_in_order(services, user_id
     thread = _thread()
     batch = pairs(3)  # h0 a0 h1 a1 h2 a2
     await services.window.push(user_id, thread, batch)
-    moved = await services.window.overflow(user_id, thread, 3)
+    moved = await services.window.overflow(user_id, thread, keep_last(3))
     assert ids(moved) == ["h0", "a0", "h1", "a1"]
     pending, window = await _state(services, user_id, thread)
     assert ids(pending) == ["h0", "a0", "h1", "a1"]
     assert ids(window) == ["h2", "a2"]
     assert await services.window.pending_len(user_id, thread) == 4
     # nothing more to move; a second overflow is a no-op
-    assert await services.window.overflow(user_id, thread, 3) == []
+    assert await services.window.overflow(user_id, thread, keep_last(3)) == []
     # the next turns append after the earlier pending messages, order kept
     await services.window.push(user_id, thread, pairs(2, tag="x"))
-    moved = await services.window.overflow(user_id, thread, 3)
+    moved = await services.window.overflow(user_id, thread, keep_last(3))
     assert ids(moved) == ["h2", "a2", "h0x", "a0x"]
     pending, window = await _state(services, user_id, thread)
     assert ids(pending) == ["h0", "a0", "h1", "a1", "h2", "a2", "h0x", "a0x"]
@@ -87,9 +87,9 @@ async def test_overflow_moves_oldest_on_turn_boundary_in_order(services, user_id
 
 async def test_overflow_under_limit_and_empty_window_move_nothing(services, user_id):
     thread = _thread()
-    assert await services.window.overflow(user_id, thread, 3) == []
+    assert await services.window.overflow(user_id, thread, keep_last(3)) == []
     await services.window.push(user_id, thread, pairs(1))
-    assert await services.window.overflow(user_id, thread, 3) == []
+    assert await services.window.overflow(user_id, thread, keep_last(3)) == []
     assert await services.window.pending_len(user_id, thread) == 0
 
 
@@ -105,7 +105,7 @@ async def test_overflow_never_separates_tool_calls_from_results(
     for chunk in chunks:
         await services.window.push(user_id, thread, chunk)
         pushed += chunk
-        await services.window.overflow(user_id, thread, size)
+        await services.window.overflow(user_id, thread, keep_last(size))
         pending, window = await _state(services, user_id, thread)
         assert ids(pending) + ids(window) == ids(pushed), "order changed or message lost"
         assert_tool_groups_intact(pending, window)
@@ -118,7 +118,9 @@ async def test_concurrent_overflow_neither_duplicates_nor_loses(services, user_i
     batch = pairs(30)  # 60 messages
     await services.window.push(user_id, thread, batch)
     sizes = [50, 40, 30, 20, 10, 6, 4, 2, 2, 2, 2, 2]
-    results = await asyncio.gather(*(services.window.overflow(user_id, thread, s) for s in sizes))
+    results = await asyncio.gather(
+        *(services.window.overflow(user_id, thread, keep_last(s)) for s in sizes)
+    )
     moved = [m.id for r in results for m in r]
     assert len(moved) == len(set(moved)), "a message was moved twice"
     pending, window = await _state(services, user_id, thread)
@@ -133,9 +135,9 @@ async def test_concurrent_push_and_overflow_keep_every_message_once(services, us
     jobs = []
     for b in batches:
         jobs.append(services.window.push(user_id, thread, b))
-        jobs.append(services.window.overflow(user_id, thread, 4))
+        jobs.append(services.window.overflow(user_id, thread, keep_last(4)))
     await asyncio.gather(*jobs)
-    await services.window.overflow(user_id, thread, 4)
+    await services.window.overflow(user_id, thread, keep_last(4))
     pending, window = await _state(services, user_id, thread)
     every = ids(pending) + ids(window)
     expected = {m.id for b in batches for m in b}
@@ -151,12 +153,12 @@ async def test_concurrent_push_and_overflow_keep_every_message_once(services, us
 async def test_ack_removes_only_given_ids_and_only_when_called(services, user_id):
     thread = _thread()
     await services.window.push(user_id, thread, pairs(4))
-    await services.window.overflow(user_id, thread, 2)
+    await services.window.overflow(user_id, thread, keep_last(2))
     pending, window = await _state(services, user_id, thread)
     assert ids(pending) == ["h0", "a0", "h1", "a1", "h2", "a2"]
     # pending survives reads and further overflow calls until acked
     await services.window.pending(user_id, thread, 2)
-    await services.window.overflow(user_id, thread, 2)
+    await services.window.overflow(user_id, thread, keep_last(2))
     assert await services.window.pending_len(user_id, thread) == 6
 
     assert await services.window.ack(user_id, thread, []) == 0
@@ -173,7 +175,7 @@ async def test_ack_removes_only_given_ids_and_only_when_called(services, user_id
 async def test_pending_limit_returns_oldest_first(services, user_id):
     thread = _thread()
     await services.window.push(user_id, thread, pairs(4))
-    await services.window.overflow(user_id, thread, 2)
+    await services.window.overflow(user_id, thread, keep_last(2))
     assert [m.id for _, m in await services.window.pending(user_id, thread, 3)] == [
         "h0",
         "a0",
@@ -187,7 +189,7 @@ async def test_threads_lists_window_and_pending_threads_of_user_only(services, u
     t1, t2 = _thread(), _thread()
     await services.window.push(user_id, t1, pairs(1))
     await services.window.push(user_id, t2, pairs(3))
-    await services.window.overflow(user_id, t2, 1)
+    await services.window.overflow(user_id, t2, keep_last(1))
     await services.window.push(f"{user_id}x", _thread(), pairs(1))
     assert await services.window.threads(user_id) == sorted([t1, t2])
 
@@ -195,5 +197,5 @@ async def test_threads_lists_window_and_pending_threads_of_user_only(services, u
 async def test_pending_limit_zero_returns_nothing(services, user_id):
     thread = _thread()
     await services.window.push(user_id, thread, pairs(3))
-    await services.window.overflow(user_id, thread, 2)
+    await services.window.overflow(user_id, thread, keep_last(2))
     assert await services.window.pending(user_id, thread, 0) == []
