@@ -14,7 +14,13 @@ from memory_graph_agent.guards import self_statements
 _NAME = r"([A-Z][\w'-]+(?: [A-Z][\w'-]+){0,2})"
 _PLACE = r"([A-Z][\w'-]+(?: [A-Z][\w'-]+){0,2})"
 _THING = r"([A-Z][\w+#.-]*|[a-z][\w+#-]{1,20})"
-PROGRAMMING = re.compile(r"\b(program\w*|cod(e|ing)|language|developer|software)\b", re.I)
+PROGRAMMING = re.compile(
+    r"\b(program\w*|cod(e|ing)|language|developer|software"
+    r"|python|rust|golang|java|javascript|typescript|kotlin|swift|ruby|php|scala|haskell"
+    r"|elixir|zig|clojure|julia|c\+\+|c#)\b",
+    re.I,
+)
+"""A sentence about programming: a word of the trade, or a language's own name."""
 
 
 @dataclass(frozen=True)
@@ -32,8 +38,10 @@ RULES = [
     Rule(
         "city",
         re.compile(
-            rf"\bI (?:now )?(?:live|am living|'m living) in {_PLACE}"
-            rf"|\bI(?: have|'ve)? moved to {_PLACE}|\bI'?m based in {_PLACE}"
+            rf"\bI (?:now )?live in {_PLACE}|\bI(?:'m| am)(?: now)? living in {_PLACE}"
+            rf"|\bI(?: have|'ve| just| recently)? (?:moved|relocated)"
+            rf"(?: from {_PLACE})? to {_PLACE}"
+            rf"|\bI'?m (?:now )?based in {_PLACE}"
         ),
         0.8,
     ),
@@ -53,7 +61,10 @@ RULES = [
     ),
     Rule(
         "preferred_language",
-        re.compile(rf"\bI (?:now |still |really )?prefer {_THING}"),
+        re.compile(
+            rf"\bI (?:now |still |really )?prefer {_THING}"
+            rf"|\bI(?: have|'ve)? (?:now )?switched (?:from {_THING} )?to {_THING}"
+        ),
         0.7,
         needs=PROGRAMMING,
     ),
@@ -83,7 +94,7 @@ def rule_facts(user_text: str) -> list[RuleFact]:
             match = rule.pattern.search(sentence)
             if not match:
                 continue
-            value = next(g for g in match.groups() if g)
+            value = [g for g in match.groups() if g][-1]  # "from A to B": B holds now
             value = value.strip(" .,'")
             if rule.key == "customer_tier":
                 value = value.upper() if value.lower() == "vip" else value.lower()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import uuid
 
+import pytest
+
 from tests.conftest import say
 from tests.fakes import default_handler
 
@@ -46,3 +48,36 @@ async def test_without_rules_the_model_alone_decides(agent, make_context, servic
     await _introduce(agent, ctx)
     profile = await services.profile.get(ctx.user_id)
     assert {k: v["value"] for k, v in profile.items()} == {"city": "Zhang San"}
+
+
+async def _lyon_then_porto(agent, ctx) -> None:
+    thread = f"t-{uuid.uuid4().hex[:8]}"
+    await say(agent, ctx, thread, "Hi, I live in Lyon.")
+    await say(agent, ctx, thread, "What is a haiku?")
+    await say(agent, ctx, thread, "Actually, I moved from Lyon to Porto last month.")
+    await say(agent, ctx, thread, "How do tides work?")
+    await say(agent, ctx, thread, "Tell me about tide pools.")
+
+
+async def _assert_moved(services, ctx) -> None:
+    profile = await services.profile.get(ctx.user_id)
+    assert profile["city"]["value"] == "Porto"
+    (lyon,) = await services.profile.history(ctx.user_id, "city")
+    assert (lyon["value"], lyon["reason"], lyon["replaced_by"]) == ("Lyon", "updated", "Porto")
+    assert lyon["valid_to"] == profile["city"]["valid_from"]
+
+
+async def test_a_move_replaces_the_city_and_keeps_the_old_one_in_history(
+    agent, make_context, services, fake_model
+):
+    fake_model.handler = _mistaken_extractor  # the model proposes nonsense for the city
+    ctx = make_context(window_size=2, summary_batch=2, fact_rules="on")
+    await _lyon_then_porto(agent, ctx)
+    await _assert_moved(services, ctx)
+
+
+@pytest.mark.local_model
+async def test_a_move_replaces_the_city_with_the_local_model(agent, make_context, services):
+    ctx = make_context(model="local:smollm2", window_size=2, summary_batch=2)
+    await _lyon_then_porto(agent, ctx)
+    await _assert_moved(services, ctx)

@@ -80,3 +80,22 @@ def test_rules_enabled(fact_rules: str, model: str, on: bool) -> None:
     from memory_graph_agent.facts import rules_enabled
 
     assert rules_enabled(Context(fact_rules=fact_rules, model=model)) is on
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Actually, I moved from Lyon to Porto last month.", {"city": "Porto"}),
+        ("I've relocated to New York City.", {"city": "New York City"}),
+        ("I'm now living in Lisbon.", {"city": "Lisbon"}),
+        ("I now prefer Rust.", {"preferred_language": "Rust"}),
+        ("I switched from Go to Rust for my side project code.", {"preferred_language": "Rust"}),
+    ],
+)
+def test_an_update_states_the_new_value(text: str, expected: dict[str, str]) -> None:
+    assert facts(text) == expected
+
+
+def test_an_update_after_the_first_statement_wins() -> None:
+    text = "I live in Lyon. Actually, I moved from Lyon to Porto last month."
+    assert facts(text) == {"city": "Porto"}
