@@ -227,6 +227,41 @@ def render_locomo_headline(root: Path) -> str:
     )
 
 
+LME_ORDER = ["memory_in_budget", "memory_in_thread", "hybrid", "bm25", "dense"]
+LME_ORDER += ["dense_chunks5", "window"]
+
+
+def render_longmemeval_table(root: Path) -> str:
+    """Turn-level recall per question type and method; session recall and tokens overall."""
+    d = load(root, "longmemeval")
+    results, types = d["results"], d["config"]["question_types"]
+    rows = []
+    for method in LME_ORDER:
+        r = results[method]
+        label = d["config"]["methods"][method]
+        rows.append(
+            [
+                f"**{label}**" if method == "memory_in_budget" else label,
+                *(f"{r['turn_recall'][t]:.2f}" for t in types),
+                f"{r['turn_recall']['overall']:.3f}",
+                f"{r['session_recall']['overall']:.3f}",
+                num(r["tokens"]["overall"], 0),
+            ]
+        )
+    head = ["method", *types, "turn recall", "session recall", "tokens"]
+    ku = results["memory_in_budget"].get("newest_first", {}).get("knowledge-update")
+    ku_hybrid = results["hybrid"].get("newest_first", {}).get("knowledge-update")
+    data, ingest = d["data"], d["ingestion"]
+    note = (
+        f"\n\n{data['questions']} questions, {num(data['turns'], 0)} turns, budget "
+        f"{num(d['config']['budget_tokens'], 0)} tokens. Knowledge updates with the newest "
+        f"evidence in the context and above every stale one: {num(ku, 2)} (hybrid "
+        f"{num(ku_hybrid, 2)}). Ingestion: {num(ingest['turns_per_s'], 1)} turns/s "
+        f"({ingest['mode']} summaries). Run on {machine(d)}, {d['runtime_s'] / 60:.0f} min."
+    )
+    return table(head, rows) + note
+
+
 PEER_FIRST, PEER_LAST = ["floor"], ["ours: MemoryStore.search", "ours: read path"]
 
 
@@ -606,6 +641,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "locomo-headline": render_locomo_headline,
     "locomo-table": render_locomo_table,
     "locomo-grid": render_locomo_grid,
+    "longmemeval-table": render_longmemeval_table,
     "peers-headline": render_peers_headline,
     "peers-table": render_peers_table,
     "peers-parts": render_peers_parts,

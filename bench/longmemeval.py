@@ -1,0 +1,462 @@
+"""LongMemEval evidence recall of the memory pipeline, against retrieval baselines.
+
+The product's own setting: one user talks to an assistant over ~48 dated sessions, with
+long replies and facts that change, then asks something that depends on an old session.
+Each question's haystack is its own user (`bench.longmemeval_data`):
+
+* **Replay.** Sessions, in date order, become threads of their own. Each exchange (the
+  user's message and the assistant's replies) enters as one live turn would, the user's
+  turns as ``HumanMessage`` and the assistant's as ``AIMessage``, stamped with their
+  session's date, through the project's memory nodes (``trim_window → summarize →
+  consolidate → reflect``, raw summaries, no model: `bench.locomo_pipeline`). Every
+  session but the last then ends (``end_session``), which archives its window.
+* **The question** is asked twice, through the project's ``recall`` node with
+  ``memory_token_budget`` = the budget. First in the last session's thread, before it
+  ends, as a user who goes on talking would ask it: the thread's window (its token share,
+  at least the newest two turns) and the recalled memories stay within the budget together
+  (``memory_in_thread``). Then that session ends too, and the question opens a session of
+  its own at ``question_date``, as LongMemEval poses it: recall has the whole budget
+  (``memory_in_budget``, the headline, and every grid point of `bench.locomo_cv.GRID`).
+* **Measures**, per method: turn-level evidence recall (the ``has_answer`` turns present
+  in the context: the window, or the provenance of a recalled memory), session-level
+  recall (``answer_session_ids`` with at least one turn in the context) and, for
+  knowledge-update questions, whether the newest evidence is in the context
+  (``newest_in``) and ranked above every stale one that is (``newest_first``).
+* **Baselines** on the same turns, embeddings and budget (`bench.locomo_scoring`): the
+  window (the last ``window_size`` messages of the question's thread), dense, BM25,
+  hybrid RRF and dense over 5-turn chunks.
+* **Ingestion throughput**: replayed turns per second (raw summaries, no model).
+
+    .venv/bin/python -m bench.longmemeval [--per-type N] [--offset K] [--budget 1800]
+
+Writes ``<out>/longmemeval.json`` and ``<out>/longmemeval.png`` and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+from langchain_core.messages import HumanMessage
+from langgraph.graph.state import CompiledStateGraph
+
+from bench.env import EMBEDDING, isolated_services, machine_info
+from bench.locomo_cv import GRID, grid_points, point_key
+from bench.locomo_pipeline import (
+    RECALL_K,
+    GuardChatModel,
+    accesses_rolled_back,
+    build_recall_graph,
+    build_replay_graph,
+    check_fresh,
+    memory_state,
+    recall_context,
+    reindex_turns,
+    replay_context,
+)
+from bench.locomo_report import git_commit
+from bench.locomo_scoring import (
+    BM25,
+    CHUNK_TURNS,
+    fill_budget,
+    line_tokens,
+    message_tokens,
+    ranking,
+    rrf,
+)
+from bench.longmemeval_data import QUESTION_TYPES, Haystack, load_longmemeval
+from bench.seeding import embed_batched
+from bench.stats import pyplot, quiet_logs, write_json
+from graph.context import Context
+from memory_graph_agent.models import register_chat_model
+from memory_graph_agent.services import Services, services_session
+
+DEFAULT_DATA = os.environ.get(
+    "LONGMEMEVAL_DATA", "/work/shared/data/longmemeval/longmemeval_s_dev60.json"
+)
+METHODS = {
+    "memory_in_budget": "memory pipeline, the headline: the question opens a session of its "
+    "own at question_date (the last one ended), recall within the budget",
+    "memory_in_thread": "memory pipeline, the question asked in the last session's thread "
+    "before it ends: its window (at least the newest two turns) + recall, within the budget",
+    "window": "the last session's last window_size messages only",
+    "dense": "dense top-k over raw turns (MiniLM, cosine), budget-filled",
+    "bm25": "BM25 over raw turns, budget-filled",
+    "hybrid": "RRF (k=60) of dense and BM25 over raw turns, budget-filled",
+    "dense_chunks5": f"dense top-k over {CHUNK_TURNS}-turn chunks (the mean of their turns' "
+    "vectors: five turns are far past MiniLM's 256 word pieces), budget-filled",
+}
+Context_ = tuple[list[str], int]
+"""A method's context: the turn ids it holds, best ranked first, and its tokens."""
+
+
+async def replay_haystack(graph: CompiledStateGraph, hay: Haystack, ctx: Context) -> int:
+    """Feed every exchange as a live turn; end every session but the last. Turns fed."""
+    fed = 0
+    for n, session in enumerate(hay.sessions):
+        config = {"configurable": {"thread_id": session.thread_id}}
+        for exchange in session.exchanges():
+            messages = [t.message() for t in exchange]
+            await graph.ainvoke({"messages": messages}, config, context=ctx)
+            fed += len(exchange)
+        if n < len(hay.sessions) - 1:
+            await graph.ainvoke({"messages": [], "end_session": True}, config, context=ctx)
+    return fed
+
+
+async def recall_ranked(
+    graph: CompiledStateGraph, hay: Haystack, ctx: Context, thread_id: str | None = None
+) -> tuple[list[str], int]:
+    """Turn ids the recall node's items hold, best score first, and the items' tokens.
+
+    The question is asked in ``thread_id`` (its window in the prompt), by default in a
+    thread of its own.
+    """
+    question = HumanMessage(hay.question, id="question")
+    config = {"configurable": {"thread_id": thread_id or hay.thread_id}}
+    state = await graph.ainvoke({"messages": [question]}, config, context=ctx)
+    items = sorted(state.get("recalled") or [], key=lambda item: -(item.get("score") or 0.0))
+    ids = [sid for item in items for sid in item.get("source_ids") or []]
+    return list(dict.fromkeys(ids)), sum(int(item.get("tokens", 0)) for item in items)
+
+
+def baselines(
+    hay: Haystack, vectors: np.ndarray, qvec: np.ndarray, budget: int
+) -> dict[str, Context_]:
+    """Each baseline's context for the question: raw turns ranked, budget-filled."""
+    turns = hay.turns
+    lines = [t.line() for t in turns]
+    costs = [line_tokens(x) for x in lines]
+    dense = ranking((vectors @ qvec).tolist())
+    sparse = ranking(BM25(lines).scores(hay.question))
+
+    def filled(order: Sequence[int]) -> Context_:
+        taken = fill_budget(order, costs, budget)
+        return [turns[i].dia_id for i in taken], sum(costs[i] for i in taken)
+
+    chunks = [list(range(i, min(i + CHUNK_TURNS, len(turns)))) for i in range(0, len(turns), 5)]
+    chunk_lines = ["\n".join(lines[j] for j in c) for c in chunks]
+    chunk_costs = [line_tokens(x) for x in chunk_lines]
+    chunk_vecs = np.stack([vectors[c].mean(axis=0) for c in chunks])
+    taken = fill_budget(ranking((chunk_vecs @ qvec).tolist()), chunk_costs, budget)
+    return {
+        "dense": filled(dense),
+        "bm25": filled(sparse),
+        "hybrid": filled(rrf([dense, sparse])),
+        "dense_chunks5": (
+            [turns[j].dia_id for i in taken for j in chunks[i]],
+            sum(chunk_costs[i] for i in taken),
+        ),
+    }
+
+
+def score(hay: Haystack, found: Context_) -> dict[str, Any]:
+    """Turn and session recall of one context; for an update, where the newest evidence is."""
+    ids, tokens = found
+    held = set(ids)
+    evidence = hay.evidence
+    session_of = {t.dia_id: t.session_id for t in hay.turns}
+    sessions = {session_of.get(i) for i in held}
+    out: dict[str, Any] = {
+        "turn_recall": sum(e in held for e in evidence) / len(evidence),
+        "session_recall": sum(s in sessions for s in hay.answer_session_ids)
+        / len(hay.answer_session_ids),
+        "tokens": tokens,
+    }
+    update = hay.newest_and_stale() if hay.question_type == "knowledge-update" else None
+    if update is not None:
+        newest, stale = update
+        rank = {i: n for n, i in enumerate(ids)}
+        out["newest_in"] = newest in held
+        out["newest_first"] = newest in held and all(
+            rank[newest] < rank[s] for s in stale if s in held
+        )
+    return out
+
+
+async def evaluate(
+    hay: Haystack,
+    services: Services,
+    replay_graph: CompiledStateGraph,
+    recall_graph: CompiledStateGraph,
+    model_spec: str,
+    budget: int,
+    knobs: dict[str, tuple[Any, ...]] = GRID,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Replay one haystack, then score the question for every method and grid point."""
+    await check_fresh(services, hay)
+    ctx = replay_context(hay, model_spec)  # type: ignore[arg-type]
+    t0 = time.perf_counter()
+    fed = await replay_haystack(replay_graph, hay, ctx)
+    replay_s = time.perf_counter() - t0
+    fit = recall_context(hay, model_spec, budget, RECALL_K)  # type: ignore[arg-type]
+    contexts: dict[str, Context_] = {}
+    # asked in the last session's thread, before it ends: its window is in the prompt
+    last = SimpleNamespace(user_id=hay.user_id, thread_id=hay.sessions[-1].thread_id)
+    window_messages = await services.window.window(hay.user_id, last.thread_id)
+    window_ids = [m.id for m in reversed(window_messages)]  # newest first: shown verbatim
+    window_tokens = message_tokens([m.to_message() for m in window_messages])
+    async with accesses_rolled_back(services, hay.user_id):
+        ids, tokens = await recall_ranked(recall_graph, hay, fit, last.thread_id)
+    contexts["memory_in_thread"] = (window_ids + ids, tokens + window_tokens)
+    # then the session ends, and the question opens a session of its own, at question_date
+    t0 = time.perf_counter()
+    config = {"configurable": {"thread_id": last.thread_id}}
+    await replay_graph.ainvoke({"messages": [], "end_session": True}, config, context=ctx)
+    replay_s += time.perf_counter() - t0
+    mem = await memory_state(services, hay)  # type: ignore[arg-type]
+    grid: dict[str, dict[str, Any]] = {}
+
+    async def probe(points: dict[str, Context]) -> None:
+        for key, point_ctx in points.items():
+            async with accesses_rolled_back(services, hay.user_id):
+                grid[key] = score(hay, await recall_ranked(recall_graph, hay, point_ctx))
+
+    by_weight: dict[float, dict[str, Context]] = {}
+    for point in grid_points(knobs):
+        weight = point.get("turn_context_weight", ctx.turn_context_weight)
+        by_weight.setdefault(weight, {})[point_key(point)] = replace(fit, **point)
+    for weight in [w for w in by_weight if w != ctx.turn_context_weight]:
+        await reindex(services, hay, weight)
+        await probe(by_weight[weight])
+        await reindex(services, hay, ctx.turn_context_weight)
+    await probe(by_weight.get(ctx.turn_context_weight, {}))
+    contexts["memory_in_budget"] = await recall_ranked(recall_graph, hay, fit)
+    shown = hay.sessions[-1].turns[-ctx.window_size :]
+    contexts["window"] = (
+        [t.dia_id for t in reversed(shown)],
+        message_tokens([t.message() for t in shown]),
+    )
+    vectors = await embed_batched(services.embeddings, [t.line() for t in hay.turns])
+    qvec = (await embed_batched(services.embeddings, [hay.question]))[0]
+    contexts.update(baselines(hay, vectors, qvec, budget))
+    record = {
+        "question_id": hay.question_id,
+        "question_type": hay.question_type,
+        "evidence": list(hay.evidence),
+        "methods": {m: score(hay, contexts[m]) for m in METHODS},
+        "grid": grid,
+    }
+    info = {
+        "question_id": hay.question_id,
+        "sessions": len(hay.sessions),
+        "turns": fed,
+        "last_window_messages": len(window_messages),
+        "last_window_tokens": window_tokens,
+        "summaries": mem.summaries,
+        "memories": mem.counts,
+        "replay_s": round(replay_s, 2),
+        "turns_per_s": round(fed / replay_s, 2) if replay_s else None,
+    }
+    return record, info
+
+
+async def reindex(services: Services, hay: Haystack, weight: float) -> None:
+    """Index every session's replayed turns again with ``turn_context_weight`` = ``weight``."""
+    for session in hay.sessions:
+        thread = SimpleNamespace(user_id=hay.user_id, thread_id=session.thread_id)
+        await reindex_turns(services, thread, weight)  # type: ignore[arg-type]
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return round(float(np.mean(values)), 4) if values else None
+
+
+def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per method: each measure per question type and overall."""
+    out: dict[str, Any] = {}
+    for method in METHODS:
+        by: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for r in records:
+            for measure, value in r["methods"][method].items():
+                for group in (r["question_type"], "overall"):
+                    by[measure][group].append(float(value))
+        out[method] = {
+            measure: {g: _mean(v) for g, v in groups.items()} for measure, groups in by.items()
+        }
+    return out
+
+
+def print_table(report: dict[str, Any]) -> None:
+    """Turn recall per question type, session recall and tokens overall."""
+    results = report["results"]
+    types = [t for t in QUESTION_TYPES if t in results["memory_in_budget"]["turn_recall"]]
+    head = ["method", *[t[:14] for t in types], "turn", "session", "tokens"]
+    print(" | ".join(f"{h:>14}" for h in head))
+    for method, r in results.items():
+        cells = [r["turn_recall"].get(t) for t in types]
+        cells += [r["turn_recall"]["overall"], r["session_recall"]["overall"]]
+        row = [f"{c:.3f}" if c is not None else "-" for c in cells]
+        row.append(f"{r['tokens']['overall']:.0f}")
+        print(" | ".join(f"{x:>14}" for x in [method, *row]))
+    t = report["ingestion"]
+    print(f"ingestion: {t['turns']} turns in {t['replay_s']:.0f} s, {t['turns_per_s']:.1f} turns/s")
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    """Turn-level recall per question type, one bar per method."""
+    plt = pyplot()
+    results = report["results"]
+    types = [t for t in QUESTION_TYPES if t in results["memory_in_budget"]["turn_recall"]]
+    groups = [*types, "overall"]
+    fig, ax = plt.subplots(figsize=(12, 4.5))
+    width = 0.8 / len(results)
+    for n, (method, r) in enumerate(results.items()):
+        values = [r["turn_recall"].get(g) or 0.0 for g in groups]
+        ax.bar(np.arange(len(groups)) + n * width, values, width, label=method)
+    ax.set_xticks(np.arange(len(groups)) + 0.4 - width / 2, groups, rotation=15, fontsize=8)
+    ax.set_ylabel("turn-level evidence recall")
+    ax.set_title(
+        f"LongMemEval dev: {report['data']['questions']} questions, budget "
+        f"{report['config']['budget_tokens']} tokens (window included)"
+    )
+    ax.legend(fontsize=7, ncol=4)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+async def run_benchmark(
+    data: str | Path = DEFAULT_DATA,
+    out: str | Path = "bench/out",
+    *,
+    per_type: int | None = None,
+    offset: int = 0,
+    budget: int = 1800,
+    grid: dict[str, tuple[Any, ...]] = GRID,
+    database_url: str | None = None,
+    redis_url: str | None = None,
+    key_prefix: str | None = None,
+    quiet: bool = False,
+) -> dict[str, Any]:
+    """Run the benchmark; write ``longmemeval.json`` / ``longmemeval.png`` under ``out``."""
+    started = time.perf_counter()
+    data, out = Path(data), Path(out)
+    haystacks = load_longmemeval(data, per_type, offset)
+    guard = GuardChatModel()
+    spec = register_chat_model(f"lme-guard-{uuid.uuid4().hex[:8]}", guard)
+    records, infos = [], []
+    async with (
+        isolated_services(database_url, redis_url, key_prefix, tag="bench_lme") as env,
+        services_session(EMBEDDING) as services,
+    ):
+        replay_graph, recall_graph = build_replay_graph(services), build_recall_graph(services)
+        machine = await machine_info(env.database_url)
+        for n, hay in enumerate(haystacks, start=1):
+            record, info = await evaluate(
+                hay, services, replay_graph, recall_graph, spec, budget, grid
+            )
+            records.append(record)
+            infos.append(info)
+            if not quiet:
+                got = record["methods"]["memory_in_budget"]["turn_recall"]
+                hyb = record["methods"]["hybrid"]["turn_recall"]
+                print(
+                    f"[{n}/{len(haystacks)}] {hay.question_type:26} memory {got:.2f} "
+                    f"hybrid {hyb:.2f} ({info['turns']} turns, {info['replay_s']:.0f} s)",
+                    flush=True,
+                )
+    turns = sum(i["turns"] for i in infos)
+    replay_s = sum(i["replay_s"] for i in infos)
+    report = {
+        "benchmark": "longmemeval-evidence-recall",
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "runtime_s": round(time.perf_counter() - started, 1),
+        "git_commit": git_commit(),
+        "data": {
+            "path": data.name,
+            "questions": len(haystacks),
+            "per_type": per_type,
+            "offset": offset,
+            "turns": turns,
+        },
+        "config": {
+            "budget_tokens": budget,
+            "grid": {k: list(v) for k, v in grid.items()},
+            "question_types": [
+                t for t in QUESTION_TYPES if any(h.question_type == t for h in haystacks)
+            ],
+            "methods": METHODS,
+            "context": {
+                k: v
+                for k, v in vars(replay_context(haystacks[0], spec)).items()  # type: ignore[arg-type]
+                if not k.startswith("_") and k not in ("user_id", "model")
+            },
+        },
+        "machine": machine,
+        "llm_calls": guard.calls,
+        "ingestion": {
+            "mode": "raw",
+            "turns": turns,
+            "replay_s": round(replay_s, 1),
+            "turns_per_s": round(turns / replay_s, 2) if replay_s else None,
+        },
+        "results": aggregate(records),
+        "haystacks": infos,
+        "questions": records,
+    }
+    write_json(out / "longmemeval.json", report)
+    plot(report, out / "longmemeval.png")
+    if not quiet:
+        print_table(report)
+    return report
+
+
+def parse_grid(text: str) -> dict[str, tuple[Any, ...]]:
+    """``'a=0,0.5;b=5'`` as ``{"a": (0.0, 0.5), "b": (5,)}``, typed like the `Context` field."""
+    fields = Context.__dataclass_fields__
+    grid: dict[str, tuple[Any, ...]] = {}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        name, _, values = part.partition("=")
+        if name not in fields:
+            raise ValueError(f"unknown knob {name!r}")
+        kind = type(fields[name].default)
+        if kind is bool:
+            grid[name] = tuple(v.strip().lower() in ("1", "true", "on") for v in values.split(","))
+        else:
+            grid[name] = tuple(kind(v) for v in values.split(","))
+    return grid
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse flags and run."""
+    p = argparse.ArgumentParser(
+        prog="python -m bench.longmemeval",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--data", default=DEFAULT_DATA, help="LongMemEval-format JSON file")
+    p.add_argument("--out", default="bench/out", help="output folder (JSON + PNG)")
+    p.add_argument("--per-type", type=int, default=None, help="N questions of each type")
+    p.add_argument("--offset", type=int, default=0, help="skip the first K of each type")
+    p.add_argument("--budget", type=int, default=1800, help="context token budget")
+    p.add_argument(
+        "--grid",
+        default=None,
+        help="knobs to probe, e.g. 'neighbour_weight=0,0.5;recall_rrf_k=5,60' "
+        "(default: bench.locomo_cv.GRID)",
+    )
+    a = p.parse_args(argv)
+    quiet_logs()
+    grid = parse_grid(a.grid) if a.grid else GRID
+    asyncio.run(
+        run_benchmark(
+            a.data, a.out, per_type=a.per_type, offset=a.offset, budget=a.budget, grid=grid
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
