@@ -63,10 +63,10 @@ class Context:
         "trusts the top ranks more. Chosen by cross-validation on LoCoMo.",
     )
     topic_weight: float = knob(
-        0.5,
+        0.0,
         "Share of the best turns' score lent to turns that share their rarer words "
-        "(topic links, pseudo-relevance feedback in the candidates); 0 turns it off. "
-        "Chosen by cross-validation on LoCoMo.",
+        "(topic links, pseudo-relevance feedback in the candidates); 0 turns it off. Off by "
+        "default: it helped LoCoMo by 0.4 point and cost LongMemEval more (bench.joint_cv).",
     )
     entity_weight: float = knob(
         0.0,
@@ -93,6 +93,12 @@ class Context:
         "mixed into a raw turn's stored vector when it is indexed, so a short answer is "
         "found by the question it answers; 0 stores each turn's own vector. Applies to "
         "turns indexed from then on. Chosen by cross-validation on LoCoMo.",
+    )
+    newest_first: bool = knob(
+        False,
+        "A user's turn that speaks of the same subject as an older turn of another session "
+        "(two of the query's words in common) is ranked just above it if it scored less: "
+        "the update before the stale value.",
     )
     recall_candidate_tokens: int = knob(
         30,

@@ -35,6 +35,7 @@ from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.recall_search import recall_search
 from memory_graph_agent.topics import link_topics
+from memory_graph_agent.updates import newest_first
 
 MIN_EPISODE_DEPTH = 20
 TOKENS_PER_HOT_CANDIDATE = 20
@@ -265,7 +266,10 @@ async def retrieve(
     )
     fused = link_topics(link_entities(linked, reached), query, ctx.topic_weight)
     fused = link_speakers(fused, query, ctx.speaker_weight)
-    candidates = _with_tokens(score(fused, ctx, datetime.now(UTC)))
+    scored = score(fused, ctx, datetime.now(UTC))
+    if ctx.newest_first:  # an update never ranks below what it replaced
+        scored = newest_first(scored, query)
+    candidates = _with_tokens(scored)
     kept, used = fill_budget(candidates, budget, exclude=window)
     items = prompt_order(kept)
     metrics.record_similarities(items)

@@ -27,6 +27,7 @@ class Settings(Protocol):
     speaker_weight: float
     speaker_turns: int
     turn_context_weight: float
+    newest_first: bool
     recall_candidate_tokens: int
     weight_relevance: float
     weight_recency: float
