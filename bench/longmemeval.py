@@ -97,8 +97,8 @@ METHODS = {
     "dense_chunks5": f"dense top-k over {CHUNK_TURNS}-turn chunks (the mean of their turns' "
     "vectors: five turns are far past MiniLM's 256 word pieces), budget-filled",
 }
-Context_ = tuple[list[str], int]
-"""A method's context: the turn ids it holds, best ranked first, and its tokens."""
+Shown = tuple[list[str], int]
+"""What a method puts in the context: the turn ids, best ranked first, and their tokens."""
 
 
 async def replay_haystack(graph: CompiledStateGraph, hay: Haystack, ctx: Context) -> int:
@@ -133,7 +133,7 @@ async def recall_ranked(
 
 def baselines(
     hay: Haystack, vectors: np.ndarray, qvec: np.ndarray, budget: int
-) -> dict[str, Context_]:
+) -> dict[str, Shown]:
     """Each baseline's context for the question: raw turns ranked, budget-filled."""
     turns = hay.turns
     lines = [t.line() for t in turns]
@@ -141,7 +141,7 @@ def baselines(
     dense = ranking((vectors @ qvec).tolist())
     sparse = ranking(BM25(lines).scores(hay.question))
 
-    def filled(order: Sequence[int]) -> Context_:
+    def filled(order: Sequence[int]) -> Shown:
         taken = fill_budget(order, costs, budget)
         return [turns[i].dia_id for i in taken], sum(costs[i] for i in taken)
 
@@ -161,7 +161,7 @@ def baselines(
     }
 
 
-def score(hay: Haystack, found: Context_) -> dict[str, Any]:
+def score(hay: Haystack, found: Shown) -> dict[str, Any]:
     """Turn and session recall of one context; for an update, where the newest evidence is."""
     ids, tokens = found
     held = set(ids)
@@ -201,7 +201,7 @@ async def evaluate(
     fed = await replay_haystack(replay_graph, hay, ctx)
     replay_s = time.perf_counter() - t0
     fit = recall_context(hay, model_spec, budget, RECALL_K)  # type: ignore[arg-type]
-    contexts: dict[str, Context_] = {}
+    contexts: dict[str, Shown] = {}
     # asked in the last session's thread, before it ends: its window is in the prompt
     last = SimpleNamespace(user_id=hay.user_id, thread_id=hay.sessions[-1].thread_id)
     window_messages = await services.window.window(hay.user_id, last.thread_id)

@@ -262,6 +262,48 @@ def render_longmemeval_table(root: Path) -> str:
     return table(head, rows) + note
 
 
+def render_longmemeval_headline(root: Path) -> str:
+    """One sentence: turn-level recall against hybrid search."""
+    d = load(root, "longmemeval")
+    r = d["results"]
+    cv = load(root, "joint_cv")["cross_validated"]["longmemeval"]
+    return (
+        f"LongMemEval evidence recall (one user and an assistant over ~48 sessions, "
+        f"{d['data']['questions']} dev questions), recall inside "
+        f"{num(d['config']['budget_tokens'], 0)} tokens: "
+        f"**{r['memory_in_budget']['turn_recall']['overall']:.3f}** (cross-validated "
+        f"{cv:.3f}) against {r['hybrid']['turn_recall']['overall']:.3f} for hybrid search "
+        f"over raw turns; on {machine(d)}."
+    )
+
+
+def render_joint_cv(root: Path) -> str:
+    """Each grid point's in-sample recall on both datasets, the chosen and default marked."""
+    cv = load(root, "joint_cv")
+    rows = []
+    for key, scores in sorted(
+        cv["points"].items(), key=lambda kv: -(kv[1]["locomo"] + kv[1]["longmemeval"])
+    ):
+        name = key.replace(",", ", ")
+        marks = [
+            m for m, k in (("default", cv["default"]), ("best", cv["best_in_sample"])) if k == key
+        ]
+        label = f"**{name}** ({', '.join(marks)})" if marks else name
+        mean = (scores["locomo"] + scores["longmemeval"]) / 2
+        rows.append(
+            [label, f"{scores['locomo']:.3f}", f"{scores['longmemeval']:.3f}", f"{mean:.3f}"]
+        )
+    held = cv["cross_validated"]
+    folds = sum(cv["chosen_in_folds"].values())
+    chose = cv["chosen_in_folds"].get(cv["default"], 0)
+    note = (
+        f"\n\n{chose} of {folds} folds (one LoCoMo conversation or one LongMemEval question "
+        f"held out) choose the default. Cross-validated: LoCoMo {held['locomo']:.3f}, "
+        f"LongMemEval {held['longmemeval']:.3f}."
+    )
+    return table(["grid point", "LoCoMo 1–4", "LongMemEval", "mean"], rows) + note
+
+
 PEER_FIRST, PEER_LAST = ["floor"], ["ours: MemoryStore.search", "ours: read path"]
 
 
@@ -627,6 +669,7 @@ def render_readme_headlines(root: Path) -> str:
     """The README's headline figures, one line each."""
     parts = (
         render_locomo_headline,
+        render_longmemeval_headline,
         render_peers_headline,
         render_latency_headline,
         render_soak_headline,
@@ -642,6 +685,8 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "locomo-table": render_locomo_table,
     "locomo-grid": render_locomo_grid,
     "longmemeval-table": render_longmemeval_table,
+    "longmemeval-headline": render_longmemeval_headline,
+    "joint-cv": render_joint_cv,
     "peers-headline": render_peers_headline,
     "peers-table": render_peers_table,
     "peers-parts": render_peers_parts,

@@ -53,9 +53,10 @@ class Context:
         "after) get; 0 turns neighbours off. Chosen by cross-validation on LoCoMo.",
     )
     summary_turn_weight: float = knob(
-        0.3,
+        0.0,
         "Weight of a recalled summary's rank in the ranking of the turns it was made from; "
-        "0 turns it off. Chosen by cross-validation on LoCoMo.",
+        "0 turns it off. Off by default: it helped LoCoMo and cost LongMemEval more "
+        "(bench.joint_cv).",
     )
     recall_rrf_k: int = knob(
         5,
@@ -66,7 +67,7 @@ class Context:
         0.0,
         "Share of the best turns' score lent to turns that share their rarer words "
         "(topic links, pseudo-relevance feedback in the candidates); 0 turns it off. Off by "
-        "default: it helped LoCoMo by 0.4 point and cost LongMemEval more (bench.joint_cv).",
+        "default: it helped LoCoMo and cost LongMemEval more (bench.joint_cv).",
     )
     entity_weight: float = knob(
         0.0,
@@ -95,10 +96,10 @@ class Context:
         "turns indexed from then on. Chosen by cross-validation on LoCoMo.",
     )
     newest_first: bool = knob(
-        False,
+        True,
         "A user's turn that speaks of the same subject as an older turn of another session "
         "(two of the query's words in common) is ranked just above it if it scored less: "
-        "the update before the stale value.",
+        "the update before the stale value. Changes no recall figure, only the order.",
     )
     recall_candidate_tokens: int = knob(
         30,
