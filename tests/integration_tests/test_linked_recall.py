@@ -65,7 +65,7 @@ async def test_neighbours_stay_in_their_thread_sitting_and_user(services, make_c
 
 
 async def test_the_turns_of_a_recalled_summary_are_ranked_in(services, make_context):
-    ctx = make_context(neighbour_weight=0.0, min_similarity=0.9)
+    ctx = make_context(neighbour_weight=0.0, summary_turn_weight=0.3, min_similarity=0.9)
     ids = await log(services, ctx.user_id, "t1", *FILLER, NAME)
     summary = Memory(
         ctx.user_id,
