@@ -3,7 +3,7 @@
 `summarize_size` turns one size's samples into p50/p95, the ratio of p50 to the floor's
 (the floor with its embedding for calls that embed, the floor's kNN for pre-embedded
 ones and for the embedding alone) and the results returned out of k; `markdown_table`
-is the README's peer table.
+is the peer table of docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def _returned_cell(name: str, ret: dict[str, Any] | None) -> str:
 
 
 def markdown_table(data: dict[str, Any]) -> str:
-    """The README's peer table: a row per system, a column per size, then pre-embedded p50.
+    """Peer table of docs/benchmarks.md: a row per system, a column per size, pre-embedded p50.
 
     A cell is p50 / p95 ms with the query embedding (× the floor's p50, returned / k).
     """

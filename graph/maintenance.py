@@ -1,7 +1,8 @@
 """The ``maintenance`` graph: decay and compaction of long-term memory.
 
-Run from ``memory-agent maintain`` or as a server cron (see README); it keeps no
-conversation state, so it is compiled without a checkpointer.
+Run from ``memory-agent maintain`` or as a server cron (see
+docs/deployment-and-operations.md); it keeps no conversation state, so it is compiled
+without a checkpointer.
 """
 
 from __future__ import annotations

@@ -175,7 +175,7 @@ class OnnxEmbeddings(_QueriesFirst, Embeddings):
 
     Two intra-op threads by default (``EMBEDDING_THREADS``; one on a single core), whose
     idle threads sleep rather than spin (`local.onnx_minilm`). Measured on the 2-core
-    machine beside other engineers' jobs, alternating the settings (README,
+    machine beside other engineers' jobs, alternating the settings (docs/benchmarks.md,
     ``EMBEDDING_THREADS``): alone, a query takes as long as on one thread; beside memory's
     document batches (it waits for the chunk being encoded) it is faster, and the batches
     go ~1.4x faster; beside a process busy on one core (the event loop, Postgres) it was
@@ -184,7 +184,7 @@ class OnnxEmbeddings(_QueriesFirst, Embeddings):
 
     Queries run on an int8 copy of the model by default (``query_precision``,
     ``EMBEDDING_QUERY_PRECISION``): ~1.8x faster alone (``python -m bench.embedding``),
-    stored vectors unchanged (README).
+    stored vectors unchanged (docs/benchmarks.md).
     """
 
     def __init__(self, threads: int | None = None, query_precision: str = "int8") -> None:

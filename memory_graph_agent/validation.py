@@ -1,8 +1,9 @@
 """Validation of a turn's input at the edge of the graph, before anything is written.
 
 `validate_turn` checks the turn's new messages (roles, text-only content, sizes, NUL and
-surrogates, tool answers); the README's "Reliability" table lists the rules. Every
-rejection raises `InvalidInputError` without echoing large or binary input back.
+surrogates, tool answers); docs/reliability-and-security.md ("Bad input") lists the
+rules. Every rejection raises `InvalidInputError` without echoing large or binary input
+back.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Their Redis keys, rows of ``memories_<dim>``, ``episodes``, ``memory_decisions``, the
 checkpoints of their threads and, given a LangGraph server, its threads of theirs. The
 server and Postgres first (one transaction), Redis after: running it again finishes an
-interrupted run. Caveats (shared threads, live sessions): the README.
+interrupted run. Caveats (shared threads, live sessions): docs/reliability-and-security.md.
 """
 
 from __future__ import annotations

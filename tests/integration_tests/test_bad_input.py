@@ -1,7 +1,7 @@
 """Bad input to the graph and the CLI: a clear error (or a defined behaviour) per class,
 and nothing of the user stored: no Redis key of the user, no memory row.
 
-The table of classes is in the README ("Reliability"); each class below is one
+The table of classes is in docs/reliability-and-security.md ("Bad input"); each class below is one
 parametrized case whose id names it.
 """
 
