@@ -34,7 +34,6 @@ Writes ``<out>/longmemeval.json`` and ``<out>/longmemeval.png`` and prints a tab
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import time
@@ -77,8 +76,8 @@ from bench.locomo_scoring import (
 )
 from bench.longmemeval_data import QUESTION_TYPES, Haystack, load_longmemeval
 from bench.seeding import embed_batched
-from bench.stats import pyplot, quiet_logs, write_json
-from graph.context import Context
+from bench.stats import bench_parser, pyplot, quiet_logs, write_json
+from graph.context import Context, _coerce
 from memory_graph_agent.models import register_chat_model
 from memory_graph_agent.services import Services, services_session
 
@@ -421,21 +420,14 @@ def parse_grid(text: str) -> dict[str, tuple[Any, ...]]:
         name, _, values = part.partition("=")
         if name not in fields:
             raise ValueError(f"unknown knob {name!r}")
-        kind = type(fields[name].default)
-        if kind is bool:
-            grid[name] = tuple(v.strip().lower() in ("1", "true", "on") for v in values.split(","))
-        else:
-            grid[name] = tuple(kind(v) for v in values.split(","))
+        kind = type(fields[name].default)  # typed as the environment types it
+        grid[name] = tuple(_coerce(v.strip(), kind, name) for v in values.split(","))
     return grid
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse flags and run."""
-    p = argparse.ArgumentParser(
-        prog="python -m bench.longmemeval",
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    p = bench_parser("python -m bench.longmemeval", __doc__)
     p.add_argument("--data", default=DEFAULT_DATA, help="LongMemEval-format JSON file")
     p.add_argument("--out", default="bench/out", help="output folder (JSON + PNG)")
     p.add_argument("--per-type", type=int, default=None, help="N questions of each type")
