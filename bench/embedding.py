@@ -3,7 +3,7 @@
     python -m bench.embedding [--queries 300] [--out bench/out]
 
 Every turn and question of the LoCoMo dev set is embedded by both local runtimes
-(`memory_graph_agent.models.local_embeddings`: ``torch`` is sentence-transformers, the
+(`memory_graph_agent.services.models.local_embeddings`: ``torch`` is sentence-transformers, the
 peers' runtime; ``onnx`` is the default). Per question, the top 20 turns of its own
 conversation by cosine are compared: identical lists, and the overlap of the sets; the
 same for the question embedded as a query on ONNX's int8 query model (the default,
@@ -31,7 +31,7 @@ from bench.env import cpu_id, cpu_model
 from bench.locomo import DEFAULT_DATA
 from bench.locomo_data import load_locomo
 from bench.stats import bench_parser, fmt, ms_stats, pyplot, quiet_logs, write_outputs
-from memory_graph_agent.models import OnnxEmbeddings, local_embeddings
+from memory_graph_agent.services.models import OnnxEmbeddings, local_embeddings
 
 RUNTIMES = ("torch", "onnx")
 QUERY_MODELS = ("torch", "onnx fp32", "onnx int8")

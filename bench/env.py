@@ -56,7 +56,7 @@ async def isolated_services(
     """A fresh database + key prefix (dropped afterwards), or the given ones (kept).
 
     Sets ``REDIS_URL`` / ``DATABASE_URL`` / ``MEMORY_KEY_PREFIX`` for the duration, so
-    `memory_graph_agent.services.services_session` opened inside connects there; restores
+    `memory_graph_agent.services.stores.services_session` opened inside connects there; restores
     them on exit. Close those services before leaving (an owned database is dropped).
     """
     owned = database_url is None

@@ -21,7 +21,7 @@ from langchain_core.outputs import ChatGenerationChunk
 from pydantic import Field
 
 from bench.timing import CURRENT_NODE, record_part
-from memory_graph_agent.models import register_chat_model
+from memory_graph_agent.services.models import register_chat_model
 from tests.fakes import ScriptedChatModel
 
 

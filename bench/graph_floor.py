@@ -43,7 +43,7 @@ from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.stats import bench_parser, fmt, ms_stats, pyplot, quiet_logs, write_outputs
 from graph.builder import build_builder
 from graph.context import Context
-from memory_graph_agent.services import open_checkpointer, services_session
+from memory_graph_agent.services.stores import open_checkpointer, services_session
 
 VARIANTS = (
     ("postgres, durability async", "postgres", "async"),

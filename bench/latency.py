@@ -12,7 +12,7 @@ memory alike, waits ``--first-token`` and then streams ``--tokens-per-s``):
 - ``inline``: the memory graph, memory formed inside each turn's run;
 - ``background``: the memory graph as shipped (`graph.background.LocalScheduler`);
 - ``background_no_give_way``: the same with ``memory_give_way_s=0``: memory's store calls
-  do not give way to the next turns' read paths (`memory_graph_agent.priority`), the
+  do not give way to the next turns' read paths (`memory_graph_agent.core.priority`), the
   ablation that shows what giving way is worth.
 
 Each turn streams (``stream_mode=["messages", "updates"]``). Per turn: time to the first
@@ -58,7 +58,7 @@ from bench.verify import verify_conversation
 from graph.background import LocalScheduler
 from graph.builder import build_graph
 from graph.context import Context
-from memory_graph_agent.services import open_checkpointer, services_session
+from memory_graph_agent.services.stores import open_checkpointer, services_session
 
 LOCOMO = Path(DEFAULT_DATA)
 GIVE_WAY = Context.__dataclass_fields__["memory_give_way_s"].default

@@ -11,7 +11,8 @@ dialog ids present in the context the agent would get, i.e. the live Redis windo
 the provenance (``source_ids``) of the recalled memories. Recall is hybrid: dense search
 over the raw summaries, dense and full-text search over the raw turns (``episode``
 items, provenance = the turn's dialog id, indexed by ``consolidate``), fused by RRF and
-scored like a memory (relevance + recency + importance, `memory_graph_agent.retrieval.retrieve`: the
+scored like a memory (relevance + recency + importance,
+`memory_graph_agent.recall.retrieval.retrieve`: the
 node calls it, so this measures the shipped ranking with the `Context` defaults, which
 ``WEIGHT_RELEVANCE``, ``WEIGHT_RECENCY``, ``WEIGHT_IMPORTANCE`` and
 ``RECENCY_HALF_LIFE_DAYS`` override). Questions run in file order and each recall
@@ -114,8 +115,8 @@ from bench.locomo_scoring import (
 from bench.seeding import embed_batched
 from bench.stats import quiet_logs, write_json
 from graph.context import Context
-from memory_graph_agent.models import register_chat_model
-from memory_graph_agent.services import Services, services_session
+from memory_graph_agent.services.models import register_chat_model
+from memory_graph_agent.services.stores import Services, services_session
 
 DEFAULT_DATA = os.environ.get("LOCOMO_DATA", "/work/shared/data/locomo/locomo8.json")
 

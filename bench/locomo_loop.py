@@ -47,8 +47,8 @@ from bench.locomo_scoring import evidence_recall
 from bench.stats import quiet_logs
 from graph.context import Context
 from memory_graph_agent.local.embedded import ensure_services
-from memory_graph_agent.models import register_chat_model
-from memory_graph_agent.services import services_session
+from memory_graph_agent.services.models import register_chat_model
+from memory_graph_agent.services.stores import services_session
 from memory_graph_agent.storage.postgres import with_database
 
 RESULTS = Path("bench/results/locomo.json")

@@ -28,7 +28,7 @@ from bench.locomo_scoring import message_tokens
 from graph.context import Context, current_thread_id
 from graph.routing import route_after_consolidate, route_after_summarize, route_after_trim
 from graph.state import State
-from memory_graph_agent.services import Services
+from memory_graph_agent.services.stores import Services
 from nodes.consolidate import consolidate
 from nodes.recall import recall
 from nodes.reflect import reflect

@@ -78,8 +78,8 @@ from bench.longmemeval_data import QUESTION_TYPES, Haystack, load_longmemeval
 from bench.seeding import embed_batched
 from bench.stats import bench_parser, pyplot, quiet_logs, write_json
 from graph.context import Context, _coerce
-from memory_graph_agent.models import register_chat_model
-from memory_graph_agent.services import Services, services_session
+from memory_graph_agent.services.models import register_chat_model
+from memory_graph_agent.services.stores import Services, services_session
 
 DEFAULT_DATA = os.environ.get(
     "LONGMEMEVAL_DATA", "/work/shared/data/longmemeval/longmemeval_s_dev60.json"

@@ -69,7 +69,7 @@ from bench.stats import ms_stats, parse_ints, quiet_logs, write_json
 from bench.timed_graph import build_baseline_graph, build_timed_graph
 from bench.timing import CURRENT_TURN, TurnRecord, instrument
 from graph.context import Context
-from memory_graph_agent.services import open_checkpointer, services_session
+from memory_graph_agent.services.stores import open_checkpointer, services_session
 
 # -------------------------------------------------------------------------------- run
 

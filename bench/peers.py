@@ -70,7 +70,7 @@ from bench.stats import bench_parser, parse_ints, quiet_logs, write_outputs
 from bench.timing import CURRENT_TURN, TurnRecord, instrument, timed_node
 from graph.builder import build_builder, prefetching
 from graph.context import Context
-from memory_graph_agent.services import open_checkpointer, services_session
+from memory_graph_agent.services.stores import open_checkpointer, services_session
 
 RESPOND_AT: ContextVar[list[float] | None] = ContextVar("bench_respond_at", default=None)
 PEER_NAMES = ("mem0", "langgraph", "pgvectorstore")

@@ -46,8 +46,8 @@ from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.seeding import VectorSource, embed_batched, seed_size
 from bench.stats import bench_parser, fmt, ms_stats, parse_ints, pyplot, quiet_logs, write_outputs
 from graph.context import Context
-from memory_graph_agent import linking, ranking, retrieval
-from memory_graph_agent.services import services_session
+from memory_graph_agent.recall import linking, ranking, retrieval
+from memory_graph_agent.services.stores import services_session
 
 STORE_CALLS = (
     ("memories", "search"),

@@ -20,7 +20,7 @@ import numpy as np
 import psycopg
 
 from bench.content import memory_text
-from memory_graph_agent.entities import entity_keys
+from memory_graph_agent.core.entities import entity_keys
 
 DIM = 384
 """Dimension of the benchmark embeddings (`bench.env.EMBEDDING`, MiniLM)."""

@@ -4,7 +4,7 @@
 
 Not a timed test: a long run through the compiled graph (``graph.builder.build_graph``
 with a `LocalScheduler` and the Postgres checkpointer of
-`memory_graph_agent.services.open_checkpointer`), each user one thread, at most
+`memory_graph_agent.services.stores.open_checkpointer`), each user one thread, at most
 ``--concurrency`` turns at a time, with seeded random faults:
 
 - the chat model fails or times out at random, on replies and on memory calls
@@ -58,7 +58,7 @@ from bench.stats import ms_stats, quiet_logs, write_json
 from graph.background import LocalScheduler
 from graph.builder import build_graph
 from graph.context import Context
-from memory_graph_agent.services import open_checkpointer, services_session
+from memory_graph_agent.services.stores import open_checkpointer, services_session
 
 RATES = {"reply_error": 0.02, "reply_timeout": 0.01, "memory_error": 0.05, "memory_timeout": 0.02}
 

@@ -25,7 +25,7 @@ from bench.fake_model import register_faulty_model
 from graph.background import LocalScheduler
 from graph.builder import build_graph
 from graph.context import Context
-from memory_graph_agent.services import open_checkpointer, services_session
+from memory_graph_agent.services.stores import open_checkpointer, services_session
 
 
 def _say(kind: str, user: str, turn: int) -> None:

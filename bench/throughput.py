@@ -40,7 +40,7 @@ from bench.verify import verify_conversation
 from graph.background import LocalScheduler
 from graph.builder import build_graph
 from graph.context import Context
-from memory_graph_agent.services import services_session
+from memory_graph_agent.services.stores import services_session
 
 VERIFY_KEYS = (
     "pushed",

@@ -16,7 +16,7 @@ from bench.timing import timed_node
 from graph.builder import build_builder, prefetching
 from graph.context import Context
 from graph.state import InputState, State
-from memory_graph_agent.services import Services
+from memory_graph_agent.services.stores import Services
 from nodes.respond import respond
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory_graph_agent import retrieval
+from memory_graph_agent.recall import retrieval
 
 
 @dataclass

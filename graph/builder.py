@@ -24,9 +24,9 @@ from graph.metering import metered
 from graph.prefetch import prefetched
 from graph.state import InputState, State
 from graph.tools import build_tool_node, memory_tools
-from memory_graph_agent.priority import memory_work, read_path
-from memory_graph_agent.retries import check_task_start
-from memory_graph_agent.services import Services, server_services
+from memory_graph_agent.core.priority import memory_work, read_path
+from memory_graph_agent.services.stores import Services, server_services
+from memory_graph_agent.turn.retries import check_task_start
 from nodes.consolidate import consolidate
 from nodes.load_profile import load_profile
 from nodes.recall import recall
@@ -40,7 +40,7 @@ MEMORY_NODES = (load_profile, recall, summarize, consolidate, reflect)
 MODEL_CALLING = (summarize, consolidate, reflect)
 """The memory nodes that call the chat model: only they are metered (`graph.metering`)."""
 MEMORY_WORK = tuple(node.__name__ for node in MODEL_CALLING)
-"""Nodes whose store calls give way to turns' read paths (`memory_graph_agent.priority`)."""
+"""Nodes whose store calls give way to turns' read paths (`memory_graph_agent.core.priority`)."""
 
 
 def build_builder(

@@ -13,9 +13,9 @@ from typing import Annotated, Any, Protocol
 from langgraph.config import get_config
 from langgraph.runtime import get_runtime
 
-from memory_graph_agent.ids import validate_id
-from memory_graph_agent.models import default_chat_model
-from memory_graph_agent.validation import check_id
+from memory_graph_agent.core.ids import validate_id
+from memory_graph_agent.services.models import default_chat_model
+from memory_graph_agent.turn.validation import check_id
 
 
 def knob(default: Any, description: str) -> Any:

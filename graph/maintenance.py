@@ -16,7 +16,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from graph.context import Context
 from graph.maintenance_state import MaintenanceInput, MaintenanceState
-from memory_graph_agent.services import Services, server_services
+from memory_graph_agent.services.stores import Services, server_services
 from nodes.compact import compact
 from nodes.evict import evict
 from nodes.expire import expire

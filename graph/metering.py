@@ -1,6 +1,6 @@
 """Memory's model cost per turn and per user: a wrapper around the memory nodes.
 
-`metered` runs a node inside `memory_graph_agent.metrics.metering`; what its model calls
+`metered` runs a node inside `memory_graph_agent.core.metrics.metering`; what its model calls
 spent is added to the run's ``memory_cost`` (state) and to the user's running totals in
 Redis (`memory_graph_agent.storage.costs`, shown by ``memory show``). Prometheus counts the
 same calls by purpose, without user labels.
@@ -13,8 +13,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from memory_graph_agent import metrics
-from memory_graph_agent.services import Services
+from memory_graph_agent.core import metrics
+from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.outages import StoreUnavailable
 
 log = logging.getLogger(__name__)

@@ -28,7 +28,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.messages import convert_to_messages
 
 from graph.context import Context
-from memory_graph_agent.rendering import latest_human_text
+from memory_graph_agent.turn.rendering import latest_human_text
 
 
 @dataclass

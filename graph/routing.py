@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime, get_runtime
 
 from graph.context import Context
 from graph.state import State, draining, session_ends
-from memory_graph_agent.reflection import reflection_due
+from memory_graph_agent.formation.reflection import reflection_due
 
 TURN_START = ("load_profile", "recall")
 """The nodes a turn starts with, side by side."""

@@ -9,8 +9,8 @@ from langgraph.config import get_config
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
-from memory_graph_agent.metrics import merge_spent
-from memory_graph_agent.records import (
+from memory_graph_agent.core.metrics import merge_spent
+from memory_graph_agent.core.records import (
     MemoryEvent,
     ProfileChange,
     RecalledItem,
@@ -18,7 +18,7 @@ from memory_graph_agent.records import (
     TurnStart,
     add_events,
 )
-from memory_graph_agent.turns import ends_session
+from memory_graph_agent.core.turns import ends_session
 
 
 class InputState(TypedDict, total=False):

@@ -17,8 +17,8 @@ from langgraph.types import Command
 
 from graph.context import Context, current_thread_id
 from memory_graph_agent import memory_tools as do
-from memory_graph_agent.ids import validate_id
-from memory_graph_agent.services import Services
+from memory_graph_agent.core.ids import validate_id
+from memory_graph_agent.services.stores import Services
 
 
 def _latest_human_id(runtime: ToolRuntime[Context]) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from memory_graph_agent.services import Services
+from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.decisions import Decision
 from memory_graph_agent.storage.memories import Memory
 

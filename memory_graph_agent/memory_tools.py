@@ -10,13 +10,13 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from memory_graph_agent.rendering import defang, render_memory
-from memory_graph_agent.retrieval import retrieve
-from memory_graph_agent.services import Services
-from memory_graph_agent.settings import Settings
+from memory_graph_agent.core.settings import Settings
+from memory_graph_agent.recall.retrieval import retrieve
+from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.profile import Fact, normalize_fact_key
-from memory_graph_agent.validation import InvalidInputError, validate_text
+from memory_graph_agent.turn.rendering import defang, render_memory
+from memory_graph_agent.turn.validation import InvalidInputError, validate_text
 
 MAX_FACT_CHARS = 500
 """Longest fact value `remember` accepts (the profile keeps at most this much)."""

@@ -21,9 +21,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from memory_graph_agent.auth.policy import Forbidden, check_forget
-from memory_graph_agent.ids import InvalidIdError, validate_id
-from memory_graph_agent.metrics import exposition
-from memory_graph_agent.services import close_server_services, server_services
+from memory_graph_agent.core.ids import InvalidIdError, validate_id
+from memory_graph_agent.core.metrics import exposition
+from memory_graph_agent.services.stores import close_server_services, server_services
 from memory_graph_agent.storage.forget import forget_user
 
 

@@ -1,7 +1,7 @@
 """consolidate: store the summary durably, acknowledge its batch, extract facts.
 
-Rules: `memory_graph_agent.ingest.store_summary`. Only this run's `summarize` makes drafts,
-so one naming another user or thread (a state edit, a forged checkpoint) is dropped.
+Rules: `memory_graph_agent.formation.ingest.store_summary`. Only this run's `summarize` makes
+drafts, so one naming another user or thread (a state edit, a forged checkpoint) is dropped.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from langgraph.runtime import Runtime
 from graph.context import Context, current_thread_id
 from graph.prompts import MEMORY_PROMPTS
 from graph.state import State
-from memory_graph_agent.ingest import store_summary
-from memory_graph_agent.records import event
-from memory_graph_agent.rendering import notices
-from memory_graph_agent.services import Services
-from memory_graph_agent.summaries import extend_thread_summary
+from memory_graph_agent.core.records import event
+from memory_graph_agent.formation.ingest import store_summary
+from memory_graph_agent.formation.summaries import extend_thread_summary
+from memory_graph_agent.services.stores import Services
+from memory_graph_agent.turn.rendering import notices
 
 log = logging.getLogger(__name__)
 

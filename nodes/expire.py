@@ -7,7 +7,7 @@ from langgraph.runtime import Runtime
 from graph.context import Context
 from graph.maintenance_state import MaintenanceState
 from memory_graph_agent.maintenance import expire_memories
-from memory_graph_agent.services import Services
+from memory_graph_agent.services.stores import Services
 
 
 async def expire(state: MaintenanceState, runtime: Runtime[Context], *, services: Services) -> dict:

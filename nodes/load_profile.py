@@ -14,9 +14,9 @@ from langgraph.types import Overwrite
 
 from graph.context import Context, current_thread_id
 from graph.state import State, turn_start
-from memory_graph_agent.admission import start_turn
-from memory_graph_agent.services import Services
-from memory_graph_agent.validation import check_id
+from memory_graph_agent.services.stores import Services
+from memory_graph_agent.turn.admission import start_turn
+from memory_graph_agent.turn.validation import check_id
 
 RESET = ("memory_decisions", "memory_cost")
 """Accumulated per turn (by their reducers): set back to empty at the turn's start."""

@@ -5,7 +5,7 @@ the profile's reads); it writes nothing but state, so a turn ``load_profile`` re
 leaves no trace of it. A session end searches nothing.
 
 The query's embedding was started with the run (`graph.prefetch`), when it could be.
-The modes are `memory_graph_agent.retrieval.recall_memories`; ``tool`` mode falls back to
+The modes are `memory_graph_agent.recall.retrieval.recall_memories`; ``tool`` mode falls back to
 ``auto`` for a model that cannot call tools. Recall fills what the window the prompt
 shows leaves of ``memory_token_budget``, so window and memories keep within it together.
 Items keep their score parts (seen in Studio).
@@ -18,12 +18,12 @@ from langgraph.runtime import Runtime
 from graph.context import Context, current_thread_id
 from graph.prefetch import take_query_vector
 from graph.state import State, session_ends, turn_start
-from memory_graph_agent.budgets import recall_budget
-from memory_graph_agent.models import load_chat_model, supports_tool_calling
-from memory_graph_agent.records import event
-from memory_graph_agent.rendering import latest_human_text
-from memory_graph_agent.retrieval import recall_memories
-from memory_graph_agent.services import Services
+from memory_graph_agent.core.records import event
+from memory_graph_agent.recall.retrieval import recall_memories
+from memory_graph_agent.services.models import load_chat_model, supports_tool_calling
+from memory_graph_agent.services.stores import Services
+from memory_graph_agent.turn.budgets import recall_budget
+from memory_graph_agent.turn.rendering import latest_human_text
 
 
 async def recall(state: State, runtime: Runtime[Context], *, services: Services) -> dict:

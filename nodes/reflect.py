@@ -1,4 +1,4 @@
-"""reflect: distil summaries into one insight (rules: `memory_graph_agent.reflection`)."""
+"""reflect: distil summaries into one insight (rules: `memory_graph_agent.formation.reflection`)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from langgraph.runtime import Runtime
 from graph.context import Context
 from graph.prompts import REFLECT_PROMPT
 from graph.state import State
-from memory_graph_agent.reflection import reflect_if_due
-from memory_graph_agent.rendering import notices
-from memory_graph_agent.services import Services
+from memory_graph_agent.formation.reflection import reflect_if_due
+from memory_graph_agent.services.stores import Services
+from memory_graph_agent.turn.rendering import notices
 
 
 async def reflect(state: State, runtime: Runtime[Context], *, services: Services) -> dict:

@@ -12,10 +12,10 @@ from graph.context import Context
 from graph.prompts import MEMORY_TOOLS_PROMPT, TOOL_LIMIT_REPLY, system_prompt
 from graph.state import State
 from graph.tools import tools_for
-from memory_graph_agent import metrics
-from memory_graph_agent.budgets import context_tokens, reply_budget
-from memory_graph_agent.models import load_chat_model, supports_tool_calling
-from memory_graph_agent.replying import answer
+from memory_graph_agent.core import metrics
+from memory_graph_agent.services.models import load_chat_model, supports_tool_calling
+from memory_graph_agent.turn.budgets import context_tokens, reply_budget
+from memory_graph_agent.turn.replying import answer
 
 
 class ModelUnavailableError(RuntimeError):

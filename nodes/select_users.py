@@ -6,8 +6,8 @@ from langgraph.runtime import Runtime
 
 from graph.context import Context
 from graph.maintenance_state import MaintenanceState
-from memory_graph_agent.ids import validate_id
-from memory_graph_agent.services import Services
+from memory_graph_agent.core.ids import validate_id
+from memory_graph_agent.services.stores import Services
 
 
 async def select_users(

@@ -14,9 +14,9 @@ from langgraph.runtime import Runtime
 from graph.context import Context, MemoryScheduler, current_thread_id
 from graph.prompts import SUMMARIZE_PROMPT
 from graph.state import State, draining
-from memory_graph_agent.records import event
-from memory_graph_agent.services import Services
-from memory_graph_agent.summaries import draft_summary
+from memory_graph_agent.core.records import event
+from memory_graph_agent.formation.summaries import draft_summary
+from memory_graph_agent.services.stores import Services
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """trim_window: mirror the turn into the Redis window, move overflow and old turns to pending.
 
-Rules: `memory_graph_agent.windowing.update_window`; this node also consumes ``end_session``,
+Rules: `memory_graph_agent.turn.windowing.update_window`; this node also consumes ``end_session``,
 records the access of what ``recall`` put in the prompt (after the reply, off the hot path)
 and, in ``memory_mode="background"``, hands due memory work to the scheduler. It is the
 first node of a memory run (``context.memory_of``): there it only reads the backlog and
@@ -16,11 +16,11 @@ from langgraph.types import Overwrite
 from graph.context import Context, MemoryScheduler, current_thread_id
 from graph.prompts import system_prompt
 from graph.state import State
-from memory_graph_agent.records import event
-from memory_graph_agent.rendering import notices
-from memory_graph_agent.retrieval import record_access
-from memory_graph_agent.services import Services
-from memory_graph_agent.windowing import read_backlog, update_window
+from memory_graph_agent.core.records import event
+from memory_graph_agent.recall.retrieval import record_access
+from memory_graph_agent.services.stores import Services
+from memory_graph_agent.turn.rendering import notices
+from memory_graph_agent.turn.windowing import read_backlog, update_window
 
 
 async def trim_window(

@@ -8,9 +8,9 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
+from memory_graph_agent.core.turns import turn_boundary_cut
 from memory_graph_agent.storage.postgres import SCHEMA_TABLE
 from memory_graph_agent.storage.window import StoredMessage
-from memory_graph_agent.turns import turn_boundary_cut
 
 TS = "2026-01-02T03:04:05+00:00"
 

@@ -11,7 +11,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from graph.context import Context
-from memory_graph_agent.models import register_chat_model
+from memory_graph_agent.services.models import register_chat_model
 from tests.fakes import ScriptedChatModel
 
 EMBEDDING = "local:all-minilm-l6-v2"

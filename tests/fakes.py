@@ -1,7 +1,7 @@
 """A scripted fake chat model for tests and benchmarks: it answers by the call's purpose.
 
 Every memory model call declares what it is for with the run tag ``prompt:<purpose>``
-(`memory_graph_agent.llm.tagged`: ``summarize``, ``extract_facts``, ``consolidate``,
+(`memory_graph_agent.formation.llm.tagged`: ``summarize``, ``extract_facts``, ``consolidate``,
 ``reflect``); the reply of the ``respond`` node carries no such tag and counts as
 ``reply``. `ScriptedChatModel` reads that tag from the call's run manager (or, on the
 streaming paths where LangChain passes none, from the config the call was made with)

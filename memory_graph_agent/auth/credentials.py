@@ -26,7 +26,7 @@ from pathlib import Path
 
 import jwt
 
-from memory_graph_agent.ids import InvalidIdError, validate_id
+from memory_graph_agent.core.ids import InvalidIdError, validate_id
 
 MIN_KEY_LENGTH = 16
 # `graph.context.Context` treats its default user id as "unset" and reads USER_ID instead:

@@ -39,7 +39,7 @@ async def _turn(agent: Any, context: Any, thread: str, text: str) -> bool:
     """One chat line: print the reply; False when the message could not be sent."""
     from memory_graph_agent.cli.session import run_turn
     from memory_graph_agent.storage.outages import StoreUnavailable
-    from memory_graph_agent.validation import InvalidInputError
+    from memory_graph_agent.turn.validation import InvalidInputError
 
     printer = ReplyPrinter("[green]agent>[/] ")
     try:
@@ -61,7 +61,7 @@ async def _turn(agent: Any, context: Any, thread: str, text: str) -> bool:
 async def _chat(args: argparse.Namespace) -> int:
     from graph.context import Context
     from memory_graph_agent.cli.session import check_thread_owner, end_session, open_agent
-    from memory_graph_agent.validation import InvalidInputError, check_id
+    from memory_graph_agent.turn.validation import InvalidInputError, check_id
 
     context = Context(user_id=args.user)
     thread = check_id(args.thread or _new_thread(), "thread_id")
@@ -110,7 +110,7 @@ async def _chat(args: argparse.Namespace) -> int:
 
 def _read_message(arg: str) -> str:
     """The message of ``send``: the argument, or stdin (strict UTF-8) when it is ``-``."""
-    from memory_graph_agent.validation import InvalidInputError
+    from memory_graph_agent.turn.validation import InvalidInputError
 
     if arg != "-":
         return arg
@@ -139,7 +139,7 @@ def _archive_note(thread: str, state: dict[str, Any]) -> str:
 async def _send(args: argparse.Namespace) -> int:
     from graph.context import Context
     from memory_graph_agent.cli import session
-    from memory_graph_agent.validation import check_id
+    from memory_graph_agent.turn.validation import check_id
 
     context = Context(user_id=args.user)
     if args.message is None and not (args.end_session and args.thread):

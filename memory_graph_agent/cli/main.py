@@ -41,7 +41,7 @@ def _serve_metrics(port: int | None) -> Any:
     """Serve Prometheus metrics on 127.0.0.1 from a daemon thread; return the server (or None)."""
     if port is None:
         return None
-    from memory_graph_agent.metrics import start_metrics_server
+    from memory_graph_agent.core.metrics import start_metrics_server
 
     server, _ = start_metrics_server(port)
     console.print(f"[dim]metrics on http://127.0.0.1:{server.server_port}/metrics[/]")
@@ -49,7 +49,7 @@ def _serve_metrics(port: int | None) -> Any:
 
 
 def _metrics() -> int:
-    from memory_graph_agent.metrics import exposition
+    from memory_graph_agent.core.metrics import exposition
 
     sys.stdout.write(exposition().decode())
     return 0

@@ -15,10 +15,10 @@ from memory_graph_agent.cli.console import console
 
 
 async def _forget(args: argparse.Namespace) -> int:
-    from memory_graph_agent.services import services_session
+    from memory_graph_agent.services.stores import services_session
     from memory_graph_agent.storage.forget import forget_user
     from memory_graph_agent.storage.server_threads import ServerThreads
-    from memory_graph_agent.validation import check_id
+    from memory_graph_agent.turn.validation import check_id
 
     user = check_id(args.user, "user_id")
     if not args.yes:
@@ -63,7 +63,7 @@ async def _forget(args: argparse.Namespace) -> int:
 
 async def _memory_query(args: argparse.Namespace, context: Any, services: Any) -> int:
     """``memory show --query``: the recall node's retrieval for this user, with score parts."""
-    from memory_graph_agent.retrieval import retrieve
+    from memory_graph_agent.recall.retrieval import retrieve
 
     found = await retrieve(services, context, args.query, "memory-show", touch=False)
     if args.json:
@@ -95,7 +95,7 @@ async def _memory_query(args: argparse.Namespace, context: Any, services: Any) -
 
 async def _memory_show(args: argparse.Namespace) -> int:
     from graph.context import Context
-    from memory_graph_agent.services import services_session
+    from memory_graph_agent.services.stores import services_session
 
     context = Context(user_id=args.user)
     user = context.user_id
@@ -212,7 +212,7 @@ def _print_decisions(decisions: list[Any]) -> None:
 async def _maintain(args: argparse.Namespace) -> int:
     from graph.context import Context
     from graph.maintenance import build_maintenance_graph
-    from memory_graph_agent.services import services_session
+    from memory_graph_agent.services.stores import services_session
 
     context = Context(user_id=args.user) if args.user else Context()
     async with services_session() as services:
@@ -241,7 +241,7 @@ async def _maintain(args: argparse.Namespace) -> int:
 
 async def _memory_redrive(args: argparse.Namespace) -> int:
     from graph.context import Context
-    from memory_graph_agent.services import services_session
+    from memory_graph_agent.services.stores import services_session
 
     context = Context(user_id=args.user)
     async with services_session() as services:

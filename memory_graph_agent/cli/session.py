@@ -17,9 +17,9 @@ from langgraph.graph.state import CompiledStateGraph
 from graph.background import LocalScheduler
 from graph.builder import build_graph
 from graph.context import Context
-from memory_graph_agent.services import Services, open_checkpointer, services_session
+from memory_graph_agent.services.stores import Services, open_checkpointer, services_session
 from memory_graph_agent.storage.outages import POSTGRES_ERRORS, StoreUnavailable
-from memory_graph_agent.validation import (
+from memory_graph_agent.turn.validation import (
     InvalidInputError,
     check_id,
     discard_rejected,

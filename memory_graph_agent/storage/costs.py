@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
-from memory_graph_agent.metrics import Spent
+from memory_graph_agent.core.metrics import Spent
 from memory_graph_agent.storage.keys import RedisKeys
 from memory_graph_agent.storage.outages import guarded, redis_op
 

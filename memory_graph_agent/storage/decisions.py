@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from memory_graph_agent.ids import validate_id
+from memory_graph_agent.core.ids import validate_id
 from memory_graph_agent.storage.outages import guarded
 from memory_graph_agent.storage.postgres import Database
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memory_graph_agent.entities import entity_keys
-from memory_graph_agent.ids import validate_id
+from memory_graph_agent.core.entities import entity_keys
+from memory_graph_agent.core.ids import validate_id
 from memory_graph_agent.storage.outages import guarded
 from memory_graph_agent.storage.postgres import Database, Statement
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from memory_graph_agent.ids import validate_id
+from memory_graph_agent.core.ids import validate_id
 from memory_graph_agent.storage.entity_links import EntityLinks
 from memory_graph_agent.storage.memory_rows import VectorLiteral, _vector_literal
 from memory_graph_agent.storage.outages import guarded

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memory_graph_agent.ids import validate_id
+from memory_graph_agent.core.ids import validate_id
 from memory_graph_agent.storage.episode_index import EpisodeHit, EpisodeIndex, episode_hit
 from memory_graph_agent.storage.memory_rows import VectorLiteral
 from memory_graph_agent.storage.outages import guarded

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memory_graph_agent.ids import validate_id
+from memory_graph_agent.core.ids import validate_id
 from memory_graph_agent.storage.corpus_stats import corpus_statistics
 from memory_graph_agent.storage.entity_links import EntityLinks
 from memory_graph_agent.storage.episode_index import (

@@ -85,7 +85,7 @@ window_buffer = WindowBuffer()
 class RejectedWhileDown:
     """Ids of other users' rejected turns that Redis could not record, per thread.
 
-    `memory_graph_agent.admission` drops them from the owner's turns meanwhile and hands
+    `memory_graph_agent.turn.admission` drops them from the owner's turns meanwhile and hands
     them to Redis (``rejected:{thread}``) once it answers again.
     """
 

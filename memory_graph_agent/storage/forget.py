@@ -14,7 +14,7 @@ import psycopg
 from psycopg import sql
 from redis.asyncio import Redis
 
-from memory_graph_agent.ids import validate_id
+from memory_graph_agent.core.ids import validate_id
 from memory_graph_agent.storage.failsafe import window_buffer
 from memory_graph_agent.storage.keys import THREAD_ONLY_KINDS, RedisKeys, default_prefix
 from memory_graph_agent.storage.postgres import Database

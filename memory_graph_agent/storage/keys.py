@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from memory_graph_agent.ids import validate_id
+from memory_graph_agent.core.ids import validate_id
 
 THREAD_KINDS = (
     "window", "pending", "seen", "processing", "lease", "attempts", "retry_at", "dead", "digest"

@@ -14,7 +14,7 @@ from langchain_postgres import PGVectorStore
 from langchain_postgres.v2.indexes import DistanceStrategy, QueryOptions
 from sqlalchemy.exc import ProgrammingError
 
-from memory_graph_agent.ids import validate_id
+from memory_graph_agent.core.ids import validate_id
 from memory_graph_agent.storage.memory_lifecycle import MemoryLifecycle
 from memory_graph_agent.storage.memory_rows import (
     _META_NAMES,

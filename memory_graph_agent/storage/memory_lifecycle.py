@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
-from memory_graph_agent.ids import validate_id
+from memory_graph_agent.core.ids import validate_id
 from memory_graph_agent.storage.memory_rows import ACTIVE, Memory
 from memory_graph_agent.storage.outages import guarded
 from memory_graph_agent.storage.postgres import Database

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from langchain_postgres import Column
 
-from memory_graph_agent.ids import validate_id
+from memory_graph_agent.core.ids import validate_id
 
 Kind = Literal["summary", "reflection"]
 _NAMESPACE = uuid.UUID("6f1c2d1e-8a4b-4c36-9a57-3b8f0e2d7c11")

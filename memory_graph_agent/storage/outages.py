@@ -1,7 +1,7 @@
 """Outage handling, once, for every store: one exception, one log line per outage.
 
 `guarded` stores re-raise driver errors as `StoreUnavailable`, the one exception the rest
-of the code catches to run degraded; `memory_graph_agent.metrics` counts every failure.
+of the code catches to run degraded; `memory_graph_agent.core.metrics` counts every failure.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import psycopg
 from redis.exceptions import RedisError
 from sqlalchemy.exc import SQLAlchemyError
 
-from memory_graph_agent.metrics import REDIS_FAILURES
-from memory_graph_agent.priority import give_way
+from memory_graph_agent.core.metrics import REDIS_FAILURES
+from memory_graph_agent.core.priority import give_way
 from memory_graph_agent.storage.postgres import PostgresTimeouts
 
 log = logging.getLogger(__name__)

@@ -23,11 +23,11 @@ from langchain_core.messages import (
 from redis.asyncio import Redis
 from redis.exceptions import WatchError
 
-from memory_graph_agent.ids import validate_id
+from memory_graph_agent.core.ids import validate_id
+from memory_graph_agent.core.turns import cut_to_recent_turns
 from memory_graph_agent.storage.keys import RedisKeys
 from memory_graph_agent.storage.outages import guarded, redis_op
 from memory_graph_agent.storage.redis_reads import RedisRead, from_reply
-from memory_graph_agent.turns import cut_to_recent_turns
 
 RECALL_TOOL = "search_memory"
 """Tool whose results are stored memory already (see `StoredMessage.render`)."""

@@ -82,7 +82,7 @@ def memory_env(shared_home: Path) -> Iterator[dict[str, str]]:
 
 @pytest.fixture(scope="session")
 async def checkpointer(memory_env: dict[str, str]) -> AsyncIterator:
-    from memory_graph_agent.services import open_checkpointer
+    from memory_graph_agent.services.stores import open_checkpointer
 
     async with open_checkpointer(memory_env["DATABASE_URL"]) as saver:
         yield saver
@@ -91,7 +91,7 @@ async def checkpointer(memory_env: dict[str, str]) -> AsyncIterator:
 @pytest.fixture(scope="session")
 async def services(memory_env: dict[str, str]) -> AsyncIterator:
     """The session's stores, opened once (on the session's event loop) and closed at the end."""
-    from memory_graph_agent.services import services_session
+    from memory_graph_agent.services.stores import services_session
 
     async with services_session(EMBEDDING) as opened:
         yield opened

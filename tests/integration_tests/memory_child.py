@@ -16,8 +16,8 @@ from graph.background import LocalScheduler
 from graph.builder import build_graph
 from graph.context import Context
 from memory_graph_agent.cli.session import run_turn
-from memory_graph_agent.models import register_chat_model
-from memory_graph_agent.services import open_checkpointer, services_session
+from memory_graph_agent.services.models import register_chat_model
+from memory_graph_agent.services.stores import open_checkpointer, services_session
 from tests.conftest import EMBEDDING
 from tests.fakes import ScriptedChatModel, purpose_of
 

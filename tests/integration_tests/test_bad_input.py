@@ -28,8 +28,12 @@ from langchain_core.messages import (
 
 from graph.context import Context
 from memory_graph_agent.cli.main import main
-from memory_graph_agent.ids import InvalidIdError
-from memory_graph_agent.validation import MAX_MESSAGE_CHARS, InvalidInputError, discard_rejected
+from memory_graph_agent.core.ids import InvalidIdError
+from memory_graph_agent.turn.validation import (
+    MAX_MESSAGE_CHARS,
+    InvalidInputError,
+    discard_rejected,
+)
 from tests.conftest import say
 
 IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}

@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from memory_graph_agent.cli.main import main
-from memory_graph_agent.models import register_chat_model
+from memory_graph_agent.services.models import register_chat_model
 from tests.conftest import say
 from tests.fakes import ScriptedChatModel
 

@@ -10,7 +10,7 @@ import pytest
 
 from memory_graph_agent.cli.main import main
 from memory_graph_agent.local import embedded
-from memory_graph_agent.models import register_chat_model
+from memory_graph_agent.services.models import register_chat_model
 from tests.fakes import ScriptedChatModel
 
 
@@ -23,7 +23,7 @@ def fast_timeouts(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def _window(user: str, thread: str) -> list[str]:
-    from memory_graph_agent.services import services_session
+    from memory_graph_agent.services.stores import services_session
 
     async with services_session("local:all-minilm-l6-v2") as services:
         return [m.content for m in await services.window.window(user, thread)]

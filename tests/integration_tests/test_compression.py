@@ -7,7 +7,7 @@ from collections import Counter
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from memory_graph_agent.budgets import count_tokens
+from memory_graph_agent.turn.budgets import count_tokens
 from tests.conftest import kinds, say
 from tests.fakes import ScriptedChatModel, default_handler, prompt_text
 
@@ -138,7 +138,7 @@ async def test_summaries_of_long_turns_fit_the_summarizer_context(agent, make_co
 async def test_a_rejected_turn_after_compression_loses_nothing(agent, make_context, services):
     import pytest
 
-    from memory_graph_agent.validation import InvalidInputError, discard_rejected
+    from memory_graph_agent.turn.validation import InvalidInputError, discard_rejected
 
     ctx = make_context(window_size=50, context_window_tokens=8192, **WIDE)
     thread = _thread()

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from memory_graph_agent.ids import InvalidIdError
+from memory_graph_agent.core.ids import InvalidIdError
 from memory_graph_agent.storage.decisions import Decision
 
 

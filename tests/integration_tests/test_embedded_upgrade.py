@@ -18,7 +18,7 @@ import pytest
 
 from memory_graph_agent.local import embedded
 from memory_graph_agent.local.embedded import EmbeddedServiceError
-from memory_graph_agent.models import load_embeddings
+from memory_graph_agent.services.models import load_embeddings
 from memory_graph_agent.storage.memories import MemoryStore
 from memory_graph_agent.storage.postgres import Database
 

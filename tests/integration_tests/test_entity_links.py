@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 
-from memory_graph_agent.retrieval import retrieve
+from memory_graph_agent.recall.retrieval import retrieve
 from memory_graph_agent.storage.forget import forget_user
 from tests.builders import log_turns as log
 

@@ -50,14 +50,14 @@ def private_servers(monkeypatch):
 async def agent(private_servers, checkpointer):
     """The agent on the private servers (the session's agent uses the shared ones)."""
     from graph.builder import build_graph
-    from memory_graph_agent.services import services_session
+    from memory_graph_agent.services.stores import services_session
 
     async with services_session("local:all-minilm-l6-v2") as services:
         yield build_graph(services, checkpointer=checkpointer)
 
 
 async def _invariant(user: str, thread: str, expected_turns: int) -> None:
-    from memory_graph_agent.services import services_session
+    from memory_graph_agent.services.stores import services_session
 
     async with services_session("local:all-minilm-l6-v2") as services:
         await _check(services, user, thread, expected_turns)

@@ -348,7 +348,7 @@ async def test_consolidate_writes_only_for_the_runs_own_user_and_thread(
 async def test_the_server_factory_opens_services_once_and_compiles_once(memory_env):
     from graph.builder import make_graph
     from graph.maintenance import make_graph as make_maintenance
-    from memory_graph_agent.services import close_server_services, server_services
+    from memory_graph_agent.services.stores import close_server_services, server_services
 
     first, second = await make_graph({}), await make_graph({})
     assert first is second, "a run must not pay for compiling the graph"

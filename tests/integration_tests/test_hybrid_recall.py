@@ -9,8 +9,8 @@ import uuid
 
 from sqlalchemy.exc import OperationalError
 
-from memory_graph_agent.rendering import render_memory, text_tokens
 from memory_graph_agent.storage.window import StoredMessage
+from memory_graph_agent.turn.rendering import render_memory, text_tokens
 from tests.conftest import kinds, say
 from tests.fakes import ScriptedChatModel, block, default_handler, prompt_text
 

@@ -184,7 +184,7 @@ async def test_cli_refuses_a_thread_of_another_user(
     the same thread id would see (and copy into their memory) the first user's
     conversation, so the CLI refuses a ``--thread`` that another user has memory in."""
     from memory_graph_agent.cli.main import main
-    from memory_graph_agent.models import register_chat_model
+    from memory_graph_agent.services.models import register_chat_model
 
     model = ScriptedChatModel()
     monkeypatch.setenv("MODEL", register_chat_model(f"iso-{uuid.uuid4().hex[:6]}", model))
@@ -217,7 +217,7 @@ async def test_another_users_turn_on_a_thread_is_rejected_and_sees_nothing(agent
 
     import pytest as _pytest
 
-    from memory_graph_agent.validation import ThreadOwnershipError
+    from memory_graph_agent.turn.validation import ThreadOwnershipError
     from tests.conftest import say
     from tests.fakes import ScriptedChatModel
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 
-from memory_graph_agent.retrieval import retrieve
+from memory_graph_agent.recall.retrieval import retrieve
 from memory_graph_agent.storage.memory_rows import Memory
 from tests.builders import log_turns as log
 from tests.builders import turns_table_record, without_component

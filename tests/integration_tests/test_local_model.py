@@ -18,7 +18,13 @@ import pydantic
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-from memory_graph_agent.llm import invoke_structured
+from memory_graph_agent.formation.llm import invoke_structured
+from memory_graph_agent.formation.schemas import (
+    ConsolidationDecision,
+    ExtractedFact,
+    FactList,
+    ReflectionOut,
+)
 from memory_graph_agent.local import chat_model as local_model
 from memory_graph_agent.local.chat_model import (
     LocalChatModel,
@@ -27,14 +33,14 @@ from memory_graph_agent.local.chat_model import (
     load_local_chat_model,
     smollm2_path,
 )
-from memory_graph_agent.models import load_chat_model
-from memory_graph_agent.schemas import ConsolidationDecision, ExtractedFact, FactList, ReflectionOut
+from memory_graph_agent.services.models import load_chat_model
 from memory_graph_agent.storage.outages import outages
 from tests.conftest import say
 
 pytestmark = pytest.mark.local_model
 
-# Every schema the project sends to a model with structured output (memory_graph_agent/schemas.py).
+# Every schema the project sends to a model with structured output
+# (memory_graph_agent/formation/schemas.py).
 PROJECT_SCHEMAS = [ConsolidationDecision, FactList, ReflectionOut, ExtractedFact]
 PURPOSE = {
     ConsolidationDecision: "consolidate",
@@ -56,7 +62,7 @@ def llm() -> LocalChatModel:
 
 
 def test_every_project_schema_is_grammar_safe_for_the_model_server() -> None:
-    import memory_graph_agent.schemas as schemas
+    import memory_graph_agent.formation.schemas as schemas
 
     models = {
         obj

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from memory_graph_agent.ids import InvalidIdError
+from memory_graph_agent.core.ids import InvalidIdError
 from memory_graph_agent.storage.memories import Memory, memory_id
 
 DIM = 384

@@ -22,7 +22,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from memory_graph_agent.cli.main import _serve_metrics, main
-from memory_graph_agent.metrics import REDIS_OPS, TIERS
+from memory_graph_agent.core.metrics import REDIS_OPS, TIERS
 from memory_graph_agent.storage.keys import RedisKeys
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.profile import Fact, ProfileStore
@@ -194,7 +194,7 @@ async def test_summary_outcomes_and_pending_gauge(agent, make_context, services)
 
 
 async def test_memory_model_calls_and_tokens_are_counted_by_purpose(agent, make_context):
-    from memory_graph_agent.metrics import LLM_PURPOSES
+    from memory_graph_agent.core.metrics import LLM_PURPOSES
 
     def snap() -> dict[tuple[str, str], float]:
         out = {(p, "calls"): value("agent_memory_llm_calls_total", purpose=p) for p in LLM_PURPOSES}

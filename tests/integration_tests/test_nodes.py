@@ -14,12 +14,12 @@ from langgraph.graph import END, START, StateGraph
 from graph.context import Context
 from graph.routing import route_after_consolidate, route_after_summarize, route_after_trim
 from graph.state import State
-from memory_graph_agent.rendering import render_memory, text_tokens
+from memory_graph_agent.formation.summaries import merge_thread_summary
 from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.outages import guard
 from memory_graph_agent.storage.profile import Fact
 from memory_graph_agent.storage.window import StoredMessage
-from memory_graph_agent.summaries import merge_thread_summary
+from memory_graph_agent.turn.rendering import render_memory, text_tokens
 from nodes.consolidate import consolidate
 from nodes.load_profile import load_profile
 from nodes.recall import recall

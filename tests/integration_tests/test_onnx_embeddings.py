@@ -20,8 +20,8 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from memory_graph_agent import models
 from memory_graph_agent.local import onnx_minilm
+from memory_graph_agent.services import models
 
 TEXTS = [
     "Where did Caroline move from?",
@@ -276,7 +276,7 @@ def test_an_int8_model_that_disagrees_is_never_used(tmp_path, exported, monkeypa
 
 LOAD_FROM_CACHE = """
 import sys
-from memory_graph_agent import models
+from memory_graph_agent.services import models
 embeddings = models.local_embeddings("onnx")
 assert type(embeddings).__name__ == "OnnxEmbeddings", type(embeddings)
 assert len(embeddings.embed_query("Where did Caroline move from?")) == 384

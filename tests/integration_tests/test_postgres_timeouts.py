@@ -16,7 +16,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 from graph.builder import build_graph
-from memory_graph_agent.services import services_session
+from memory_graph_agent.services.stores import services_session
 from tests.conftest import EMBEDDING, kinds, say
 
 

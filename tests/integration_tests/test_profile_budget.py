@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import uuid
 
+from memory_graph_agent.core.tokens import text_tokens
 from memory_graph_agent.storage.profile import Fact
-from memory_graph_agent.tokens import text_tokens
 from tests.conftest import say
 from tests.fakes import block
 

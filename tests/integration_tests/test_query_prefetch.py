@@ -19,7 +19,7 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
 from graph.builder import MemoryAgentGraph, build_builder, build_graph
 from memory_graph_agent.storage.memories import Memory
-from memory_graph_agent.validation import InvalidInputError
+from memory_graph_agent.turn.validation import InvalidInputError
 from tests.conftest import say
 
 

@@ -64,7 +64,7 @@ async def test_requeue_lost_never_requeues_a_message_a_concurrent_turn_just_push
     services, user_id, monkeypatch
 ):
     """Redis lost two logged messages; meanwhile another turn of the thread pushes a third."""
-    from memory_graph_agent.windowing import requeue_lost
+    from memory_graph_agent.turn.windowing import requeue_lost
 
     thread = _thread()
     lost = [msg("human"), msg("ai")]

@@ -8,9 +8,9 @@ import uuid
 
 import pytest
 
-from memory_graph_agent import retrieval
-from memory_graph_agent.linking import summary_turns
-from memory_graph_agent.retrieval import retrieve
+from memory_graph_agent.recall import retrieval
+from memory_graph_agent.recall.linking import summary_turns
+from memory_graph_agent.recall.retrieval import retrieve
 from memory_graph_agent.storage.memory_rows import Memory
 from memory_graph_agent.storage.recall_search import recall_search
 from tests.builders import log_turns

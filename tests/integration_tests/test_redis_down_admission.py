@@ -10,7 +10,7 @@ import uuid
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from memory_graph_agent.validation import (
+from memory_graph_agent.turn.validation import (
     InvalidInputError,
     ThreadOwnershipError,
     discard_rejected,
@@ -29,7 +29,7 @@ def _kill_redis(layout) -> None:
 
 
 async def _window(user: str, thread: str) -> list[str]:
-    from memory_graph_agent.services import services_session
+    from memory_graph_agent.services.stores import services_session
 
     async with services_session(EMBEDDING) as services:
         return [m.content for m in await services.window.window(user, thread)]

@@ -6,8 +6,8 @@ import uuid
 
 from langchain_core.messages import AIMessage, HumanMessage
 
-from memory_graph_agent import windowing
 from memory_graph_agent.storage.window import StoredMessage
+from memory_graph_agent.turn import windowing
 
 
 async def test_seen_set_stays_bounded_and_still_tells_new_from_old(

@@ -16,9 +16,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from memory_graph_agent.core.records import event
 from memory_graph_agent.local import embedded
 from memory_graph_agent.local.embedded import SELFCHECK_APP, EmbeddedServiceError, postgres_server
-from memory_graph_agent.records import event
 
 STALL = """
 CREATE FUNCTION stall_selfcheck() RETURNS event_trigger LANGUAGE plpgsql AS $$
@@ -135,9 +135,9 @@ def test_a_storage_failure_event_stops_the_demo() -> None:
 
 
 def test_a_crashed_backend_becomes_one_memory_event(private_home: Path) -> None:
-    from memory_graph_agent.rendering import notices
-    from memory_graph_agent.services import crash_probe
+    from memory_graph_agent.services.stores import crash_probe
     from memory_graph_agent.storage.outages import outages
+    from memory_graph_agent.turn.rendering import notices
 
     outages.crash_probe = crash_probe  # what open_services installs
 

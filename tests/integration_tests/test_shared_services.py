@@ -51,7 +51,7 @@ async def test_server_services_restart_embedded_servers_stopped_under_them(
     private_home: Path,
 ) -> None:
     """`langgraph dev` caches its services: after a `services down` they must come back."""
-    from memory_graph_agent.services import close_server_services, server_services
+    from memory_graph_agent.services.stores import close_server_services, server_services
 
     services = await server_services()
     try:

@@ -13,8 +13,8 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from graph.context import Context
-from memory_graph_agent.entities import named_in, speaker_names
-from memory_graph_agent.retrieval import retrieve
+from memory_graph_agent.core.entities import named_in, speaker_names
+from memory_graph_agent.recall.retrieval import retrieve
 from memory_graph_agent.storage.episode_index import MAX_SPEAKER_WORDS
 from memory_graph_agent.storage.recall_search import recall_search
 from memory_graph_agent.storage.window import StoredMessage

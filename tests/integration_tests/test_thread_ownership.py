@@ -10,7 +10,7 @@ import uuid
 import pytest
 from langchain_core.messages import HumanMessage
 
-from memory_graph_agent.validation import ThreadOwnershipError, discard_rejected
+from memory_graph_agent.turn.validation import ThreadOwnershipError, discard_rejected
 from tests.conftest import say
 from tests.fakes import ScriptedChatModel
 
@@ -56,7 +56,7 @@ async def test_cli_refuses_a_thread_claimed_by_a_turn_that_did_not_finish(
     """The owner's only trace is the ``owner:`` key (their turn failed at the model): the
     CLI must still refuse another user's ``--thread`` and keep the owner's message."""
     from memory_graph_agent.cli.main import main
-    from memory_graph_agent.models import register_chat_model
+    from memory_graph_agent.services.models import register_chat_model
     from nodes.respond import ModelUnavailableError
 
     def down(messages):

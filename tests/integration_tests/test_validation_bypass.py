@@ -8,7 +8,7 @@ import uuid
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from memory_graph_agent.validation import InvalidInputError
+from memory_graph_agent.turn.validation import InvalidInputError
 from tests.conftest import say
 from tests.fakes import ScriptedChatModel
 

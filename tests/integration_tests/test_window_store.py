@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from memory_graph_agent.ids import InvalidIdError
+from memory_graph_agent.core.ids import InvalidIdError
 from memory_graph_agent.storage.window import StoredMessage
 from tests.builders import assert_tool_groups_intact, ids, keep_last, msg, tool_conversation
 

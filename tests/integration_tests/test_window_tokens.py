@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 
-from memory_graph_agent.budgets import count_tokens
+from memory_graph_agent.turn.budgets import count_tokens
 from tests.conftest import say
 from tests.fakes import REPLY, ScriptedChatModel
 

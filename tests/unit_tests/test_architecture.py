@@ -20,21 +20,10 @@ P = "memory_graph_agent"
 
 # lowest first; a module belongs to the most specific (longest) prefix that matches
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    (
-        "core",
-        (
-            f"{P}.entities",
-            f"{P}.ids",
-            f"{P}.records",
-            f"{P}.metrics",
-            f"{P}.priority",
-            f"{P}.settings",
-            f"{P}.turns",
-        ),
-    ),  # fmt: skip
+    ("core", (f"{P}.core",)),
     ("storage", (f"{P}.storage",)),
     ("local", (f"{P}.local",)),
-    ("services", (f"{P}.models", f"{P}.services")),
+    ("services", (f"{P}.services",)),
     ("domain", (P,)),
     (
         "declarations",

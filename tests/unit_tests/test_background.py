@@ -10,7 +10,7 @@ from langgraph.constants import TAG_NOSTREAM
 
 from graph.background import LocalScheduler, memory_run, memory_thread_id
 from graph.context import Context
-from memory_graph_agent.llm import NOSTREAM_TAG, tagged
+from memory_graph_agent.formation.llm import NOSTREAM_TAG, tagged
 
 
 class SlowGraph:

@@ -1,10 +1,11 @@
-"""Token arithmetic of short-term compression (`memory_graph_agent.budgets`), no services."""
+"""Token arithmetic of short-term compression (`memory_graph_agent.turn.budgets`), no services."""
 
 from __future__ import annotations
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from memory_graph_agent.budgets import (
+from memory_graph_agent.storage.window import StoredMessage
+from memory_graph_agent.turn.budgets import (
     batch_that_fits,
     count_tokens,
     cut_to_recent_turns,
@@ -13,7 +14,6 @@ from memory_graph_agent.budgets import (
     prompt_tokens,
     trigger_budget,
 )
-from memory_graph_agent.storage.window import StoredMessage
 
 CALL = {"name": "lookup", "args": {"q": "x"}, "id": "call-1", "type": "tool_call"}
 

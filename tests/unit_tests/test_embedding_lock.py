@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from memory_graph_agent.models import QueriesFirstLock
+from memory_graph_agent.services.models import QueriesFirstLock
 
 
 def _waiter(lock: QueriesFirstLock, query: bool, order: list[str], name: str) -> threading.Thread:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from memory_graph_agent.entities import (
+from memory_graph_agent.core.entities import (
     MAX_KEYS,
     ROLE_SPEAKERS,
     entity_bonus,
@@ -14,7 +14,7 @@ from memory_graph_agent.entities import (
     speaker_named,
     speaker_names,
 )
-from memory_graph_agent.entity_linking import link_entities, link_speakers
+from memory_graph_agent.recall.entity_linking import link_entities, link_speakers
 from memory_graph_agent.storage.episode_index import _SPEAKERS
 
 

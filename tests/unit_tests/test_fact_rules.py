@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory_graph_agent.fact_rules import rule_facts
+from memory_graph_agent.profile.fact_rules import rule_facts
 
 
 def facts(text: str) -> dict[str, str]:
@@ -43,7 +43,7 @@ def test_moving_and_employer() -> None:
 
 
 def test_rule_facts_win_over_a_model_mis_assignment() -> None:
-    from memory_graph_agent.facts import merge_rule_facts
+    from memory_graph_agent.profile.facts import merge_rule_facts
     from memory_graph_agent.storage.profile import Fact
 
     model = [
@@ -58,7 +58,7 @@ def test_rule_facts_win_over_a_model_mis_assignment() -> None:
 
 
 def test_rule_keys_are_never_taken_from_the_model_when_rules_are_on() -> None:
-    from memory_graph_agent.facts import merge_rule_facts
+    from memory_graph_agent.profile.facts import merge_rule_facts
     from memory_graph_agent.storage.profile import Fact
 
     # a batch of small talk: no rule fires, and the model's "name" is still refused
@@ -77,7 +77,7 @@ def test_rule_keys_are_never_taken_from_the_model_when_rules_are_on() -> None:
 )
 def test_rules_enabled(fact_rules: str, model: str, on: bool) -> None:
     from graph.context import Context
-    from memory_graph_agent.facts import rules_enabled
+    from memory_graph_agent.profile.facts import rules_enabled
 
     assert rules_enabled(Context(fact_rules=fact_rules, model=model)) is on
 

@@ -1,13 +1,13 @@
-"""Fact extraction and grounding (`memory_graph_agent.facts`) and the profile's change notes."""
+"""Fact extraction and grounding (`memory_graph_agent.profile.facts`), profile change notes."""
 
 from __future__ import annotations
 
 import json
 
 from graph.prompts import EXTRACT_FACTS_PROMPT
-from memory_graph_agent.facts import extract_facts, facts_grounded, value_is_grounded
-from memory_graph_agent.rendering import render_profile
+from memory_graph_agent.profile.facts import extract_facts, facts_grounded, value_is_grounded
 from memory_graph_agent.storage.profile import Fact
+from memory_graph_agent.turn.rendering import render_profile
 from tests.fakes import ScriptedChatModel, prompt_text
 
 SAID = "The user said: I used to like Java, but now I prefer Go. What is C#?"

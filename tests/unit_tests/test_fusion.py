@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memory_graph_agent.ranking import (
+from memory_graph_agent.recall.ranking import (
     RRF_K,
     fill_budget,
     memory_score,

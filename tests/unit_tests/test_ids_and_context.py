@@ -7,8 +7,8 @@ from dataclasses import fields
 import pytest
 
 from graph.context import Context
-from memory_graph_agent.ids import InvalidIdError, validate_id
-from memory_graph_agent.models import default_embedding_model
+from memory_graph_agent.core.ids import InvalidIdError, validate_id
+from memory_graph_agent.services.models import default_embedding_model
 from memory_graph_agent.storage.memories import _IterativeHNSW
 
 
@@ -182,7 +182,7 @@ def test_the_context_provides_every_setting_the_domain_reads() -> None:
     """The domain reads `Settings`; `Context` must have each field, with the same type."""
     import dataclasses
 
-    from memory_graph_agent.settings import Settings
+    from memory_graph_agent.core.settings import Settings
 
     fields = {f.name: f.type for f in dataclasses.fields(Context)}
     for name, kind in Settings.__annotations__.items():

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from memory_graph_agent.linking import episode_item, link_turns, summary_turns
-from memory_graph_agent.ranking import RRF_K, fill_budget
-from memory_graph_agent.rendering import render_memories, text_tokens
-from memory_graph_agent.retrieval import fuse, prompt_order
+from memory_graph_agent.recall.linking import episode_item, link_turns, summary_turns
+from memory_graph_agent.recall.ranking import RRF_K, fill_budget
+from memory_graph_agent.recall.retrieval import fuse, prompt_order
 from memory_graph_agent.storage.episode_index import EpisodeHit
 from memory_graph_agent.storage.memory_rows import Memory
+from memory_graph_agent.turn.rendering import render_memories, text_tokens
 
 DAY1 = datetime(2023, 5, 8, 13, 0, tzinfo=UTC)
 DAY2 = datetime(2023, 6, 1, 9, 0, tzinfo=UTC)

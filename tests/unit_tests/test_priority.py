@@ -1,10 +1,10 @@
-"""Memory work gives way to read paths (`memory_graph_agent.priority`), bounded."""
+"""Memory work gives way to read paths (`memory_graph_agent.core.priority`), bounded."""
 
 from __future__ import annotations
 
 import asyncio
 
-from memory_graph_agent.priority import give_way, memory_work, read_path, reading
+from memory_graph_agent.core.priority import give_way, memory_work, read_path, reading
 
 
 async def test_memory_work_waits_until_the_read_path_ends():

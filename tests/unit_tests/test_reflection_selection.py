@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from memory_graph_agent.reflection import ITEM_TOKENS, select_for_reflection
+from memory_graph_agent.core.tokens import text_tokens
+from memory_graph_agent.formation.reflection import ITEM_TOKENS, select_for_reflection
 from memory_graph_agent.storage.memories import Memory
-from memory_graph_agent.tokens import text_tokens
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

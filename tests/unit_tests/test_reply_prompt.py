@@ -5,8 +5,8 @@ from __future__ import annotations
 from langchain_core.exceptions import ModelInvalidRequestError
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from memory_graph_agent.replying import complete_tool_groups, refused, reply_prompt
-from memory_graph_agent.tokens import message_tokens
+from memory_graph_agent.core.tokens import message_tokens
+from memory_graph_agent.turn.replying import complete_tool_groups, refused, reply_prompt
 
 
 def _call(*ids: str, text: str = "") -> AIMessage:

@@ -14,8 +14,8 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
+from memory_graph_agent.core.turns import turn_boundary_cut
 from memory_graph_agent.storage.window import StoredMessage
-from memory_graph_agent.turns import turn_boundary_cut
 from tests.builders import TS, assert_tool_groups_intact, msg, tc, tool_conversation
 
 

@@ -6,7 +6,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
-from memory_graph_agent.budgets import count_tokens, prompt_tokens
+from memory_graph_agent.turn.budgets import count_tokens, prompt_tokens
 
 # (text, tokens SmolLM2's tokenizer really needs, measured with llama.cpp's tokenizer)
 MEASURED = {
@@ -45,7 +45,7 @@ def test_ascii_costs_what_langchain_counts() -> None:
 
 
 def test_the_counter_is_pluggable() -> None:
-    from memory_graph_agent.tokens import use_token_counter
+    from memory_graph_agent.core.tokens import use_token_counter
 
     text = "All work and no play makes Jack a dull boy."
     use_token_counter(len)  # one token a character

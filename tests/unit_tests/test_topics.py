@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from memory_graph_agent.topics import link_topics, topic_words
+from memory_graph_agent.recall.topics import link_topics, topic_words
 
 
 def turn(mid: str, text: str, rrf: float) -> dict:
@@ -48,7 +48,7 @@ def test_weight_zero_or_one_turn_changes_nothing():
 
 _RANKED_IN_A_CHILD = """
 import json, sys
-from memory_graph_agent.topics import link_topics
+from memory_graph_agent.recall.topics import link_topics
 items = json.loads(sys.stdin.read())
 print(json.dumps(link_topics(items, "What did Ann plan?", 0.5, seeds=1)))
 """

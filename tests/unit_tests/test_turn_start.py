@@ -13,8 +13,8 @@ from typing_extensions import TypedDict
 
 from graph.routing import TURN_START, route_turn
 from graph.state import turn_start
-from memory_graph_agent.records import TurnStart, add_events, event
-from memory_graph_agent.turns import ends_session
+from memory_graph_agent.core.records import TurnStart, add_events, event
+from memory_graph_agent.core.turns import ends_session
 
 OLD = [{**event("respond", "answered", "last turn"), "turn": 3}, event("trim_window", "x", "y")]
 

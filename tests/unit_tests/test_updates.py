@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memory_graph_agent.updates import newest_first
+from memory_graph_agent.recall.updates import newest_first
 
 QUERY = "How many trips have I taken with my Canon camera?"
 

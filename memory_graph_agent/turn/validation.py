@@ -14,7 +14,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from memory_graph_agent.ids import InvalidIdError, validate_id
+from memory_graph_agent.core.ids import InvalidIdError, validate_id
 
 MAX_MESSAGE_CHARS = 32_000
 """Longest accepted message text (about 8k tokens). Longer input is rejected, not cut."""

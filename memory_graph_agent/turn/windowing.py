@@ -13,8 +13,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory_graph_agent import metrics
-from memory_graph_agent.budgets import (
+from memory_graph_agent.core import metrics
+from memory_graph_agent.core.records import MemoryEvent, event
+from memory_graph_agent.core.settings import Settings
+from memory_graph_agent.services.stores import Services
+from memory_graph_agent.storage.failsafe import window_buffer
+from memory_graph_agent.storage.outages import StoreUnavailable
+from memory_graph_agent.storage.window import StoredMessage
+from memory_graph_agent.turn.budgets import (
     context_tokens,
     cut_to_recent_turns,
     messages_over_budget,
@@ -22,12 +28,6 @@ from memory_graph_agent.budgets import (
     window_cut,
     window_token_cap,
 )
-from memory_graph_agent.records import MemoryEvent, event
-from memory_graph_agent.services import Services
-from memory_graph_agent.settings import Settings
-from memory_graph_agent.storage.failsafe import window_buffer
-from memory_graph_agent.storage.outages import StoreUnavailable
-from memory_graph_agent.storage.window import StoredMessage
 
 SEEN_SLACK = 1000
 """Ids the seen-set may hold beyond the checkpoint's messages and the Redis lists'."""

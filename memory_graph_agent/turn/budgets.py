@@ -1,6 +1,6 @@
 """Token budgets of a turn: prompt size, the reply's window, the summarizer's batch.
 
-Tokens are counted by `memory_graph_agent.tokens` (pluggable; no download); old turns are
+Tokens are counted by `memory_graph_agent.core.tokens` (pluggable; no download); old turns are
 cut with ``trim_messages(strategy="last", start_on="human")``. Budgets are sized from the
 smaller of ``context_window_tokens`` and the context the chat model declares.
 """
@@ -12,10 +12,10 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, SystemMessage, trim_messages
 
-from memory_graph_agent.models import load_chat_model, model_context_tokens
-from memory_graph_agent.settings import Settings
-from memory_graph_agent.tokens import message_tokens, text_tokens
-from memory_graph_agent.turns import cut_to_recent_turns, turn_boundary_cut, turn_starts
+from memory_graph_agent.core.settings import Settings
+from memory_graph_agent.core.tokens import message_tokens, text_tokens
+from memory_graph_agent.core.turns import cut_to_recent_turns, turn_boundary_cut, turn_starts
+from memory_graph_agent.services.models import load_chat_model, model_context_tokens
 
 __all__ = [
     "batch_that_fits",

@@ -17,7 +17,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, ValidationError
 
-from memory_graph_agent import metrics
+from memory_graph_agent.core import metrics
 
 log = logging.getLogger(__name__)
 T = TypeVar("T", bound=BaseModel)

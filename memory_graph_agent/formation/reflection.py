@@ -12,22 +12,22 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory_graph_agent.budgets import context_tokens, cut_text, trigger_budget
-from memory_graph_agent.consolidation import expires_at, record_fact_changes
-from memory_graph_agent.facts import facts_grounded
-from memory_graph_agent.guards import invents_few_entities
-from memory_graph_agent.llm import invoke_structured
-from memory_graph_agent.models import load_chat_model
-from memory_graph_agent.records import MemoryEvent, event
-from memory_graph_agent.rendering import defang, limit_words
-from memory_graph_agent.schemas import ReflectionOut
-from memory_graph_agent.services import Services
-from memory_graph_agent.settings import Settings
+from memory_graph_agent.core.records import MemoryEvent, event
+from memory_graph_agent.core.settings import Settings
+from memory_graph_agent.core.tokens import text_tokens
+from memory_graph_agent.formation.consolidation import expires_at, record_fact_changes
+from memory_graph_agent.formation.guards import invents_few_entities
+from memory_graph_agent.formation.llm import invoke_structured
+from memory_graph_agent.formation.schemas import ReflectionOut
+from memory_graph_agent.profile.facts import facts_grounded
+from memory_graph_agent.services.models import load_chat_model
+from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.decisions import Decision
 from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.profile import Fact
-from memory_graph_agent.tokens import text_tokens
+from memory_graph_agent.turn.budgets import context_tokens, cut_text, trigger_budget
+from memory_graph_agent.turn.rendering import defang, limit_words
 
 log = logging.getLogger(__name__)
 

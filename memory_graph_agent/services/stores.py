@@ -29,7 +29,7 @@ from memory_graph_agent.local.embedded import (
     embedded_running,
     ensure_services,
 )
-from memory_graph_agent.models import default_embedding_model, load_embeddings
+from memory_graph_agent.services.models import default_embedding_model, load_embeddings
 from memory_graph_agent.storage.costs import MemoryCosts
 from memory_graph_agent.storage.decisions import DecisionLog
 from memory_graph_agent.storage.episodes import EpisodeLog

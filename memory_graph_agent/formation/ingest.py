@@ -11,13 +11,13 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from memory_graph_agent import metrics
-from memory_graph_agent.consolidation import consolidate_memory, record_fact_changes
-from memory_graph_agent.facts import extract_facts
-from memory_graph_agent.llm import MemoryPrompts
-from memory_graph_agent.records import MemoryEvent, SummaryDraft, event
-from memory_graph_agent.services import Services
-from memory_graph_agent.settings import Settings
+from memory_graph_agent.core import metrics
+from memory_graph_agent.core.records import MemoryEvent, SummaryDraft, event
+from memory_graph_agent.core.settings import Settings
+from memory_graph_agent.formation.consolidation import consolidate_memory, record_fact_changes
+from memory_graph_agent.formation.llm import MemoryPrompts
+from memory_graph_agent.profile.facts import extract_facts
+from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.window import parse_ts

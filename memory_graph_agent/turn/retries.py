@@ -9,9 +9,9 @@ and node; a third start of one fails cleanly, which the server does not retry.
 
 from __future__ import annotations
 
-from memory_graph_agent.services import Services
+from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.outages import StoreUnavailable
-from memory_graph_agent.validation import check_id
+from memory_graph_agent.turn.validation import check_id
 
 MAX_TASK_STARTS = 2
 """Starts of one step of a run: the first, and one retry after its process died."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memory_graph_agent.topics import topic_words
+from memory_graph_agent.recall.topics import topic_words
 
 MIN_SHARED = 2
 """Query words two turns must share to speak of the same subject."""

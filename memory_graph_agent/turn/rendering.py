@@ -9,10 +9,10 @@ from typing import Any
 
 from langchain_core.messages import AnyMessage, HumanMessage
 
-from memory_graph_agent import tokens
-from memory_graph_agent.budgets import cut_text
-from memory_graph_agent.records import MemoryEvent, event
+from memory_graph_agent.core import tokens
+from memory_graph_agent.core.records import MemoryEvent, event
 from memory_graph_agent.storage.outages import outages
+from memory_graph_agent.turn.budgets import cut_text
 
 
 def notices(node: str) -> list[MemoryEvent]:

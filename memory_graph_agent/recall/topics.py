@@ -14,7 +14,7 @@ import re
 from collections import defaultdict
 from typing import Any
 
-from memory_graph_agent.entities import COMMON, MIN_WORD
+from memory_graph_agent.core.entities import COMMON, MIN_WORD
 
 TOPIC_SEEDS = 3
 """How many of the best turns lend their words."""

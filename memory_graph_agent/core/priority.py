@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 
-from memory_graph_agent.metrics import MEMORY_GAVE_WAY
+from memory_graph_agent.core.metrics import MEMORY_GAVE_WAY
 
 _max_wait: ContextVar[float] = ContextVar("agent_memory_give_way_s", default=0.0)
 

@@ -16,20 +16,20 @@ from typing import Any
 
 from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage
 
-from memory_graph_agent.offline_admission import (
+from memory_graph_agent.core.records import MemoryEvent, ProfileChange, event
+from memory_graph_agent.core.settings import Settings
+from memory_graph_agent.core.turns import ends_session
+from memory_graph_agent.services.stores import Services
+from memory_graph_agent.storage.outages import StoreUnavailable
+from memory_graph_agent.storage.threads import Admission
+from memory_graph_agent.storage.window import StoredMessage
+from memory_graph_agent.turn.offline_admission import (
     OwnerUnknownError,
     admit_without_redis,
     record_rejections,
     reject_without_redis,
 )
-from memory_graph_agent.records import MemoryEvent, ProfileChange, event
-from memory_graph_agent.services import Services
-from memory_graph_agent.settings import Settings
-from memory_graph_agent.storage.outages import StoreUnavailable
-from memory_graph_agent.storage.threads import Admission
-from memory_graph_agent.storage.window import StoredMessage
-from memory_graph_agent.turns import ends_session
-from memory_graph_agent.validation import (
+from memory_graph_agent.turn.validation import (
     ThreadOwnershipError,
     check_id,
     limits_of,
@@ -62,9 +62,9 @@ async def start_turn(
     are read in one Redis round trip (`ThreadOwners.admit`'s ``also``).
 
     ``messages`` is every message of the checkpointed state, the turn's input last. Raises
-    `InvalidInputError` for input that breaks a rule of `memory_graph_agent.validation`,
+    `InvalidInputError` for input that breaks a rule of `memory_graph_agent.turn.validation`,
     `ThreadOwnershipError` when the thread belongs to another user (also while Redis is
-    down: `memory_graph_agent.offline_admission`, which raises `OwnerUnknownError` when
+    down: `memory_graph_agent.turn.offline_admission`, which raises `OwnerUnknownError` when
     nothing can tell the owner).
     """
     user_id = check_id(settings.user_id, "user_id")

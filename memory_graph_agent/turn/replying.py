@@ -23,10 +23,10 @@ from typing import Any
 from langchain_core.exceptions import ContextOverflowError, ModelInvalidRequestError
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 
-from memory_graph_agent.budgets import cut_text, messages_within_budget
-from memory_graph_agent.records import MemoryEvent, event
-from memory_graph_agent.tokens import message_tokens, text_tokens
-from memory_graph_agent.turns import turn_starts
+from memory_graph_agent.core.records import MemoryEvent, event
+from memory_graph_agent.core.tokens import message_tokens, text_tokens
+from memory_graph_agent.core.turns import turn_starts
+from memory_graph_agent.turn.budgets import cut_text, messages_within_budget
 
 log = logging.getLogger(__name__)
 

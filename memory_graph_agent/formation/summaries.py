@@ -13,22 +13,22 @@ from typing import NamedTuple
 
 from langchain_core.messages import HumanMessage
 
-from memory_graph_agent import metrics
-from memory_graph_agent.budgets import (
+from memory_graph_agent.core import metrics
+from memory_graph_agent.core.records import MemoryEvent, SummaryDraft, event
+from memory_graph_agent.core.settings import Settings
+from memory_graph_agent.formation.guards import summary_is_faithful
+from memory_graph_agent.formation.llm import invoke_text
+from memory_graph_agent.services.models import load_chat_model
+from memory_graph_agent.services.stores import Services
+from memory_graph_agent.storage.outages import StoreUnavailable
+from memory_graph_agent.turn.budgets import (
     batch_that_fits,
     context_tokens,
     count_tokens,
     keep_newest,
     trigger_budget,
 )
-from memory_graph_agent.guards import summary_is_faithful
-from memory_graph_agent.llm import invoke_text
-from memory_graph_agent.models import load_chat_model
-from memory_graph_agent.records import MemoryEvent, SummaryDraft, event
-from memory_graph_agent.rendering import defang, limit_words, now_iso
-from memory_graph_agent.services import Services
-from memory_graph_agent.settings import Settings
-from memory_graph_agent.storage.outages import StoreUnavailable
+from memory_graph_agent.turn.rendering import defang, limit_words, now_iso
 
 log = logging.getLogger(__name__)
 

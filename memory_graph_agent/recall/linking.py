@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from memory_graph_agent.ranking import shown_verbatim
-from memory_graph_agent.services import Services
-from memory_graph_agent.settings import Settings
+from memory_graph_agent.core.settings import Settings
+from memory_graph_agent.recall.ranking import shown_verbatim
+from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.episodes import EpisodeHit
 from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.recall_search import Found

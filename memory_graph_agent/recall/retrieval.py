@@ -21,21 +21,21 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from memory_graph_agent import metrics
-from memory_graph_agent.entities import speaker_names
-from memory_graph_agent.entity_linking import link_entities, link_speakers, reach_entities
-from memory_graph_agent.linking import NEIGHBOUR_PREFETCH, episode_item, linked_turns
-from memory_graph_agent.ranking import RRF_K, fill_budget, memory_score, recency, rrf
-from memory_graph_agent.records import MemoryEvent, event
-from memory_graph_agent.rendering import episode_header, render_memory, text_tokens
-from memory_graph_agent.services import Services
-from memory_graph_agent.settings import Settings
+from memory_graph_agent.core import metrics
+from memory_graph_agent.core.entities import speaker_names
+from memory_graph_agent.core.records import MemoryEvent, event
+from memory_graph_agent.core.settings import Settings
+from memory_graph_agent.recall.entity_linking import link_entities, link_speakers, reach_entities
+from memory_graph_agent.recall.linking import NEIGHBOUR_PREFETCH, episode_item, linked_turns
+from memory_graph_agent.recall.ranking import RRF_K, fill_budget, memory_score, recency, rrf
+from memory_graph_agent.recall.topics import link_topics
+from memory_graph_agent.recall.updates import newest_first
+from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.episodes import EpisodeHit
 from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.recall_search import recall_search
-from memory_graph_agent.topics import link_topics
-from memory_graph_agent.updates import newest_first
+from memory_graph_agent.turn.rendering import episode_header, render_memory, text_tokens
 
 MIN_EPISODE_DEPTH = 20
 TOKENS_PER_HOT_CANDIDATE = 20

@@ -12,10 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from memory_graph_agent.entities import entity_bonus, entity_keys, named_in, query_keys, said_by
-from memory_graph_agent.linking import episode_item
-from memory_graph_agent.services import Services
-from memory_graph_agent.settings import Settings
+from memory_graph_agent.core.entities import (
+    entity_bonus,
+    entity_keys,
+    named_in,
+    query_keys,
+    said_by,
+)
+from memory_graph_agent.core.settings import Settings
+from memory_graph_agent.recall.linking import episode_item
+from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.episode_index import keyword_hits
 
 ENTITY_SEEDS = 3

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AnyMessage
 
-from memory_graph_agent.services import Services
+from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.failsafe import rejected_while_down, window_buffer
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.threads import Admission

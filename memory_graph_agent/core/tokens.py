@@ -8,7 +8,7 @@ offline model): Cyrillic ~0.8 tokens a character, Arabic ~1.1, CJK and kana ~1.6
 Hangul ~2.7, emoji up to 4; OpenAI's tokenizers need about 1 per CJK character. The
 rates below are at or above those, so a prompt counted as fitting does fit. Digits are
 the exception (SmolLM2 spends a token on each): the reply path retries a prompt the
-model refuses as too long (`memory_graph_agent.replying`).
+model refuses as too long (`memory_graph_agent.turn.replying`).
 
 Plug in an exact counter for your model with `use_token_counter` (e.g. a tiktoken
 encoding's ``lambda text: len(enc.encode(text))``); every budget then uses it.

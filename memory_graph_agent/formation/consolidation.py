@@ -12,15 +12,15 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from memory_graph_agent.guards import invents_few_entities, summary_is_faithful
-from memory_graph_agent.llm import invoke_structured
-from memory_graph_agent.models import load_chat_model
-from memory_graph_agent.rendering import defang
-from memory_graph_agent.schemas import ConsolidationDecision
-from memory_graph_agent.services import Services
-from memory_graph_agent.settings import Settings
+from memory_graph_agent.core.settings import Settings
+from memory_graph_agent.formation.guards import invents_few_entities, summary_is_faithful
+from memory_graph_agent.formation.llm import invoke_structured
+from memory_graph_agent.formation.schemas import ConsolidationDecision
+from memory_graph_agent.services.models import load_chat_model
+from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.decisions import Decision
 from memory_graph_agent.storage.memories import Memory
+from memory_graph_agent.turn.rendering import defang
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,7 @@
 """Reciprocal-rank fusion, the memory score, and greedy filling of a token budget.
 
-Pure functions (no I/O), used by `memory_graph_agent.retrieval` to merge its channels (dense search
+Pure functions (no I/O), used by `memory_graph_agent.recall.retrieval` to merge its
+channels (dense search
 over summaries/reflections, dense and full-text search over raw episodic turns), to
 score each candidate like a memory (relevance + recency + importance, each in [0, 1])
 and to fill the prompt's token budget in score order.

@@ -97,7 +97,7 @@ for _purpose in LLM_PURPOSES:
 MEMORY_GAVE_WAY = Counter(
     "agent_memory_gave_way_seconds_total",
     "Seconds memory work (summaries, consolidation, reflection) waited for turns' read paths "
-    "in the same process before a store call (`memory_graph_agent.priority`).",
+    "in the same process before a store call (`memory_graph_agent.core.priority`).",
 )
 
 ALL_METRICS = (

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import re
 
-from memory_graph_agent.fact_rules import RULE_KEYS, rule_facts
-from memory_graph_agent.guards import fact_is_grounded, fact_key_is_valid, self_statements
-from memory_graph_agent.llm import invoke_structured
-from memory_graph_agent.models import load_chat_model
-from memory_graph_agent.rendering import defang, limit_words
-from memory_graph_agent.schemas import FactList
-from memory_graph_agent.settings import Settings
+from memory_graph_agent.core.settings import Settings
+from memory_graph_agent.formation.guards import fact_is_grounded, fact_key_is_valid, self_statements
+from memory_graph_agent.formation.llm import invoke_structured
+from memory_graph_agent.formation.schemas import FactList
+from memory_graph_agent.profile.fact_rules import RULE_KEYS, rule_facts
+from memory_graph_agent.services.models import load_chat_model
 from memory_graph_agent.storage.profile import Fact, normalize_fact_key
+from memory_graph_agent.turn.rendering import defang, limit_words
 
 SOURCE_WORDS = 600
 
@@ -63,7 +63,8 @@ def rules_enabled(ctx: Settings) -> bool:
 def merge_rule_facts(model_facts: list[Fact], user_text: str, source_ids: list[str]) -> list[Fact]:
     """Rule facts from ``user_text`` plus the model's facts on keys no rule covers.
 
-    The keys the rules know (`memory_graph_agent.fact_rules.RULE_KEYS`) are decided by the rules
+    The keys the rules know (`memory_graph_agent.profile.fact_rules.RULE_KEYS`) are decided
+    by the rules
     alone: a model that writes ``name: The user's preference for breakfast`` cannot
     overwrite a name the user stated. A model fact that puts a rule-found value under
     another key (``hobby: Zhang San``) is dropped as a mis-assignment too.
