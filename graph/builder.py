@@ -9,7 +9,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
-from typing import Any
+from typing import Any, get_type_hints
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -56,6 +56,47 @@ def build_builder(
     """
     builder = StateGraph(State, input_schema=InputState, context_schema=Context)
     tools = memory_tools(services)
+    respond_node = partial(respond, tools=tools)
+    builder.add_node("respond", wrap(_no_crash_loop(services, respond_node), "respond"))
+    builder.add_node("tools", build_tool_node(tools))
+    add_memory(builder, services, answer="respond", ends_turn=None, scheduler=scheduler, wrap=wrap)
+    builder.add_conditional_edges("respond", routing.route_after_respond)
+    builder.add_edge("tools", "respond")
+    return builder
+
+
+def add_memory(
+    builder: StateGraph,
+    services: Services,
+    *,
+    answer: str,
+    ends_turn: str | None = "",
+    scheduler: MemoryScheduler | None = None,
+    wrap: Callable[[Callable, str], Callable] = lambda node, name: node,
+) -> StateGraph:
+    """Add our memory to a hand-built ``builder``: the nodes of the ``memory_agent`` graph.
+
+    A turn runs ``START → load_profile ∥ recall → answer → … → ends_turn → trim_window``,
+    then (inline, or as a memory run of the same graph when a ``scheduler`` takes it)
+    ``summarize → consolidate → reflect``. Your ``answer`` node builds its system prompt
+    with `graph.prompts.memory_prompt` (the fenced profile, memories and running
+    summary); ``ends_turn`` (default: ``answer``) is the node whose turn is over, an edge
+    from it to ``trim_window`` is added (``None``: you route to ``trim_window`` yourself).
+
+    The builder's state must have the keys of `graph.state.State` (subclass it and add
+    your own): ``messages``, ``end_session``, ``compress``, ``profile``,
+    ``profile_changes``, ``recalled``, ``thread_summary``, ``pending_count``,
+    ``memory_scheduled``, ``summary``, ``summary_stored``, ``summaries_since_reflection``,
+    ``importance_since_reflection``, ``memory_events``, ``memory_decisions``,
+    ``memory_cost``. Its context schema must be `graph.context.Context` (or a subclass):
+    the nodes read ``user_id`` and the knobs from it. Returns ``builder``.
+    """
+    missing = sorted(_keys(State) - _keys(builder.state_schema))
+    if missing:
+        raise TypeError(f"add_memory: the state lacks {missing}; subclass graph.state.State")
+    schema = builder.context_schema
+    if not (isinstance(schema, type) and issubclass(schema, Context)):
+        raise TypeError("add_memory: build the graph with context_schema=Context (or a subclass)")
     for node in MEMORY_NODES:
         bound = partial(node, services=services)
         if node is summarize:  # a memory run that finds its batch leased asks for a later one
@@ -66,20 +107,25 @@ def build_builder(
     trim = partial(trim_window, services=services, scheduler=scheduler)
     trim = wrap(_no_crash_loop(services, trim), "trim_window")
     builder.add_node("trim_window", _prioritized("trim_window", trim))
-    respond_node = partial(respond, tools=tools)
-    builder.add_node("respond", wrap(_no_crash_loop(services, respond_node), "respond"))
-    builder.add_node("tools", build_tool_node(tools))
     # a turn: load_profile and recall side by side; a memory run: trim_window
     builder.add_conditional_edges(START, routing.route_start, [*routing.TURN_START, "trim_window"])
-    for node in routing.TURN_START:  # both: respond, or trim_window for a session end
-        builder.add_conditional_edges(node, routing.route_turn)
-    builder.add_conditional_edges("respond", routing.route_after_respond)
-    builder.add_edge("tools", "respond")
+    for node in routing.TURN_START:  # both: the answer, or trim_window for a session end
+        paths = {"respond": answer, "trim_window": "trim_window"}
+        builder.add_conditional_edges(node, routing.route_turn, paths)
+    if ends_turn is not None:
+        builder.add_edge(ends_turn or answer, "trim_window")
     builder.add_conditional_edges("trim_window", routing.route_after_trim)
     builder.add_conditional_edges("summarize", routing.route_after_summarize)
     builder.add_conditional_edges("consolidate", routing.route_after_consolidate)
     builder.add_conditional_edges("reflect", routing.route_after_reflect)
     return builder
+
+
+def _keys(schema: Any) -> set[str]:
+    """The keys of a state schema: a TypedDict's own and inherited, else its type hints."""
+    if hasattr(schema, "__optional_keys__"):
+        return set(schema.__required_keys__) | set(schema.__optional_keys__)
+    return set(get_type_hints(schema))
 
 
 def _no_crash_loop(

@@ -1,12 +1,15 @@
 """Declare the memory tools (behaviour: `memory_graph_agent.memory_tools`) and the ``tools`` node.
 
 Each tool takes ``user_id`` from the injected `ToolRuntime`, never from the model's arguments,
-so a model cannot touch another user's memory even with a guessed id.
+so a model cannot touch another user's memory even with a guessed id. The same tools serve
+the ``memory_agent`` graph (the run's `Context`) and `graph.middleware` (its own way of
+finding the run's user: ``settings_of``), on a `MemoryProvider`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from langchain.tools import ToolRuntime
 from langchain_core.messages import HumanMessage, ToolMessage
@@ -15,24 +18,46 @@ from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
+import memory_graph_agent.memory_tools as do
 from graph.context import Context, current_thread_id
-from memory_graph_agent import memory_tools as do
-from memory_graph_agent.core.ids import validate_id
+from memory_graph_agent.core.settings import Settings
+from memory_graph_agent.providers.base import MemoryProvider
+from memory_graph_agent.providers.tiered import TieredProvider
 from memory_graph_agent.services.stores import Services
 
 
-def _latest_human_id(runtime: ToolRuntime[Context]) -> str | None:
+def _latest_human_id(runtime: ToolRuntime[Any]) -> str | None:
     for message in reversed((runtime.state or {}).get("messages", [])):
         if isinstance(message, HumanMessage):
             return message.id
     return None
 
 
-def memory_tools(services: Services) -> list[BaseTool]:
-    """``search_memory``, ``remember``, ``forget``, ``pin`` and ``unpin`` on ``services``."""
+def _run_context(runtime: ToolRuntime[Any]) -> Settings:
+    return runtime.context
+
+
+def memory_tools(
+    services: Services | None = None,
+    *,
+    provider: MemoryProvider | None = None,
+    settings_of: Callable[[ToolRuntime[Any]], Settings] = _run_context,
+) -> list[BaseTool]:
+    """``search_memory``, ``remember``, ``forget`` (and ``pin``, ``unpin``) for the run's user.
+
+    They act on ``provider`` (default: the tiered memory on ``services``); ``pin`` and
+    ``unpin`` only when the provider can pin. ``settings_of(runtime)`` gives the run's
+    settings, whose ``user_id`` is the only user the tools touch (default: the run's
+    `Context`).
+    """
+    if provider is None:
+        if services is None:
+            raise ValueError("memory_tools needs services or a provider")
+        provider = TieredProvider(services)
+    pinning = getattr(provider, "set_pinned", None)
 
     @tool(parse_docstring=True)
-    async def search_memory(query: str, runtime: ToolRuntime[Context]) -> str:
+    async def search_memory(query: str, runtime: ToolRuntime[Any]) -> str:
         """Search the user's long-term memory: past conversations, summaries and reflections.
 
         Use it when the answer may depend on something the user said in an earlier
@@ -42,12 +67,10 @@ def memory_tools(services: Services) -> list[BaseTool]:
             query: What to look for, in a few words (e.g. "favourite programming language").
             runtime: The run (user, thread, state), injected; the model never sees it.
         """
-        return await do.search(services, runtime.context, current_thread_id(), query)
+        return await do.search(provider, settings_of(runtime), current_thread_id(), query)
 
     @tool(parse_docstring=True)
-    async def remember(
-        key: str, fact: str, importance: float, runtime: ToolRuntime[Context]
-    ) -> str:
+    async def remember(key: str, fact: str, importance: float, runtime: ToolRuntime[Any]) -> str:
         """Store a durable fact about the user in their profile, replacing any earlier value.
 
         Use it when the user tells you something lasting about themselves (name, city,
@@ -60,10 +83,10 @@ def memory_tools(services: Services) -> list[BaseTool]:
             runtime: The run (user, thread, state), injected; the model never sees it.
         """
         sources = [s for s in (runtime.tool_call_id, _latest_human_id(runtime)) if s]
-        return await do.remember(services, runtime.context, key, fact, importance, sources)
+        return await provider.remember(settings_of(runtime), key, fact, importance, sources)
 
     @tool(parse_docstring=True)
-    async def forget(key_or_memory_id: str, runtime: ToolRuntime[Context]) -> str:
+    async def forget(key_or_memory_id: str, runtime: ToolRuntime[Any]) -> str:
         """Forget a profile fact (by key) or a stored memory (by the id search_memory showed).
 
         Use it only when the user asks you to forget something.
@@ -72,11 +95,10 @@ def memory_tools(services: Services) -> list[BaseTool]:
             key_or_memory_id: A profile key such as "city", or a memory id.
             runtime: The run (user, thread, state), injected; the model never sees it.
         """
-        user = validate_id(runtime.context.user_id, "user_id")
-        return await do.forget(services, user, key_or_memory_id)
+        return await provider.forget(settings_of(runtime), key_or_memory_id)
 
     @tool(parse_docstring=True)
-    async def pin(key_or_memory_id: str, runtime: ToolRuntime[Context]) -> str:
+    async def pin(key_or_memory_id: str, runtime: ToolRuntime[Any]) -> str:
         """Pin a profile fact or memory so it never expires and is never evicted.
 
         Use it when the user asks you to always remember something.
@@ -85,19 +107,20 @@ def memory_tools(services: Services) -> list[BaseTool]:
             key_or_memory_id: A profile key such as "name", or a memory id.
             runtime: The run (user, thread, state), injected; the model never sees it.
         """
-        return await do.set_pinned(services, runtime.context, key_or_memory_id, True)
+        return await pinning(settings_of(runtime), key_or_memory_id, True)
 
     @tool(parse_docstring=True)
-    async def unpin(key_or_memory_id: str, runtime: ToolRuntime[Context]) -> str:
+    async def unpin(key_or_memory_id: str, runtime: ToolRuntime[Any]) -> str:
         """Unpin a profile fact or memory: it expires again by its importance.
 
         Args:
             key_or_memory_id: A profile key such as "name", or a memory id.
             runtime: The run (user, thread, state), injected; the model never sees it.
         """
-        return await do.set_pinned(services, runtime.context, key_or_memory_id, False)
+        return await pinning(settings_of(runtime), key_or_memory_id, False)
 
-    return [search_memory, remember, forget, pin, unpin]
+    basic: list[BaseTool] = [search_memory, remember, forget]
+    return basic + ([pin, unpin] if pinning is not None else [])
 
 
 def tools_for(ctx: Context, tools: Sequence[BaseTool]) -> list[BaseTool]:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from memory_graph_agent.core.settings import Settings
-from memory_graph_agent.recall.retrieval import retrieve
+from memory_graph_agent.providers.base import MemoryProvider
 from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.profile import Fact, normalize_fact_key
@@ -40,20 +40,24 @@ def render_hit(item: dict[str, Any]) -> str:
     return line
 
 
-async def search(services: Services, settings: Settings, thread_id: str, query: str) -> str:
-    """The user's memories matching ``query``, best first, inside a <memories> block."""
+async def search(provider: MemoryProvider, settings: Settings, thread_id: str, query: str) -> str:
+    """The user's memories matching ``query``, best first, inside a <memories> block.
+
+    ``provider`` recalls them within ``memory_token_budget``; one that can ``touch``
+    counts the access (they are shown to the model now).
+    """
     query = query.strip()
     if not query:
         return "error: query is empty; say what to look for"
     try:
-        found = await retrieve(
-            services, settings, query, thread_id, budget=settings.memory_token_budget
-        )
+        items = await provider.recall(settings, thread_id, query, settings.memory_token_budget)
+        if (touch := getattr(provider, "touch", None)) is not None:
+            await touch(settings, items)
     except StoreUnavailable:
         return UNAVAILABLE
-    if not found.items:
+    if not items:
         return f"<memories>\n(nothing found for {defang(query)!r})\n</memories>"
-    lines = "\n".join(render_hit(item) for item in found.items)
+    lines = "\n".join(render_hit(dict(item)) for item in items)
     return f"<memories>\n{lines}\n</memories>"
 
 

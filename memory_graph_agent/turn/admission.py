@@ -55,11 +55,14 @@ async def start_turn(
     thread_id: str,
     messages: Sequence[AnyMessage],
     end_session: bool,
+    *,
+    read_profile: bool = True,
 ) -> TurnStart:
     """Validate the turn, admit the user to the thread, load their profile.
 
     The admission, the profile (with its recent changes) and the thread's running summary
-    are read in one Redis round trip (`ThreadOwners.admit`'s ``also``).
+    are read in one Redis round trip (`ThreadOwners.admit`'s ``also``). With
+    ``read_profile=False`` the profile is left to the caller (a `MemoryProvider`).
 
     ``messages`` is every message of the checkpointed state, the turn's input last. Raises
     `InvalidInputError` for input that breaks a rule of `memory_graph_agent.turn.validation`,
@@ -75,7 +78,7 @@ async def start_turn(
     end_session = ends_session(messages, end_session)
     redis_up, replies = True, []
     reads = [
-        *services.profile.reads(user_id),
+        *(services.profile.reads(user_id) if read_profile else []),
         services.window.thread_summary_read(user_id, thread_id),
     ]
     try:
@@ -130,6 +133,8 @@ async def start_turn(
         summary = await services.window.thread_summary_from(replies[-1])
     except StoreUnavailable:  # its key unreadable: the checkpoint's summary stays
         summary = None
+    if not read_profile:
+        return TurnStart(end_session=end_session, repairs=repairs, thread_summary=summary)
     try:
         profile, changes = await services.profile.from_reads(
             user_id, replies[:-1], settings.change_note_days

@@ -76,22 +76,31 @@ def _stream_text(cell: nbformat.NotebookNode) -> str:
     return "".join(parts)
 
 
+def execute(notebook: Path, kernel: str, timeout: int = 600) -> nbformat.NotebookNode:
+    """Run every cell of ``notebook`` in ``kernel``, from its folder; return the result.
+
+    Raises ``CellExecutionError`` on the first failing cell. ``NOTEBOOK_OUT`` keeps the
+    executed copy for a look.
+    """
+    nb = nbformat.read(notebook, as_version=4)
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name=kernel,
+        resources={"metadata": {"path": str(notebook.parent)}},
+    )
+    try:
+        client.execute()
+    finally:
+        if out := os.environ.get("NOTEBOOK_OUT"):
+            nbformat.write(nb, out)
+    return nb
+
+
 def test_walkthrough_notebook_runs_and_recalls(
     memory_env: dict[str, str], python3_kernel: str
 ) -> None:
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = NotebookClient(
-        nb,
-        timeout=600,
-        kernel_name=python3_kernel,
-        resources={"metadata": {"path": str(NOTEBOOK.parent)}},
-    )
-    try:
-        client.execute()  # raises CellExecutionError on the first failing cell
-    finally:
-        if out := os.environ.get("NOTEBOOK_OUT"):  # keep the executed copy for a look
-            nbformat.write(nb, out)
-
+    nb = execute(NOTEBOOK, python3_kernel)
     code_cells = [c for c in nb.cells if c.cell_type == "code"]
     for cell in code_cells:
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]

@@ -39,7 +39,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("nodes", ("nodes",)),
     ("wiring", ("graph",)),
     ("apps", (f"{P}.cli", f"{P}.webapp", f"{P}.auth")),
-]
+]  # and the package itself, `memory_graph_agent` exactly: FRONT_DOORS
+FRONT_DOORS = {P: "apps"}
+"""Modules whose layer is their exact name: the package's public API (lazy imports of the
+wiring), while its sub-packages keep the layers above."""
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
 # what the same rank may import sideways: storage and local are peers, not a stack
 PEERS_FORBIDDEN = {("storage", "local")}
@@ -54,6 +57,8 @@ def module_name(path: Path) -> str:
 
 
 def layer_of(module: str) -> str:
+    if module in FRONT_DOORS:
+        return FRONT_DOORS[module]
     best, best_len = "", -1
     for name, prefixes in LAYERS:
         for prefix in prefixes:

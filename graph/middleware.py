@@ -1,0 +1,305 @@
+"""`MemoryMiddleware`: our memory for any LangChain ``create_agent`` agent.
+
+The same domain functions as the ``memory_agent`` graph, at the agent's hooks:
+
+* ``abefore_agent`` (once per turn, before the first model call): admission
+  (`turn.admission.start_turn`: the input's rules and the thread's owner, nothing written
+  for a turn it refuses), the running summary, the provider's profile and its recall
+  within what the window leaves of ``memory_token_budget`` (`turn.budgets.recall_budget`).
+* ``awrap_model_call`` (each model call): the fenced memory blocks of our ``respond``
+  node (`graph.prompts.memory_prompt`) appended to the agent's own system prompt.
+* ``aafter_agent`` (once, after the turn's last model and tool calls): the turn ends in
+  `turn.closing.finish_turn`, on a turn boundary, and due memory work goes to the same
+  schedulers as our graph's (`graph.background`): a memory run of the ``memory_agent``
+  graph, in this process (`LocalScheduler`) or on the LangGraph server (`ServerScheduler`).
+
+The user is the run's: ``context.user_id`` (an object or a dict), or the authenticated
+identity of a LangGraph server run. Without one the turn is refused with `MissingUserError`;
+nothing is ever written under a default user.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import fields
+from functools import partial
+from typing import Annotated, Any, NotRequired
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import OmitFromInput
+from langchain.tools import ToolRuntime
+from langchain_core.messages import RemoveMessage, SystemMessage
+from langgraph.config import get_config
+from langgraph.runtime import Runtime
+
+from graph.background import LocalScheduler, ServerScheduler, memory_run
+from graph.builder import GRAPH_NAME, build_graph
+from graph.context import Context, MemoryScheduler, current_thread_id
+from graph.prompts import memory_prompt
+from graph.tools import memory_tools
+from memory_graph_agent.core.records import MemoryEvent, ProfileChange, RecalledItem, event
+from memory_graph_agent.providers.base import MemoryProvider, ProfileView
+from memory_graph_agent.providers.tiered import PROVIDERS, provider_named
+from memory_graph_agent.services.stores import Services, server_services
+from memory_graph_agent.storage.outages import StoreUnavailable
+from memory_graph_agent.turn.admission import start_turn
+from memory_graph_agent.turn.budgets import recall_budget
+from memory_graph_agent.turn.closing import finish_turn
+from memory_graph_agent.turn.rendering import latest_human_text
+from memory_graph_agent.turn.validation import InvalidInputError, check_id
+
+HOW_TO_PASS_THE_USER = (
+    "MemoryMiddleware needs the id of the user whose memory this run reads and writes. "
+    "Pass it in the run's context: create_agent(..., context_schema=YourContext) with a "
+    "user_id field and agent.ainvoke(..., context=YourContext(user_id='ada')) (a dict "
+    "{'user_id': 'ada'} works too), or serve the agent with authentication on a LangGraph "
+    "server, where the user is the authenticated identity. Nothing was written."
+)
+UNSET_USER = {f.name: f.default for f in fields(Context)}["user_id"]
+"""`Context`'s placeholder user: refused, so that nothing lands under a shared default."""
+RESERVED = ("user_id", "memory_of")
+
+
+class MissingUserError(InvalidInputError):
+    """The run named no user: the middleware refuses to read or write anyone's memory."""
+
+
+class MemoryAgentState(AgentState):
+    """The agent's state plus what memory put in this turn's prompt (read in Studio)."""
+
+    memory_profile: NotRequired[Annotated[dict[str, dict[str, Any]], OmitFromInput]]
+    memory_changes: NotRequired[Annotated[list[ProfileChange], OmitFromInput]]
+    memory_recalled: NotRequired[Annotated[list[RecalledItem], OmitFromInput]]
+    memory_summary: NotRequired[Annotated[str, OmitFromInput]]
+    memory_events: NotRequired[Annotated[list[MemoryEvent], OmitFromInput]]
+
+
+def user_of(runtime: Runtime[Any] | ToolRuntime[Any]) -> str:
+    """The run's user: the authenticated identity of a server run, else ``context.user_id``.
+
+    Raises `MissingUserError` when neither names one, `InvalidInputError` for an id that
+    is not 1-64 of ``[A-Za-z0-9_.@-]``, or for a context naming another user than the
+    authenticated one.
+    """
+    context = runtime.context
+    claimed = context.get("user_id") if isinstance(context, Mapping) else None
+    claimed = claimed or getattr(context, "user_id", None)
+    auth = (
+        (runtime.config if isinstance(runtime, ToolRuntime) else get_config())
+        .get("configurable", {})
+        .get("langgraph_auth_user")
+    )
+    identity = auth.get("identity") if isinstance(auth, Mapping) else getattr(auth, "identity", "")
+    if identity and claimed and claimed != identity:
+        raise InvalidInputError(
+            f"user_id {claimed!r} in the context is not the authenticated user; "
+            "leave user_id out or pass your own"
+        )
+    user = identity or claimed
+    if not user or user == UNSET_USER:
+        raise MissingUserError(HOW_TO_PASS_THE_USER)
+    return check_id(user, "user_id")
+
+
+class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
+    """Long-term memory for a ``create_agent`` agent: profile, recall, window, memory runs.
+
+    Example:
+        ```python
+        async with services_session() as services:
+            memory = MemoryMiddleware(services, model="openai:gpt-4o-mini")
+            agent = create_agent(model, tools, middleware=[memory], checkpointer=saver)
+            await agent.ainvoke(
+                {"messages": [("user", "hi")]},
+                {"configurable": {"thread_id": "t1"}},
+                context={"user_id": "ada"},
+            )
+            await memory.drain()  # before closing the services
+        ```
+
+    Args:
+        services: Our stores (`services_session`). ``None``: a LangGraph server's, opened
+            on first use, with memory runs on its ``memory_agent`` graph.
+        provider: ``"tiered"`` (default), ``"flat"`` or your own `MemoryProvider`.
+        tools: Offer ``search_memory``, ``remember``, ``forget`` (and ``pin``/``unpin``
+            when the provider can pin) to the model, for the run's user only.
+        scheduler: Where memory runs: default `LocalScheduler` with services, else
+            `ServerScheduler`; ``memory_mode="inline"`` forms memory within the turn.
+        **knobs: Any field of `graph.context.Context` but ``user_id``/``memory_of``
+            (``model`` is the model memory summarizes with; ``window_size``...).
+    """
+
+    state_schema = MemoryAgentState
+
+    def __init__(
+        self,
+        services: Services | None = None,
+        *,
+        provider: str | MemoryProvider = "tiered",
+        tools: bool = False,
+        scheduler: MemoryScheduler | None = None,
+        **knobs: Any,
+    ) -> None:
+        """Check the knobs and the provider now; open nothing."""
+        super().__init__()
+        if reserved := [k for k in RESERVED if k in knobs]:
+            raise ValueError(f"{reserved} come from each run, not from the middleware")
+        Context(user_id="knob-check", **knobs)  # an unknown or invalid knob fails here
+        if isinstance(provider, str) and provider not in PROVIDERS:
+            raise ValueError(f"unknown memory provider {provider!r}: one of {sorted(PROVIDERS)}")
+        if not isinstance(provider, str | MemoryProvider):
+            raise TypeError(f"provider must be a name or a MemoryProvider, got {provider!r}")
+        self.knobs = knobs
+        self.services = services
+        self._provider_spec = provider
+        self._provider: MemoryProvider | None = None if isinstance(provider, str) else provider
+        self._memory_graph: Any = None
+        if scheduler is None and services is not None:  # memory runs in this process
+            scheduler = LocalScheduler()
+            scheduler.bind(build_graph(services, scheduler=scheduler))
+        self.scheduler = scheduler or ServerScheduler(GRAPH_NAME)
+        deferred = _Deferred(self)
+        self.tools = memory_tools(provider=deferred, settings_of=self.settings) if tools else []
+
+    def settings(self, runtime: Runtime[Any] | ToolRuntime[Any]) -> Context:
+        """The run's `Context`: its user (`user_of`) and the middleware's knobs."""
+        return Context(user_id=user_of(runtime), **self.knobs)
+
+    async def open(self) -> tuple[Services, MemoryProvider]:
+        """The services and the provider (a server's: opened on first use)."""
+        services = self.services or await server_services()
+        if self._provider is None:
+            self._provider = provider_named(str(self._provider_spec), services)
+        return services, self._provider
+
+    async def drain(self) -> None:
+        """Wait for this process's memory runs (call it before closing the services)."""
+        if isinstance(self.scheduler, LocalScheduler):
+            await self.scheduler.drain()
+
+    async def abefore_agent(self, state: MemoryAgentState, runtime: Runtime[Any]) -> dict[str, Any]:
+        """Admit the turn, then read the profile and recall, side by side."""
+        ctx = self.settings(runtime)
+        thread = current_thread_id()
+        services, provider = await self.open()
+        messages = state["messages"]
+        turn = await start_turn(services, ctx, thread, messages, False, read_profile=False)
+        budget = recall_budget(ctx.memory_token_budget, messages)
+        query = latest_human_text(messages)
+        profile, recalled = await asyncio.gather(
+            _or_empty(provider.profile(ctx), ProfileView()),
+            _or_empty(provider.recall(ctx, thread, query, budget), []),
+        )
+        text = f"memory: {len(profile.facts)} facts, {len(recalled)} memories recalled"
+        update: dict[str, Any] = {
+            "memory_profile": profile.facts,
+            "memory_changes": profile.changes,
+            "memory_recalled": recalled,
+            "memory_events": turn.events + [event("recall", "middleware", text)],
+        }
+        if turn.thread_summary is not None:  # Redis down: the last turn's stays
+            update["memory_summary"] = turn.thread_summary
+        if turn.repairs:  # another user's rejected turn, left in this thread's checkpoint
+            update["messages"] = turn.repairs
+        return update
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    ) -> ModelResponse:
+        """Call the model with the memory blocks after the agent's own system prompt."""
+        ctx = self.settings(request.runtime)
+        blocks = memory_prompt(_shown(request.state), ctx.profile_token_budget)
+        own = request.system_message.text if request.system_message is not None else ""
+        system = SystemMessage(f"{own}\n\n{blocks}" if own else blocks)
+        return await handler(request.override(system_message=system))
+
+    async def aafter_agent(self, state: MemoryAgentState, runtime: Runtime[Any]) -> dict[str, Any]:
+        """End the turn: window, overflow to pending, then a memory run when one is due."""
+        ctx = self.settings(runtime)
+        thread = current_thread_id()
+        services, provider = await self.open()
+        messages = state["messages"]
+        background = self.scheduler is not None and ctx.memory_mode == "background"
+        end = await finish_turn(
+            services,
+            ctx,
+            thread,
+            messages,
+            end_session=False,
+            next_system_prompt=memory_prompt(_shown(state), ctx.profile_token_budget),
+            recalled=state.get("memory_recalled") or [],
+            schedule=partial(self.scheduler, ctx, thread) if background else None,  # type: ignore[arg-type]
+            touch=partial(provider.touch, ctx) if hasattr(provider, "touch") else _untouched,
+        )
+        events = list(state.get("memory_events") or []) + end.events
+        if end.due and not end.scheduled:  # inline: this turn's run forms memory
+            config, memory_ctx = memory_run(ctx, thread)
+            graph = self._memory_graph = self._memory_graph or build_graph(services)
+            inputs = {"compress": end.window.compress}
+            done = await graph.ainvoke(inputs, config, context=memory_ctx)
+            events += done.get("memory_events") or []
+        in_state = {m.id for m in messages}
+        removed = [RemoveMessage(id=m.id) for m in end.window.moved if m.id in in_state]
+        return {"messages": removed, "memory_events": events}
+
+
+def _shown(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The middleware's state as `memory_prompt` reads it (our graph's key names)."""
+    return {
+        "profile": state.get("memory_profile"),
+        "profile_changes": state.get("memory_changes"),
+        "recalled": state.get("memory_recalled"),
+        "thread_summary": state.get("memory_summary"),
+    }
+
+
+async def _or_empty(read: Awaitable[Any], empty: Any) -> Any:
+    """A read of long-term memory; its store being down means answering without it."""
+    try:
+        return await read
+    except StoreUnavailable:
+        return empty
+
+
+async def _untouched(items: list[Any]) -> None:
+    """A provider without ``touch`` counts no access."""
+
+
+class _Deferred:
+    """The middleware's provider for its tools, resolved when a tool first runs.
+
+    On a LangGraph server the services (and so a named provider) open in the server's
+    event loop, after the agent is built.
+    """
+
+    def __init__(self, middleware: MemoryMiddleware) -> None:
+        self.middleware = middleware
+        spec = middleware._provider_spec
+        if isinstance(spec, str) or hasattr(spec, "set_pinned"):
+            self.set_pinned = self._set_pinned
+        if isinstance(spec, str) or hasattr(spec, "touch"):
+            self.touch = self._touch
+
+    async def _get(self) -> Any:
+        return (await self.middleware.open())[1]
+
+    async def profile(self, settings: Any) -> ProfileView:
+        return await (await self._get()).profile(settings)
+
+    async def recall(self, settings: Any, thread_id: str, query: str, budget: int) -> list:
+        return await (await self._get()).recall(settings, thread_id, query, budget)
+
+    async def remember(self, settings: Any, *args: Any) -> str:
+        return await (await self._get()).remember(settings, *args)
+
+    async def forget(self, settings: Any, ref: str) -> str:
+        return await (await self._get()).forget(settings, ref)
+
+    async def _set_pinned(self, settings: Any, ref: str, pinned: bool) -> str:
+        return await (await self._get()).set_pinned(settings, ref, pinned)
+
+    async def _touch(self, settings: Any, items: list[Any]) -> None:
+        await (await self._get()).touch(settings, items)

@@ -1,0 +1,95 @@
+"""The providers of our own memory: ``tiered`` (the default) and ``flat``.
+
+``tiered`` is the memory the ``memory_agent`` graph uses: the Redis profile with its
+change notes, and hybrid recall over summaries, reflections and evicted turns in
+Postgres + pgvector (`memory_graph_agent.recall.retrieval.retrieve`). ``flat`` keeps the
+same profile and tools but recalls the user's hottest memories, with no search
+(`hot_memories`, as ``recall_mode="flat"``). Both are thin: the logic is the domain's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import memory_graph_agent.memory_tools as do
+from memory_graph_agent.core.records import RecalledItem
+from memory_graph_agent.core.settings import Settings
+from memory_graph_agent.providers.base import MemoryProvider, ProfileView
+from memory_graph_agent.recall.retrieval import hot_memories, record_access, retrieve
+from memory_graph_agent.services.stores import Services
+
+
+class TieredProvider:
+    """Our Redis + pgvector memory: profile, hybrid recall, facts and pins."""
+
+    name = "tiered"
+    flat = False
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+
+    async def profile(self, settings: Settings) -> ProfileView:
+        """The live facts and the changes of the last ``change_note_days``."""
+        facts, changes = await self.services.profile.get_with_changes(
+            settings.user_id, settings.change_note_days
+        )
+        return ProfileView(facts, changes)  # type: ignore[arg-type]
+
+    async def recall(
+        self,
+        settings: Settings,
+        thread_id: str,
+        query: str,
+        budget: int,
+        shown: set[str] | None = None,
+    ) -> list[RecalledItem]:
+        """Recall ``query`` within ``budget`` (``shown``: ids already in the prompt).
+
+        Hybrid search, or (``flat``) the hottest memories, with no search and no embedding.
+        """
+        if self.flat:
+            found = await hot_memories(self.services, settings, budget, touch=False)
+        else:
+            found = await retrieve(
+                self.services, settings, query, thread_id, budget=budget, touch=False, shown=shown
+            )
+        return found.items  # type: ignore[return-value]
+
+    async def touch(self, settings: Settings, items: list[Any]) -> None:
+        """Count the access of the shown summaries and reflections (best effort)."""
+        await record_access(self.services, settings.user_id, items)
+
+    async def remember(
+        self, settings: Settings, key: str, fact: str, importance: float, source_ids: list[str]
+    ) -> str:
+        """A profile fact, with its history kept."""
+        return await do.remember(self.services, settings, key, fact, importance, source_ids)
+
+    async def forget(self, settings: Settings, ref: str) -> str:
+        """A profile fact by key, or a summary/reflection by id."""
+        return await do.forget(self.services, settings.user_id, ref)
+
+    async def set_pinned(self, settings: Settings, ref: str, pinned: bool) -> str:
+        """Pin (never expires) or unpin a fact or memory."""
+        return await do.set_pinned(self.services, settings, ref, pinned)
+
+
+class FlatProvider(TieredProvider):
+    """The same memory, recalled flat: the hottest memories by importance, no search."""
+
+    name = "flat"
+    flat = True
+
+
+PROVIDERS: dict[str, Callable[[Services], MemoryProvider]] = {
+    "tiered": TieredProvider,
+    "flat": FlatProvider,
+}
+
+
+def provider_named(name: str, services: Services) -> MemoryProvider:
+    """The provider called ``name`` (``"tiered"`` or ``"flat"``) on ``services``."""
+    if name not in PROVIDERS:
+        raise ValueError(f"unknown memory provider {name!r}: use one of {sorted(PROVIDERS)}")
+    return PROVIDERS[name](services)

@@ -1,0 +1,82 @@
+"""The end of a turn: mirror it into the window, count what was shown, hand memory on.
+
+One implementation for every way a turn runs: the ``trim_window`` node of the
+``memory_agent`` graph (and of `add_memory` graphs) and the ``MemoryMiddleware`` of
+``create_agent`` agents all end a turn here. The turn is pushed into the Redis window
+(each message once), whole turns beyond the window move to the durable pending list
+(`windowing.update_window`: never inside a turn, so a tool call stays with its results),
+the recalled items the model saw are counted as accessed, and due memory work is handed
+to ``schedule`` (a memory run: summarize, consolidate, reflect).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory_graph_agent.core.records import MemoryEvent, event
+from memory_graph_agent.core.settings import Settings
+from memory_graph_agent.recall.retrieval import record_access
+from memory_graph_agent.services.stores import Services
+from memory_graph_agent.turn.windowing import WindowUpdate, update_window
+
+Schedule = Callable[[bool], Awaitable[None]]
+"""Starts the thread's memory run soon (its argument: compress the whole backlog)."""
+Touch = Callable[[list[Any]], Awaitable[None]]
+"""Counts the access of the recalled items the model saw."""
+
+
+@dataclass
+class TurnEnd:
+    """What ending the turn did: the window update, and whether memory was handed on."""
+
+    window: WindowUpdate
+    due: bool = False
+    """A batch is due (or the backlog must be compressed): memory should run."""
+    scheduled: bool = False
+    """``schedule`` accepted the work: the memory run forms it, not this run."""
+    events: list[MemoryEvent] = field(default_factory=list)
+
+
+async def finish_turn(
+    services: Services,
+    settings: Settings,
+    thread_id: str,
+    messages: Sequence[Any],
+    *,
+    end_session: bool,
+    next_system_prompt: str,
+    recalled: list[Any],
+    schedule: Schedule | None = None,
+    touch: Touch | None = None,
+) -> TurnEnd:
+    """Push ``messages`` into the window, move the overflow, then hand due memory on.
+
+    ``touch`` counts the access of ``recalled`` (default: our memory's access counters).
+    Without ``schedule`` (inline memory, or a session end) due work is left to the
+    caller; a ``schedule`` that raises leaves it too, with an ``inline`` event.
+    """
+    user = settings.user_id
+    window = await update_window(
+        services, settings, user, thread_id, messages, end_session, next_system_prompt
+    )
+    if not end_session:  # after the reply: the recall of this turn, as access statistics
+        if touch is None:
+            await record_access(services, user, recalled)
+        else:
+            await touch(recalled)
+    end = TurnEnd(window, events=list(window.events))
+    end.due = window.pending >= settings.summary_batch or window.compress
+    if schedule is None or not end.due or end_session:
+        return end
+    try:
+        await schedule(window.compress)
+    except Exception as exc:  # no scheduler reachable: memory forms in this run
+        text = f"trim_window: background memory unavailable ({type(exc).__name__}), inline"
+        end.events.append(event("trim_window", "inline", text))
+    else:
+        end.scheduled = True
+        text = f"trim_window: {window.pending} messages handed to a background memory run"
+        end.events.append(event("trim_window", "scheduled", text))
+    return end

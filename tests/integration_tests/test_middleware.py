@@ -1,0 +1,269 @@
+"""`MemoryMiddleware` in a LangChain ``create_agent`` agent, on real Redis and Postgres.
+
+The agent's model and memory's model are the purpose-keyed fake (`tests.fakes`); the
+agent is built through the public API (``from memory_graph_agent import ...``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.tools import tool
+
+from memory_graph_agent import MemoryMiddleware, MissingUserError, ProfileView
+from memory_graph_agent.services.models import register_chat_model
+from memory_graph_agent.turn.validation import InvalidInputError, ThreadOwnershipError
+from tests.fakes import ScriptedChatModel, block, default_handler, tool_call
+from tests.integration_tests.test_durability import _assert_exactly_once
+
+SECRET = "SECRET-MEMORY-TOKENS"
+
+
+def _thread() -> str:
+    return f"t-{uuid.uuid4().hex[:8]}"
+
+
+def _spec(model: ScriptedChatModel) -> str:
+    return register_chat_model(f"fake-{uuid.uuid4().hex[:8]}", model)
+
+
+async def _say(agent: Any, user: Any, thread: str, text: str) -> dict:
+    context = None if user is None else {"user_id": user}
+    return await agent.ainvoke(
+        {"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": thread}}, context=context
+    )
+
+
+def _agent(checkpointer: Any, model: ScriptedChatModel, memory: MemoryMiddleware, tools=()) -> Any:
+    return create_agent(
+        model,
+        list(tools),
+        system_prompt="You are Bob, a terse assistant.",
+        middleware=[memory],
+        checkpointer=checkpointer,
+    )
+
+
+@pytest.fixture
+def model() -> ScriptedChatModel:
+    return ScriptedChatModel()
+
+
+@pytest.fixture
+def memory(services, model) -> MemoryMiddleware:
+    return MemoryMiddleware(services, model=_spec(model), window_size=4, summary_batch=2)
+
+
+async def test_a_new_thread_recalls_what_an_old_one_said_and_another_user_gets_nothing(
+    services, checkpointer, model, memory, user_id
+):
+    agent = _agent(checkpointer, model, memory)
+    old = _thread()
+    first = await _say(agent, user_id, old, "My name is Zhang San and I live in Berlin.")
+    said = first["messages"][0].id
+    for i in range(4):
+        state = await _say(agent, user_id, old, f"unrelated question {i}")
+    await memory.drain()
+    # it left the window, and the agent's state: it is in memory now, exactly once
+    assert said not in {m.id for m in await services.window.window(user_id, old)}
+    assert said not in {m.id for m in state["messages"]}
+    await _assert_exactly_once(services, user_id, old)
+    await _say(agent, user_id, _thread(), "Where do I live?")
+    system = model.system_prompts()[-1]
+    assert system.startswith("You are Bob, a terse assistant.")  # the agent's own prompt
+    assert "Berlin" in block(system, "memories") and "Berlin" in block(system, "profile")
+    stranger = f"other-{uuid.uuid4().hex[:8]}"
+    await _say(agent, stranger, _thread(), "Where do I live?")
+    system = model.system_prompts()[-1]
+    assert "Berlin" not in system and "Zhang" not in system
+    assert block(system, "profile").strip() == "(none)" or "Berlin" not in block(system, "profile")
+
+
+async def test_a_tool_call_never_leaves_the_window_without_its_result_and_all_is_summarized_once(
+    services, checkpointer, user_id
+):
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    def reply(messages: list[BaseMessage]) -> str | AIMessage:
+        last = messages[-1]
+        if isinstance(last, HumanMessage) and "add" in last.text:
+            return tool_call("add", a=2, b=3)
+        return default_handler(messages)
+
+    model = ScriptedChatModel(handlers={"reply": reply})
+    memory = MemoryMiddleware(services, model=_spec(model), window_size=3, summary_batch=2)
+    agent = _agent(checkpointer, model, memory, [add])
+    thread = _thread()
+    for i in range(6):
+        await _say(agent, user_id, thread, f"please add {i}" if i % 2 else f"hello {i}")
+        window = await services.window.window(user_id, thread)
+        kept = {m.id for m in window}
+        logged = await services.episodes.history(user_id, thread)
+        for i, message in enumerate(logged):  # a tool call stays on its results' side
+            if message.role == "tool":
+                call = next(m for m in reversed(logged[:i]) if m.role == "ai")
+                assert (message.id in kept) == (call.id in kept), [m.role for m in window]
+        assert window[0].role != "tool"
+    assert any(m.role == "tool" for m in logged) and len(kept) < len(logged)
+    await memory.drain()
+    await _assert_exactly_once(services, user_id, thread)
+
+
+async def test_the_reply_streams_and_no_memory_token_reaches_the_stream(
+    services, checkpointer, user_id
+):
+    model = ScriptedChatModel(handlers={"summarize": lambda _: f"{SECRET} summary"})
+    for mode in ("inline", "background"):
+        memory = MemoryMiddleware(
+            services, model=_spec(model), window_size=2, summary_batch=2, memory_mode=mode
+        )
+        agent = _agent(checkpointer, model, memory)
+        thread, streamed = _thread(), []
+        for i in range(4):
+            tokens = []
+            async for chunk, meta in agent.astream(
+                {"messages": [HumanMessage(f"number {i}")]},
+                {"configurable": {"thread_id": thread}},
+                context={"user_id": user_id},
+                stream_mode="messages",
+            ):
+                tokens.append(chunk.text)
+            streamed.append("".join(tokens))
+        await memory.drain()
+        assert all(s.startswith("ok (") for s in streamed), streamed
+        assert not any(SECRET in s for s in streamed)
+        summaries = await services.memories.list(user_id, kind="summary", limit=100)
+        assert any(s.thread_id == thread for s in summaries), mode  # memory did run
+
+
+class RecordingProvider:
+    """A provider of one's own: a dict of facts per user, recall of what was remembered."""
+
+    def __init__(self) -> None:
+        self.facts: dict[str, dict[str, str]] = {}
+        self.calls: list[tuple[str, str]] = []
+
+    async def profile(self, settings: Any) -> ProfileView:
+        self.calls.append(("profile", settings.user_id))
+        facts = self.facts.get(settings.user_id, {})
+        return ProfileView({k: {"value": v, "importance": 0.9} for k, v in facts.items()})
+
+    async def recall(self, settings: Any, thread_id: str, query: str, budget: int) -> list:
+        self.calls.append(("recall", settings.user_id))
+        return [
+            {"id": f"{settings.user_id}-{k}", "kind": "summary", "text": f"custom: {k} is {v}",
+             "created_at": "2026-01-01T00:00:00+00:00", "source_ids": [], "thread_id": None}
+            for k, v in self.facts.get(settings.user_id, {}).items()
+        ]  # fmt: skip
+
+    async def remember(self, settings: Any, key: str, fact: str, importance: float, ids) -> str:
+        self.calls.append(("remember", settings.user_id))
+        self.facts.setdefault(settings.user_id, {})[key] = fact
+        return f"created {key}"
+
+    async def forget(self, settings: Any, ref: str) -> str:
+        self.calls.append(("forget", settings.user_id))
+        return "forgot" if self.facts.get(settings.user_id, {}).pop(ref, None) else "nothing"
+
+
+async def test_a_custom_provider_is_the_one_called_by_the_prompt_and_the_tools(
+    services, checkpointer, user_id
+):
+    def reply(messages: list[BaseMessage]) -> str | AIMessage:
+        last = messages[-1]
+        if isinstance(last, HumanMessage) and last.text.startswith("remember"):
+            return tool_call("remember", key="pet", fact="a cat named Tom", importance=0.8)
+        return default_handler(messages)
+
+    model = ScriptedChatModel(handlers={"reply": reply})
+    provider = RecordingProvider()
+    memory = MemoryMiddleware(services, provider=provider, tools=True, model=_spec(model))
+    agent = _agent(checkpointer, model, memory)
+    await _say(agent, user_id, _thread(), "remember my pet")
+    assert ("remember", user_id) in provider.calls
+    assert provider.facts == {user_id: {"pet": "a cat named Tom"}}
+    assert sorted(model.tools_seen[0]) == ["forget", "remember", "search_memory"]  # no pin
+    await _say(agent, user_id, _thread(), "what pet do I have?")
+    system = model.system_prompts()[-1]
+    assert "custom: pet is a cat named Tom" in block(system, "memories")
+    assert "pet: a cat named Tom" in block(system, "profile")
+    assert {("profile", user_id), ("recall", user_id)} <= set(provider.calls)
+    assert await services.profile.get(user_id) == {}  # our memory was not written
+
+
+async def test_the_memory_tools_act_for_the_runs_own_user(services, checkpointer, user_id):
+    def reply(messages: list[BaseMessage]) -> str | AIMessage:
+        last = messages[-1]
+        if isinstance(last, HumanMessage):
+            return tool_call("remember", key="city", fact="Turin", importance=0.9)
+        return default_handler(messages)
+
+    model = ScriptedChatModel(handlers={"reply": reply})
+    memory = MemoryMiddleware(services, tools=True, model=_spec(model))
+    await _say(_agent(checkpointer, model, memory), user_id, _thread(), "I moved")
+    assert sorted(model.tools_seen[0]) == ["forget", "pin", "remember", "search_memory", "unpin"]
+    assert (await services.profile.get(user_id))["city"]["value"] == "Turin"
+
+
+async def test_bad_input_gets_a_clear_error_and_loses_nothing(
+    services, checkpointer, model, memory, user_id
+):
+    agent = _agent(checkpointer, model, memory)
+    thread = _thread()
+    with pytest.raises(MissingUserError, match="user_id"):
+        await _say(agent, None, thread, "I have no name")
+    with pytest.raises(MissingUserError):  # Context's placeholder is no user either
+        await _say(agent, "default-user", thread, "I have no name")
+    with pytest.raises(InvalidInputError, match="invalid user_id"):
+        await _say(agent, "../../etc/passwd", thread, "hostile")
+    assert await services.window.window(user_id, thread) == []  # nothing was written
+    assert await services.profile.get("default-user") == {}
+    # the refused turn's message is kept in the thread: it is answered with the next turn
+    state = await _say(agent, user_id, thread, "here I am")
+    texts = [m.text for m in state["messages"] if isinstance(m, HumanMessage)]
+    assert "I have no name" in texts and "here I am" in texts
+    stored = [m.content for m in await services.window.window(user_id, thread)]
+    assert "here I am" in stored and "I have no name" in stored
+    # a thread of someone else's: refused, and the owner's thread is left as it was
+    intruder = f"intruder-{uuid.uuid4().hex[:6]}"
+    with pytest.raises(ThreadOwnershipError, match="belongs to another user"):
+        await _say(agent, intruder, thread, "let me read this")
+    owners = [m.content for m in await services.window.window(user_id, thread)]
+    assert "let me read this" not in owners
+    state = await _say(agent, user_id, thread, "still mine")
+    assert "let me read this" not in [m.text for m in state["messages"]]
+    owners = [m.content for m in await services.window.window(user_id, thread)]
+    assert "let me read this" not in owners and "still mine" in owners
+    assert await services.window.window(intruder, thread) == []
+
+
+def test_the_middleware_refuses_bad_configuration(services) -> None:
+    with pytest.raises(ValueError, match="user_id"):
+        MemoryMiddleware(services, user_id="ada")  # the user comes from each run
+    with pytest.raises(ValueError, match="unknown memory provider"):
+        MemoryMiddleware(services, provider="deep")
+    with pytest.raises(TypeError):
+        MemoryMiddleware(services, window_sise=3)
+
+
+async def test_the_flat_provider_recalls_the_hottest_memories(services, checkpointer, user_id):
+    model = ScriptedChatModel()
+    memory = MemoryMiddleware(
+        services, provider="flat", model=_spec(model), window_size=2, summary_batch=2
+    )
+    agent = _agent(checkpointer, model, memory)
+    thread = _thread()
+    for text in ("I keep bees on my roof.", "one", "two", "three"):
+        await _say(agent, user_id, thread, text)
+    await memory.drain()
+    await _say(agent, user_id, _thread(), "completely unrelated words")  # no search: hottest
+    assert "bees" in block(model.system_prompts()[-1], "memories")
+    assert isinstance(memory._provider, type(memory._provider))  # named, opened once
+    assert type(memory._provider).__name__ == "FlatProvider"
