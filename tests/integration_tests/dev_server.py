@@ -95,7 +95,7 @@ def _tail(path: Path, chars: int = 4000) -> str:
         return f"(no server log: {exc})"
 
 
-def _spawn(env: dict[str, str]) -> tuple[subprocess.Popen, str, Path]:
+def _spawn(env: dict[str, str], config: Path | None = None) -> tuple[subprocess.Popen, str, Path]:
     if not LANGGRAPH.exists():
         pytest.skip(f"{LANGGRAPH} not found (install langgraph-cli[inmem])")
     port = _free_port()
@@ -105,6 +105,8 @@ def _spawn(env: dict[str, str]) -> tuple[subprocess.Popen, str, Path]:
     # restart the server and drop the in-flight run.
     cmd = [str(LANGGRAPH), "dev", "--port", str(port), "--host", "127.0.0.1",
            "--no-browser", "--no-reload"]  # fmt: skip
+    if config is not None:  # another langgraph.json than the repository's
+        cmd += ["--config", str(config)]
     proc = subprocess.Popen(
         cmd,
         cwd=REPO_ROOT,
@@ -130,9 +132,12 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @contextmanager
-def running_dev_server(env: dict[str, str]) -> Iterator[DevServer]:
-    """`langgraph dev` with ``env`` on top of this process's; stopped (and its log removed)."""
-    proc, url, log_path = _spawn(env)
+def running_dev_server(env: dict[str, str], config: Path | None = None) -> Iterator[DevServer]:
+    """`langgraph dev` with ``env`` on top of this process's; stopped (and its log removed).
+
+    ``config``: a ``langgraph.json`` of the test's own (default: the repository's).
+    """
+    proc, url, log_path = _spawn(env, config)
     server = DevServer(url, log_path)
     try:
         deadline = time.monotonic() + READY_TIMEOUT
