@@ -1,7 +1,8 @@
 """A CLI-like process killed by `test_reply_first` while a background memory run works.
 
-``python -m tests.integration_tests.memory_child USER THREAD``: runs turns through the
-agent with in-process background memory (`graph.background.LocalScheduler`) until a
+``python -m tests.integration_tests.memory_child USER THREAD [middleware]``: runs turns
+through the agent (or, with ``middleware``, a ``create_agent`` agent with
+`MemoryMiddleware`) with in-process background memory (`graph.background.LocalScheduler`) until a
 memory run is inside a model call (its batch claimed and leased), prints
 ``MEMORY-RUNNING`` and waits to be killed. Servers come from ``REDIS_URL``/``DATABASE_URL``.
 """
@@ -11,10 +12,15 @@ from __future__ import annotations
 import asyncio
 import sys
 import uuid
+from pathlib import Path
+from typing import Any
+
+from langchain.agents import create_agent
 
 from graph.background import LocalScheduler
 from graph.builder import build_graph
 from graph.context import Context
+from memory_graph_agent import MemoryMiddleware
 from memory_graph_agent.cli.session import run_turn
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.services.stores import open_checkpointer, services_session
@@ -22,6 +28,35 @@ from tests.conftest import EMBEDDING
 from tests.fakes import ScriptedChatModel, purpose_of
 
 LEASE_SECONDS = 1.0
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+async def kill_inside_a_memory_run(services: Any, user: str, thread: str, via: str) -> list[str]:
+    """Run this module as a child until its memory run has a batch leased, then SIGKILL it.
+
+    Returns the ids of the batch the dead process held (its lease then expires).
+    """
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.integration_tests.memory_child",
+        user,
+        thread,
+        via,
+        cwd=REPO_ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        line = await asyncio.wait_for(child.stdout.readline(), 180)
+        assert line.strip() == b"MEMORY-RUNNING", line
+        held = [m.id for m in await services.queue.processing(user, thread)]
+        assert held  # a batch is claimed ...
+    finally:
+        child.kill()  # ... when the process dies, SIGKILL: no cleanup runs
+        await child.wait()
+    await asyncio.sleep(LEASE_SECONDS + 0.5)  # the dead worker's lease expires
+    return held
 
 
 class StuckChatModel(ScriptedChatModel):
@@ -34,19 +69,27 @@ class StuckChatModel(ScriptedChatModel):
         return await super()._agenerate(messages, stop, run_manager, **kwargs)
 
 
-async def main(user: str, thread: str) -> None:
-    model = register_chat_model(f"stuck-{uuid.uuid4().hex[:8]}", StuckChatModel())
-    ctx = Context(
-        user_id=user, model=model, window_size=2, summary_batch=2, lease_seconds=LEASE_SECONDS
-    )
+async def main(user: str, thread: str, via: str = "graph") -> None:
+    stuck = StuckChatModel()
+    model = register_chat_model(f"stuck-{uuid.uuid4().hex[:8]}", stuck)
+    knobs = {"model": model, "window_size": 2, "summary_batch": 2, "lease_seconds": LEASE_SECONDS}
+    ctx = Context(user_id=user, **knobs)
     async with services_session(EMBEDDING) as services:
         async with open_checkpointer(services.database_url) as saver:
-            memory = LocalScheduler()
-            agent = memory.bind(build_graph(services, saver, scheduler=memory))
-            for i in range(4):
-                await run_turn(agent, ctx, thread, f"number {i} from the killed process")
+            if via == "middleware":
+                middleware = MemoryMiddleware(services, **knobs)
+                agent = create_agent(stuck, middleware=[middleware], checkpointer=saver)
+                config = {"configurable": {"thread_id": thread}}
+                for i in range(4):
+                    text = f"number {i} from the killed process"
+                    await agent.ainvoke({"messages": [("user", text)]}, config, context=ctx)
+            else:
+                memory = LocalScheduler()
+                agent = memory.bind(build_graph(services, saver, scheduler=memory))
+                for i in range(4):
+                    await run_turn(agent, ctx, thread, f"number {i} from the killed process")
             await asyncio.sleep(3600)
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    asyncio.run(main(*sys.argv[1:4]))

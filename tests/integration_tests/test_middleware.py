@@ -18,6 +18,7 @@ from memory_graph_agent import MemoryMiddleware, MissingUserError, ProfileView
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.turn.validation import InvalidInputError, ThreadOwnershipError
 from tests.fakes import ScriptedChatModel, block, default_handler, tool_call
+from tests.integration_tests.memory_child import kill_inside_a_memory_run
 from tests.integration_tests.test_durability import _assert_exactly_once
 
 SECRET = "SECRET-MEMORY-TOKENS"
@@ -242,6 +243,21 @@ async def test_bad_input_gets_a_clear_error_and_loses_nothing(
     owners = [m.content for m in await services.window.window(user_id, thread)]
     assert "let me read this" not in owners and "still mine" in owners
     assert await services.window.window(intruder, thread) == []
+
+
+async def test_every_evicted_message_is_summarized_once_when_the_process_dies_in_a_memory_run(
+    services, checkpointer, model, user_id
+):
+    thread = _thread()
+    held = await kill_inside_a_memory_run(services, user_id, thread, "middleware")
+    memory = MemoryMiddleware(services, model=_spec(model), window_size=2, summary_batch=2)
+    agent = _agent(checkpointer, model, memory)
+    for i in range(4):
+        await _say(agent, user_id, thread, f"number {i} after the crash")
+    await memory.drain()
+    await _assert_exactly_once(services, user_id, thread)
+    summaries = await services.memories.list(user_id, kind="summary", limit=100)
+    assert set(held) <= {i for s in summaries for i in s.source_ids}  # the dead run's batch
 
 
 def test_the_middleware_refuses_bad_configuration(services) -> None:

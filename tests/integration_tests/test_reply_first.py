@@ -7,7 +7,6 @@ look at the conversation *while* memory is still running.
 from __future__ import annotations
 
 import asyncio
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from graph.builder import build_builder, build_graph
 from memory_graph_agent.cli.session import end_session, run_turn
 from tests.conftest import kinds
 from tests.fakes import ScriptedChatModel, block, purpose_of
-from tests.integration_tests.memory_child import LEASE_SECONDS
+from tests.integration_tests.memory_child import kill_inside_a_memory_run
 from tests.integration_tests.test_durability import _assert_exactly_once
 
 SECRET = "SECRET-MEMORY-TOKENS"
@@ -187,24 +186,7 @@ async def test_exactly_once_when_the_process_dies_during_background_memory(
     background, make_context, services, user_id
 ):
     thread = _thread()
-    child = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.integration_tests.memory_child",
-        user_id,
-        thread,
-        cwd=REPO_ROOT,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    try:
-        line = await asyncio.wait_for(child.stdout.readline(), 180)
-        assert line.strip() == b"MEMORY-RUNNING", line
-        assert await services.queue.processing(user_id, thread)  # a batch is claimed ...
-    finally:
-        child.kill()  # ... when the process dies, SIGKILL: no cleanup runs
-        await child.wait()
-    await asyncio.sleep(LEASE_SECONDS + 0.5)  # the dead worker's lease expires
+    await kill_inside_a_memory_run(services, user_id, thread, "graph")
     agent, memory = background
     ctx = make_context(window_size=2, summary_batch=2)
     for i in range(3):
