@@ -56,7 +56,7 @@ HOW_TO_PASS_THE_USER = (
     "{'user_id': 'ada'} works too), or serve the agent with authentication on a LangGraph "
     "server, where the user is the authenticated identity. Nothing was written."
 )
-UNSET_USER = {f.name: f.default for f in fields(Context)}["user_id"]
+UNSET_USER = next((f.default for f in fields(Context) if f.name == "user_id"), None)
 """`Context`'s placeholder user: refused, so that nothing lands under a shared default."""
 RESERVED = ("user_id", "memory_of")
 
@@ -179,18 +179,24 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
             await self.scheduler.drain()
 
     async def abefore_agent(self, state: MemoryAgentState, runtime: Runtime[Any]) -> dict[str, Any]:
-        """Admit the turn, then read the profile and recall, side by side."""
+        """Admit the turn while the profile and recall are read (all side by side)."""
         ctx = self.settings(runtime)
         thread = current_thread_id()
         services, provider = await self.open()
         messages = state["messages"]
-        turn = await start_turn(services, ctx, thread, messages, False, read_profile=False)
         budget = recall_budget(ctx.memory_token_budget, messages)
         query = latest_human_text(messages)
-        profile, recalled = await asyncio.gather(
+        # side by side, as load_profile ∥ recall: reads only, dropped if admission refuses
+        reads = asyncio.gather(
             _or_empty(provider.profile(ctx), ProfileView()),
             _or_empty(provider.recall(ctx, thread, query, budget), []),
         )
+        try:
+            turn = await start_turn(services, ctx, thread, messages, False, read_profile=False)
+        except BaseException:
+            reads.cancel()
+            raise
+        profile, recalled = await reads
         text = f"memory: {len(profile.facts)} facts, {len(recalled)} memories recalled"
         update: dict[str, Any] = {
             "memory_profile": profile.facts,

@@ -133,8 +133,14 @@ async def start_turn(
         summary = await services.window.thread_summary_from(replies[-1])
     except StoreUnavailable:  # its key unreadable: the checkpoint's summary stays
         summary = None
+    undone = []  # another user's rejected turn, taken out of the owner's thread
+    if dropped:
+        text = f"thread: {len(dropped)} messages of another user's rejected turn undone"
+        undone.append(event("load_profile", "dropped_rejected", text))
     if not read_profile:
-        return TurnStart(end_session=end_session, repairs=repairs, thread_summary=summary)
+        return TurnStart(
+            end_session=end_session, events=undone, repairs=repairs, thread_summary=summary
+        )
     try:
         profile, changes = await services.profile.from_reads(
             user_id, replies[:-1], settings.change_note_days
@@ -144,15 +150,7 @@ async def start_turn(
     text = f"profile: {len(profile)} facts loaded"
     if changes:
         text += f", {len(changes)} recent changes noted"
-    events = [event("load_profile", "loaded", text)]
-    if dropped:
-        events.append(
-            event(
-                "load_profile",
-                "dropped_rejected",
-                f"thread: {len(dropped)} messages of another user's rejected turn undone",
-            )
-        )
+    events = [event("load_profile", "loaded", text), *undone]
     return TurnStart(profile, changes, end_session, events, repairs, summary)
 
 

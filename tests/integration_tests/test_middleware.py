@@ -240,6 +240,7 @@ async def test_bad_input_gets_a_clear_error_and_loses_nothing(
     assert "let me read this" not in owners
     state = await _say(agent, user_id, thread, "still mine")
     assert "let me read this" not in [m.text for m in state["messages"]]
+    assert any(e["kind"] == "dropped_rejected" for e in state["memory_events"])
     owners = [m.content for m in await services.window.window(user_id, thread)]
     assert "let me read this" not in owners and "still mine" in owners
     assert await services.window.window(intruder, thread) == []
