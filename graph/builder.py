@@ -56,10 +56,10 @@ def build_builder(
     """
     builder = StateGraph(State, input_schema=InputState, context_schema=Context)
     tools = memory_tools(services)
+    add_memory(builder, services, answer="respond", ends_turn=None, scheduler=scheduler, wrap=wrap)
     respond_node = partial(respond, tools=tools)
     builder.add_node("respond", wrap(_no_crash_loop(services, respond_node), "respond"))
     builder.add_node("tools", build_tool_node(tools))
-    add_memory(builder, services, answer="respond", ends_turn=None, scheduler=scheduler, wrap=wrap)
     builder.add_conditional_edges("respond", routing.route_after_respond)
     builder.add_edge("tools", "respond")
     return builder

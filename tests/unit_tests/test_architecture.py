@@ -195,3 +195,10 @@ def test_source_files_stay_small(path: Path) -> None:
     lines = len(path.read_text().splitlines())
     limit = 80 if path.parent.name == "nodes" else 400
     assert lines <= limit, f"{path.relative_to(ROOT)} has {lines} lines (limit {limit})"
+
+
+def test_the_package_itself_is_the_public_front_door_and_its_sub_packages_keep_their_layers():
+    assert layer_of(P) == "apps"
+    assert layer_of(f"{P}.turn.admission") == "domain"
+    assert layer_of(f"{P}.providers.tiered") == "domain"
+    assert layer_of(f"{P}.storage.window") == "storage"
