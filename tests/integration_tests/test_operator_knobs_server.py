@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import uuid
 
+import httpx
 import pytest
 
+from graph.context import OPERATOR_KNOBS, Context
 from tests.integration_tests.dev_server import Credentials, DevServer, client
 from tests.integration_tests.test_auth_server import AGENT, keys_of, status, turn
 
@@ -20,18 +22,6 @@ pytestmark = pytest.mark.server
 
 MODEL = "local:smollm2"
 HUGE = "bees " * 40_000  # 200,000 characters: over the default limit of 32,000
-# a sample of the operator's knobs (limits, batches, budgets, timeouts, thresholds, modes)
-OPERATOR_SAMPLE = {
-    "max_message_chars": 1_000_000,
-    "max_turn_messages": 100_000,
-    "window_size": 100_000,
-    "summary_batch": 1,
-    "memory_token_budget": 10_000_000,
-    "model_timeout_s": 3600.0,
-    "evict_after_days": 100_000,
-    "summary_mode": "raw",
-    "memory_mode": "inline",
-}
 
 
 @pytest.fixture
@@ -49,7 +39,11 @@ async def test_a_client_cannot_raise_the_message_limit(
 ) -> None:
     thread = (await bob.threads.create())["thread_id"]
     raised = {"model": MODEL, "max_message_chars": 1_000_000}
-    assert await status(bob.runs.wait(thread, AGENT, input=turn(HUGE), context=raised)) == 403
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await bob.runs.wait(thread, AGENT, input=turn(HUGE), context=raised)
+    assert refused.value.response.status_code == 403
+    assert "max_message_chars" in refused.value.response.text  # says what and who sets it
+    assert "MAX_MESSAGE_CHARS" in refused.value.response.text
     legacy = {"configurable": raised}
     assert await status(bob.runs.wait(thread, AGENT, input=turn(HUGE), config=legacy)) == 403
     assert await status(bob.assistants.create(AGENT, context=raised)) == 403
@@ -61,19 +55,24 @@ async def test_a_client_cannot_raise_the_message_limit(
 
 
 async def test_every_operator_knob_is_refused_and_user_knobs_pass(alice, bob) -> None:
-    for name, value in OPERATOR_SAMPLE.items():
-        got = await status(bob.assistants.create(AGENT, context={name: value}))
+    defaults = Context()
+    for name in sorted(OPERATOR_KNOBS):  # the whole class, even at its default value
+        got = await status(bob.assistants.create(AGENT, context={name: getattr(defaults, name)}))
         assert got == 403, (name, got)
-    assert await status(bob.assistants.create(AGENT, context={"no_such_knob": 1})) == 403
+    # the scheduler's memory_of, off its memory thread (the graph would skip the turn's checks)
+    assert await status(bob.assistants.create(AGENT, context={"memory_of": "t1"})) == 403
     # the user's knobs stay the client's
     mine = await alice.assistants.create(AGENT, context={"model": MODEL, "recall_mode": "flat"})
     assert mine["context"]["recall_mode"] == "flat"
+    raised = alice.assistants.update(mine["assistant_id"], context={"window_size": 10_000})
+    assert await status(raised) == 403
 
 
 async def test_the_deployments_limit_rejects_the_message(alice) -> None:
     thread = (await alice.threads.create())["thread_id"]
     with pytest.raises(Exception, match=r"200,000 characters long; the limit is 32,000"):
         await alice.runs.wait(thread, AGENT, input=turn(HUGE), context={"model": MODEL})
-    ok = await alice.runs.wait(thread, AGENT, input=turn(f"I keep bees {uuid.uuid4().hex[:6]}."),
+    # (the rejected message stays in that thread's state: a new thread for the next turn)
+    ok = await alice.runs.wait(None, AGENT, input=turn(f"I keep bees {uuid.uuid4().hex[:6]}."),
                                context={"model": MODEL})  # fmt: skip
     assert "__error__" not in ok, ok
