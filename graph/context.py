@@ -306,7 +306,7 @@ class Context:
 
     @classmethod
     def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> dict[str, Any]:
-        """Studio's form: the user's knobs only, each with its bounds."""
+        """Studio's form: the user's knobs with their bounds (and the scheduler's field)."""
         return form_schema(cls, handler.resolve_ref_schema(handler(core_schema)))
 
     def ttl_days(self, importance: float, pinned: bool = False) -> float | None:
@@ -320,7 +320,7 @@ class Context:
 
 
 USER_KNOBS = names_in(Context, USER)
-"""What a client of the server may set in a run's context (everything else is the operator's)."""
+"""What a client of the server may set in a run's context."""
 OPERATOR_KNOBS = names_in(Context, OPERATOR)
 """What only the deployment's environment (or code that builds a `Context`) sets."""
 SCHEDULER_KNOBS = names_in(Context, SCHEDULER)
