@@ -77,7 +77,8 @@ from bench.locomo_scoring import (
 from bench.longmemeval_data import QUESTION_TYPES, Haystack, load_longmemeval
 from bench.seeding import embed_batched
 from bench.stats import bench_parser, pyplot, quiet_logs, write_json
-from graph.context import Context, _coerce
+from graph.context import Context
+from memory_graph_agent.core.knobs import coerce
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.services.stores import Services, services_session
 
@@ -421,7 +422,7 @@ def parse_grid(text: str) -> dict[str, tuple[Any, ...]]:
         if name not in fields:
             raise ValueError(f"unknown knob {name!r}")
         kind = type(fields[name].default)  # typed as the environment types it
-        grid[name] = tuple(_coerce(v.strip(), kind, name) for v in values.split(","))
+        grid[name] = tuple(coerce(v.strip(), kind, name) for v in values.split(","))
     return grid
 
 

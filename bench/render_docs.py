@@ -88,10 +88,15 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def context_knobs(root: Path) -> list[dict[str, str]]:
-    """Name, default and description of every ``Context`` field, read from the source.
+TIERS = {"knob": "user", "operator_knob": "operator", "scheduler_knob": "scheduler"}
+"""How `graph/context.py` declares a field of each tier (`memory_graph_agent.core.knobs`)."""
 
-    A field is ``knob(default, description)`` or ``field(default=..., metadata=...)``.
+
+def context_knobs(root: Path) -> list[dict[str, str]]:
+    """Name, tier, default, bounds and description of every ``Context`` field, from the source.
+
+    A field is ``knob(default, description, **bounds)`` (the user's) or
+    ``operator_knob(...)`` (the operator's).
     """
     tree = ast.parse((root / "graph" / "context.py").read_text())
     (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Context"]
@@ -99,40 +104,59 @@ def context_knobs(root: Path) -> list[dict[str, str]]:
     for node in cls.body:
         if not (isinstance(node, ast.AnnAssign) and isinstance(node.value, ast.Call)):
             continue
-        call, default, description = node.value, None, ""
-        if call.args:
-            default = call.args[0]
-            description = ast.literal_eval(call.args[1]) if len(call.args) > 1 else ""
-        for kw in call.keywords:
-            if kw.arg == "default":
-                default = kw.value
-            elif kw.arg == "metadata":
-                description = ast.literal_eval(kw.value).get("description", "")
-        value = ast.literal_eval(default) if default is not None else None
+        call = node.value
+        tier = TIERS[call.func.id]  # type: ignore[attr-defined]
+        value = ast.literal_eval(call.args[0])
+        description = ast.literal_eval(call.args[1])
+        bounds = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
         shown = "(empty)" if value == "" else f"`{value}`"
         name = node.target.id  # type: ignore[attr-defined]
-        knobs.append({"name": name, "default": shown, "description": description})
+        knobs.append(
+            {"name": name, "tier": tier, "default": shown, "bounds": _bounds(bounds),
+             "description": description}
+        )  # fmt: skip
     return knobs
 
 
+def _bounds(bounds: dict[str, Any]) -> str:
+    if "choices" in bounds:
+        return " \\| ".join(f"`{c}`" for c in bounds["choices"])
+    low = f"≥ {bounds['ge']}" if "ge" in bounds else f"> {bounds['gt']}" if "gt" in bounds else ""
+    high = f"≤ {bounds['le']}" if "le" in bounds else ""
+    return ", ".join(b for b in (low, high) if b)
+
+
 def render_context_knobs(root: Path) -> str:
-    """Every ``Context`` field: environment variable, default, description."""
-    rows = [
-        [f"`{k['name']}`", f"`{k['name'].upper()}`", k["default"], _cell(k["description"])]
-        for k in context_knobs(root)
-    ]
-    return table(["field", "environment", "default", "meaning"], rows)
+    """Every ``Context`` field, the user's then the operator's: env variable, default, bounds."""
+    knobs = context_knobs(root)
+    parts = []
+    for tier, title in (
+        ("user", "**The user's knobs** (Studio's form; a client of the server may set them):"),
+        ("operator", "**The operator's knobs** (the deployment's environment; refused from "
+                     "a client of the server, 403):"),
+        ("scheduler", "**Set by the memory scheduler** on the memory runs it starts (refused "
+                      "from a client of the server on any other run, 403):"),
+    ):  # fmt: skip
+        rows = [
+            [f"`{k['name']}`", f"`{k['name'].upper()}`", k["default"], k["bounds"] or "-",
+             _cell(k["description"])]
+            for k in knobs
+            if k["tier"] == tier
+        ]  # fmt: skip
+        head = ["field", "environment", "default", "bounds", "meaning"]
+        parts.append(f"{title}\n\n{table(head, rows)}")
+    return "\n\n".join(parts)
 
 
 def render_readme_knobs(root: Path) -> str:
-    """The README's ten knobs, with the first sentence of their description."""
+    """The README's ten knobs, their tier and the first sentence of their description."""
     by_name = {k["name"]: k for k in context_knobs(root)}
     rows = []
     for name in README_KNOBS:
         k = by_name[name]
         first = FIRST_SENTENCE.split(" ".join(k["description"].split()), maxsplit=1)[0]
-        rows.append([f"`{name}`", k["default"], _cell(first)])
-    return table(["knob (env: upper case)", "default", "what it does"], rows)
+        rows.append([f"`{name}`", k["tier"], k["default"], _cell(first)])
+    return table(["knob (env: upper case)", "tier", "default", "what it does"], rows)
 
 
 def _locomo_row(label: str, result: dict[str, Any], cats: list[str]) -> list[str]:

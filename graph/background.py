@@ -12,8 +12,11 @@ claims it (exactly once, by the queue's leases and deterministic summary ids).
 - `ServerScheduler`: a background run on the LangGraph server, enqueued on the memory
   thread (``multitask_strategy="enqueue"``), the way langchain-ai/memory-template
   schedules its memory graph. It goes through the server's in-process loopback
-  (`langgraph_sdk.get_client()` without a URL), which custom auth does not see; the run
-  carries the turn's own, already authenticated ``user_id``.
+  (`langgraph_sdk.get_client()` without a URL): no credentials are checked, but the
+  server's auth handlers still run, as the turn's user. So the run's context is what a
+  client of that user may send (`server_context`): the user's knobs and ``memory_of``
+  (accepted on that memory thread only); the operator's knobs are the server's
+  environment, in the memory run as in the turn.
 """
 
 from __future__ import annotations
@@ -22,13 +25,13 @@ import asyncio
 import logging
 import math
 import uuid
-from dataclasses import asdict, replace
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
 from langgraph.constants import TAG_NOSTREAM
 
-from graph.context import Context, MemoryScheduler
+from graph.context import SCHEDULER_KNOBS, USER_KNOBS, Context, MemoryScheduler
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +57,23 @@ def memory_run(context: Context, thread_id: str) -> tuple[dict[str, Any], Contex
     return config, replace(context, memory_of=thread_id)
 
 
-__all__ = ["LocalScheduler", "MemoryScheduler", "ServerScheduler", "memory_run", "memory_thread_id"]
+def server_context(context: Context) -> dict[str, Any]:
+    """The context a memory run on the server is started with: what a client may send.
+
+    The user's knobs and ``memory_of``; the run reads the operator's knobs from the
+    server's environment, as the turn did (the server passes no other key to a run).
+    """
+    return {name: getattr(context, name) for name in USER_KNOBS | SCHEDULER_KNOBS}
+
+
+__all__ = [
+    "LocalScheduler",
+    "MemoryScheduler",
+    "ServerScheduler",
+    "memory_run",
+    "memory_thread_id",
+    "server_context",
+]
 
 
 class LocalScheduler:
@@ -173,7 +192,7 @@ class ServerScheduler:
             config["configurable"]["thread_id"],
             self.assistant_id,
             input={"compress": compress},
-            context=asdict(context),
+            context=server_context(context),
             config={"tags": MEMORY_RUN_TAGS, "recursion_limit": RECURSION_LIMIT},
             # "owner": the server's auth (memory_graph_agent.auth) lets the user read it
             metadata={"owner": context.user_id, "user_id": context.user_id, "memory_of": thread_id},

@@ -20,7 +20,6 @@ from langgraph.types import Command
 
 import memory_graph_agent.memory_tools as do
 from graph.context import Context, current_thread_id
-from memory_graph_agent.core.settings import Settings
 from memory_graph_agent.providers.base import MemoryProvider
 from memory_graph_agent.providers.tiered import TieredProvider
 from memory_graph_agent.services.stores import Services
@@ -33,7 +32,7 @@ def _latest_human_id(runtime: ToolRuntime[Any]) -> str | None:
     return None
 
 
-def _run_context(runtime: ToolRuntime[Any]) -> Settings:
+def _run_context(runtime: ToolRuntime[Any]) -> Context:
     return runtime.context
 
 
@@ -41,7 +40,7 @@ def memory_tools(
     services: Services | None = None,
     *,
     provider: MemoryProvider | None = None,
-    settings_of: Callable[[ToolRuntime[Any]], Settings] = _run_context,
+    settings_of: Callable[[ToolRuntime[Any]], Context] = _run_context,
 ) -> list[BaseTool]:
     """``search_memory``, ``remember``, ``forget`` (and ``pin``, ``unpin``) for the run's user.
 

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memory_graph_agent.core.settings import Settings
 from memory_graph_agent.providers.base import MemoryProvider
 from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.profile import Fact, normalize_fact_key
 from memory_graph_agent.turn.rendering import defang, render_memory
 from memory_graph_agent.turn.validation import InvalidInputError, validate_text
+
+if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
+    from graph.context import Context
 
 MAX_FACT_CHARS = 500
 """Longest fact value `remember` accepts (the profile keeps at most this much)."""
@@ -40,7 +42,7 @@ def render_hit(item: dict[str, Any]) -> str:
     return line
 
 
-async def search(provider: MemoryProvider, settings: Settings, thread_id: str, query: str) -> str:
+async def search(provider: MemoryProvider, settings: Context, thread_id: str, query: str) -> str:
     """The user's memories matching ``query``, best first, inside a <memories> block.
 
     ``provider`` recalls them within ``memory_token_budget``; one that can ``touch``
@@ -63,7 +65,7 @@ async def search(provider: MemoryProvider, settings: Settings, thread_id: str, q
 
 async def remember(
     services: Services,
-    settings: Settings,
+    settings: Context,
     key: str,
     fact: str,
     importance: float,
@@ -119,7 +121,7 @@ async def forget(services: Services, user_id: str, ref: str) -> str:
     return f"forgot {key}: {removed.get('value')!r}"
 
 
-async def set_pinned(services: Services, settings: Settings, ref: str, pinned: bool) -> str:
+async def set_pinned(services: Services, settings: Context, ref: str, pinned: bool) -> str:
     """Pin (never expires) or unpin a profile fact or memory of the run's user."""
     user = settings.user_id
     verb = "pinned" if pinned else "unpinned"

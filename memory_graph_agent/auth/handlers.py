@@ -87,14 +87,21 @@ async def deny_unlisted(ctx: Auth.types.AuthContext, value: Any) -> bool:
     return not ENABLED
 
 
-def _check_claims(kwargs: Value, assistant_id: object, user_id: str, roles: frozenset[str]) -> None:
-    """Refuse a run payload naming another user; rewrite a maintenance input (admin rule)."""
+def _check_claims(
+    kwargs: Value,
+    assistant_id: object,
+    user_id: str,
+    roles: frozenset[str],
+    thread_id: object = None,
+) -> None:
+    """Refuse another user's id or an operator's knob; rewrite a maintenance input."""
     if is_maintenance(assistant_id):
         kwargs["input"] = maintenance_input(
             user_id, roles, kwargs.get("input"), kwargs.get("command")
         )
-    run_context(user_id, kwargs.get("context"))
-    run_context(user_id, (kwargs.get("config") or {}).get("configurable"))
+    run_context(user_id, kwargs.get("context"), thread_id)
+    # the legacy configurable: the server makes it the context when there is none
+    run_context(user_id, (kwargs.get("config") or {}).get("configurable"), thread_id)
 
 
 @auth.on.threads.create
@@ -120,9 +127,10 @@ async def create_run(ctx: Auth.types.AuthContext, value: Value) -> Filter:
     user_id, roles = _caller(ctx)
     with _forbidden_is_403():
         kwargs = value["kwargs"]
-        _check_claims(kwargs, value.get("assistant_id"), user_id, roles)
+        thread_id = value.get("thread_id")
+        _check_claims(kwargs, value.get("assistant_id"), user_id, roles, thread_id)
         # the graph builds its Context from the run's context: the caller, never the client
-        kwargs["context"] = run_context(user_id, kwargs.get("context"))
+        kwargs["context"] = run_context(user_id, kwargs.get("context"), thread_id)
         claim(value["metadata"], user_id)  # a thread this run creates is the caller's
     return owner_filter(user_id)
 

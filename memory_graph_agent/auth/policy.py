@@ -2,6 +2,10 @@
 
 - A run's ``user_id`` is the caller's: a ``context.user_id`` naming someone else is
   refused, a missing one is filled in.
+- A client sets only the user's knobs (`graph.context.USER_KNOBS`) in a run's, an
+  assistant's or a cron's context; the operator's knobs (limits, budgets, batches,
+  timeouts, thresholds, modes) come from the deployment's environment, and a context or
+  ``configurable`` naming one is refused.
 - Threads, runs, crons and assistants carry ``metadata.owner``; every read is filtered by
   it, and nobody may hand a resource to someone else.
 - The ``maintenance`` graph for other users (or all of them), forgetting another user
@@ -13,6 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any
 from uuid import UUID, uuid5
+
+from graph.background import memory_thread_id
+from graph.context import OPERATOR_KNOBS, USER_KNOBS
 
 ADMIN = "admin"
 OWNER = "owner"
@@ -57,17 +64,49 @@ def keep_owner(metadata: Mapping[str, Any] | None, user_id: str) -> None:
         raise Forbidden(f"metadata.owner cannot be changed to {owner!r}")
 
 
-def run_context(user_id: str, context: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The run's context with ``user_id`` set to the caller; another user id is refused."""
+def run_context(
+    user_id: str, context: Mapping[str, Any] | None, thread_id: object = None
+) -> dict[str, Any]:
+    """The run's context with ``user_id`` set to the caller.
+
+    Refused: another user id and every field of `Context` that is not a user's knob
+    (`OPERATOR_KNOBS`). Other keys set no knob (the server adds some of its own, e.g. a
+    fired cron's ``cron_id``). The one exception is ``memory_of`` on a run of the memory
+    thread of that thread of the caller's: the run the server's memory scheduler starts
+    (`graph.background`).
+    """
     context = dict(context or {})
+    _check_user_id(user_id, context)
+    memory_of = context.pop("memory_of", None)
+    if memory_of is not None and (
+        not memory_of or str(thread_id) != memory_thread_id(user_id, str(memory_of))
+    ):
+        raise Forbidden("context.memory_of is set by the memory scheduler on its own runs only")
+    _refuse_operator_knobs(context, "context")
+    context["user_id"] = user_id
+    if memory_of is not None:
+        context["memory_of"] = memory_of
+    return context
+
+
+def _check_user_id(user_id: str, context: Mapping[str, Any]) -> None:
     claimed = context.get("user_id")
     if claimed not in (None, "") and claimed != user_id:
         raise Forbidden(
             f"context.user_id {str(claimed)[:64]!r} is not the authenticated user "
             f"({user_id!r}); omit it, the server fills it in"
         )
-    context["user_id"] = user_id
-    return context
+
+
+def _refuse_operator_knobs(context: Mapping[str, Any], where: str) -> None:
+    named = sorted(k for k in context if k in OPERATOR_KNOBS)
+    if named:
+        env = ", ".join(k.upper() for k in named)
+        raise Forbidden(
+            f"{where} sets {', '.join(named)}: the operator's knobs (limits, budgets, "
+            f"timeouts, thresholds, modes) are set by the deployment's environment "
+            f"({env}), not by a client; a client may set {', '.join(sorted(USER_KNOBS))}"
+        )
 
 
 def is_maintenance(assistant_id: object) -> bool:

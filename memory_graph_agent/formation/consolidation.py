@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memory_graph_agent.core.settings import Settings
 from memory_graph_agent.formation.guards import invents_few_entities, summary_is_faithful
 from memory_graph_agent.formation.llm import invoke_structured
 from memory_graph_agent.formation.schemas import ConsolidationDecision
@@ -22,13 +21,16 @@ from memory_graph_agent.storage.decisions import Decision
 from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.turn.rendering import defang
 
+if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
+    from graph.context import Context
+
 log = logging.getLogger(__name__)
 
 CANDIDATES = 3
 STRENGTHEN_BUMP = 0.1
 
 
-def expires_at(ctx: Settings, importance: float, pinned: bool = False) -> datetime | None:
+def expires_at(ctx: Context, importance: float, pinned: bool = False) -> datetime | None:
     """When a memory of this importance expires (``None``: never), from ``ctx.ttl_days``."""
     days = ctx.ttl_days(importance, pinned)
     return None if days is None else datetime.now(UTC) + timedelta(days=days)
@@ -67,7 +69,7 @@ def _created(memory: Memory, reason: str, **detail: Any) -> Decision:
 
 
 async def decide(
-    ctx: Settings,
+    ctx: Context,
     services: Services,
     memory: Memory,
     vector: list[float],
@@ -134,7 +136,7 @@ async def decide(
 
 
 async def apply(
-    ctx: Settings,
+    ctx: Context,
     services: Services,
     memory: Memory,
     vector: list[float],
@@ -166,7 +168,7 @@ async def apply(
 
 
 async def consolidate_memory(
-    ctx: Settings, services: Services, memory: Memory, vector: list[float], prompt: str | None
+    ctx: Context, services: Services, memory: Memory, vector: list[float], prompt: str | None
 ) -> Decision:
     """Decide (or reuse the recorded decision of a replay), record, then apply.
 

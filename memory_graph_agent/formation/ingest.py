@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_graph_agent.core import metrics
 from memory_graph_agent.core.records import MemoryEvent, SummaryDraft, event
-from memory_graph_agent.core.settings import Settings
 from memory_graph_agent.formation.consolidation import consolidate_memory, record_fact_changes
 from memory_graph_agent.formation.llm import MemoryPrompts
 from memory_graph_agent.profile.facts import extract_facts
@@ -21,6 +20,9 @@ from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.window import parse_ts
+
+if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
+    from graph.context import Context
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +45,7 @@ class Stored:
 
 
 async def store_summary(
-    services: Services, settings: Settings, draft: SummaryDraft, prompts: MemoryPrompts
+    services: Services, settings: Context, draft: SummaryDraft, prompts: MemoryPrompts
 ) -> Stored:
     """Store ``draft`` durably, then acknowledge its batch, then extract profile facts."""
     out = Stored()
@@ -117,7 +119,7 @@ async def store_summary(
 
 async def _learn_facts(
     services: Services,
-    settings: Settings,
+    settings: Context,
     draft: SummaryDraft,
     summary_id: str,
     prompts: MemoryPrompts,

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_graph_agent.core.records import MemoryEvent, event
-from memory_graph_agent.core.settings import Settings
 from memory_graph_agent.core.tokens import text_tokens
 from memory_graph_agent.formation.consolidation import expires_at, record_fact_changes
 from memory_graph_agent.formation.guards import invents_few_entities
@@ -28,6 +27,9 @@ from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.profile import Fact
 from memory_graph_agent.turn.budgets import context_tokens, cut_text, trigger_budget
 from memory_graph_agent.turn.rendering import defang, limit_words
+
+if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
+    from graph.context import Context
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +60,7 @@ def select_for_reflection(since: list[Memory], budget: int) -> tuple[list[Memory
     return chosen, "\n".join(lines[m.id] for m in chosen)
 
 
-def reflection_due(count: int, importance: float, settings: Settings) -> bool:
+def reflection_due(count: int, importance: float, settings: Context) -> bool:
     """Whether ``count`` summaries of summed ``importance`` call for a reflection."""
     return count >= settings.reflect_after or (
         count > 0 and importance >= settings.reflect_importance_threshold
@@ -79,7 +81,7 @@ class Reflected:
         self.events.append(event("reflect", kind, text))
 
 
-async def reflect_if_due(services: Services, settings: Settings, prompt: str) -> Reflected:
+async def reflect_if_due(services: Services, settings: Context, prompt: str) -> Reflected:
     """Write a reflection citing its summaries once one is due; propose profile facts."""
     out = Reflected()
     user = settings.user_id
@@ -152,7 +154,7 @@ async def reflect_if_due(services: Services, settings: Settings, prompt: str) ->
 
 async def _propose_facts(
     services: Services,
-    settings: Settings,
+    settings: Context,
     answer: ReflectionOut,
     reflection_id: str,
     listing: str,

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from langchain_core.messages import HumanMessage
 
 from memory_graph_agent.core import metrics
 from memory_graph_agent.core.records import MemoryEvent, SummaryDraft, event
-from memory_graph_agent.core.settings import Settings
 from memory_graph_agent.formation.guards import summary_is_faithful
 from memory_graph_agent.formation.llm import invoke_text
 from memory_graph_agent.services.models import load_chat_model
@@ -29,6 +28,9 @@ from memory_graph_agent.turn.budgets import (
     trigger_budget,
 )
 from memory_graph_agent.turn.rendering import defang, limit_words, now_iso
+
+if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
+    from graph.context import Context
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +55,7 @@ class Drafted(NamedTuple):
 
 async def draft_summary(
     services: Services,
-    settings: Settings,
+    settings: Context,
     thread_id: str,
     draining: bool,
     prompt: str,
@@ -115,7 +117,7 @@ async def draft_summary(
     return Drafted(draft, draining and not left, [event("summarize", claim.status, note)])
 
 
-async def _max_batch(services: Services, settings: Settings, thread_id: str, prompt: str) -> int:
+async def _max_batch(services: Services, settings: Context, thread_id: str, prompt: str) -> int:
     """Largest batch whose transcript fits the summarizer's prompt budget (at least 1).
 
     Long messages (a compressed window) would otherwise make a 50-message transcript
@@ -131,7 +133,7 @@ async def _max_batch(services: Services, settings: Settings, thread_id: str, pro
 
 
 async def _compress(
-    settings: Settings, prompt: str, transcript: str, said: str
+    settings: Context, prompt: str, transcript: str, said: str
 ) -> tuple[str, float, str]:
     """LLM summary (importance 0.5), or the raw transcript (0.3) if the model fails."""
     try:

@@ -7,8 +7,8 @@ occurs in something the user said about themself.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from memory_graph_agent.core.settings import Settings
 from memory_graph_agent.formation.guards import fact_is_grounded, fact_key_is_valid, self_statements
 from memory_graph_agent.formation.llm import invoke_structured
 from memory_graph_agent.formation.schemas import FactList
@@ -16,6 +16,9 @@ from memory_graph_agent.profile.fact_rules import RULE_KEYS, rule_facts
 from memory_graph_agent.services.models import load_chat_model
 from memory_graph_agent.storage.profile import Fact, normalize_fact_key
 from memory_graph_agent.turn.rendering import defang, limit_words
+
+if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
+    from graph.context import Context
 
 SOURCE_WORDS = 600
 
@@ -55,7 +58,7 @@ def facts_grounded(facts: list[Fact], source_text: str) -> list[Fact]:
     return list(best.values())
 
 
-def rules_enabled(ctx: Settings) -> bool:
+def rules_enabled(ctx: Context) -> bool:
     """Whether rule-based extraction runs (`fact_rules`); 'auto' = with local models."""
     return ctx.fact_rules == "on" or (ctx.fact_rules == "auto" and ctx.model.startswith("local:"))
 
@@ -80,7 +83,7 @@ def merge_rule_facts(model_facts: list[Fact], user_text: str, source_ids: list[s
 
 
 async def extract_facts(
-    ctx: Settings, prompt: str, source_text: str, source_ids: list[str], user_text: str = ""
+    ctx: Context, prompt: str, source_text: str, source_ids: list[str], user_text: str = ""
 ) -> list[Fact]:
     """Durable facts about the user in ``source_text`` (its first ``SOURCE_WORDS`` words).
 
@@ -101,7 +104,7 @@ async def extract_facts(
 
 
 async def _model_facts(
-    ctx: Settings, prompt: str, source: str, said: str, source_ids: list[str]
+    ctx: Context, prompt: str, source: str, said: str, source_ids: list[str]
 ) -> list[Fact]:
     """The model's grounded proposals (see `extract_facts`)."""
     extracted = await invoke_structured(

@@ -13,10 +13,12 @@ the model. Only these four methods are required; a provider may also define
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from memory_graph_agent.core.records import ProfileChange, RecalledItem
-from memory_graph_agent.core.settings import Settings
+
+if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
+    from graph.context import Context
 
 
 @dataclass
@@ -36,12 +38,12 @@ class ProfileView:
 class MemoryProvider(Protocol):
     """Long-term memory of users, as a turn and the memory tools use it."""
 
-    async def profile(self, settings: Settings) -> ProfileView:
+    async def profile(self, settings: Context) -> ProfileView:
         """The user's profile facts to show in the prompt."""
         ...
 
     async def recall(
-        self, settings: Settings, thread_id: str, query: str, budget: int
+        self, settings: Context, thread_id: str, query: str, budget: int
     ) -> list[RecalledItem]:
         """Memories relevant to ``query`` whose rendered lines fit ``budget`` tokens.
 
@@ -52,11 +54,11 @@ class MemoryProvider(Protocol):
         ...
 
     async def remember(
-        self, settings: Settings, key: str, fact: str, importance: float, source_ids: list[str]
+        self, settings: Context, key: str, fact: str, importance: float, source_ids: list[str]
     ) -> str:
         """Store a profile fact; return what changed, for the model (``error: ...`` if not)."""
         ...
 
-    async def forget(self, settings: Settings, ref: str) -> str:
+    async def forget(self, settings: Context, ref: str) -> str:
         """Forget a profile fact (by key) or a memory (by id); say what was forgotten."""
         ...

@@ -10,14 +10,16 @@ same profile and tools but recalls the user's hottest memories, with no search
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import memory_graph_agent.memory_tools as do
 from memory_graph_agent.core.records import RecalledItem
-from memory_graph_agent.core.settings import Settings
 from memory_graph_agent.providers.base import MemoryProvider, ProfileView
 from memory_graph_agent.recall.retrieval import hot_memories, record_access, retrieve
 from memory_graph_agent.services.stores import Services
+
+if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
+    from graph.context import Context
 
 
 class TieredProvider:
@@ -29,7 +31,7 @@ class TieredProvider:
     def __init__(self, services: Services) -> None:
         self.services = services
 
-    async def profile(self, settings: Settings) -> ProfileView:
+    async def profile(self, settings: Context) -> ProfileView:
         """The live facts and the changes of the last ``change_note_days``."""
         facts, changes = await self.services.profile.get_with_changes(
             settings.user_id, settings.change_note_days
@@ -38,7 +40,7 @@ class TieredProvider:
 
     async def recall(
         self,
-        settings: Settings,
+        settings: Context,
         thread_id: str,
         query: str,
         budget: int,
@@ -56,21 +58,21 @@ class TieredProvider:
             )
         return found.items  # type: ignore[return-value]
 
-    async def touch(self, settings: Settings, items: list[Any]) -> None:
+    async def touch(self, settings: Context, items: list[Any]) -> None:
         """Count the access of the shown summaries and reflections (best effort)."""
         await record_access(self.services, settings.user_id, items)
 
     async def remember(
-        self, settings: Settings, key: str, fact: str, importance: float, source_ids: list[str]
+        self, settings: Context, key: str, fact: str, importance: float, source_ids: list[str]
     ) -> str:
         """A profile fact, with its history kept."""
         return await do.remember(self.services, settings, key, fact, importance, source_ids)
 
-    async def forget(self, settings: Settings, ref: str) -> str:
+    async def forget(self, settings: Context, ref: str) -> str:
         """A profile fact by key, or a summary/reflection by id."""
         return await do.forget(self.services, settings.user_id, ref)
 
-    async def set_pinned(self, settings: Settings, ref: str, pinned: bool) -> str:
+    async def set_pinned(self, settings: Context, ref: str, pinned: bool) -> str:
         """Pin (never expires) or unpin a fact or memory."""
         return await do.set_pinned(self.services, settings, ref, pinned)
 

@@ -10,7 +10,7 @@ names count more (`link_speakers`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_graph_agent.core.entities import (
     entity_bonus,
@@ -19,10 +19,12 @@ from memory_graph_agent.core.entities import (
     query_keys,
     said_by,
 )
-from memory_graph_agent.core.settings import Settings
 from memory_graph_agent.recall.linking import episode_item
 from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.episode_index import keyword_hits
+
+if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
+    from graph.context import Context
 
 ENTITY_SEEDS = 3
 """How many of the best turns lend their keys."""
@@ -34,7 +36,7 @@ def seed_turns(items: list[dict[str, Any]], n: int = ENTITY_SEEDS) -> list[dict[
 
 
 async def reach_entities(
-    services: Services, ctx: Settings, fused: list[dict[str, Any]], query: str
+    services: Services, ctx: Context, fused: list[dict[str, Any]], query: str
 ) -> dict[str, tuple[dict[str, Any], float]]:
     """Each turn the best turns' keys reach, as an item, and the score it is lent."""
     weight, store, seeds = ctx.entity_weight, services.episodes.entities, seed_turns(fused)

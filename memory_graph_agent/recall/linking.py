@@ -7,14 +7,16 @@ often shares no word with the question but sits next to a hit or under a summary
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memory_graph_agent.core.settings import Settings
 from memory_graph_agent.recall.ranking import shown_verbatim
 from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.episodes import EpisodeHit
 from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.recall_search import Found
+
+if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
+    from graph.context import Context
 
 NEIGHBOUR_SOURCES = 10
 """How many of the best turns bring their neighbours (20 or 30 recall the same on LoCoMo)."""
@@ -85,7 +87,7 @@ def link_turns(
     memories: list[Memory],
     members: list[EpisodeHit],
     neighbours: list[tuple[tuple[str, str], EpisodeHit]],
-    ctx: Settings,
+    ctx: Context,
 ) -> list[dict[str, Any]]:
     """Turns reached through the memory graph's links, added to the fused ``items``.
 
@@ -119,7 +121,7 @@ def link_turns(
 
 async def linked_turns(
     services: Services,
-    ctx: Settings,
+    ctx: Context,
     fused: list[dict[str, Any]],
     memories: list[Memory],
     found: Found | None = None,

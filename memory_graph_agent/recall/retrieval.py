@@ -19,12 +19,11 @@ import asyncio
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_graph_agent.core import metrics
 from memory_graph_agent.core.entities import speaker_names
 from memory_graph_agent.core.records import MemoryEvent, event
-from memory_graph_agent.core.settings import Settings
 from memory_graph_agent.recall.entity_linking import link_entities, link_speakers, reach_entities
 from memory_graph_agent.recall.linking import NEIGHBOUR_PREFETCH, episode_item, linked_turns
 from memory_graph_agent.recall.ranking import RRF_K, fill_budget, memory_score, recency, rrf
@@ -36,6 +35,9 @@ from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.recall_search import recall_search
 from memory_graph_agent.turn.rendering import episode_header, render_memory, text_tokens
+
+if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
+    from graph.context import Context
 
 MIN_EPISODE_DEPTH = 20
 TOKENS_PER_HOT_CANDIDATE = 20
@@ -69,7 +71,7 @@ class Retrieval:
         return f"{len(self.items)} of {self.candidates} hits kept ({', '.join(parts)})"
 
 
-def episode_depth(ctx: Settings, budget: int | None = None) -> int:
+def episode_depth(ctx: Context, budget: int | None = None) -> int:
     """How many turns each episode channel returns."""
     budget = ctx.memory_token_budget if budget is None else budget
     return max(ctx.recall_k, MIN_EPISODE_DEPTH, budget // max(1, ctx.recall_candidate_tokens))
@@ -134,7 +136,7 @@ def fuse(
     return out
 
 
-def score(items: list[dict[str, Any]], ctx: Settings, now: datetime) -> list[dict[str, Any]]:
+def score(items: list[dict[str, Any]], ctx: Context, now: datetime) -> list[dict[str, Any]]:
     """Add relevance, recency, importance and score to fused items; best score first.
 
     Ties keep the fused order (``sorted`` is stable).
@@ -205,7 +207,7 @@ async def record_access(services: Services, user_id: str, items: list[dict[str, 
 
 async def retrieve(
     services: Services,
-    ctx: Settings,
+    ctx: Context,
     query: str,
     thread_id: str,
     *,
@@ -279,7 +281,7 @@ async def retrieve(
 
 
 async def hot_memories(
-    services: Services, ctx: Settings, budget: int | None = None, *, touch: bool = True
+    services: Services, ctx: Context, budget: int | None = None, *, touch: bool = True
 ) -> Retrieval:
     """The user's hottest memories, no search and no embedding (``recall_mode='flat'``).
 
@@ -318,7 +320,7 @@ async def hot_memories(
 
 async def recall_memories(
     services: Services,
-    ctx: Settings,
+    ctx: Context,
     mode: str,
     query: str,
     thread_id: str,

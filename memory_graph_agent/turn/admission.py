@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage
 
 from memory_graph_agent.core.records import MemoryEvent, ProfileChange, event
-from memory_graph_agent.core.settings import Settings
 from memory_graph_agent.core.turns import ends_session
 from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.outages import StoreUnavailable
@@ -36,6 +35,9 @@ from memory_graph_agent.turn.validation import (
     validate_turn,
 )
 
+if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
+    from graph.context import Context
+
 
 @dataclass
 class TurnStart:
@@ -51,7 +53,7 @@ class TurnStart:
 
 async def start_turn(
     services: Services,
-    settings: Settings,
+    settings: Context,
     thread_id: str,
     messages: Sequence[AnyMessage],
     end_session: bool,

@@ -8,14 +8,16 @@ smaller of ``context_window_tokens`` and the context the chat model declares.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage, SystemMessage, trim_messages
 
-from memory_graph_agent.core.settings import Settings
 from memory_graph_agent.core.tokens import message_tokens, text_tokens
 from memory_graph_agent.core.turns import cut_to_recent_turns, turn_boundary_cut, turn_starts
 from memory_graph_agent.services.models import load_chat_model, model_context_tokens
+
+if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
+    from graph.context import Context
 
 __all__ = [
     "batch_that_fits",
@@ -53,7 +55,7 @@ def prompt_tokens(system_prompt: str, messages: Sequence[Any]) -> int:
     return message_tokens([SystemMessage(system_prompt)]) + count_tokens(messages)
 
 
-def context_tokens(settings: Settings) -> int:
+def context_tokens(settings: Context) -> int:
     """The prompt context to plan for: ``context_window_tokens``, or less if the model says.
 
     The local model's server runs with a smaller ``n_ctx`` (4096) than the default

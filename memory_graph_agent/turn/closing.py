@@ -13,13 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_graph_agent.core.records import MemoryEvent, event
-from memory_graph_agent.core.settings import Settings
 from memory_graph_agent.recall.retrieval import record_access
 from memory_graph_agent.services.stores import Services
 from memory_graph_agent.turn.windowing import WindowUpdate, update_window
+
+if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
+    from graph.context import Context
 
 Schedule = Callable[[bool], Awaitable[None]]
 """Starts the thread's memory run soon (its argument: compress the whole backlog)."""
@@ -41,7 +43,7 @@ class TurnEnd:
 
 async def finish_turn(
     services: Services,
-    settings: Settings,
+    settings: Context,
     thread_id: str,
     messages: Sequence[Any],
     *,

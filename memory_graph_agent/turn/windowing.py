@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_graph_agent.core import metrics
 from memory_graph_agent.core.records import MemoryEvent, event
-from memory_graph_agent.core.settings import Settings
 from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.failsafe import window_buffer
 from memory_graph_agent.storage.outages import StoreUnavailable
@@ -28,6 +27,9 @@ from memory_graph_agent.turn.budgets import (
     window_cut,
     window_token_cap,
 )
+
+if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
+    from graph.context import Context
 
 SEEN_SLACK = 1000
 """Ids the seen-set may hold beyond the checkpoint's messages and the Redis lists'."""
@@ -63,7 +65,7 @@ async def read_backlog(services: Services, user: str, thread_id: str) -> WindowU
 
 async def update_window(
     services: Services,
-    settings: Settings,
+    settings: Context,
     user: str,
     thread_id: str,
     messages: Sequence[Any],
@@ -107,7 +109,7 @@ async def update_window(
 
 async def _evict(
     services: Services,
-    settings: Settings,
+    settings: Context,
     user: str,
     thread_id: str,
     end_session: bool,

@@ -108,8 +108,15 @@ def server_credentials() -> Credentials:
     return Credentials()
 
 
+SERVER_KNOBS = {"WINDOW_SIZE": "2", "SUMMARY_BATCH": "2", "SUMMARY_MODE": "raw"}
+"""The operator's knobs of the session's server, set the way a deployment sets them (its
+environment; clients may not): a small window and batch so two turns form memory, and raw
+summaries (no model call) to keep the runs short."""
+
+
 @pytest.fixture(scope="session")
 def dev_server(memory_env: dict[str, str], server_credentials: Credentials) -> Iterator[DevServer]:
     """One authenticated `langgraph dev` for the session, on the session's Redis/Postgres."""
-    with running_dev_server({**memory_env, **server_credentials.env()}) as server:
+    env = {**memory_env, **server_credentials.env(), **SERVER_KNOBS}
+    with running_dev_server(env) as server:
         yield server

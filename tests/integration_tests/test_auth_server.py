@@ -32,7 +32,7 @@ pytestmark = pytest.mark.server
 AGENT = "memory_agent"
 MAINTENANCE = "maintenance"
 MODEL = "local:smollm2"
-RAW = {"model": MODEL, "summary_mode": "raw"}  # no model call to store memory
+RAW = {"model": MODEL}  # the server stores raw summaries (conftest.SERVER_KNOBS)
 
 
 def turn(text: str) -> dict:
@@ -125,26 +125,22 @@ async def test_a_user_cannot_claim_another_id_nor_see_their_memory(
     a = client(dev_server.url, token=creds.token(a_id))
     b = client(dev_server.url, token=creds.token(b_id))
     city = f"Quill{uuid.uuid4().hex[:6]}"
-    # memory inline: B's memory is formed when B's runs end (this test is about auth)
-    tiny = {**RAW, "window_size": 2, "summary_batch": 2, "fact_rules": "on"}
-    tiny["memory_mode"] = "inline"
-
+    # the server's window and batch are 2 (conftest.SERVER_KNOBS): two turns form memory
     b_thread = (await b.threads.create())["thread_id"]
     for text in [f"My name is Bertha. I live in {city}.", "What is two plus two?"]:
-        out = await b.runs.wait(
-            b_thread, AGENT, input=turn(text), context={**tiny, "user_id": b_id}
-        )
+        out = await b.runs.wait(b_thread, AGENT, input=turn(text), context={**RAW, "user_id": b_id})
         assert "__error__" not in out, out
-    seen_by_b = await b.runs.wait(None, AGENT, input=turn("Where do I live?"), context=tiny)
+    await memory_formed(b, b_thread)
+    seen_by_b = await b.runs.wait(None, AGENT, input=turn("Where do I live?"), context=RAW)
     assert city in json.dumps([seen_by_b["profile"], seen_by_b["recalled"]]), seen_by_b
 
     # A claims B's id: in the context, in the legacy configurable, on a new or no thread
     a_thread = (await a.threads.create())["thread_id"]
     claims = {
         "context": a.runs.wait(a_thread, AGENT, input=turn("Where do I live?"),
-                               context={**tiny, "user_id": b_id}),
+                               context={**RAW, "user_id": b_id}),
         "configurable": a.runs.wait(a_thread, AGENT, input=turn("Where do I live?"),
-                                    config={"configurable": {**tiny, "user_id": b_id}}),
+                                    config={"configurable": {**RAW, "user_id": b_id}}),
         "stateless": a.runs.wait(None, AGENT, input=turn("Where do I live?"),
                                  context={"user_id": b_id}),
         "stream": a.runs.stream(a_thread, AGENT, input=turn("x"), context={"user_id": b_id}),
@@ -158,11 +154,18 @@ async def test_a_user_cannot_claim_another_id_nor_see_their_memory(
 
     # without a user_id the run is A's (filled in from the identity), and sees nothing of B
     out = await a.runs.wait(a_thread, AGENT, input=turn("Where do I live? What is my name?"),
-                            context=tiny)  # fmt: skip
+                            context=RAW)  # fmt: skip
     assert "__error__" not in out, out
     assert city not in json.dumps(out) and "Bertha" not in json.dumps(out)
     assert any(a_thread in k for k in keys_of(memory_env, a_id))
     assert not keys_of(memory_env, "default-user")
+
+
+async def memory_formed(sdk, thread_id: str) -> None:
+    """Wait for the background memory runs the server scheduled for ``thread_id``."""
+    for memory_thread in await sdk.threads.search(metadata={"memory_of": thread_id}):
+        for run in await sdk.runs.list(memory_thread["thread_id"]):
+            await sdk.runs.join(memory_thread["thread_id"], run["run_id"])
 
 
 async def _drain(stream) -> None:

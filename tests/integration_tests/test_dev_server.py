@@ -41,7 +41,7 @@ async def test_two_turns_through_the_server_reach_redis_and_pgvector(
 ) -> None:
     user = f"u-srv-{uuid.uuid4().hex[:10]}"
     sdk = client(dev_server.url, token=server_credentials.token(user))
-    context = {"user_id": user, "window_size": 2, "summary_batch": 2, "model": MODEL}
+    context = {"user_id": user, "model": MODEL}  # window 2, batch 2: the server's SERVER_KNOBS
 
     # the deployed assistant exposes all seven memory nodes
     assistants = await sdk.assistants.search(graph_id=GRAPH_ID)
@@ -132,7 +132,7 @@ async def test_session_end_and_maintenance_graph_through_the_server(
     user = f"u-srv-{uuid.uuid4().hex[:10]}"
     sdk = client(dev_server.url, token=server_credentials.token(user))
     # raw summaries: the archive needs no model call (the model's part is tested above)
-    context = {"user_id": user, "model": MODEL, "summary_mode": "raw"}
+    context = {"user_id": user, "model": MODEL}
     thread_id = (await sdk.threads.create())["thread_id"]
     await sdk.runs.wait(
         thread_id,
@@ -173,7 +173,7 @@ async def test_forget_deletes_the_users_server_threads_and_nothing_comes_back(
     user = f"u-srv-{uuid.uuid4().hex[:10]}"
     token = server_credentials.token(user)
     sdk = client(dev_server.url, token=token)
-    context = {"user_id": user, "model": MODEL, "window_size": 2, "summary_mode": "raw"}
+    context = {"user_id": user, "model": MODEL}
     said = ["My name is Zoltan Quimby.", "I live in Reykjavik and keep bees."]
     thread_id = (await sdk.threads.create())["thread_id"]  # found by its owner: key
     tagged = (await sdk.threads.create(metadata={"user_id": user}))["thread_id"]

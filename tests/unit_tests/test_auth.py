@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import jwt
 import pytest
 
+from graph.background import memory_run, memory_thread_id, server_context
+from graph.context import OPERATOR_KNOBS, SCHEDULER_KNOBS, USER_KNOBS, Context
 from memory_graph_agent.auth.credentials import (
     AuthConfigError,
     AuthFailed,
@@ -169,13 +173,41 @@ def test_the_server_needs_some_credentials_unless_auth_is_off(tmp_path) -> None:
 
 def test_a_run_uses_the_callers_user_id() -> None:
     assert run_context("alice", None) == {"user_id": "alice"}
-    assert run_context("alice", {"user_id": "", "window_size": 2}) == {
+    assert run_context("alice", {"user_id": "", "recall_mode": "flat"}) == {
         "user_id": "alice",
-        "window_size": 2,
+        "recall_mode": "flat",
     }
     assert run_context("alice", {"user_id": "alice"}) == {"user_id": "alice"}
     with pytest.raises(Forbidden, match="'bob' is not the authenticated user"):
         run_context("alice", {"user_id": "bob"})
+
+
+def test_a_client_sets_only_the_users_knobs() -> None:
+    """Every field of `Context` is in one tier; the operator's are refused, by name."""
+    users = {f.name: f.default for f in fields(Context) if f.name in USER_KNOBS}
+    users["user_id"] = "alice"
+    assert run_context("alice", users)["user_id"] == "alice"
+    every = USER_KNOBS | OPERATOR_KNOBS | SCHEDULER_KNOBS
+    assert len(USER_KNOBS) <= 15 and every == {f.name for f in fields(Context)}
+    for name in OPERATOR_KNOBS:
+        with pytest.raises(Forbidden, match=f"sets {name}: the operator's knobs .*{name.upper()}"):
+            run_context("alice", {name: getattr(Context(), name)})
+    # keys that are no field set nothing (the server adds its own, e.g. a fired cron's)
+    assert run_context("alice", {"cron_id": "c1"}) == {"cron_id": "c1", "user_id": "alice"}
+
+
+def test_memory_of_is_accepted_only_as_the_memory_scheduler_sends_it(monkeypatch) -> None:
+    """A memory run on the caller's own memory thread of that thread, with user knobs only."""
+    monkeypatch.setenv("WINDOW_SIZE", "7")  # the deployment's: not sent (the server's env)
+    ctx = Context(user_id="alice", model="local:smollm2", recall_mode="flat")
+    config, memory = memory_run(ctx, "t1")
+    sent = server_context(memory)
+    assert set(sent) == USER_KNOBS | {"memory_of"} and sent["recall_mode"] == "flat"
+    thread = config["configurable"]["thread_id"]
+    assert run_context("alice", sent, thread)["memory_of"] == "t1"
+    for other in (None, "t1", memory_thread_id("bob", "t1"), memory_thread_id("alice", "t2")):
+        with pytest.raises(Forbidden, match="memory_of is set by the memory scheduler"):
+            run_context("alice", sent, other)
 
 
 def test_owners_are_stamped_and_never_handed_over() -> None:

@@ -6,8 +6,9 @@ from dataclasses import fields
 
 import pytest
 
-from graph.context import Context
+from graph.context import OPERATOR_KNOBS, USER_KNOBS, Context
 from memory_graph_agent.core.ids import InvalidIdError, validate_id
+from memory_graph_agent.core.knobs import OPERATOR, SCHEDULER, USER
 from memory_graph_agent.services.models import default_embedding_model
 from memory_graph_agent.storage.memories import _IterativeHNSW
 
@@ -178,14 +179,35 @@ def test_iterative_hnsw_query_options():
     assert _IterativeHNSW(ef_search=40, iterative=False).to_parameter() == ["hnsw.ef_search = 40"]
 
 
-def test_the_context_provides_every_setting_the_domain_reads() -> None:
-    """The domain reads `Settings`; `Context` must have each field, with the same type."""
-    import dataclasses
-
-    from memory_graph_agent.core.settings import Settings
-
-    fields = {f.name: f.type for f in dataclasses.fields(Context)}
-    for name, kind in Settings.__annotations__.items():
-        assert name in fields, f"Context lacks {name}"
-        assert str(kind) in str(fields[name]), (name, kind, fields[name])
+def test_every_knob_declares_its_tier_and_its_bounds_are_checked() -> None:
+    """One declaration per knob: its tier and bounds; in-process code may set any knob."""
+    for f in fields(Context):
+        assert f.metadata.get("tier") in (USER, OPERATOR, SCHEDULER), f.name
+        assert f.metadata.get("description"), f.name
+        if "ge" in f.metadata:
+            with pytest.raises(ValueError, match=f"{f.name} must be"):
+                Context(**{f.name: f.metadata["ge"] - 1})
+        if "choices" in f.metadata:
+            with pytest.raises(ValueError, match=f"{f.name} must be"):
+                Context(**{f.name: "no-such-choice"})
+    assert Context(window_size=3, max_message_chars=10).max_message_chars == 10
     assert callable(Context().ttl_days)
+
+
+def test_studios_form_shows_the_users_knobs_only() -> None:
+    """The graph's context schema (what Studio renders) holds the user's knobs and bounds."""
+    from langgraph.graph import StateGraph
+    from typing_extensions import TypedDict
+
+    class S(TypedDict):
+        x: int
+
+    builder = StateGraph(S, context_schema=Context)
+    builder.add_node("noop", lambda state: {})
+    builder.set_entry_point("noop")
+    form = builder.compile().get_context_jsonschema()
+    # memory_of too: the server passes a run only the keys the schema names
+    assert set(form["properties"]) == USER_KNOBS | {"memory_of"} and len(USER_KNOBS) <= 15
+    assert form["properties"]["recall_mode"]["enum"] == ["auto", "tool", "flat"]
+    assert form["properties"]["min_similarity"]["maximum"] == 1
+    assert not USER_KNOBS & OPERATOR_KNOBS and "max_message_chars" in OPERATOR_KNOBS

@@ -1,0 +1,78 @@
+"""A client of the server sets only the user's knobs; limits come from the deployment.
+
+Through a real `langgraph dev` with API keys: Bob may not raise ``max_message_chars`` (or
+any other operator knob: window, batches, budgets, timeouts, thresholds, modes) for his
+runs, his assistants or his crons, in ``context`` or in the legacy ``configurable``; the
+attempt is refused with 403 and nothing of it runs or is stored. Alice's same oversized
+message is rejected by the deployment's limit, and her user knobs still work.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+import pytest
+
+from graph.context import OPERATOR_KNOBS, Context
+from tests.integration_tests.dev_server import Credentials, DevServer, client
+from tests.integration_tests.test_auth_server import AGENT, keys_of, status, turn
+
+pytestmark = pytest.mark.server
+
+MODEL = "local:smollm2"
+HUGE = "bees " * 40_000  # 200,000 characters: over the default limit of 32,000
+
+
+@pytest.fixture
+def bob(dev_server: DevServer, server_credentials: Credentials):
+    return client(dev_server.url, key=server_credentials.keys[server_credentials.bob])
+
+
+@pytest.fixture
+def alice(dev_server: DevServer, server_credentials: Credentials):
+    return client(dev_server.url, key=server_credentials.keys[server_credentials.alice])
+
+
+async def test_a_client_cannot_raise_the_message_limit(
+    bob, server_credentials: Credentials, memory_env: dict[str, str]
+) -> None:
+    thread = (await bob.threads.create())["thread_id"]
+    raised = {"model": MODEL, "max_message_chars": 1_000_000}
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await bob.runs.wait(thread, AGENT, input=turn(HUGE), context=raised)
+    assert refused.value.response.status_code == 403
+    assert "max_message_chars" in refused.value.response.text  # says what and who sets it
+    assert "MAX_MESSAGE_CHARS" in refused.value.response.text
+    legacy = {"configurable": raised}
+    assert await status(bob.runs.wait(thread, AGENT, input=turn(HUGE), config=legacy)) == 403
+    assert await status(bob.assistants.create(AGENT, context=raised)) == 403
+    cron = bob.crons.create(AGENT, schedule="0 3 * * *", input=turn(HUGE), context=raised)
+    assert await status(cron) == 403
+    # nothing of the message ran or was stored
+    assert [k for k in keys_of(memory_env, server_credentials.bob) if thread in k] == []
+    assert await bob.runs.list(thread) == []
+
+
+async def test_every_operator_knob_is_refused_and_user_knobs_pass(alice, bob) -> None:
+    defaults = Context()
+    for name in sorted(OPERATOR_KNOBS):  # the whole class, even at its default value
+        got = await status(bob.assistants.create(AGENT, context={name: getattr(defaults, name)}))
+        assert got == 403, (name, got)
+    # the scheduler's memory_of, off its memory thread (the graph would skip the turn's checks)
+    assert await status(bob.assistants.create(AGENT, context={"memory_of": "t1"})) == 403
+    # the user's knobs stay the client's
+    mine = await alice.assistants.create(AGENT, context={"model": MODEL, "recall_mode": "flat"})
+    assert mine["context"]["recall_mode"] == "flat"
+    raised = alice.assistants.update(mine["assistant_id"], context={"window_size": 10_000})
+    assert await status(raised) == 403
+
+
+async def test_the_deployments_limit_rejects_the_message(alice) -> None:
+    thread = (await alice.threads.create())["thread_id"]
+    with pytest.raises(Exception, match=r"200,000 characters long; the limit is 32,000"):
+        await alice.runs.wait(thread, AGENT, input=turn(HUGE), context={"model": MODEL})
+    # (the rejected message stays in that thread's state: a new thread for the next turn)
+    ok = await alice.runs.wait(None, AGENT, input=turn(f"I keep bees {uuid.uuid4().hex[:6]}."),
+                               context={"model": MODEL})  # fmt: skip
+    assert "__error__" not in ok, ok
