@@ -4,6 +4,9 @@
   refused, a missing one is filled in.
 - Threads, runs, crons and assistants carry ``metadata.owner``; every read is filtered by
   it, and nobody may hand a resource to someone else.
+- Memory threads (`memory_graph_agent.core.memory_threads`) are created only as the
+  caller's own memory thread of a conversation they name in ``metadata.memory_of``:
+  nobody can occupy, or pose as, someone else's.
 - The ``maintenance`` graph for other users (or all of them), forgetting another user
   and maintenance assistants need the ``admin`` role.
 """
@@ -14,8 +17,11 @@ from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any
 from uuid import UUID, uuid5
 
+from memory_graph_agent.core.memory_threads import ALTERNATES, is_memory_thread_id, memory_thread_id
+
 ADMIN = "admin"
 OWNER = "owner"
+MEMORY_OF = "memory_of"
 MAINTENANCE_GRAPH = "maintenance"
 # How the LangGraph server names the assistant it creates for each graph of
 # langgraph.json (langgraph_api.graph.NAMESPACE_GRAPH; a server test checks it).
@@ -55,6 +61,29 @@ def keep_owner(metadata: Mapping[str, Any] | None, user_id: str) -> None:
     owner = (metadata or {}).get(OWNER)
     if owner is not None and owner != user_id:
         raise Forbidden(f"metadata.owner cannot be changed to {owner!r}")
+
+
+def check_memory_thread(
+    thread_id: object, metadata: Mapping[str, Any] | None, user_id: str
+) -> None:
+    """Refuse creating a memory thread that is not the caller's own.
+
+    A thread in the memory threads' id space, or marked ``metadata.memory_of``, must be
+    ``user_id``'s own memory thread of the conversation that ``memory_of`` names.
+    """
+    memory_of = (metadata or {}).get(MEMORY_OF)
+    if memory_of is None and (thread_id is None or not is_memory_thread_id(thread_id)):
+        return
+    own = (
+        {memory_thread_id(user_id, str(memory_of), n) for n in range(ALTERNATES)}
+        if isinstance(memory_of, str) and memory_of
+        else set()
+    )
+    if thread_id is None or str(thread_id) not in own:
+        raise Forbidden(
+            "memory threads are created by the server for the caller's own conversations: "
+            f"this thread id or metadata.{MEMORY_OF} is not yours to use"
+        )
 
 
 def run_context(user_id: str, context: Mapping[str, Any] | None) -> dict[str, Any]:
