@@ -196,6 +196,13 @@ class Context:
     duplicate_similarity: float = knob(
         0.95, "Maintenance compacts active memories at least this similar."
     )
+    checkpoint_retention: str = knob(
+        "keep_latest",
+        "Operator knob. What maintenance keeps of each conversation's and memory run's "
+        "checkpoints: 'keep_latest' keeps one per thread (the latest, with its pending writes: "
+        "all a run needs to resume; no step back to older ones), 'off' keeps every checkpoint. "
+        "A thread with a run in flight or memory work pending is left whole.",
+    )
     fact_rules: str = knob(
         "auto",
         "Rule-based extraction of explicit self-statements (name, city, preferred language...) "
@@ -279,6 +286,11 @@ class Context:
         if self.recall_mode not in ("auto", "tool", "flat"):
             raise ValueError(
                 f"recall_mode must be 'auto', 'tool' or 'flat', got {self.recall_mode!r}"
+            )
+        if self.checkpoint_retention not in ("keep_latest", "off"):
+            raise ValueError(
+                "checkpoint_retention must be 'keep_latest' or 'off', "
+                f"got {self.checkpoint_retention!r}"
             )
         if self.fact_rules not in ("auto", "on", "off"):
             raise ValueError(f"fact_rules must be 'auto', 'on' or 'off', got {self.fact_rules!r}")

@@ -95,3 +95,20 @@ class ThreadOwners:
     async def owner(self, thread_id: str) -> str | None:
         """The user who owns ``thread_id``, or ``None`` if nobody wrote to it."""
         return await self.redis.get(self.keys.owner(thread_id))
+
+    @redis_op("threads_of")
+    async def threads_of(self, users: Sequence[str]) -> dict[str, set[str]]:
+        """The threads each of ``users`` owns (one ``SCAN`` of the owner keys: maintenance)."""
+        wanted = set(users)
+        names = [
+            raw.decode() if isinstance(raw, bytes) else raw
+            async for raw in self.redis.scan_iter(match=self.keys.owner_pattern(), count=1000)
+        ]
+        owned: dict[str, set[str]] = {user: set() for user in users}
+        for start in range(0, len(names), 500):
+            chunk = names[start : start + 500]
+            for key, owner in zip(chunk, await self.redis.mget(chunk), strict=True):
+                owner = owner.decode() if isinstance(owner, bytes) else owner
+                if owner in wanted:
+                    owned[owner].add(self.keys.parse(key)[1])
+        return owned
