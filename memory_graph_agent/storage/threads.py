@@ -18,6 +18,9 @@ from memory_graph_agent.storage.outages import guarded, redis_op
 from memory_graph_agent.storage.redis_reads import RedisRead, queue, split_replies
 from memory_graph_agent.storage.window import StoredMessage
 
+REJECTED_TTL_S = 90 * 24 * 3600
+"""How long ``rejected:{thread}`` outlives the last rejected turn on the thread (90 days)."""
+
 
 @dataclass(frozen=True)
 class Admission:
@@ -82,9 +85,17 @@ class ThreadOwners:
         )
 
     async def reject(self, thread_id: str, message_ids: list[str]) -> None:
-        """Remember ids another user's rejected turn left in ``thread_id``'s checkpoint."""
+        """Remember ids another user's rejected turn left in ``thread_id``'s checkpoint.
+
+        The set lives `REJECTED_TTL_S` after the last rejection on the thread: the owner's
+        next turn undoes them well before, and an abandoned thread's set goes.
+        """
         if message_ids:
-            await self.redis.sadd(self.keys.rejected(thread_id), *message_ids)
+            key = self.keys.rejected(thread_id)
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.sadd(key, *message_ids)
+                pipe.expire(key, REJECTED_TTL_S)
+                await pipe.execute()
 
     async def hand_over(self, thread_id: str, claimant: str, owner: str | None) -> None:
         """Give a thread ``claimant`` just claimed to its real ``owner`` (``None``: free it)."""
