@@ -107,19 +107,31 @@ class ThreadOwners:
         """The user who owns ``thread_id``, or ``None`` if nobody wrote to it."""
         return await self.redis.get(self.keys.owner(thread_id))
 
-    @redis_op("threads_of")
-    async def threads_of(self, users: Sequence[str]) -> dict[str, set[str]]:
-        """The threads each of ``users`` owns (one ``SCAN`` of the owner keys: maintenance)."""
-        wanted = set(users)
+    async def _owned(self) -> list[tuple[str, str]]:
+        """``(thread, owner)`` of every owned thread: one ``SCAN`` (maintenance, not turns)."""
         names = [
             raw.decode() if isinstance(raw, bytes) else raw
             async for raw in self.redis.scan_iter(match=self.keys.owner_pattern(), count=1000)
         ]
-        owned: dict[str, set[str]] = {user: set() for user in users}
+        found = []
         for start in range(0, len(names), 500):
             chunk = names[start : start + 500]
             for key, owner in zip(chunk, await self.redis.mget(chunk), strict=True):
-                owner = owner.decode() if isinstance(owner, bytes) else owner
-                if owner in wanted:
-                    owned[owner].add(self.keys.parse(key)[1])
+                if owner is not None:
+                    owner = owner.decode() if isinstance(owner, bytes) else owner
+                    found.append((self.keys.parse(key)[1], owner))
+        return found
+
+    @redis_op("threads_of")
+    async def threads_of(self, users: Sequence[str]) -> dict[str, set[str]]:
+        """The threads each of ``users`` owns."""
+        owned: dict[str, set[str]] = {user: set() for user in users}
+        for thread, owner in await self._owned():
+            if owner in owned:
+                owned[owner].add(thread)
         return owned
+
+    @redis_op("owners")
+    async def owners(self) -> set[str]:
+        """Every user who owns a thread."""
+        return {owner for _, owner in await self._owned()}

@@ -166,3 +166,18 @@ async def test_memory_agent_maintain_prunes_checkpoints(
     printed = " ".join(capsys.readouterr().out.split())
     assert "1 threads pruned" in printed and thread in printed, printed
     assert await count(checkpointer, thread) == (before if dry_run else 1)
+
+
+async def test_all_users_covers_a_user_with_threads_and_no_memories_yet(
+    services, checkpointer, make_context
+):
+    agent = build_graph(services, checkpointer)
+    ctx = make_context(memory_mode="inline")  # window_size 20: nothing is summarized yet
+    thread = _thread()
+    for n in range(3):
+        await say(agent, ctx, thread, f"hello {n}")
+    assert await services.memories.count(ctx.user_id) == {}
+    maintenance = build_maintenance_graph(services, SaverCheckpoints(checkpointer))
+    state = await maintenance.ainvoke({"all_users": True}, context=ctx)
+    assert ctx.user_id in state["users"]
+    assert await count(checkpointer, thread) == 1
