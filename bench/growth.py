@@ -9,9 +9,10 @@ user does; users take turns round-robin. Every ``--every`` turns per user, memor
 drained and the ``maintenance`` graph runs for all users (checkpoint retention through
 `memory_graph_agent.storage.checkpoints.SaverCheckpoints`), then storage is measured:
 Redis bytes by key kind (``MEMORY USAGE``) and Postgres bytes per table group: the live
-rows' bytes, and the tables' size on disk with indexes and TOAST (which keeps deleted rows'
-space until VACUUM lets new rows reuse it). The whole run is made twice, in two fresh
-databases: ``checkpoint_retention="keep_latest"`` and ``"off"``.
+rows' bytes, and the tables' size on disk with indexes and TOAST after a plain VACUUM
+(autovacuum's job in production; files keep deleted rows' space, new rows reuse it).
+The whole run is made twice, in two fresh databases: ``checkpoint_retention="keep_latest"``
+and ``"off"``.
 
 Reported: bytes per user per 1,000 turns at the end, per store and table group; the growth
 curve (bytes per user against turns per user) of each run; and p50/p95 of the read path
@@ -69,8 +70,9 @@ async def storage_bytes(services: Any, database_url: str) -> dict[str, dict[str,
     """Redis bytes by key kind; Postgres bytes by table group, live rows and on disk.
 
     ``postgres`` is the rows' own bytes (``pg_column_size``): what the data takes.
-    ``postgres_disk`` is ``pg_total_relation_size`` (indexes and TOAST included), which
-    keeps the space of deleted rows until VACUUM lets new rows reuse it.
+    ``postgres_disk`` is ``pg_total_relation_size`` (indexes and TOAST included) after a
+    plain ``VACUUM``, which autovacuum would have run within a minute of the pass: the space
+    of deleted rows stays in the files but new rows reuse it.
     """
     redis: dict[str, int] = defaultdict(int)
     prefix = services.keys.prefix
@@ -80,6 +82,7 @@ async def storage_bytes(services: Any, database_url: str) -> dict[str, dict[str,
     live: dict[str, int] = defaultdict(int)
     disk: dict[str, int] = defaultdict(int)
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute("VACUUM")
         cur = await conn.execute(
             "SELECT relname, pg_total_relation_size(relid) FROM pg_stat_user_tables"
         )
