@@ -5,12 +5,18 @@ of a deployment finds the same one. It is a UUID (server thread ids are UUIDs) t
 *marked*: version 8 (RFC 9562's custom layout) with `TAG` in its first four bytes. No
 client ever needs to create such a thread, so the server's auth refuses any client
 request that would create one, whoever it names (`is_memory_thread_id`): nobody can
-occupy another user's memory thread before its first memory run (issue 33).
+occupy another user's memory thread before its first memory run (issue 33). With
+``MEMORY_THREAD_SECRET`` set (the same in every process of a deployment), the ids are an
+HMAC under it, so nobody without it can even work out which id belongs to whom;
+changing it moves memory runs to new threads (the old ones hold nothing memory needs:
+its work waits in Redis).
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
+import os
 import uuid
 
 TAG = bytes.fromhex("6d656d72")  # "memr"
@@ -28,7 +34,12 @@ def memory_thread_id(user_id: str, thread_id: str, attempt: int = 0) -> str:
     if not 0 <= attempt < ALTERNATES:
         raise ValueError(f"attempt must be in [0, {ALTERNATES}), got {attempt}")
     salt = f"\n{attempt}" if attempt else ""
-    digest = hashlib.sha256(f"memory-thread\n{user_id}\n{thread_id}{salt}".encode()).digest()
+    message = f"memory-thread\n{user_id}\n{thread_id}{salt}".encode()
+    secret = os.environ.get("MEMORY_THREAD_SECRET", "")
+    if secret:
+        digest = hmac.new(secret.encode(), message, hashlib.sha256).digest()
+    else:
+        digest = hashlib.sha256(message).digest()
     raw = bytearray(TAG + digest[: 16 - len(TAG)])
     raw[6] = 0x80 | (raw[6] & 0x0F)  # version 8
     raw[8] = 0x80 | (raw[8] & 0x3F)  # RFC 9562 variant

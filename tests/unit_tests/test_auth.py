@@ -245,3 +245,17 @@ def test_memory_threads_are_only_the_callers_own() -> None:
     for thread_id, metadata, user in refused:
         with pytest.raises(Forbidden):
             check_memory_thread(thread_id, metadata, user)
+
+
+def test_a_memory_thread_secret_makes_the_ids_unpredictable(monkeypatch) -> None:
+    from memory_graph_agent.core.memory_threads import is_memory_thread_id, memory_thread_id
+
+    monkeypatch.delenv("MEMORY_THREAD_SECRET", raising=False)
+    public = memory_thread_id("alice", "t1")
+    monkeypatch.setenv("MEMORY_THREAD_SECRET", "s3cret-" * 6)
+    keyed = memory_thread_id("alice", "t1")
+    assert keyed != public and is_memory_thread_id(keyed)
+    assert memory_thread_id("alice", "t1") == keyed  # stable under the same secret
+    monkeypatch.setenv("MEMORY_THREAD_SECRET", "other-" * 6)
+    assert memory_thread_id("alice", "t1") not in (keyed, public)
+    check_memory_thread(memory_thread_id("alice", "t1"), {"memory_of": "t1"}, "alice")
