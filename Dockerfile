@@ -11,6 +11,7 @@ RUN for dep in /deps/*; do             echo "Installing $dep";             if [ 
 # -- End of local dependencies install --
 ENV LANGGRAPH_AUTH='{"path": "/deps/memory-graph-agent/memory_graph_agent/auth/handlers.py:auth", "disable_studio_auth": true}'
 ENV LANGGRAPH_HTTP='{"app": "/deps/memory-graph-agent/memory_graph_agent/webapp.py:app", "enable_custom_route_auth": true}'
+ENV LANGGRAPH_CHECKPOINTER='{"ttl": {"strategy": "keep_latest", "default_ttl": 1440, "sweep_interval_minutes": 60}}'
 ENV LANGSERVE_GRAPHS='{"memory_agent": "/deps/memory-graph-agent/graph/builder.py:make_graph", "maintenance": "/deps/memory-graph-agent/graph/maintenance.py:make_graph"}'
 
 

@@ -17,6 +17,9 @@ claims it (exactly once, by the queue's leases and deterministic summary ids).
   client of that user may send (`server_context`): the user's knobs and ``memory_of``
   (accepted on that memory thread only); the operator's knobs are the server's
   environment, in the memory run as in the turn.
+  A memory thread id taken by another thread (possible only where auth was off or older
+  rules let someone create it) is skipped for the next alternate id; memory never falls
+  back to the turn's run for it.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import uuid
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -32,24 +34,24 @@ from typing import Any
 from langgraph.constants import TAG_NOSTREAM
 
 from graph.context import SCHEDULER_KNOBS, USER_KNOBS, Context, MemoryScheduler
+from memory_graph_agent.core.memory_threads import ALTERNATES, memory_thread_id
 
 log = logging.getLogger(__name__)
 
 MEMORY_RUN_TAGS = [TAG_NOSTREAM, "memory_run"]
 RECURSION_LIMIT = 500
 """Steps a memory run may take: draining a long backlog is two steps per batch."""
-_NAMESPACE = uuid.UUID("6f1c3f0e-4a57-4d2b-9a43-3e0c7b2f5d10")
 
 
-def memory_thread_id(user_id: str, thread_id: str) -> str:
-    """The thread of ``thread_id``'s memory runs: a UUID (server thread ids are UUIDs)."""
-    return str(uuid.uuid5(_NAMESPACE, f"{user_id}\n{thread_id}"))
+def memory_run(
+    context: Context, thread_id: str, attempt: int = 0
+) -> tuple[dict[str, Any], Context]:
+    """Config and context of a memory run of ``thread_id``: its own thread, ``memory_of`` set.
 
-
-def memory_run(context: Context, thread_id: str) -> tuple[dict[str, Any], Context]:
-    """Config and context of a memory run of ``thread_id``: its own thread, ``memory_of`` set."""
+    ``attempt``: which of the thread's memory thread ids (`memory_thread_id`) it runs on.
+    """
     config = {
-        "configurable": {"thread_id": memory_thread_id(context.user_id, thread_id)},
+        "configurable": {"thread_id": memory_thread_id(context.user_id, thread_id, attempt)},
         "recursion_limit": RECURSION_LIMIT,
         "tags": MEMORY_RUN_TAGS,
         "run_name": "memory_run",
@@ -69,6 +71,7 @@ def server_context(context: Context) -> dict[str, Any]:
 __all__ = [
     "LocalScheduler",
     "MemoryScheduler",
+    "MemoryThreadTaken",
     "ServerScheduler",
     "memory_run",
     "memory_thread_id",
@@ -184,19 +187,44 @@ class ServerScheduler:
     async def __call__(
         self, context: Context, thread_id: str, compress: bool, after_s: float | None = None
     ) -> None:
-        """Create the run (and the memory thread if needed); return without waiting."""
-        from langgraph_sdk import get_client
+        """Create the run (and the memory thread if needed); return without waiting.
 
-        config, context = memory_run(context, thread_id)
-        await get_client().runs.create(
-            config["configurable"]["thread_id"],
-            self.assistant_id,
-            input={"compress": compress},
-            context=server_context(context),
-            config={"tags": MEMORY_RUN_TAGS, "recursion_limit": RECURSION_LIMIT},
-            # "owner": the server's auth (memory_graph_agent.auth) lets the user read it
-            metadata={"owner": context.user_id, "user_id": context.user_id, "memory_of": thread_id},
-            multitask_strategy="enqueue",
-            if_not_exists="create",
-            after_seconds=math.ceil(context.memory_delay_s if after_s is None else after_s) or None,
-        )
+        A memory thread id the server refuses (another owner's thread holds it) is
+        skipped for the next alternate; all of them refused raises `MemoryThreadTaken`.
+        """
+        from langgraph_sdk import get_client
+        from langgraph_sdk.errors import ConflictError, NotFoundError
+
+        for attempt in range(ALTERNATES):
+            config, memory_context = memory_run(context, thread_id, attempt)
+            try:
+                await get_client().runs.create(
+                    config["configurable"]["thread_id"],
+                    self.assistant_id,
+                    input={"compress": compress},
+                    context=server_context(memory_context),
+                    config={"tags": MEMORY_RUN_TAGS, "recursion_limit": RECURSION_LIMIT},
+                    # "owner": the server's auth (memory_graph_agent.auth) lets the user read it
+                    metadata={
+                        "owner": context.user_id,
+                        "user_id": context.user_id,
+                        "memory_of": thread_id,
+                    },
+                    multitask_strategy="enqueue",
+                    if_not_exists="create",
+                    after_seconds=math.ceil(context.memory_delay_s if after_s is None else after_s)
+                    or None,
+                )
+            except (NotFoundError, ConflictError):
+                log.warning(
+                    "memory thread %s of thread %s is held by another thread; trying the next id",
+                    config["configurable"]["thread_id"],
+                    thread_id,
+                )
+                continue
+            return
+        raise MemoryThreadTaken(f"every memory thread id of thread {thread_id} is taken")
+
+
+class MemoryThreadTaken(RuntimeError):
+    """Every memory thread id of a conversation is held by a thread that is not its own."""

@@ -251,6 +251,14 @@ class Context:
     min_fact_importance: float = operator_knob(
         0.5, "Extracted facts below this importance are dropped."
     )
+    checkpoint_retention: str = operator_knob(
+        "keep_latest",
+        "What maintenance keeps of each conversation's and memory run's checkpoints: "
+        "'keep_latest' keeps one per thread (the latest, with its pending writes: all a run "
+        "needs to resume; no step back to older ones), 'off' keeps every checkpoint. A thread "
+        "with a run in flight or memory work pending is left whole.",
+        choices=("keep_latest", "off"),
+    )
     fact_rules: str = operator_knob(
         "auto",
         "Rule-based extraction of explicit self-statements (name, city, preferred language...) "

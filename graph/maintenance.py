@@ -1,8 +1,9 @@
-"""The ``maintenance`` graph: decay and compaction of long-term memory.
+"""The ``maintenance`` graph: decay and compaction of long-term memory, checkpoint retention.
 
 Run from ``memory-agent maintain`` or as a server cron (see
 docs/deployment-and-operations.md); it keeps no conversation state, so it is compiled
-without a checkpointer.
+without a checkpointer. The conversations' checkpoints it prunes are reached through a
+`CheckpointRetention`: the CLI's Postgres checkpointer, or the server's own threads API.
 """
 
 from __future__ import annotations
@@ -16,31 +17,43 @@ from langgraph.graph.state import CompiledStateGraph
 
 from graph.context import Context
 from graph.maintenance_state import MaintenanceInput, MaintenanceState
+from memory_graph_agent.maintenance import CheckpointRetention
 from memory_graph_agent.services.stores import Services, server_services
+from memory_graph_agent.storage.server_threads import ServerCheckpoints
 from nodes.compact import compact
 from nodes.evict import evict
 from nodes.expire import expire
+from nodes.prune_checkpoints import prune_checkpoints
 from nodes.report import report
 from nodes.select_users import select_users
 
 GRAPH_NAME = "maintenance"
 
 
-def build_maintenance_builder(services: Services) -> StateGraph:
-    """The uncompiled maintenance graph: select_users → expire → evict → compact → report."""
+def build_maintenance_builder(
+    services: Services, checkpoints: CheckpointRetention | None = None
+) -> StateGraph:
+    """The uncompiled maintenance graph.
+
+    select_users → expire → evict → compact → prune_checkpoints → report. Without
+    ``checkpoints``, prune_checkpoints says so and prunes nothing.
+    """
     builder = StateGraph(MaintenanceState, input_schema=MaintenanceInput, context_schema=Context)
     steps = [
         (n.__name__, partial(n, services=services)) for n in (select_users, expire, evict, compact)
     ]
-    builder.add_sequence([*steps, report])
+    prune = partial(prune_checkpoints, services=services, checkpoints=checkpoints)
+    builder.add_sequence([*steps, ("prune_checkpoints", prune), report])
     builder.add_edge(START, "select_users")
     builder.add_edge("report", END)
     return builder
 
 
-def build_maintenance_graph(services: Services) -> CompiledStateGraph:
-    """Compile the maintenance graph (no checkpointer, by design)."""
-    return build_maintenance_builder(services).compile(name=GRAPH_NAME)
+def build_maintenance_graph(
+    services: Services, checkpoints: CheckpointRetention | None = None
+) -> CompiledStateGraph:
+    """Compile the maintenance graph (no checkpointer of its own, by design)."""
+    return build_maintenance_builder(services, checkpoints).compile(name=GRAPH_NAME)
 
 
 _compiled: weakref.WeakKeyDictionary[Services, CompiledStateGraph] = weakref.WeakKeyDictionary()
@@ -50,5 +63,5 @@ async def make_graph(config: RunnableConfig) -> CompiledStateGraph:
     """Graph factory of ``langgraph.json``, called per run: compiled once per set of services."""
     services = await server_services()
     if services not in _compiled:
-        _compiled[services] = build_maintenance_graph(services)
+        _compiled[services] = build_maintenance_graph(services, ServerCheckpoints())
     return _compiled[services]

@@ -31,6 +31,10 @@ class MaintenanceState(MaintenanceInput, total=False):
         evicted: Memories removed for low importance and old age (same fields).
         compacted: Near-duplicate memories marked superseded (same fields plus
             ``kept``, the id of the memory that stays, and ``similarity``).
+        pruned: Threads whose old checkpoints were removed (``action: pruned``) or held
+            whole (``action: held``, ``reason``): ``id``, ``user_id``, ``thread_id`` (the
+            conversation) and ``kind`` (``conversation`` or ``memory``).
+        retention: How checkpoints were kept this run (``keep_latest``, or why not).
         report: Counts per action and per user, written last.
     """
 
@@ -38,4 +42,6 @@ class MaintenanceState(MaintenanceInput, total=False):
     expired: list[dict[str, Any]]
     evicted: list[dict[str, Any]]
     compacted: list[dict[str, Any]]
+    pruned: list[dict[str, Any]]
+    retention: str
     report: dict[str, Any]

@@ -1,10 +1,12 @@
-"""Maintenance of one user's memories: expire, evict, compact, each action logged."""
+"""Maintenance of users' memories (expire, evict, compact, each logged) and checkpoints."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol
 
+from memory_graph_agent.core.memory_threads import ALTERNATES, memory_thread_id
 from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.decisions import Decision
 from memory_graph_agent.storage.memories import Memory
@@ -124,4 +126,46 @@ async def compact_memories(
         ends = [m.expires_at for m in (memories[kept], *(memories[d] for d in dups))]
         until = None if any(e is None for e in ends) else max(ends)
         await services.memories.extend_expiry(user, kept, until)
+    return found
+
+
+class CheckpointRetention(Protocol):
+    """Where threads' checkpoints live (`storage.checkpoints`, `storage.server_threads`)."""
+
+    async def survey(self, thread_ids: Sequence[str]) -> dict[str, Literal["prune", "in_flight"]]:
+        """Threads with something to prune: ``prune``, or ``in_flight`` (a run is under way)."""
+
+    async def prune(self, thread_ids: Sequence[str]) -> None:
+        """Keep only the latest checkpoint (and its pending writes) of each thread."""
+
+
+async def prune_thread_checkpoints(
+    services: Services, checkpoints: CheckpointRetention, users: Sequence[str], dry_run: bool
+) -> list[dict[str, Any]]:
+    """Prune the checkpoints of ``users``' conversation and memory threads to the latest.
+
+    Held whole: a thread with a run in flight, and the memory threads of a conversation
+    whose memory work is pending (its backlog in Redis). Returns one entry per thread
+    with something to prune: ``action`` is ``pruned`` (or would be, on a dry run) or ``held``.
+    """
+    owned = await services.threads.threads_of(users)
+    kinds: dict[str, dict[str, Any]] = {}
+    held: dict[str, str] = {}
+    for user, threads in owned.items():
+        for thread in sorted(threads):
+            kinds[thread] = {"user_id": user, "thread_id": thread, "kind": "conversation"}
+            pending = await services.queue.backlog(user, thread) > 0
+            for attempt in range(ALTERNATES):
+                memory = memory_thread_id(user, thread, attempt)
+                kinds[memory] = {"user_id": user, "thread_id": thread, "kind": "memory"}
+                if pending:
+                    held[memory] = "memory work pending"
+    verdicts = await checkpoints.survey(sorted(kinds))
+    found = []
+    for thread_id, verdict in verdicts.items():
+        reason = held.get(thread_id) or ("run in flight" if verdict == "in_flight" else "")
+        action = {"action": "held", "reason": reason} if reason else {"action": "pruned"}
+        found.append({"id": thread_id, **kinds[thread_id], **action})
+    if not dry_run:
+        await checkpoints.prune([e["id"] for e in found if e["action"] == "pruned"])
     return found

@@ -14,6 +14,8 @@ from memory_graph_agent.turn.rendering import now_iso
 log = logging.getLogger(__name__)
 
 ACTIONS = ("expired", "evicted", "compacted")
+THREAD_ACTIONS = ("pruned", "held")
+"""What prune_checkpoints did to a thread's checkpoints (its entries' ``action``)."""
 
 
 async def report(state: MaintenanceState, runtime: Runtime[Context]) -> dict:
@@ -22,12 +24,21 @@ async def report(state: MaintenanceState, runtime: Runtime[Context]) -> dict:
     for action in ACTIONS:
         for e in state.get(action, []):
             per_user.setdefault(e["user_id"], Counter())[action] += 1
+    for e in state.get("pruned", []):
+        per_user.setdefault(e["user_id"], Counter())[f"checkpoints_{e['action']}"] += 1
     totals = {a: len(state.get(a, [])) for a in ACTIONS}
+    threads = Counter(e["action"] for e in state.get("pruned", []))
+    totals |= {f"checkpoints_{a}": threads[a] for a in THREAD_ACTIONS}
     out = {
         "dry_run": bool(state.get("dry_run")),
         "users": len(per_user),
         **totals,
-        "per_user": {u: {a: c[a] for a in ACTIONS} for u, c in per_user.items() if c},
+        "retention": state.get("retention", ""),
+        "per_user": {
+            u: {a: c[a] for a in ACTIONS} | {k: n for k, n in c.items() if k not in ACTIONS}
+            for u, c in per_user.items()
+            if c
+        },
         "finished_at": now_iso(),
     }
     log.info("maintenance %s: %s", "dry run" if out["dry_run"] else "done", totals)

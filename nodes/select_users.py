@@ -1,4 +1,4 @@
-"""select_users: the users a maintenance run covers (one, or everyone with memories)."""
+"""select_users: the users a maintenance run covers (one, or everyone with memories or threads)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from memory_graph_agent.services.stores import Services
 async def select_users(
     state: MaintenanceState, runtime: Runtime[Context], *, services: Services
 ) -> dict:
-    """``all_users``: every user with memories; else ``user_id`` or the context's user."""
+    """``all_users``: every user with memories or threads; else ``user_id`` or the context's."""
     if state.get("all_users"):
-        return {"users": await services.memories.users()}
+        found = set(await services.memories.users()) | await services.threads.owners()
+        return {"users": sorted(found)}
     return {"users": [validate_id(state.get("user_id") or runtime.context.user_id, "user_id")]}

@@ -23,9 +23,11 @@ from langgraph_sdk import Auth
 from memory_graph_agent.auth.credentials import AuthFailed, Verifier, auth_enabled
 from memory_graph_agent.auth.policy import (
     ADMIN,
+    MEMORY_OF,
     Forbidden,
     assistants_filter,
     check_graph,
+    check_memory_thread,
     claim,
     is_maintenance,
     keep_owner,
@@ -33,6 +35,7 @@ from memory_graph_agent.auth.policy import (
     owner_filter,
     run_context,
 )
+from memory_graph_agent.core.memory_threads import is_memory_thread_id
 
 logger = logging.getLogger(__name__)
 
@@ -113,8 +116,9 @@ async def create_thread(ctx: Auth.types.AuthContext, value: Value) -> Filter:
     """
     if not ENABLED:
         return None
-    if value.get("metadata") is not None:
-        with _forbidden_is_403():
+    with _forbidden_is_403():
+        check_memory_thread(value.get("thread_id"), value.get("metadata"), ctx.user.identity)
+        if value.get("metadata") is not None:
             claim(value["metadata"], ctx.user.identity)
     return owner_filter(ctx.user.identity)
 
@@ -126,6 +130,8 @@ async def create_run(ctx: Auth.types.AuthContext, value: Value) -> Filter:
         return None
     user_id, roles = _caller(ctx)
     with _forbidden_is_403():
+        if value.get("thread_id") is not None and is_memory_thread_id(value["thread_id"]):
+            check_memory_thread(value["thread_id"], value.get("metadata"), user_id)
         kwargs = value["kwargs"]
         thread_id = value.get("thread_id")
         _check_claims(kwargs, value.get("assistant_id"), user_id, roles, thread_id)
@@ -141,6 +147,8 @@ async def update_thread(ctx: Auth.types.AuthContext, value: Value) -> Filter:
     if not ENABLED:
         return None
     with _forbidden_is_403():
+        if MEMORY_OF in (value.get("metadata") or {}):
+            raise Forbidden(f"metadata.{MEMORY_OF} is set by the server, not changed")
         keep_owner(value.get("metadata"), ctx.user.identity)
     return owner_filter(ctx.user.identity)
 

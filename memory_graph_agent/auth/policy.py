@@ -8,6 +8,9 @@
   ``configurable`` naming one is refused.
 - Threads, runs, crons and assistants carry ``metadata.owner``; every read is filtered by
   it, and nobody may hand a resource to someone else.
+- Memory threads (`memory_graph_agent.core.memory_threads`) are created only as the
+  caller's own memory thread of a conversation they name in ``metadata.memory_of``:
+  nobody can occupy, or pose as, someone else's.
 - The ``maintenance`` graph for other users (or all of them), forgetting another user
   and maintenance assistants need the ``admin`` role.
 """
@@ -18,11 +21,16 @@ from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any
 from uuid import UUID, uuid5
 
-from graph.background import memory_thread_id
 from graph.context import OPERATOR_KNOBS, USER_KNOBS
+from memory_graph_agent.core.memory_threads import (
+    ALTERNATES,
+    is_memory_thread_id,
+    memory_thread_id,
+)
 
 ADMIN = "admin"
 OWNER = "owner"
+MEMORY_OF = "memory_of"
 MAINTENANCE_GRAPH = "maintenance"
 # How the LangGraph server names the assistant it creates for each graph of
 # langgraph.json (langgraph_api.graph.NAMESPACE_GRAPH; a server test checks it).
@@ -64,6 +72,30 @@ def keep_owner(metadata: Mapping[str, Any] | None, user_id: str) -> None:
         raise Forbidden(f"metadata.owner cannot be changed to {owner!r}")
 
 
+def check_memory_thread(
+    thread_id: object, metadata: Mapping[str, Any] | None, user_id: str
+) -> None:
+    """Refuse creating a memory thread that is not the caller's own.
+
+    A thread in the memory threads' id space, or marked ``metadata.memory_of``, must be
+    ``user_id``'s own memory thread of the conversation that ``memory_of`` names.
+    """
+    memory_of = (metadata or {}).get(MEMORY_OF)
+    if memory_of is None and (thread_id is None or not is_memory_thread_id(thread_id)):
+        return
+    own = _memory_threads(user_id, memory_of) if isinstance(memory_of, str) and memory_of else set()
+    if thread_id is None or str(thread_id) not in own:
+        raise Forbidden(
+            "memory threads are created by the server for the caller's own conversations: "
+            f"this thread id or metadata.{MEMORY_OF} is not yours to use"
+        )
+
+
+def _memory_threads(user_id: str, memory_of: str) -> set[str]:
+    """The ids a memory run of ``user_id``'s thread ``memory_of`` may run on."""
+    return {memory_thread_id(user_id, memory_of, n) for n in range(ALTERNATES)}
+
+
 def run_context(
     user_id: str, context: Mapping[str, Any] | None, thread_id: object = None
 ) -> dict[str, Any]:
@@ -79,7 +111,7 @@ def run_context(
     _check_user_id(user_id, context)
     memory_of = context.pop("memory_of", None)
     if memory_of is not None and (
-        not memory_of or str(thread_id) != memory_thread_id(user_id, str(memory_of))
+        not memory_of or str(thread_id) not in _memory_threads(user_id, str(memory_of))
     ):
         raise Forbidden("context.memory_of is set by the memory scheduler on its own runs only")
     _refuse_operator_knobs(context, "context")

@@ -138,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: $LANGGRAPH_SERVER_URL; unset: none)",
     )
     maintain = sub.add_parser(
-        "maintain", help="expire, evict and compact long-term memories (the maintenance graph)"
+        "maintain",
+        help="expire, evict and compact memories, prune old checkpoints (the maintenance graph)",
     )
     who = maintain.add_mutually_exclusive_group(required=True)
     who.add_argument("--user", help="maintain this user's memories")

@@ -212,11 +212,15 @@ def _print_decisions(decisions: list[Any]) -> None:
 async def _maintain(args: argparse.Namespace) -> int:
     from graph.context import Context
     from graph.maintenance import build_maintenance_graph
-    from memory_graph_agent.services.stores import services_session
+    from memory_graph_agent.services.stores import open_checkpointer, services_session
+    from memory_graph_agent.storage.checkpoints import SaverCheckpoints
 
     context = Context(user_id=args.user) if args.user else Context()
-    async with services_session() as services:
-        state = await build_maintenance_graph(services).ainvoke(
+    async with (
+        services_session() as services,
+        open_checkpointer(services.database_url) as saver,
+    ):
+        state = await build_maintenance_graph(services, SaverCheckpoints(saver)).ainvoke(
             {"user_id": context.user_id, "all_users": args.all_users, "dry_run": args.dry_run},
             context=context,
         )
@@ -227,7 +231,9 @@ async def _maintain(args: argparse.Namespace) -> int:
     verb = "would remove/supersede" if report["dry_run"] else "removed/superseded"
     console.print(
         f"maintenance of {report['users']} user(s), {verb}: {report['expired']} expired, "
-        f"{report['evicted']} evicted, {report['compacted']} compacted duplicates"
+        f"{report['evicted']} evicted, {report['compacted']} compacted duplicates; "
+        f"checkpoints ({report['retention']}): {report['checkpoints_pruned']} threads pruned "
+        f"to their latest, {report['checkpoints_held']} held whole"
     )
     for action in ("expired", "evicted", "compacted"):
         for e in state.get(action, []):
@@ -236,6 +242,12 @@ async def _maintain(args: argparse.Namespace) -> int:
                 f"  [dim]{action} {e['user_id']} {e['id'][:8]} imp {e['importance']:.2f}"
                 f"{kept}: {escape(e['text'][:60])}[/]"
             )
+    for e in state.get("pruned", []):
+        why = f" ({e['reason']})" if e["action"] == "held" else ""
+        console.print(
+            f"  [dim]checkpoints {e['action']}{why}: {e['user_id']} {e['kind']} thread "
+            f"{e['id']} of {e['thread_id']}[/]"
+        )
     return 0
 
 

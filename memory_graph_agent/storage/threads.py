@@ -18,6 +18,9 @@ from memory_graph_agent.storage.outages import guarded, redis_op
 from memory_graph_agent.storage.redis_reads import RedisRead, queue, split_replies
 from memory_graph_agent.storage.window import StoredMessage
 
+REJECTED_TTL_S = 90 * 24 * 3600
+"""How long ``rejected:{thread}`` outlives the last rejected turn on the thread (90 days)."""
+
 
 @dataclass(frozen=True)
 class Admission:
@@ -82,9 +85,17 @@ class ThreadOwners:
         )
 
     async def reject(self, thread_id: str, message_ids: list[str]) -> None:
-        """Remember ids another user's rejected turn left in ``thread_id``'s checkpoint."""
+        """Remember ids another user's rejected turn left in ``thread_id``'s checkpoint.
+
+        The set lives `REJECTED_TTL_S` after the last rejection on the thread: the owner's
+        next turn undoes them well before, and an abandoned thread's set goes.
+        """
         if message_ids:
-            await self.redis.sadd(self.keys.rejected(thread_id), *message_ids)
+            key = self.keys.rejected(thread_id)
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.sadd(key, *message_ids)
+                pipe.expire(key, REJECTED_TTL_S)
+                await pipe.execute()
 
     async def hand_over(self, thread_id: str, claimant: str, owner: str | None) -> None:
         """Give a thread ``claimant`` just claimed to its real ``owner`` (``None``: free it)."""
@@ -95,3 +106,32 @@ class ThreadOwners:
     async def owner(self, thread_id: str) -> str | None:
         """The user who owns ``thread_id``, or ``None`` if nobody wrote to it."""
         return await self.redis.get(self.keys.owner(thread_id))
+
+    async def _owned(self) -> list[tuple[str, str]]:
+        """``(thread, owner)`` of every owned thread: one ``SCAN`` (maintenance, not turns)."""
+        names = [
+            raw.decode() if isinstance(raw, bytes) else raw
+            async for raw in self.redis.scan_iter(match=self.keys.owner_pattern(), count=1000)
+        ]
+        found = []
+        for start in range(0, len(names), 500):
+            chunk = names[start : start + 500]
+            for key, owner in zip(chunk, await self.redis.mget(chunk), strict=True):
+                if owner is not None:
+                    owner = owner.decode() if isinstance(owner, bytes) else owner
+                    found.append((self.keys.parse(key)[1], owner))
+        return found
+
+    @redis_op("threads_of")
+    async def threads_of(self, users: Sequence[str]) -> dict[str, set[str]]:
+        """The threads each of ``users`` owns."""
+        owned: dict[str, set[str]] = {user: set() for user in users}
+        for thread, owner in await self._owned():
+            if owner in owned:
+                owned[owner].add(thread)
+        return owned
+
+    @redis_op("owners")
+    async def owners(self) -> set[str]:
+        """Every user who owns a thread."""
+        return {owner for _, owner in await self._owned()}

@@ -353,3 +353,43 @@ def test_the_forget_route_refuses_when_mounted_without_the_servers_auth() -> Non
 
     with TestClient(app) as http:
         assert http.delete("/memory/users/someone").status_code == 401
+
+
+async def test_nobody_occupies_another_users_memory_thread(alice, bob, creds) -> None:
+    """Bob names the memory thread of Alice's thread before her memory runs (issue 33).
+
+    The server must refuse him every way of creating it, and Alice's memory must still
+    run in the background, on a memory thread that is hers, never inline in her turn.
+    """
+    from graph.background import memory_thread_id
+
+    thread = (await alice.threads.create())["thread_id"]
+    target = memory_thread_id(creds.alice, thread)
+    squat = {
+        "threads.create": bob.threads.create(thread_id=target),
+        "threads.create do_nothing": bob.threads.create(thread_id=target, if_exists="do_nothing"),
+        "runs.create if_not_exists": bob.runs.create(
+            target, AGENT, input=turn("mine now"), context=RAW, if_not_exists="create"
+        ),
+        "memory_of metadata": bob.threads.create(metadata={"memory_of": thread}),
+    }
+    got = {name: await status(call) for name, call in squat.items()}
+    assert got == dict.fromkeys(squat, 403), got
+    # nor can Alice herself make a thread that poses as a memory thread
+    assert await status(alice.threads.create(thread_id=target)) == 403
+
+    tiny = {**RAW, "window_size": 2, "summary_batch": 2, "memory_delay_s": 0}
+    events: list[dict] = []
+    for text in ["I keep bees in my garden.", "What is two plus two?"]:
+        out = await alice.runs.wait(thread, AGENT, input=turn(text), context=tiny)
+        assert "__error__" not in out, out
+        events += out.get("memory_events") or []
+    assert any(e["node"] == "trim_window" and e["kind"] == "scheduled" for e in events), events
+    assert not any(e["node"] == "summarize" for e in events), "memory ran inline in the turn"
+    found = await alice.threads.search(metadata={"memory_of": thread})
+    assert [t["thread_id"] for t in found] == [target], found
+    assert found[0]["metadata"]["owner"] == creds.alice
+    runs = await alice.runs.list(target)
+    done = await alice.runs.join(target, runs[-1]["run_id"])
+    assert any(e["node"] == "consolidate" for e in done.get("memory_events") or []), done
+    assert await status(bob.threads.get(target)) == 404

@@ -221,3 +221,23 @@ async def test_graph_floor_runs_the_shipped_graph_with_stand_in_nodes(services):
     assert [item["id"] for item in state["recalled"]] == ["turn:0", "turn:1", "turn:2"]
     assert [m.type for m in state["messages"]] == ["human", "ai", "human", "ai"]  # the window
     assert not state.get("memory_events")  # no real node ran (load_profile notes one)
+
+
+async def test_growth_benchmark_tiny(memory_env, tmp_path):
+    from bench.growth import run_growth
+
+    await run_growth(2, 6, 3, tmp_path, session_turns=2, queries=3, quiet=True)
+    data = _outputs(tmp_path, "growth")
+    on, off = data["runs"]
+    assert (on["retention"], off["retention"]) == ("keep_latest", "off")
+    assert [s["turns_per_user"] for s in on["samples"]] == [3, 6]
+    for run in (on, off):
+        _sane(run["read_path_ms"]["start"], 3)
+        _sane(run["read_path_ms"]["end"], 3)
+        assert run["samples"][-1]["redis"]["window"] > 0
+        assert run["samples"][-1]["postgres"]["episodes"] > 0
+    # pruned to one checkpoint per thread: far fewer checkpoint bytes than with retention off
+    kept = [s["postgres"]["checkpoints"] for s in on["samples"]]
+    assert kept[-1] < off["samples"][-1]["postgres"]["checkpoints"] / 2
+    rates = data["per_user_per_1k_turns"]
+    assert rates["keep_latest"]["postgres"]["checkpoints"] > 0

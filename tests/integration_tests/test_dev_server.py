@@ -133,7 +133,7 @@ async def test_session_end_and_maintenance_graph_through_the_server(
     sdk = client(dev_server.url, token=server_credentials.token(user))
     # raw summaries: the archive needs no model call (the model's part is tested above)
     context = {"user_id": user, "model": MODEL}
-    thread_id = (await sdk.threads.create())["thread_id"]
+    thread_id = first = (await sdk.threads.create())["thread_id"]
     await sdk.runs.wait(
         thread_id,
         GRAPH_ID,
@@ -158,6 +158,13 @@ async def test_session_end_and_maintenance_graph_through_the_server(
     )
     assert isinstance(report, dict) and "__error__" not in report, report
     assert report["report"]["dry_run"] is True and report["users"] == [user]
+    assert [e["id"] for e in report["pruned"]] == [first], report["pruned"]
+    # langgraph dev's in-memory runtime cannot keep_latest: the run says so and goes on
+    done = await sdk.runs.wait(
+        thread_id, "maintenance", input={"user_id": user, "dry_run": False}, context=context
+    )
+    assert done["retention"].startswith("unsupported by the server's runtime"), done
+    assert done["pruned"] == [] and done["report"]["dry_run"] is False
 
 
 async def test_forget_deletes_the_users_server_threads_and_nothing_comes_back(

@@ -306,3 +306,28 @@ async def test_forget_with_an_unreachable_server_fails_and_deletes_nothing(
     out = " ".join(capsys.readouterr().out.split())
     assert out.startswith("error: LangGraph server") and "run forget again" in out, out
     assert await snapshot(services, db, user, threads) == before
+
+
+async def test_forget_deletes_the_checkpoints_of_the_users_memory_threads(
+    services, checkpointer, make_context, memory_env
+):
+    """Memory runs keep their state on memory threads of their own: those go too."""
+    from graph.background import LocalScheduler, memory_thread_id
+    from graph.builder import build_graph
+
+    memory = LocalScheduler()
+    agent = memory.bind(build_graph(services, checkpointer, scheduler=memory))
+    user, thread = _id("u"), _id("t")
+    ctx = make_context(user_id=user, window_size=2, summary_batch=2, memory_delay_s=0)
+    for text in ("My name is Zhang San.", "I live in Berlin.", "I keep bees."):
+        await say(agent, ctx, thread, text)
+    await memory.drain()
+    memory_thread = memory_thread_id(user, thread)
+    query = "SELECT count(*) FROM checkpoints WHERE thread_id = %s"
+    assert (await _pg(memory_env["DATABASE_URL"], query, (memory_thread,)))[0][0] > 0
+    await forget_user(user, redis=services.redis, db=services.db, prefix=services.keys.prefix)
+    for table in CHECKPOINT_TABLES:
+        left = f"SELECT count(*) FROM {table} WHERE thread_id = ANY(%s)"
+        assert (await _pg(memory_env["DATABASE_URL"], left, ([thread, memory_thread],)))[0][
+            0
+        ] == 0, table

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from memory_graph_agent.local import onnx_minilm
+from memory_graph_agent.local import onnx_cache, onnx_minilm
 from memory_graph_agent.services import models
 
 TEXTS = [
@@ -98,7 +99,7 @@ def exported(tmp_path_factory) -> Path:
 
 
 def _export_of(cache: Path, source: Path) -> Path:
-    return onnx_minilm.export_path(cache, onnx_minilm.source_fingerprint(source))
+    return onnx_minilm.export_path(cache, onnx_cache.source_fingerprint(source))
 
 
 def test_the_export_is_made_once_and_a_broken_one_is_made_again(tmp_path):
@@ -140,12 +141,37 @@ def test_changed_weights_of_the_same_size_are_exported_again(tmp_path, exported)
     assert new != old and not new.exists()
 
     changed = onnx_minilm.MiniLMEncoder(cache, 1, source)
+    assert new.exists() and not old.exists()  # the cache keeps the current export only
+    assert not onnx_minilm.quantized_path(old).exists()
     original = onnx_minilm.MiniLMEncoder(cache, 1)
-    assert new.exists() and old.exists()
+    assert old.exists() and not new.exists()
     recorded = changed.session.get_modelmeta().custom_metadata_map
-    assert recorded[onnx_minilm.FINGERPRINT_KEY] == onnx_minilm.source_fingerprint(source)
+    assert recorded[onnx_minilm.FINGERPRINT_KEY] == onnx_cache.source_fingerprint(source)
     ours, theirs = (np.array(e.encode(TEXTS[:2])) for e in (changed, original))
     assert (ours * theirs).sum(axis=1).max() < 0.999  # the new weights' vectors, not the old
+
+
+def test_a_start_hashes_the_weights_only_when_a_source_file_changed(tmp_path, monkeypatch):
+    source = tmp_path / "model"
+    shutil.copytree(onnx_minilm.model_dir(), source)
+    cache, hashed = tmp_path / "cache", []
+    real = onnx_cache.source_fingerprint
+
+    def counted(path: Path) -> str:
+        hashed.append(path)
+        return real(path)
+
+    monkeypatch.setattr(onnx_cache, "source_fingerprint", counted)
+    first = onnx_cache.known_fingerprint(cache, source)
+    assert first == real(source) and len(hashed) == 1
+    started = time.perf_counter()
+    assert onnx_cache.known_fingerprint(cache, source) == first and len(hashed) == 1
+    assert time.perf_counter() - started < 0.05  # no hashing: a few stat calls
+    _scale_weights(source / "model.safetensors", "encoder.layer.5.output.dense.weight", 0.5)
+    changed = onnx_cache.known_fingerprint(cache, source)
+    assert len(hashed) == 2 and changed != first and changed == real(source)
+    (cache / "models" / onnx_cache.FINGERPRINTS).write_text("{not json")
+    assert onnx_cache.known_fingerprint(cache, source) == changed and len(hashed) == 3
 
 
 def test_a_cached_export_of_another_source_is_exported_again(tmp_path, exported, caplog):
@@ -159,7 +185,7 @@ def test_a_cached_export_of_another_source_is_exported_again(tmp_path, exported,
         session = onnx_minilm.load_session(tmp_path, 1)
     assert "of another source model" in caplog.text
     recorded = session.get_modelmeta().custom_metadata_map[onnx_minilm.FINGERPRINT_KEY]
-    assert recorded == onnx_minilm.source_fingerprint(onnx_minilm.model_dir())
+    assert recorded == onnx_cache.source_fingerprint(onnx_minilm.model_dir())
 
 
 def test_an_export_that_disagrees_with_torch_is_never_used(tmp_path, monkeypatch, caplog):
@@ -220,7 +246,7 @@ def test_the_int8_model_is_made_once_and_a_broken_one_is_made_again(
     target = _int8_of(tmp_path)
     made = target.stat().st_mtime_ns
     recorded = onnx_minilm._session(target, 1).get_modelmeta().custom_metadata_map
-    assert recorded[onnx_minilm.FINGERPRINT_KEY] == onnx_minilm.source_fingerprint(
+    assert recorded[onnx_minilm.FINGERPRINT_KEY] == onnx_cache.source_fingerprint(
         onnx_minilm.model_dir()
     )
     quantize = onnx_minilm._quantize

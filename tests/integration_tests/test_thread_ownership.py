@@ -10,6 +10,7 @@ import uuid
 import pytest
 from langchain_core.messages import HumanMessage
 
+from memory_graph_agent.storage.threads import REJECTED_TTL_S
 from memory_graph_agent.turn.validation import ThreadOwnershipError, discard_rejected
 from tests.conftest import say
 from tests.fakes import ScriptedChatModel
@@ -161,3 +162,21 @@ async def test_an_intruder_cannot_bring_back_an_evicted_owner_message_with_other
     assert evicted not in [m.id for m in state["messages"]]
     assert not any("Mallory" in str(m.content) for p in model.prompts for m in p)
     assert "Mallory" not in await _everything_of(services, owner.user_id, thread)
+
+
+async def test_the_ids_of_rejected_turns_expire_after_the_last_rejection(
+    agent, make_context, services
+):
+    """``rejected:{thread}`` has a lifetime: an abandoned thread's set does not stay forever."""
+    thread = _id("t")
+    await say(agent, make_context(), thread, "My name is Alice.")
+    key = services.keys.rejected(thread)
+    intruder = make_context(user_id=_id("u"))
+    for text in ("I am Mallory.", "Still Mallory."):
+        with pytest.raises(ThreadOwnershipError):
+            await say(agent, intruder, thread, text)
+        await services.redis.expire(key, 60)  # time passes; the next rejection renews it
+    with pytest.raises(ThreadOwnershipError):
+        await say(agent, intruder, thread, "Mallory again.")
+    assert await services.redis.scard(key) == 3
+    assert REJECTED_TTL_S - 60 < await services.redis.ttl(key) <= REJECTED_TTL_S

@@ -22,6 +22,7 @@ from memory_graph_agent.auth.policy import (
     Forbidden,
     check_forget,
     check_graph,
+    check_memory_thread,
     claim,
     is_maintenance,
     keep_owner,
@@ -248,3 +249,45 @@ def test_forgetting_others_and_maintenance_assistants_need_admin() -> None:
     check_graph("maintenance", ["admin"])
     with pytest.raises(Forbidden):
         check_graph("maintenance", [])
+
+
+def test_memory_threads_are_only_the_callers_own() -> None:
+    """Ids in the memory threads' space, or ``memory_of`` metadata, name the caller's own."""
+    import uuid
+
+    from memory_graph_agent.core.memory_threads import is_memory_thread_id, memory_thread_id
+
+    alices = memory_thread_id("alice", "t1")
+    assert is_memory_thread_id(alices) and is_memory_thread_id(uuid.UUID(alices))
+    assert not any(is_memory_thread_id(uuid.uuid4()) for _ in range(1000))
+    assert not is_memory_thread_id("t-1") and not is_memory_thread_id(None)
+    check_memory_thread(alices, {"memory_of": "t1"}, "alice")  # her own: allowed
+    check_memory_thread(memory_thread_id("alice", "t1", 2), {"memory_of": "t1"}, "alice")
+    check_memory_thread(str(uuid.uuid4()), {"topic": "bees"}, "bob")  # an ordinary thread
+    check_memory_thread(None, None, "bob")
+    refused = [
+        (alices, None, "bob"),
+        (alices, {"memory_of": "t1"}, "bob"),  # naming her conversation does not help
+        (alices, None, "alice"),  # without memory_of, not even hers
+        (alices, {"memory_of": "t2"}, "alice"),
+        (None, {"memory_of": "t1"}, "bob"),  # a random id posing as a memory thread
+        (str(uuid.uuid4()), {"memory_of": "t1"}, "alice"),
+        (alices, {"memory_of": ["t1"]}, "alice"),
+    ]
+    for thread_id, metadata, user in refused:
+        with pytest.raises(Forbidden):
+            check_memory_thread(thread_id, metadata, user)
+
+
+def test_a_memory_thread_secret_makes_the_ids_unpredictable(monkeypatch) -> None:
+    from memory_graph_agent.core.memory_threads import is_memory_thread_id, memory_thread_id
+
+    monkeypatch.delenv("MEMORY_THREAD_SECRET", raising=False)
+    public = memory_thread_id("alice", "t1")
+    monkeypatch.setenv("MEMORY_THREAD_SECRET", "s3cret-" * 6)
+    keyed = memory_thread_id("alice", "t1")
+    assert keyed != public and is_memory_thread_id(keyed)
+    assert memory_thread_id("alice", "t1") == keyed  # stable under the same secret
+    monkeypatch.setenv("MEMORY_THREAD_SECRET", "other-" * 6)
+    assert memory_thread_id("alice", "t1") not in (keyed, public)
+    check_memory_thread(memory_thread_id("alice", "t1"), {"memory_of": "t1"}, "alice")

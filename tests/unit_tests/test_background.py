@@ -145,3 +145,35 @@ async def test_the_server_scheduler_enqueues_a_later_run_after_the_lease(monkeyp
     assert {c["thread_id"] for c in created} == {memory_thread_id("alice", "t1")}
     assert [c["input"] for c in created] == [{"compress": False}, {"compress": True}]
     assert all(c["multitask_strategy"] == "enqueue" for c in created)
+
+
+async def test_the_server_scheduler_skips_a_memory_thread_id_another_thread_holds(monkeypatch):
+    """A held id (404/409 from the server) moves memory to the next id, never inline."""
+    import httpx
+    import langgraph_sdk
+    from langgraph_sdk.errors import NotFoundError
+
+    from graph.background import MemoryThreadTaken, ServerScheduler
+
+    held = {memory_thread_id("alice", "t1")}
+    created: list[str] = []
+
+    class Runs:
+        async def create(self, thread_id: str, assistant_id: str, **kwargs: Any) -> None:
+            if thread_id in held:
+                request = httpx.Request("POST", f"http://server/threads/{thread_id}/runs")
+                response = httpx.Response(404, request=request)
+                raise NotFoundError("Thread not found", response=response, body=None)
+            created.append(thread_id)
+
+    class Client:
+        runs = Runs()
+
+    monkeypatch.setattr(langgraph_sdk, "get_client", lambda: Client())
+    ctx = Context(user_id="alice", model="local:smollm2", memory_delay_s=0)
+    await ServerScheduler("agent")(ctx, "t1", False)
+    await ServerScheduler("agent")(ctx, "t1", False)
+    assert created == [memory_thread_id("alice", "t1", 1)] * 2  # the same alternate each time
+    held |= {memory_thread_id("alice", "t1", n) for n in (1, 2)}
+    with pytest.raises(MemoryThreadTaken):
+        await ServerScheduler("agent")(ctx, "t1", False)

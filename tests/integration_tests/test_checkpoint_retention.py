@@ -1,0 +1,183 @@
+"""Checkpoint retention on the real Postgres checkpointer (issue 33): the maintenance graph
+prunes each thread to its latest checkpoint, holds a memory thread whose work is pending,
+never takes the state of a run in flight, and the thread resumes as before."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+
+from graph.background import LocalScheduler, memory_thread_id
+from graph.builder import build_graph
+from graph.maintenance import build_maintenance_graph
+from memory_graph_agent.cli.main import main
+from memory_graph_agent.storage.checkpoints import SaverCheckpoints
+from tests.conftest import say
+from tests.fakes import purpose_of
+from tests.integration_tests.test_reply_first import GatedChatModel
+
+
+class PurposeGated(GatedChatModel):
+    """The gated fake of test_reply_first; only the calls of the purposes in ``held`` wait."""
+
+    held: Any = frozenset()
+
+    async def _wait(self, run_manager: Any) -> None:
+        if purpose_of(run_manager.tags if run_manager else None) in self.held:
+            self.started.set()
+            await self.gate.wait()
+
+
+def gated(*purposes: str) -> PurposeGated:
+    return PurposeGated(held=frozenset(purposes), gate=asyncio.Event(), started=asyncio.Event())
+
+
+async def count(saver, thread_id: str) -> int:
+    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    return len([c async for c in saver.alist(config)])
+
+
+def _thread() -> str:
+    return f"t-{uuid.uuid4().hex[:8]}"
+
+
+async def test_a_long_thread_keeps_its_latest_checkpoint_and_resumes(
+    services, checkpointer, make_context
+):
+    agent = build_graph(services, checkpointer)
+    ctx = make_context(memory_mode="inline", window_size=4, summary_batch=2)
+    thread, quiet = _thread(), _thread()
+    for n in range(8):
+        await say(agent, ctx, thread, f"turn number {n}: I like the colour {n}.")
+    await say(agent, ctx, quiet, "only one turn here")
+    before = (await agent.aget_state({"configurable": {"thread_id": thread}})).values
+    assert await count(checkpointer, thread) >= 8 * 3  # a few checkpoints per turn
+
+    maintenance = build_maintenance_graph(services, SaverCheckpoints(checkpointer))
+    dry = await maintenance.ainvoke({"user_id": ctx.user_id, "dry_run": True}, context=ctx)
+    assert {e["id"] for e in dry["pruned"]} == {thread, quiet}
+    assert await count(checkpointer, thread) >= 8 * 3, "a dry run changes nothing"
+
+    state = await maintenance.ainvoke({"user_id": ctx.user_id}, context=ctx)
+    assert state["report"]["checkpoints_pruned"] == 2 and state["retention"] == "keep_latest"
+    assert {(e["id"], e["kind"], e["action"]) for e in state["pruned"]} == {
+        (thread, "conversation", "pruned"),
+        (quiet, "conversation", "pruned"),
+    }
+    assert await count(checkpointer, thread) == 1 and await count(checkpointer, quiet) == 1
+    after = (await agent.aget_state({"configurable": {"thread_id": thread}})).values
+    assert after["messages"] == before["messages"]  # the latest state is whole
+
+    # the thread goes on from there, and a second pass prunes it back to one checkpoint
+    out = await say(agent, ctx, thread, "what colours do I like?")
+    old = [m.id for m in before["messages"]]
+    carried = [m.id for m in out["messages"] if m.id in old]  # what the window still holds
+    assert carried and carried == old[len(old) - len(carried) :]
+    assert out["messages"][-1].type == "ai" and out["messages"][-1].text
+    assert await count(checkpointer, thread) > 1
+    await maintenance.ainvoke({"user_id": ctx.user_id}, context=ctx)
+    assert await count(checkpointer, thread) == 1
+    # retention off keeps everything
+    await say(agent, ctx, thread, "one more")
+    kept = await count(checkpointer, thread)
+    off = await maintenance.ainvoke(
+        {"user_id": ctx.user_id}, context=make_context(checkpoint_retention="off")
+    )
+    assert off["pruned"] == [] and await count(checkpointer, thread) == kept > 1
+
+
+async def test_a_memory_thread_with_work_pending_is_held_whole(
+    services, checkpointer, make_context
+):
+    model = gated("summarize")
+    memory = LocalScheduler()
+    agent = memory.bind(build_graph(services, checkpointer, scheduler=memory))
+    ctx = make_context(model_obj=model, window_size=2, summary_batch=2, memory_delay_s=0)
+    thread = _thread()
+    model.gate.set()  # the first memory runs go through
+    for n in range(3):
+        await say(agent, ctx, thread, f"number {n}")
+    await memory.drain()
+    model.gate.clear()
+    model.started.clear()
+    for n in range(3, 6):
+        await say(agent, ctx, thread, f"number {n}")
+    await asyncio.wait_for(model.started.wait(), 10)  # a memory run is in its summarize
+    memory_thread = memory_thread_id(ctx.user_id, thread)
+    held = await count(checkpointer, memory_thread)
+    assert held > 1 and await services.queue.backlog(ctx.user_id, thread) > 0
+
+    maintenance = build_maintenance_graph(services, SaverCheckpoints(checkpointer))
+    state = await maintenance.ainvoke({"user_id": ctx.user_id}, context=ctx)
+    by_id = {e["id"]: e for e in state["pruned"]}
+    assert by_id[memory_thread]["action"] == "held", by_id
+    assert by_id[memory_thread]["reason"] == "memory work pending"
+    assert by_id[thread]["action"] == "pruned"
+    assert await count(checkpointer, memory_thread) >= held
+    assert await count(checkpointer, thread) == 1
+
+    model.gate.set()  # the memory run finishes on its kept state
+    await memory.drain()
+    assert memory.failures == 0 and await services.queue.backlog(ctx.user_id, thread) == 0
+    state = await maintenance.ainvoke({"user_id": ctx.user_id}, context=ctx)
+    assert {e["id"]: e["action"] for e in state["pruned"]}.get(memory_thread) == "pruned"
+    assert await count(checkpointer, memory_thread) == 1
+
+
+async def test_a_turn_in_flight_keeps_its_state_while_its_thread_is_pruned(
+    services, checkpointer, make_context
+):
+    model = gated("reply")
+    agent = build_graph(services, checkpointer)
+    ctx = make_context(model_obj=model, memory_mode="inline")
+    thread = _thread()
+    model.gate.set()
+    for n in range(3):
+        await say(agent, ctx, thread, f"earlier turn {n}")
+    model.gate.clear()
+    model.started.clear()
+    turn = asyncio.create_task(say(agent, ctx, thread, "the turn in flight"))
+    await asyncio.wait_for(model.started.wait(), 10)  # it waits in respond
+    maintenance = build_maintenance_graph(services, SaverCheckpoints(checkpointer))
+    await maintenance.ainvoke({"user_id": ctx.user_id}, context=ctx)
+    model.gate.set()
+    out = await asyncio.wait_for(turn, 20)
+    texts = [m.text for m in out["messages"] if m.type == "human"]
+    assert texts[-1] == "the turn in flight" and texts[0] == "earlier turn 0"
+    assert out["messages"][-1].type == "ai"
+    state = (await agent.aget_state({"configurable": {"thread_id": thread}})).values
+    assert [m.id for m in state["messages"]] == [m.id for m in out["messages"]]
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+async def test_memory_agent_maintain_prunes_checkpoints(
+    services, checkpointer, make_context, capsys, dry_run
+):
+    ctx = make_context(memory_mode="inline")
+    agent, thread = build_graph(services, checkpointer), _thread()
+    for n in range(3):
+        await say(agent, ctx, thread, f"turn {n}")
+    before = await count(checkpointer, thread)
+    args = ["maintain", "--user", ctx.user_id] + (["--dry-run"] if dry_run else [])
+    assert await asyncio.to_thread(main, args) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "1 threads pruned" in printed and thread in printed, printed
+    assert await count(checkpointer, thread) == (before if dry_run else 1)
+
+
+async def test_all_users_covers_a_user_with_threads_and_no_memories_yet(
+    services, checkpointer, make_context
+):
+    agent = build_graph(services, checkpointer)
+    ctx = make_context(memory_mode="inline")  # window_size 20: nothing is summarized yet
+    thread = _thread()
+    for n in range(3):
+        await say(agent, ctx, thread, f"hello {n}")
+    assert await services.memories.count(ctx.user_id) == {}
+    maintenance = build_maintenance_graph(services, SaverCheckpoints(checkpointer))
+    state = await maintenance.ainvoke({"all_users": True}, context=ctx)
+    assert ctx.user_id in state["users"]
+    assert await count(checkpointer, thread) == 1
