@@ -378,10 +378,9 @@ async def test_nobody_occupies_another_users_memory_thread(alice, bob, creds) ->
     # nor can Alice herself make a thread that poses as a memory thread
     assert await status(alice.threads.create(thread_id=target)) == 403
 
-    tiny = {**RAW, "window_size": 2, "summary_batch": 2, "memory_delay_s": 0}
-    events: list[dict] = []
+    events: list[dict] = []  # the server's window and batch are 2 (conftest.SERVER_KNOBS)
     for text in ["I keep bees in my garden.", "What is two plus two?"]:
-        out = await alice.runs.wait(thread, AGENT, input=turn(text), context=tiny)
+        out = await alice.runs.wait(thread, AGENT, input=turn(text), context=RAW)
         assert "__error__" not in out, out
         events += out.get("memory_events") or []
     assert any(e["node"] == "trim_window" and e["kind"] == "scheduled" for e in events), events
