@@ -181,11 +181,13 @@ def build_memory_graph(
                 b.node(GraphNode(f"memory:{m.id}", kind, label, m.text))
 
     def earlier_turns(thread: str | None) -> str:
-        thread = thread or "?"
+        if thread is None:  # a summary without a thread: its turns are not drawn
+            b.node(GraphNode("earlier_turns:?", "earlier_turns", "earlier turns"))
+            return "earlier_turns:?"
         hidden = turn_counts.get(thread, 0) - per_thread.get(thread, 0)
-        what = f"{hidden} earlier turns" if thread != "?" else "earlier turns"
         node_id = f"earlier_turns:{thread}"
-        b.node(GraphNode(node_id, "earlier_turns", short(f"{what} of {thread}", 40)))
+        label = short(f"{hidden} earlier turns of {thread}", 40)
+        b.node(GraphNode(node_id, "earlier_turns", label))
         return node_id
 
     def earlier_memories() -> str:

@@ -161,3 +161,16 @@ def test_a_missing_draw_extra_names_the_extra(monkeypatch: pytest.MonkeyPatch) -
     graph = build_memory_graph("ada", profile={}, memories=[], turns=[], turn_counts={})
     with pytest.raises(DrawExtraMissing, match=r"'draw' extra .*\.\[draw\]"):
         draw_memory_graph(graph)
+
+
+def test_a_summary_without_a_thread_finds_its_drawn_turns_by_id() -> None:
+    loose = Memory("ada", "summary", "loose", 0.5, ["t1-m1", "gone"], thread_id=None)
+    graph = build_memory_graph(
+        "ada", profile={}, memories=[loose], turns=turns("t1", 2), turn_counts={"t1": 2}
+    )
+    edges = {(e.source, e.target) for e in graph.edges if e.kind == "source"}
+    assert edges == {
+        (f"memory:{loose.id}", turn_id("t1", "t1-m1")),
+        (f"memory:{loose.id}", "earlier_turns:?"),
+    }
+    assert [n.label for n in graph.nodes if n.kind == "earlier_turns"] == ["earlier turns"]
