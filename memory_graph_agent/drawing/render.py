@@ -9,6 +9,7 @@ reflections, summaries, turns; each row in time order, oldest on the left.
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,8 @@ EDGE_STYLES = {  # colour, line style, arrow
     "superseded_by": ("#c0392b", "dashed", "-|>"),
 }
 ROW_NAMES = ("profile facts", "reflections", "summaries", "turns")
+CHAR_INCHES = 0.05
+"""About the width of one character of a 6.5-point label."""
 
 
 class DrawExtraMissing(RuntimeError):
@@ -95,14 +98,22 @@ def draw_memory_graph(graph: MemoryGraph, out: str | Path | None = None) -> Any:
     for kind, colour in COLOURS.items():
         nodes = [n.id for n in graph.nodes if n.kind == kind]
         nx.draw_networkx_nodes(g, pos, nodelist=nodes, ax=ax, node_color=colour, node_size=160)
-    for node in graph.nodes:
-        x, y = pos[node.id]
-        turn_row = ROWS[node.kind] == 3
-        ax.text(
-            x, y - 0.08, node.label, fontsize=6 if turn_row else 6.5,
-            rotation=90 if turn_row else 0, ha="center", va="top",
-            bbox={"boxstyle": "round,pad=0.2", "fc": COLOURS[node.kind], "alpha": 0.35, "lw": 0},
-        )  # fmt: skip
+    inches_per_slot = fig.get_figwidth() * 0.8 / widest
+    per_row = {r: [n for n in graph.nodes if ROWS[n.kind] == r] for r in range(4)}
+    for row, nodes in per_row.items():
+        step = inches_per_slot * widest / max(1, len(nodes))  # inches between two nodes
+        stagger = row != 3 and step < 1.6  # a crowded row: every other label goes above
+        width = max(12, int(0.85 * (2 * step if stagger else step) / CHAR_INCHES))
+        for i, node in enumerate(nodes):
+            x, y = pos[node.id]
+            above = stagger and i % 2 == 1
+            label = node.label if row == 3 else textwrap.fill(" ".join(node.label.split()), width)
+            ax.text(
+                x, y + 0.08 if above else y - 0.08, label, fontsize=6 if row == 3 else 6.5,
+                rotation=90 if row == 3 else 0, ha="center", va="bottom" if above else "top",
+                bbox={"boxstyle": "round,pad=0.2", "fc": COLOURS[node.kind], "alpha": 0.35,
+                      "lw": 0},
+            )  # fmt: skip
     for row, name in enumerate(ROW_NAMES):
         ax.text(0, -row + 0.12, name, fontsize=9, style="italic", color="#444444", ha="left")
     ax.set_ylim(-3.9, 0.35)
