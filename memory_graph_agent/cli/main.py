@@ -1,6 +1,6 @@
 """The ``memory-agent`` console script.
 
-Commands: ``chat``, ``send``, ``demo``, ``memory show``, ``forget``, ``maintain``,
+Commands: ``chat``, ``send``, ``demo``, ``memory show|graph|redrive``, ``forget``, ``maintain``,
 ``services up|down|status``, ``metrics``. ``chat`` and ``demo`` take
 ``--metrics-port N`` to serve Prometheus metrics on ``http://127.0.0.1:N/metrics``
 while they run. Bad arguments or input print ``error: ...`` and exit with status 2.
@@ -20,11 +20,18 @@ from rich.markup import escape
 
 from memory_graph_agent.cli.console import console
 from memory_graph_agent.cli.conversation import _chat, _send, unavailable_note
-from memory_graph_agent.cli.memory import _forget, _maintain, _memory_redrive, _memory_show
+from memory_graph_agent.cli.memory import (
+    _forget,
+    _maintain,
+    _memory_graph,
+    _memory_redrive,
+    _memory_show,
+)
+from memory_graph_agent.drawing.model import MAX_MEMORIES, MAX_TURNS
 
 METRICS_PORT_HELP = "serve Prometheus metrics on http://127.0.0.1:PORT/metrics"
 COMMANDS = {"chat": _chat, "send": _send, "forget": _forget, "maintain": _maintain}
-MEMORY_COMMANDS = {"show": _memory_show, "redrive": _memory_redrive}
+MEMORY_COMMANDS = {"show": _memory_show, "graph": _memory_graph, "redrive": _memory_redrive}
 
 
 def _quiet_libraries(verbose: bool) -> None:
@@ -122,6 +129,22 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="run the recall node's retrieval for this text and print each item's score parts",
     )
+    graph = msub.add_parser(
+        "graph", help="draw the user's facts, reflections, summaries and turns to a PNG"
+    )
+    graph.add_argument("--user", required=True)
+    graph.add_argument(
+        "--out", default="memory.png", help="the PNG to write (default: %(default)s)"
+    )
+    graph.add_argument(
+        "--turns", type=_positive_int, default=MAX_TURNS,
+        help="newest turns drawn; earlier ones are folded per thread (default: %(default)s)",
+    )  # fmt: skip
+    graph.add_argument(
+        "--memories", type=_positive_int, default=MAX_MEMORIES,
+        help="newest summaries and reflections drawn; the rest are folded (default: %(default)s)",
+    )  # fmt: skip
+    graph.add_argument("--json", action="store_true", help="print the nodes and edges instead")
     redrive = msub.add_parser("redrive", help="put dead-lettered batches back on the queue")
     redrive.add_argument("--user", required=True)
     redrive.add_argument("--thread", default=None)

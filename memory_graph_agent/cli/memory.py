@@ -182,6 +182,36 @@ async def _memory_show(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _memory_graph(args: argparse.Namespace) -> int:
+    """``memory graph``: draw the user's memory to a PNG (or print its nodes and edges)."""
+    from memory_graph_agent.drawing.reading import read_memory_graph
+    from memory_graph_agent.services.stores import services_session
+    from memory_graph_agent.turn.validation import check_id
+
+    user = check_id(args.user, "user_id")
+    if not args.json:  # before any server is touched: a missing extra costs nothing
+        from memory_graph_agent.drawing.render import require_draw_libraries
+
+        require_draw_libraries()
+    async with services_session() as services:
+        graph = await read_memory_graph(
+            services, user, max_turns=args.turns, max_memories=args.memories
+        )
+    if args.json:
+        print(json.dumps(graph.as_dict(), indent=2))
+        return 0
+    from memory_graph_agent.drawing.render import draw_memory_graph
+
+    await asyncio.to_thread(draw_memory_graph, graph, args.out)
+    console.print(
+        f"wrote {args.out}: {graph.title}, {len(graph.nodes)} nodes, {len(graph.edges)} edges "
+        f"({graph.hidden_turns} earlier turns and {graph.hidden_memories} earlier memories "
+        "folded)",
+        markup=False,
+    )
+    return 0
+
+
 def _print_cost(cost: dict[str, dict[str, int]]) -> None:
     """Memory's own model calls and tokens for this user, by purpose."""
     table = Table("purpose", "calls", "input tokens", "output tokens", title="memory's model cost")

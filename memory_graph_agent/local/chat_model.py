@@ -242,6 +242,12 @@ def load_local_chat_model(name: str = "smollm2", **kwargs: Any) -> LocalChatMode
         raise ValueError(
             f"Unknown local chat model {name!r}; known models: {', '.join(LOCAL_CHAT_MODELS)}"
         ) from None
+    if importlib.util.find_spec("llama_cpp") is None:  # the server would die at its start
+        raise ImportError(
+            "The local chat model runs on llama-cpp-python, which is not installed: install "
+            "the 'local' extra (pip install -c constraints.txt -e '.[local]'), or set MODEL "
+            "to a hosted 'provider:model' (e.g. openai:gpt-4o-mini with OPENAI_API_KEY)."
+        )
     server = model_server(path_fn(), alias=name)
     if "max_tokens" in kwargs:
         # langchain-openai sends ``max_tokens`` as ``max_completion_tokens``, which

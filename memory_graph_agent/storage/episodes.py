@@ -201,6 +201,30 @@ class EpisodeLog(EpisodeLinks):
             {"user_id": user_id, "thread_id": thread_id, "ids": list(ids)},
         )
 
+    async def latest(self, user_id: str, limit: int) -> list[tuple[str, StoredMessage]]:
+        """The user's ``limit`` newest logged messages of any thread, oldest first.
+
+        Returns:
+            ``(thread_id, message)`` pairs, in log order.
+        """
+        validate_id(user_id, "user_id")
+        rows = await self.db.query(
+            "SELECT * FROM (SELECT thread_id, message_id, role, name, content, ts, seq "
+            "FROM episodes WHERE user_id = :user_id ORDER BY seq DESC LIMIT :limit) AS newest "
+            "ORDER BY seq",
+            {"user_id": user_id, "limit": max(0, int(limit))},
+        )
+        return [(r["thread_id"], _to_message(r)) for r in rows]
+
+    async def counts(self, user_id: str) -> dict[str, int]:
+        """How many messages of the user are logged, per thread."""
+        rows = await self.db.query(
+            "SELECT thread_id, count(*) AS n FROM episodes WHERE user_id = :user_id "
+            "GROUP BY thread_id",
+            {"user_id": validate_id(user_id, "user_id")},
+        )
+        return {r["thread_id"]: int(r["n"]) for r in rows}
+
     async def first_writer(self, thread_id: str) -> str | None:
         """The user who logged the first message of ``thread_id`` (its owner), if any.
 

@@ -123,4 +123,9 @@ def test_walkthrough_notebook_runs_and_recalls(
     assert "was preferred_language='Python'" in text, text[-3000:]
     assert "changed: preferred_language Python → Rust" in text, text[-3000:]
     assert "decision: summary" in text
+    # the memory drawn as a graph: the user's turns and summaries, and the picture itself
+    drawn = next(c for c in code_cells if "memory graph of" in _stream_text(c))
+    counts = re.search(r"'summary': (\d+), 'turn': (\d+)\} (\d+) edges", _stream_text(drawn))
+    assert counts and min(map(int, counts.groups())) >= 1, _stream_text(drawn)
+    assert any("image/png" in o.get("data", {}) for o in drawn.outputs), "no picture drawn"
     assert "'dry_run': True" in text or "dry_run" in text

