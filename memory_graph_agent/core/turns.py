@@ -1,7 +1,8 @@
 """The turn-boundary rule, in one place: where a conversation may be cut.
 
 A turn runs from a human message to the next, so a cut never separates a tool call from
-its results. Works on LangChain messages and stored messages alike.
+its results. Works on LangChain messages and stored messages alike: the window's cuts, the
+prompt's, and the summary batches claimed from the durable queue (`batch_cut`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,14 @@ def role(message: Any) -> str:
     return getattr(message, "role", None) or getattr(message, "type", "")
 
 
+def starts_turn(message: Any) -> bool:
+    """Whether a turn starts at ``message`` (a human message)."""
+    return role(message) == "human"
+
+
 def turn_starts(messages: Sequence[Any]) -> list[int]:
     """Indexes of the human messages, i.e. where each turn starts."""
-    return [i for i, m in enumerate(messages) if role(m) == "human"]
+    return [i for i, m in enumerate(messages) if starts_turn(m)]
 
 
 def cut_to_recent_turns(messages: Sequence[Any], keep_turns: int) -> int:
@@ -50,6 +56,28 @@ def turn_boundary_cut(messages: Sequence[Any], window_size: int) -> int:
         ):
             return c
     return 0
+
+
+def batch_cut(messages: Sequence[Any], size: int, fits: int, ends_turn: bool) -> int:
+    """How many of the oldest queued ``messages`` one summary batch takes: whole turns only.
+
+    A batch ends where a turn starts, or at the end of ``messages`` when ``ends_turn``
+    (the rest of their last turn is nowhere else). It runs to the end of the turn its
+    ``size``-th message falls in, so it takes at least ``size`` messages, unless that
+    is more than ``fits`` (the most whose transcript fits the summarizer): then it stops
+    at the last turn end within ``fits``. A first turn longer than ``fits`` is taken
+    whole, never split. 0 when ``messages`` hold no whole turn.
+    """
+    ends = [s for s in turn_starts(messages) if s > 0]
+    if ends_turn and messages:
+        ends.append(len(messages))
+    if not ends:
+        return 0
+    reach = next((e for e in ends if e >= size), None)
+    if reach is not None and reach <= fits:
+        return reach
+    within = [e for e in ends if e <= fits]
+    return within[-1] if within else ends[0]
 
 
 def ends_session(messages: Sequence[Any], end_session: bool) -> bool:

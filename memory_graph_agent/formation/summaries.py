@@ -1,8 +1,9 @@
 """Summaries of the overflow: claim a leased batch of pending messages, compress it.
 
-A batch is ``summary_batch`` to `MAX_BATCH` messages, fewer when its transcript would not
-fit the context. If the run dies before the summary is stored, the lease expires and a
-later run gets the same batch.
+A batch is whole turns: ``summary_batch`` messages, extended to the end of the turn the
+last of them falls in (fewer when its transcript would not fit the context, but never part
+of a turn). If the run dies before the summary is stored, the lease expires and a later
+run gets the same batch.
 """
 
 from __future__ import annotations
@@ -62,24 +63,24 @@ async def draft_summary(
 ) -> Drafted:
     """Claim the oldest pending batch and summarize it (≤ 100 words; raw if the model fails).
 
-    A batch is ``summary_batch`` messages, so summaries keep one grain however many
-    turns a (background, coalesced) run finds waiting: the graph loops back for the next
-    batch. ``draining`` claims any non-empty backlog (compression or session end) in
-    batches as large as fit; ``prompt`` has a ``{transcript}`` placeholder.
+    A batch is ``summary_batch`` messages to the end of their last turn, so summaries keep
+    one grain however many turns a (background, coalesced) run finds waiting: the graph
+    loops back for the next batch. ``draining`` claims any non-empty backlog (compression
+    or session end) in batches of whole turns as large as fit; ``prompt`` has a
+    ``{transcript}`` placeholder.
     """
     user = settings.user_id
     worker = uuid.uuid4().hex
     try:
-        max_batch = await _max_batch(services, settings, thread_id, prompt)
-        if not draining:
-            max_batch = min(max_batch, settings.summary_batch)
+        fits = await _max_batch(services, settings, thread_id, prompt)
         claim = await services.queue.claim(
             user,
             thread_id,
             worker,
             min_batch=1 if draining else settings.summary_batch,
-            max_batch=max_batch,
+            max_batch=fits if draining else settings.summary_batch,
             lease_s=settings.lease_seconds,
+            fits=fits,
         )
         left = await services.window.pending_len(user, thread_id) if draining else 1
     except StoreUnavailable:  # the backlog waits in Redis for a later turn

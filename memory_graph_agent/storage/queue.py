@@ -2,7 +2,9 @@
 
 Every transition is one Lua script, so it is atomic. A dead worker's batch stays in
 ``processing`` until its lease expires; the next claim gets the *same* batch back, so the
-summary id (a hash of the source ids) is the same and the retry is an upsert.
+summary id (a hash of the source ids) is the same and the retry is an upsert. A new batch
+is whole turns (`turns.batch_cut`): planned from one read of pending and the window's
+head, and taken only if pending still starts with it.
 """
 
 from __future__ import annotations
@@ -14,13 +16,17 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from memory_graph_agent.core.turns import batch_cut, starts_turn, turn_starts
 from memory_graph_agent.storage.keys import RedisKeys
 from memory_graph_agent.storage.outages import guarded, redis_op
 from memory_graph_agent.storage.window import StoredMessage, held_lua
 
+# KEYS: pending, processing, lease, attempts, retry_at. ARGV: worker, lease ms, the JSON ids
+# of the batch planned from a read of pending (`PendingQueue._plan`), now ms. The batch is
+# taken only if pending still starts with exactly those messages ('stale' otherwise).
 _CLAIM = """
 local retry_at = tonumber(redis.call('GET', KEYS[5]) or '0')
-if retry_at > tonumber(ARGV[5]) then return {'backoff', tostring(retry_at - tonumber(ARGV[5]))} end
+if retry_at > tonumber(ARGV[4]) then return {'backoff', tostring(retry_at - tonumber(ARGV[4]))} end
 if redis.call('LLEN', KEYS[2]) > 0 then
   local holder = redis.call('GET', KEYS[3])
   if holder and holder ~= ARGV[1] then return {'leased', tostring(redis.call('PTTL', KEYS[3]))} end
@@ -29,13 +35,16 @@ if redis.call('LLEN', KEYS[2]) > 0 then
   table.insert(items, 1, 'reclaimed')
   return items
 end
-if redis.call('LLEN', KEYS[1]) < tonumber(ARGV[3]) then return {'short'} end
-for i = 1, tonumber(ARGV[4]) do
-  if not redis.call('LMOVE', KEYS[1], KEYS[2], 'LEFT', 'RIGHT') then break end
+local ids = cjson.decode(ARGV[3])
+if #ids == 0 then return {'short'} end
+local items = redis.call('LRANGE', KEYS[1], 0, #ids - 1)
+if #items ~= #ids then return {'stale'} end
+for i, item in ipairs(items) do
+  if cjson.decode(item)['id'] ~= ids[i] then return {'stale'} end
 end
+for i = 1, #ids do redis.call('LMOVE', KEYS[1], KEYS[2], 'LEFT', 'RIGHT') end
 redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
 redis.call('DEL', KEYS[4])
-local items = redis.call('LRANGE', KEYS[2], 0, -1)
 table.insert(items, 1, 'claimed')
 return items
 """
@@ -123,11 +132,17 @@ return moved
 """
 
 
+PLAN_SLACK = 16
+"""Messages read past a batch's size at first, to find the end of the turn it cuts into."""
+PLAN_ATTEMPTS = 5
+"""Plans a claim makes before giving up on a pending list that keeps changing under it."""
+
+
 @dataclass(frozen=True)
 class Claim:
     """Outcome of `PendingQueue.claim`: a batch, or why there is none."""
 
-    status: str  # claimed | reclaimed | short | leased | backoff
+    status: str  # claimed | reclaimed | short | leased | backoff | contended
     messages: list[StoredMessage]
     retry_in_s: float | None = None
     """For ``leased`` / ``backoff``: seconds until the lease ends or the backoff is over."""
@@ -164,16 +179,56 @@ class PendingQueue:
         min_batch: int,
         max_batch: int,
         lease_s: float,
+        fits: int | None = None,
     ) -> Claim:
-        """Lease the thread's processing batch (an expired one first, else a new one)."""
+        """Lease the thread's processing batch (an expired one first, else a new one).
+
+        A new batch needs ``min_batch`` pending messages and is whole turns: to the end of
+        the turn its ``max_batch``-th message falls in, unless that is more than ``fits``
+        (default ``max_batch``) messages, then to the last turn end within ``fits``; a
+        first turn longer than that is taken whole (`turns.batch_cut`). ``short`` when
+        there is no such batch yet, ``contended`` when pending kept changing meanwhile.
+        """
         keys = self._keys(
             user_id, thread_id, "pending", "processing", "lease", "attempts", "retry_at"
         )
-        args = [worker, int(lease_s * 1000), min_batch, max_batch, int(time.time() * 1000)]
-        status, *raws = await self._claim(keys=keys, args=args)
-        if status in ("leased", "backoff"):
-            return Claim(status, [], max(0, int(raws[0])) / 1000)
-        return Claim(status, [StoredMessage.from_json(r) for r in raws])
+        fits = max(fits or max_batch, 1)
+        for _ in range(PLAN_ATTEMPTS):
+            plan = await self._plan(user_id, thread_id, min_batch, max(max_batch, 1), fits)
+            args = [worker, int(lease_s * 1000), json.dumps(plan), int(time.time() * 1000)]
+            status, *raws = await self._claim(keys=keys, args=args)
+            if status in ("leased", "backoff"):
+                return Claim(status, [], max(0, int(raws[0])) / 1000)
+            if status != "stale":
+                return Claim(status, [StoredMessage.from_json(r) for r in raws])
+        return Claim("contended", [])
+
+    async def _plan(
+        self, user_id: str, thread_id: str, min_batch: int, size: int, fits: int
+    ) -> list[str]:
+        """Ids of the batch pending would give now (`turns.batch_cut`); [] if none.
+
+        Pending and the window's head are read at one instant: pending's last turn is
+        whole only if the window starts a turn (or is empty). Reads further while no turn
+        starts past ``size`` in what was read, so the turn it cuts into is seen to its end.
+        """
+        pending, window = self._keys(user_id, thread_id, "pending", "window")
+        n = max(size, fits) + PLAN_SLACK
+        while True:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.llen(pending)
+                pipe.lrange(pending, 0, n - 1)
+                pipe.lindex(window, 0)
+                total, raws, head = await pipe.execute()
+            if total < min_batch:
+                return []
+            items = [StoredMessage.from_json(r) for r in raws]
+            whole = len(items) >= total
+            if whole or any(s >= size for s in turn_starts(items)):
+                break
+            n *= 2
+        ends_turn = whole and (head is None or starts_turn(StoredMessage.from_json(head)))
+        return [m.id for m in items[: batch_cut(items, size, fits, ends_turn)]]
 
     @redis_op("complete")
     async def complete(
