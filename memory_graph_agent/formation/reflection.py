@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from memory_graph_agent.core.kinds import MemoryKind
 from memory_graph_agent.core.records import MemoryEvent, event
 from memory_graph_agent.core.settings import Settings
 from memory_graph_agent.core.tokens import text_tokens
@@ -116,7 +117,7 @@ async def reflect_if_due(services: Services, settings: Settings, prompt: str) ->
         return out
     reflection = Memory(
         user_id=user,
-        kind="reflection",
+        kind=MemoryKind.REFLECTION,
         text=limit_words(answer.insight, 200),
         importance=REFLECTION_IMPORTANCE,
         source_ids=[m.id for m in read],
@@ -127,7 +128,7 @@ async def reflect_if_due(services: Services, settings: Settings, prompt: str) ->
         decision, _ = await services.decisions.record(
             Decision(
                 user_id=user,
-                item_kind="reflection",
+                item_kind=MemoryKind.REFLECTION,
                 item_id=reflection.id,
                 action="created",
                 detail={
