@@ -84,9 +84,9 @@ class Context:
     )
     speaker_turns: int = knob(
         40,
-        "How many of the nearest turns said by someone the query names (``Melanie``) the "
-        "dense turn search adds to its own, in the same statement; 0 turns it off. "
-        "Chosen by cross-validation on LoCoMo.",
+        "How many of the nearest turns said by someone the query names (``Melanie``) "
+        "join the dense turns' ranking (a search of their own, beside it); 0 turns it "
+        "off. Chosen by cross-validation on LoCoMo.",
     )
     turn_context_weight: float = knob(
         0.25,

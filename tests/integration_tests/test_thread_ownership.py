@@ -10,9 +10,9 @@ import uuid
 import pytest
 from langchain_core.messages import HumanMessage
 
+from memory_graph_agent.testing import ScriptedChatModel
 from memory_graph_agent.turn.validation import ThreadOwnershipError, discard_rejected
 from tests.conftest import say
-from tests.fakes import ScriptedChatModel
 
 
 def _id(kind: str) -> str:
