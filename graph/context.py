@@ -85,8 +85,8 @@ class Context:
     speaker_turns: int = knob(
         40,
         "How many of the nearest turns said by someone the query names (``Melanie``) "
-        "join the dense turns' ranking (a search of their own, beside it); 0 turns it "
-        "off. Chosen by cross-validation on LoCoMo.",
+        "join the dense turns' ranking (a second query, right after the dense one on its "
+        "connection); 0 turns it off. Chosen by cross-validation on LoCoMo.",
     )
     turn_context_weight: float = knob(
         0.25,

@@ -1,12 +1,13 @@
 """Recall's searches, side by side: each on a pooled connection of its own, all at once.
 
-A search is the statements a recall channel asked its store for
-(`memory_graph_agent.recall.channels`): HNSW options, then the query. Each is sent in
-its own read-only transaction (`Database.pipeline`, after its ``SET LOCAL`` options), so
-it returns exactly what its store method returns alone. They run at the same time, each
-in its own Postgres backend: the wait is the slowest search, not their sum. The searches
-that need no vector (the keyword search) start while the query is still being embedded;
-the others start once it is, with the vector written once for all of them.
+A search is the statements recall's channels asked their stores for
+(`memory_graph_agent.recall.channels`): HNSW options, then one query or several that
+share them (sent one after the other on the same connection, in one round trip:
+`Database.pipeline`). Each search returns exactly what its store methods return alone.
+The searches run at the same time, each in its own Postgres backend: the wait is the
+slowest search, not their sum. The searches that need no vector (the keyword search)
+start while the query is still being embedded; the others start once it is, with the
+vector written once for all of them.
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ from memory_graph_agent.storage.outages import guard
 from memory_graph_agent.storage.postgres import Database, Statement
 
 Searches = Mapping[str, Sequence[Statement]]
-"""Searches by name: each one's statements, its query last."""
+"""Searches by name: each one's ``SET LOCAL`` options, then its queries."""
 Rows = list[dict[str, Any]]
 
 
-async def _rows(db: Database, *statements: Statement) -> Rows:
-    return (await db.pipeline(*statements))[-1]
+async def _rows(db: Database, *statements: Statement) -> list[Rows]:
+    return await db.pipeline(*statements)
 
 
 _guarded_rows = guard("postgres", _rows)
@@ -34,7 +35,7 @@ _guarded_rows = guard("postgres", _rows)
 
 async def _with_vector(
     db: Database, started: dict[str, asyncio.Future], searches: Searches
-) -> dict[str, Rows]:
+) -> dict[str, list[Rows]]:
     names = [*started, *searches]
     pending = [*started.values(), *(_rows(db, *s) for s in searches.values())]
     results = await asyncio.gather(*pending, return_exceptions=True)
@@ -52,8 +53,8 @@ async def run_searches(
     without_vector: Callable[[], Searches],
     vector: list[float] | Awaitable[list[float]],
     with_vector: Callable[[VectorLiteral], Searches],
-) -> dict[str, Rows]:
-    """Every search at once; the rows of each one's query, by name.
+) -> dict[str, list[Rows]]:
+    """Every search at once; by name, the rows of each of its statements (none: options).
 
     Args: the database; the searches that need no vector (started at once); the query
     vector, or the embedding still running (an error of the embedding is raised as it

@@ -220,3 +220,19 @@ async def test_a_turn_of_the_graph_recalls_the_named_speakers_answer_with_speake
     texts = [m["text"] for m in state["recalled"]]
     assert len(texts) > 20  # the recall ran and filled the prompt
     assert (f"Melanie: {TARGET}" in texts) is (speaker_turns > 0), texts
+
+
+async def test_the_speaker_query_shares_the_dense_searchs_connection(services, user, monkeypatch):
+    """As one statement did before: three connections, not four, and one round trip."""
+    sent: list[list] = []
+    pipeline = services.db.pipeline
+
+    async def recorded(*statements):
+        sent.append([s for s in statements if not isinstance(s, str)])  # the queries
+        return await pipeline(*statements)
+
+    monkeypatch.setattr(services.db, "pipeline", recorded)
+    assert len(await _ranked(services, user, QUERY, 40)) == 46
+    assert sorted(len(queries) for queries in sent) == [1, 1, 2]
+    (dense, speaker), *_ = [q for q in sent if len(q) == 2]
+    assert "split_part" not in dense[0] and "split_part" in speaker[0]

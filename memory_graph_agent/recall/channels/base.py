@@ -77,7 +77,8 @@ class RecallChannel(Protocol):
 
     A channel's hits form the ranking named ``ranking`` in the fusion: its own name, or
     another channel's, whose list it then joins (merged by score, a turn found by both
-    counted once; the channel that owns a ranking must come first in `CHANNELS`). The
+    counted once; the channel that owns a ranking must come first in `CHANNELS`), and
+    whose connection its query shares when their options are the same. The
     owner also says which item field shows the ranking's rank (``rank_field``) and whether
     a candidate only similarity rankings found must pass ``min_similarity`` (``floor``).
     """
@@ -134,14 +135,28 @@ async def search_channels(
     """Every channel's search at once (`storage.recall_search.run_searches`).
 
     ``vector`` is the query's embedding, or the embedding still running: the searches
-    that need none start before it is awaited. Driver errors are raised as
-    `StoreUnavailable`.
+    that need none start before it is awaited. A channel that joins another's ranking
+    sends its query on that channel's connection, after it, when their options are the
+    same (one backend, one round trip, as one statement would). Driver errors are
+    raised as `StoreUnavailable`.
     """
+    where: dict[str, tuple[str, int]] = {}  # channel -> (its search, its statement)
 
     def searches(search: Search, vectored: bool) -> Searches:
-        wanted = (c for c in channels if c.needs_vector is vectored)
-        built = {c.name: c.statements(services, search) for c in wanted}
-        return {name: statements for name, statements in built.items() if statements}
+        built: dict[str, list[Statement]] = {}
+        options_of: dict[str, list[Statement]] = {}
+        for c in channels:
+            statements = c.statements(services, search) if c.needs_vector is vectored else None
+            if not statements:
+                continue
+            *options, query = statements
+            if c.ranking != c.name and options_of.get(c.ranking) == options:
+                built[c.ranking].append(query)  # on the owner's connection, after it
+                where[c.name] = (c.ranking, len(built[c.ranking]) - 1)
+            else:
+                built[c.name], options_of[c.name] = [*options, query], options
+                where[c.name] = (c.name, len(options))
+        return built
 
     rows = await run_searches(
         services.memories.db,
@@ -150,5 +165,10 @@ async def search_channels(
         lambda literal: searches(replace(search, vector=literal), True),
     )
     return Found.of(
-        {c.name: c.read(rows[c.name], search) if c.name in rows else Hits() for c in channels}
+        {
+            c.name: c.read(rows[where[c.name][0]][where[c.name][1]], search)
+            if c.name in where
+            else Hits()
+            for c in channels
+        }
     )
