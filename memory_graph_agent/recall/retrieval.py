@@ -108,30 +108,40 @@ def fuse(
     """
     items: dict[str, dict[str, Any]] = {}
     for channel in channels:
+        shown_as = channel.score_field
         for hit in found.channels[channel.name].hits:
             item = items.get(hit.key) or items.setdefault(hit.key, hit.item(hit.record))
-            item.update(hit.fields)
+            item[shown_as] = round(hit.score, 4)
     lists = rankings(found, channels)
     owners = {c.ranking: c for c in reversed(channels)}  # a ranking's first channel
-    score_fields = dict.fromkeys(c.score_field for c in channels)
-    rank_fields: dict[str, list[str]] = {}
+    score_fields = list(dict.fromkeys(c.score_field for c in channels))
+    by_field: dict[str, list[str]] = {}
     for name in lists:
-        rank_fields.setdefault(owners[name].rank_field, []).append(name)
+        by_field.setdefault(owners[name].rank_field, []).append(name)
+    rank_fields = list(by_field.items())
     floored = {name for name in lists if owners[name].floor}
     keys = {name: [h.key for h in hits] for name, hits in lists.items()}
     scores = {name: [round(h.score, 6) for h in hits] for name, hits in lists.items()}
     out = []
     for fused in rrf(keys, k, scores=scores):
-        item = items[fused.key]
+        item, ranks = items[fused.key], fused.ranks
         for score_field in score_fields:
             item.setdefault(score_field, None)
-        for rank_field, names in rank_fields.items():
-            item[rank_field] = next((fused.ranks[n] for n in names if n in fused.ranks), None)
+        for rank_field, names in rank_fields:
+            item[rank_field] = _first_rank(ranks, names)
         item["rrf"] = round(fused.score, 6)
-        if floored.issuperset(fused.ranks) and (item["similarity"] or 0.0) < min_similarity:
+        if floored.issuperset(ranks) and (item["similarity"] or 0.0) < min_similarity:
             continue
         out.append(item)
     return out
+
+
+def _first_rank(ranks: dict[str, int], names: list[str]) -> int | None:
+    for name in names:
+        rank = ranks.get(name)
+        if rank is not None:
+            return rank
+    return None
 
 
 def score(items: list[dict[str, Any]], ctx: Settings, now: datetime) -> list[dict[str, Any]]:

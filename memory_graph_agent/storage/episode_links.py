@@ -10,7 +10,6 @@ a memory search return the turns of the summaries it finds, so recall
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from memory_graph_agent.core.ids import validate_id
@@ -115,24 +114,7 @@ class EpisodeLinks(EpisodeIndex):
 
         Rows for `linked_hits`; just `dense_statements` without ``around``.
         """
-        return self._nearest_linked(self.dense_statements(user_id, vector, k), around)
-
-    def linked_speaker_statements(
-        self,
-        user_id: str,
-        vector: list[float] | VectorLiteral,
-        k: int,
-        around: int,
-        speakers: Sequence[str],
-        speaker_k: int,
-    ) -> list[Statement] | None:
-        """`speaker_statements`, also returning the neighbours of its ``around`` nearest turns."""
-        statements = self.speaker_statements(user_id, vector, k, speakers, speaker_k)
-        return None if statements is None else self._nearest_linked(statements, around)
-
-    def _nearest_linked(self, statements: list[Statement], around: int) -> list[Statement]:
-        """A kNN search's options and query, its query returning neighbours too."""
-        *options, (knn, params) = statements
+        *options, (knn, params) = self.dense_statements(user_id, vector, k)
         if around <= 0:
             return [*options, (knn, params)]
         ranked = "SELECT d.*, row_number() OVER (ORDER BY distance, message_id, thread_id) AS ord"

@@ -86,10 +86,7 @@ class Pinned:
         return None
 
     def read(self, rows: list[dict], search: Search) -> Hits:
-        hits = [
-            Hit(f"{t.thread_id}:{t.message_id}", t, 1.0, episode_item, {"pin_score": 1.0})
-            for t in self.turns
-        ]
+        hits = [Hit(f"{t.thread_id}:{t.message_id}", t, 1.0, episode_item) for t in self.turns]
         return Hits(hits=hits)
 
 

@@ -43,7 +43,7 @@ class Search:
         return self.settings.user_id
 
 
-@dataclass
+@dataclass(slots=True)
 class Hit:
     """One candidate a channel found: its item's id, what it is, and the channel's score."""
 
@@ -51,11 +51,10 @@ class Hit:
     """The recalled item's id (a memory's id; ``thread_id:message_id`` for a turn)."""
     record: Memory | EpisodeHit
     score: float
-    """The channel's own score, higher is better (equal scores share a rank)."""
+    """The channel's own score, higher is better (equal scores share a rank); the item
+    shows it rounded to 4 places, as the channel's ``score_field``."""
     item: Callable[[Any], dict[str, Any]]
     """Makes the recalled item of ``record`` (`items.memory_item`, `items.episode_item`)."""
-    fields: dict[str, Any] = field(default_factory=dict)
-    """What the channel writes into the item (its rounded score, e.g. ``similarity``)."""
 
 
 @dataclass
@@ -88,7 +87,7 @@ class RecallChannel(Protocol):
     rank_field: ClassVar[str]
     """``dense_rank`` or ``keyword_rank``: the item field that shows the rank."""
     score_field: ClassVar[str]
-    """The item field its hits' ``fields`` hold (``None`` in an item it did not find)."""
+    """The item field that shows its score (``None`` in an item it did not find)."""
     floor: ClassVar[bool]
     needs_vector: ClassVar[bool]
     """Whether its search waits for the query's embedding (``search.vector`` is set)."""

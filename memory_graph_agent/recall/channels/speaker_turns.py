@@ -9,28 +9,37 @@ This channel adds the ``speaker_turns`` nearest turns said by someone the query 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from memory_graph_agent.core.entities import speaker_names
-from memory_graph_agent.recall.channels.base import Search
+from memory_graph_agent.recall.channels.base import Hits, Search
 from memory_graph_agent.recall.channels.dense_turns import DenseTurns
+from memory_graph_agent.recall.channels.turns import turn_hits
 from memory_graph_agent.services.stores import Services
+from memory_graph_agent.storage.episode_index import dense_hits
 from memory_graph_agent.storage.postgres import Statement
+from memory_graph_agent.storage.recall_search import Rows
 
 
 class SpeakerTurns(DenseTurns):
     """kNN over the turns said by a speaker the query names; joins the dense turns' list.
 
-    Read like the dense turns (nearest first, with the neighbours of the nearest).
+    It brings no neighbours: a turn it adds to the dense turns' ``depth`` nearest ranks
+    below them all, so the best turns, whose neighbours count, are the dense search's
+    (which brings theirs). Any that is missing is fetched after the fusion (`linking`).
     """
 
     name = "speaker_turns"
 
     def statements(self, services: Services, search: Search) -> Sequence[Statement] | None:
-        """`EpisodeLinks.linked_speaker_statements`; none unless the query names someone."""
+        """`EpisodeIndex.speaker_statements`; none unless the query names someone."""
         n = search.settings.speaker_turns
         if n <= 0:
             return None
-        return services.episodes.linked_speaker_statements(
-            search.user_id, search.vector, search.depth, search.around,
-            speaker_names(search.text), n,
-        )  # fmt: skip
+        return services.episodes.speaker_statements(
+            search.user_id, search.vector, search.depth, speaker_names(search.text), n
+        )
+
+    def read(self, rows: Rows, search: Search) -> Hits:
+        """The named speakers' turns, nearest first."""
+        return turn_hits(rows, replace(search, around=0), dense_hits, self.score_field)
