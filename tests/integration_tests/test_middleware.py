@@ -1,6 +1,6 @@
 """`MemoryMiddleware` in a LangChain ``create_agent`` agent, on real Redis and Postgres.
 
-The agent's model and memory's model are the purpose-keyed fake (`tests.fakes`); the
+The agent's model and memory's model are the purpose-keyed fake (`memory_graph_agent.testing`); the
 agent is built through the public API (``from memory_graph_agent import ...``).
 """
 
@@ -16,8 +16,8 @@ from langchain_core.tools import tool
 
 from memory_graph_agent import MemoryMiddleware, MissingUserError, ProfileView
 from memory_graph_agent.services.models import register_chat_model
+from memory_graph_agent.testing import ScriptedChatModel, block, default_handler, tool_call
 from memory_graph_agent.turn.validation import InvalidInputError, ThreadOwnershipError
-from tests.fakes import ScriptedChatModel, block, default_handler, tool_call
 from tests.integration_tests.memory_child import kill_inside_a_memory_run
 from tests.integration_tests.test_durability import _assert_exactly_once
 

@@ -10,13 +10,13 @@ import uuid
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
+from memory_graph_agent.testing import ScriptedChatModel
 from memory_graph_agent.turn.validation import (
     InvalidInputError,
     ThreadOwnershipError,
     discard_rejected,
 )
 from tests.conftest import EMBEDDING, say
-from tests.fakes import ScriptedChatModel
 from tests.integration_tests.test_faults import agent, private_servers  # noqa: F401 (fixtures)
 
 

@@ -14,9 +14,9 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from memory_graph_agent.cli.main import main
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.storage.outages import guard
+from memory_graph_agent.testing import ScriptedChatModel
 from memory_graph_agent.turn.validation import InvalidInputError, discard_rejected
 from tests.conftest import kinds, say
-from tests.fakes import ScriptedChatModel
 
 
 def _thread() -> str:

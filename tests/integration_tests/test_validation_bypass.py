@@ -8,9 +8,9 @@ import uuid
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
+from memory_graph_agent.testing import ScriptedChatModel
 from memory_graph_agent.turn.validation import InvalidInputError
 from tests.conftest import say
-from tests.fakes import ScriptedChatModel
 
 
 def _id(kind: str) -> str:
