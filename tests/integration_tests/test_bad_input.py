@@ -31,7 +31,7 @@ from memory_graph_agent.cli.main import main
 from memory_graph_agent.core.ids import InvalidIdError
 from memory_graph_agent.testing import ScriptedChatModel
 from memory_graph_agent.turn.validation import MAX_MESSAGE_CHARS, InvalidInputError
-from tests.conftest import say
+from tests.conftest import kinds, say
 
 IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
 
@@ -281,6 +281,7 @@ async def test_a_rejected_turn_never_wedges_its_thread_and_is_stored_nowhere(
     for i in range(3):  # answered; the window (2) overflows into a summary
         state = await say(agent, ctx, thread, f"a valid turn {i}")
         assert state["messages"][-1].type == "ai"
+        assert (("load_profile", "dropped_rejected") in kinds(state)) == (i == 0)
     assert [m.content for m in state["messages"] if m.type == "human"] == ["a valid turn 2"]
     assert not any(bad in str(m.content) for prompt in model.prompts for m in prompt)
     stored = [m.content for m in await services.window.window(ctx.user_id, thread)]
