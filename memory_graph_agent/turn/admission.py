@@ -84,7 +84,7 @@ async def start_turn(
     max_chars, max_messages = limits_of(settings)
     messages = list(messages)
     # the rule `graph.routing` routes this node and recall by (they run side by side)
-    asked_to_end, end_session = end_session, ends_session(messages, end_session)
+    end_session = ends_session(messages, end_session)
     redis_up, replies = True, []
     reads = [
         *(services.profile.reads(user_id) if read_profile else []),
@@ -121,11 +121,13 @@ async def start_turn(
     if not admission.exact:  # no restoring from the log's lossy copies: once Redis is back
         dropped -= admission.stored.keys()
     restored = {i: admission.stored[i].to_message() for i in dropped & admission.stored.keys()}
-    if asked_to_end and not end_session and messages[-1].id in dropped - restored.keys():
-        # routed as a turn to answer (recall saw the rejected message), with none left
+    if not end_session and messages and messages[-1].id in dropped - restored.keys():
+        # a turn to answer (recall routed by the rejected message too) with nothing left: a
+        # run without input, a session end, or the rejected id sent again (a Studio edit)
         raise InvalidInputError(
-            "the session cannot end yet: the thread's last message was rejected, and it is "
-            "removed with the next message you send; send one, then end the session"
+            "nothing to answer: the thread's last message was rejected by an earlier turn "
+            "and is removed with the next new message; send one (a message sent again "
+            "under a rejected message's id is still the rejected one)"
         )
     messages = [restored.get(m.id, m) for m in messages if m.id in restored or m.id not in dropped]
     unseen = set(admission.unseen) - dropped

@@ -292,6 +292,24 @@ async def test_a_rejected_turn_never_wedges_its_thread_and_is_stored_nowhere(
     assert not [text for text in stored if bad in text]
 
 
+async def test_a_refused_message_sent_again_under_its_id_is_told_to_send_a_new_one(
+    agent, make_context, services
+):
+    """A Studio edit of the refused message keeps its id: still the rejected message."""
+    ctx = make_context()
+    thread, mid = _thread(), str(uuid.uuid4())
+    config = {"configurable": {"thread_id": thread}}
+    with pytest.raises(InvalidInputError, match="200,000 characters"):
+        await agent.ainvoke({"messages": [HumanMessage(HUGE, id=mid)]}, config, context=ctx)
+    short = HumanMessage("bees, in short", id=mid)
+    with pytest.raises(InvalidInputError, match="nothing to answer: .* send one"):
+        await agent.ainvoke({"messages": [short]}, config, context=ctx)
+    state = await say(agent, ctx, thread, "bees, in short")
+    assert mid not in [m.id for m in state["messages"]] and state["messages"][-1].type == "ai"
+    window = await services.window.window(ctx.user_id, thread)
+    assert [m.content for m in window] == ["bees, in short", state["messages"][-1].content]
+
+
 async def test_cli_run_turn_never_leaves_a_rejected_line_in_the_thread(
     agent, make_context, services
 ):
