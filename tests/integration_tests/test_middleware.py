@@ -246,6 +246,30 @@ async def test_bad_input_gets_a_clear_error_and_loses_nothing(
     assert await services.window.window(intruder, thread) == []
 
 
+async def test_a_too_long_message_is_refused_and_the_thread_goes_on_without_it(
+    services, checkpointer, model, memory, user_id
+):
+    """create_agent writes the input into the thread before ``before_agent`` refuses it:
+    the next turn of the thread is answered, and the refused message is stored nowhere."""
+    agent = _agent(checkpointer, model, memory)
+    thread, huge = _thread(), "bees " * 40_000  # 200,000 characters
+    await _say(agent, user_id, thread, "a valid first turn")
+    with pytest.raises(InvalidInputError, match="200,000 characters long; the limit is 32,000"):
+        await _say(agent, user_id, thread, huge)
+    for i in range(3):  # the window (4) overflows into memory
+        state = await _say(agent, user_id, thread, f"a valid turn {i}")
+        assert isinstance(state["messages"][-1], AIMessage)
+    await memory.drain()
+    assert huge not in [m.text for m in state["messages"]]
+    assert not any(huge in str(m.content) for prompt in model.prompts for m in prompt)
+    stored = [m.content for m in await services.window.window(user_id, thread)]
+    stored += [m.content for _, m in await services.window.pending(user_id, thread)]
+    stored += [m.content for m in await services.episodes.history(user_id, thread)]
+    stored += [m.text for m in await services.memories.list(user_id, limit=1000)]
+    assert "a valid first turn" in "\n".join(stored)
+    assert not [text for text in stored if huge in text]
+
+
 async def test_every_evicted_message_is_summarized_once_when_the_process_dies_in_a_memory_run(
     services, checkpointer, model, user_id
 ):
