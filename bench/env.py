@@ -29,7 +29,7 @@ from redis.asyncio import Redis
 
 from memory_graph_agent.local.embedded import ensure_services
 from memory_graph_agent.storage.postgres import with_database
-from tests.builders import environment
+from memory_graph_agent.testing import environment
 
 EMBEDDING = "local:all-minilm-l6-v2"
 """The embeddings of every benchmark (local MiniLM, 384 dimensions)."""

@@ -1,6 +1,6 @@
 """The benchmarks' chat models: the project's scripted fake, timed per node, paced or faulty.
 
-`InstantChatModel` is `tests.fakes.ScriptedChatModel` (answers by the
+`InstantChatModel` is `memory_graph_agent.testing.ScriptedChatModel` (answers by the
 call's declared purpose, instantly, with the same default answers the tests get), plus
 the timing of each call as ``model:<node>`` in the running turn's record
 (`bench.timing`), so a turn measures the graph and the memory, not a model. It keeps no
@@ -22,7 +22,7 @@ from pydantic import Field
 
 from bench.timing import CURRENT_NODE, record_part
 from memory_graph_agent.services.models import register_chat_model
-from tests.fakes import ScriptedChatModel
+from memory_graph_agent.testing import ScriptedChatModel
 
 
 class InstantChatModel(ScriptedChatModel):

@@ -61,7 +61,7 @@ STORE_CALLS = (
 )
 """(services attribute, method) timed in the phases pass, when the code has them."""
 RANKING_STEPS = (
-    (retrieval, "recall_search"),
+    (retrieval, "search_channels"),
     (retrieval, "fuse"),
     (retrieval, "score"),
     (retrieval, "_with_tokens"),

@@ -629,6 +629,35 @@ def render_throughput_table(root: Path) -> str:
     return table(head, rows) + f"\n\nOn {machine(d)}."
 
 
+def _size(n: float) -> str:
+    """``n`` bytes in KiB or MiB."""
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 1024:.0f} KiB"
+
+
+def render_growth_table(root: Path) -> str:
+    """Per user, first and last sample, retention on and off: checkpoints and everything."""
+    d = load(root, "growth")
+    users = d["users"]
+    runs = {r["retention"]: r["samples"] for r in d["runs"]}
+
+    def span(samples: list[dict[str, Any]], value: Callable[[dict[str, Any]], float]) -> str:
+        first, last = samples[0], samples[-1]
+        return f"{_size(value(first) / users)} → {_size(value(last) / users)}"
+
+    measures: list[tuple[str, Callable[[dict[str, Any]], float]]] = [
+        ("checkpoint rows, live bytes", lambda s: s["postgres"]["checkpoints"]),
+        ("checkpoint tables on disk, after VACUUM", lambda s: s["postgres_disk"]["checkpoints"]),
+        (
+            "everything (Redis + Postgres live rows)",
+            lambda s: sum(s["redis"].values()) + sum(s["postgres"].values()),
+        ),
+    ]
+    rows = [[label, *(span(runs[r], f) for r in ("keep_latest", "off"))] for label, f in measures]
+    turns = f"{runs['off'][0]['turns_per_user']} → {runs['off'][-1]['turns_per_user']} turns"
+    head = [f"per user, {turns}", "retention on (`keep_latest`)", "retention off"]
+    return table(head, rows) + f"\n\n{users} users; on {machine(d)}."
+
+
 def render_soak_summary(root: Path) -> str:
     """Totals and the exactly-once check of the soak."""
     d = load(root, "soak")
@@ -762,6 +791,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "overhead-table": render_overhead_table,
     "graph-floor-table": render_graph_floor_table,
     "throughput-table": render_throughput_table,
+    "growth-table": render_growth_table,
     "soak-headline": render_soak_headline,
     "soak-summary": render_soak_summary,
     "soak-recovery": render_soak_recovery,

@@ -141,7 +141,7 @@ def _timed_sync_call(func: Callable, part: str) -> Callable:
 
 
 def _waits_timed(search: Callable) -> Callable:
-    """``recall_search`` whose wait for the query vector is timed as ``embed_wait``.
+    """``search_channels`` whose wait for the query vector is timed as ``embed_wait``.
 
     The wait is what the embedding costs the read path: all of it when recall embeds,
     only what is left of it when the run started it first (`graph.prefetch`).
@@ -155,12 +155,12 @@ def _waits_timed(search: Callable) -> Callable:
             record_part("embed_wait", time.perf_counter() - start)
 
     @functools.wraps(search)
-    async def wrapper(memories, episodes, user_id, vector, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+    async def wrapper(services, query, vector, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
         if inspect.isawaitable(vector):
             vector = waited(vector)
         else:
             record_part("embed_wait", 0.0)
-        return await search(memories, episodes, user_id, vector, *args, **kwargs)
+        return await search(services, query, vector, *args, **kwargs)
 
     return wrapper
 
@@ -182,8 +182,8 @@ def instrument(services: Any) -> Iterator[None]:
 
     The query embedding of `recall` is ``embed_query`` (started with the run:
     `graph.prefetch`), the part of it the read path waited for ``embed_wait``; its searches
-    (`memory_graph_agent.storage.recall_search`, which awaits the embedding inside, the
-    keyword search running beside it: so ``search`` spans ``embed_query`` too) are
+    (`memory_graph_agent.recall.channels.base.search_channels`, which awaits the embedding
+    inside, the keyword search running beside it: so ``search`` spans ``embed_query`` too) are
     ``search``, like `MemoryStore.search` elsewhere; the summary embedding inside
     `consolidate`'s ``memory_add`` is
     ``embed_documents``. Restored on exit.
@@ -205,14 +205,14 @@ def instrument(services: Any) -> Iterator[None]:
             embeddings, "encode", _timed_sync_call(embeddings.encode, "embed_compute")
         )
         patched.append((embeddings, "encode"))
-    # recall's searches (memories, turns by vector and by keyword) are one round trip,
-    # `recall_search`, looked up in `retrieval` at each call: timed as ``search`` too
-    searches = retrieval.recall_search
-    retrieval.recall_search = _timed_call(_waits_timed(searches), "search")
+    # recall's searches (every channel's, at once) are one round trip,
+    # `search_channels`, looked up in `retrieval` at each call: timed as ``search`` too
+    searches = retrieval.search_channels
+    retrieval.search_channels = _timed_call(_waits_timed(searches), "search")
     try:
         yield
     finally:
-        retrieval.recall_search = searches
+        retrieval.search_channels = searches
         for obj, method in patched:
             with contextlib.suppress(AttributeError):
                 object.__delattr__(obj, method)

@@ -132,9 +132,9 @@ class Context:
     )
     speaker_turns: int = operator_knob(
         40,
-        "How many of the nearest turns said by someone the query names (``Melanie``) the "
-        "dense turn search adds to its own, in the same statement; 0 turns it off. "
-        "Chosen by cross-validation on LoCoMo.",
+        "How many of the nearest turns said by someone the query names (``Melanie``) "
+        "join the dense turns' ranking (a second query, right after the dense one on its "
+        "connection); 0 turns it off. Chosen by cross-validation on LoCoMo.",
         ge=0,
     )
     neighbour_weight: float = operator_knob(

@@ -7,7 +7,8 @@ knobs), and the `MemoryProvider` interface with our ``tiered`` and ``flat`` prov
 
 Its sub-packages are the memory domain, laid out by flow, with no LangGraph wiring
 (that is ``graph/`` and ``nodes/``); storage adapters are in `memory_graph_agent.storage`,
-the embedded servers and the local model in `memory_graph_agent.local`.
+the embedded servers and the local model in `memory_graph_agent.local`. `memory_graph_agent.testing`
+is the fake chat model for your tests.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from memory_graph_agent.core.kinds import is_stored, is_turn
 from memory_graph_agent.providers.base import MemoryProvider
 from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.outages import StoreUnavailable
@@ -35,9 +36,9 @@ def is_memory_id(ref: str) -> bool:
 def render_hit(item: dict[str, Any]) -> str:
     """One search hit as a line of data; stored memories carry the id forget/pin take."""
     line = render_memory(item)
-    if item.get("kind") == "episode":
+    if is_turn(item.get("kind")):
         line = f"- [episode {str(item.get('created_at', ''))[:10]}] {line.strip()}"
-    if item.get("kind") in ("summary", "reflection") and item.get("id"):
+    if is_stored(item.get("kind")) and item.get("id"):
         line += f" (id: {item['id']})"
     return line
 

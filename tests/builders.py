@@ -4,9 +4,8 @@ migrations undone."""
 from __future__ import annotations
 
 import contextlib
-import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 from memory_graph_agent.core.turns import turn_boundary_cut
 from memory_graph_agent.storage.postgres import SCHEMA_TABLE
@@ -83,21 +82,6 @@ def locomo_sample(
             for i, (speaker, text) in enumerate(turns, start=1)
         ]
     return {"sample_id": sample_id, "conversation": conversation, "qa": qa}
-
-
-@contextlib.contextmanager
-def environment(values: dict[str, str]) -> Iterator[None]:
-    """Set environment variables for the duration of the block, then restore them."""
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 async def log_turns(services, user, thread, *texts, day="2024-03-01", hour=10) -> list[str]:

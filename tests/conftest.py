@@ -12,7 +12,7 @@ from langchain_core.messages import HumanMessage
 
 from graph.context import Context
 from memory_graph_agent.services.models import register_chat_model
-from tests.fakes import ScriptedChatModel
+from memory_graph_agent.testing import ScriptedChatModel
 
 EMBEDDING = "local:all-minilm-l6-v2"
 

@@ -17,6 +17,7 @@ from graph.context import Context
 from graph.prompts import system_prompt
 from memory_graph_agent.cli.console import ReplyPrinter, console
 from memory_graph_agent.cli.session import end_session, open_agent, run_turn
+from memory_graph_agent.core.kinds import MemoryKind
 from memory_graph_agent.local.embedded import (
     EmbeddedServiceError,
     embedded_log,
@@ -131,8 +132,8 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
             console.print(
                 f"        [cyan]memory:[/] window {len(window)}, "
                 f"pending {state.get('pending_count', 0)}, "
-                f"summaries {counts.get('summary', 0)}, "
-                f"reflections {counts.get('reflection', 0)}, "
+                f"summaries {counts.get(MemoryKind.SUMMARY, 0)}, "
+                f"reflections {counts.get(MemoryKind.REFLECTION, 0)}, "
                 f"profile: {escape(', '.join(state.get('profile', {})) or '-')}, "
                 f"recalled {len(state.get('recalled', []))}"
                 + (f"\n        [cyan]events:[/] {escape('; '.join(events))}" if events else "")
@@ -154,7 +155,7 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
         first = await services.window.window(zhang.user_id, thread)
         if first:
             console.print(f"oldest message still in the window: {escape(first[0].content[:60])!r}")
-        summaries = await services.memories.list(zhang.user_id, kind="summary")
+        summaries = await services.memories.list(zhang.user_id, kind=MemoryKind.SUMMARY)
         holders = [m for m in summaries if "zhang san" in m.text.lower()]
         cited = ", ".join(
             f"{m.id[:8]} ({m.importance}, {len(m.source_ids)} sources)" for m in holders
@@ -177,7 +178,7 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
                 f"({past.get('reason', '')}, sources "
                 f"{', '.join(s[:8] for s in past['source_ids'])})"
             )
-        reflections = await services.memories.list(zhang.user_id, kind="reflection")
+        reflections = await services.memories.list(zhang.user_id, kind=MemoryKind.REFLECTION)
         for r in reflections:
             console.print(
                 f"[bold]reflection[/] {r.id[:8]} (cites {len(r.source_ids)} summaries): "

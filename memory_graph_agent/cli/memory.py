@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Column, Table
 
 from memory_graph_agent.cli.console import console
+from memory_graph_agent.core.kinds import MemoryKind
 
 
 async def _forget(args: argparse.Namespace) -> int:
@@ -231,7 +232,7 @@ def _print_decisions(decisions: list[Any]) -> None:
         detail = d.detail.get("reason") or d.detail.get("new_value") or ""
         table.add_row(
             d.decided_at.isoformat()[:19],
-            f"{d.item_kind} {d.item_id[:8] if d.item_kind != 'fact' else d.item_id[-24:]}",
+            f"{d.item_kind} {d.item_id[:8] if d.item_kind != MemoryKind.FACT else d.item_id[-24:]}",
             d.action,
             (d.target_id or "-")[:24],
             escape(str(detail)[:80]),

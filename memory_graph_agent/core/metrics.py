@@ -22,7 +22,9 @@ from prometheus_client import (
     start_http_server,
 )
 
-TIERS = ("window", "episode", "summary", "reflection", "profile")
+from memory_graph_agent.core.kinds import TIER_ORDER
+
+TIERS = ("window", *(kind.value for kind in reversed(TIER_ORDER)), "profile")
 SUMMARY_OUTCOMES = ("llm", "fallback", "raw", "failed")
 REDIS_OPS = (
     "push",
@@ -139,9 +141,8 @@ def record_prompt_hits(
     """Count what one turn put in the prompt, per tier."""
     kinds = [item.get("kind") for item in recalled]
     HITS.labels(tier="window").inc(window_messages)
-    HITS.labels(tier="episode").inc(kinds.count("episode"))
-    HITS.labels(tier="summary").inc(kinds.count("summary"))
-    HITS.labels(tier="reflection").inc(kinds.count("reflection"))
+    for kind in reversed(TIER_ORDER):  # episode, summary, reflection
+        HITS.labels(tier=kind.value).inc(kinds.count(kind))
     HITS.labels(tier="profile").inc(len(profile or {}))
 
 

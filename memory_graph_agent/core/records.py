@@ -75,7 +75,8 @@ class RecalledItem(TypedDict):
     """One recalled memory or raw turn, with its provenance and every score part."""
 
     id: str
-    kind: Literal["reflection", "summary", "episode"]
+    kind: str
+    """A `MemoryKind` of `kinds.TIER_ORDER` (its plain value)."""
     text: str
     thread_id: str | None
     created_at: str

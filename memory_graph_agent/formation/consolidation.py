@@ -12,6 +12,7 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from memory_graph_agent.core.kinds import MemoryKind
 from memory_graph_agent.formation.guards import invents_few_entities, summary_is_faithful
 from memory_graph_agent.formation.llm import invoke_structured
 from memory_graph_agent.formation.schemas import ConsolidationDecision
@@ -61,7 +62,7 @@ def _created(memory: Memory, reason: str, **detail: Any) -> Decision:
     return Decision(
         user_id=memory.user_id,
         thread_id=memory.thread_id,
-        item_kind="summary",
+        item_kind=MemoryKind.SUMMARY,
         item_id=memory.id,
         action="created",
         detail={"reason": reason, **detail},
@@ -86,7 +87,7 @@ async def decide(
         vector,
         CANDIDATES,
         min_similarity=ctx.merge_similarity,
-        kind="summary",
+        kind=MemoryKind.SUMMARY,
         exclude_ids=[memory.id],
     )
     if not candidates:
@@ -127,7 +128,7 @@ async def decide(
     return Decision(
         user_id=memory.user_id,
         thread_id=memory.thread_id,
-        item_kind="summary",
+        item_kind=MemoryKind.SUMMARY,
         item_id=memory.id,
         action=out.action,
         target_id=target.id,
@@ -174,7 +175,7 @@ async def consolidate_memory(
 
     ``prompt`` is the consolidation prompt; ``None`` never calls the model (creates).
     """
-    decision = await services.decisions.get(memory.user_id, "summary", memory.id)
+    decision = await services.decisions.get(memory.user_id, MemoryKind.SUMMARY, memory.id)
     fresh = False
     if decision is None:
         decision, fresh = await services.decisions.record(
@@ -198,7 +199,7 @@ async def record_fact_changes(
             Decision(
                 user_id=user_id,
                 thread_id=thread_id,
-                item_kind="fact",
+                item_kind=MemoryKind.FACT,
                 item_id=f"{source_id}:{change.key}",
                 action=change.action,
                 target_id=change.key,

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from memory_graph_agent.core import metrics
+from memory_graph_agent.core.kinds import MemoryKind
 from memory_graph_agent.core.records import MemoryEvent, SummaryDraft, event
 from memory_graph_agent.formation.consolidation import consolidate_memory, record_fact_changes
 from memory_graph_agent.formation.llm import MemoryPrompts
@@ -53,7 +54,7 @@ async def store_summary(
     memory = Memory(
         user_id=user,
         thread_id=thread,
-        kind="summary",
+        kind=MemoryKind.SUMMARY,
         text=draft["text"],
         importance=draft["importance"],
         source_ids=draft["source_ids"],

@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from memory_graph_agent.core.kinds import MemoryKind
 from memory_graph_agent.core.records import MemoryEvent, event
 from memory_graph_agent.core.tokens import text_tokens
 from memory_graph_agent.formation.consolidation import expires_at, record_fact_changes
@@ -118,7 +119,7 @@ async def reflect_if_due(services: Services, settings: Context, prompt: str) -> 
         return out
     reflection = Memory(
         user_id=user,
-        kind="reflection",
+        kind=MemoryKind.REFLECTION,
         text=limit_words(answer.insight, 200),
         importance=REFLECTION_IMPORTANCE,
         source_ids=[m.id for m in read],
@@ -129,7 +130,7 @@ async def reflect_if_due(services: Services, settings: Context, prompt: str) -> 
         decision, _ = await services.decisions.record(
             Decision(
                 user_id=user,
-                item_kind="reflection",
+                item_kind=MemoryKind.REFLECTION,
                 item_id=reflection.id,
                 action="created",
                 detail={

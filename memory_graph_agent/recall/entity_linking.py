@@ -19,7 +19,8 @@ from memory_graph_agent.core.entities import (
     query_keys,
     said_by,
 )
-from memory_graph_agent.recall.linking import episode_item
+from memory_graph_agent.core.kinds import is_turn
+from memory_graph_agent.recall.items import episode_item
 from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.episode_index import keyword_hits
 
@@ -32,7 +33,7 @@ ENTITY_SEEDS = 3
 
 def seed_turns(items: list[dict[str, Any]], n: int = ENTITY_SEEDS) -> list[dict[str, Any]]:
     """The ``n`` best-fused raw turns."""
-    return [m for m in items if m["kind"] == "episode"][:n]
+    return [m for m in items if is_turn(m["kind"])][:n]
 
 
 async def reach_entities(
@@ -82,7 +83,7 @@ def link_speakers(items: list[dict[str, Any]], query: str, weight: float) -> lis
         return items
     named, out = named_in(query), []  # the query's words, once for every candidate
     for m in items:
-        if m.get("kind") == "episode" and said_by(str(m.get("text", "")), named):
+        if is_turn(m.get("kind")) and said_by(str(m.get("text", "")), named):
             m = {**m, "rrf": round(m["rrf"] * (1 + weight), 6), "speaker_named": True}
         out.append(m)
     return sorted(out, key=lambda m: -m["rrf"])

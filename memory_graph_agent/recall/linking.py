@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from memory_graph_agent.core.kinds import MemoryKind, is_turn
+from memory_graph_agent.recall.channels.base import Found
+from memory_graph_agent.recall.items import episode_item
 from memory_graph_agent.recall.ranking import shown_verbatim
 from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.episodes import EpisodeHit
 from memory_graph_agent.storage.memories import Memory
-from memory_graph_agent.storage.recall_search import Found
 
 if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
     from graph.context import Context
@@ -22,30 +24,13 @@ NEIGHBOUR_SOURCES = 10
 """How many of the best turns bring their neighbours (20 or 30 recall the same on LoCoMo)."""
 NEIGHBOUR_PREFETCH = NEIGHBOUR_SOURCES
 """Each turn search brings the neighbours of its 10 best turns in its own statement
-(`recall_search`). The 10 best fused turns were all among them for 89 of 100 questions at
+(`recall.channels`). The 10 best fused turns were all among them for 89 of 100 questions at
 10k memories (91 with 20, which cost the turn search 0.7 ms more); the rest are fetched."""
-EPISODE_IMPORTANCE = 0.5
-"""Raw turns carry no importance rating: the neutral middle neither favours nor hides them."""
-
-
-def episode_item(hit: EpisodeHit) -> dict[str, Any]:
-    """A recalled raw turn (``Speaker: text``), shown under its day's date line."""
-    said = hit.ts.isoformat()
-    return {
-        "id": f"{hit.thread_id}:{hit.message_id}",
-        "kind": "episode",
-        "text": hit.content,
-        "thread_id": hit.thread_id,
-        "created_at": said,
-        "importance": EPISODE_IMPORTANCE,
-        "source_ids": [hit.message_id],
-        "seen_at": said,
-    }
 
 
 def best_turns(items: list[dict[str, Any]], n: int = NEIGHBOUR_SOURCES) -> list[tuple[str, str]]:
     """``(thread_id, message_id)`` of the ``n`` best-fused raw turns."""
-    turns = [m for m in items if m["kind"] == "episode"][:n]
+    turns = [m for m in items if is_turn(m["kind"])][:n]
     return [(m["thread_id"], m["source_ids"][0]) for m in turns]
 
 
@@ -54,7 +39,7 @@ def summary_turns(memories: list[Memory]) -> list[tuple[str, str]]:
     keys = dict.fromkeys(
         (m.thread_id, sid)
         for m in memories
-        if m.kind == "summary" and m.thread_id
+        if m.kind == MemoryKind.SUMMARY and m.thread_id
         for sid in m.source_ids
     )
     return list(keys)
@@ -62,7 +47,7 @@ def summary_turns(memories: list[Memory]) -> list[tuple[str, str]]:
 
 def quotes_all(memory: Memory, turns: list[EpisodeHit]) -> bool:
     """Whether a summary is just the transcript of its turns (all of them fetched)."""
-    if memory.kind != "summary" or not memory.source_ids:
+    if memory.kind != MemoryKind.SUMMARY or not memory.source_ids:
         return False
     sources = {(memory.thread_id, sid) for sid in memory.source_ids}
     quoted = [episode_item(h) for h in turns if (h.thread_id, h.message_id) in sources]
@@ -100,7 +85,7 @@ def link_turns(
     by_key = {item["id"]: dict(item) for item in items}
     rank = {}
     for r, m in enumerate(sorted(memories, key=lambda m: -(m.similarity or 0.0)), 1):
-        for sid in m.source_ids if m.kind == "summary" else ():
+        for sid in m.source_ids if m.kind == MemoryKind.SUMMARY else ():
             rank.setdefault((m.thread_id, sid), r)
     for hit in members:
         r = rank.get((hit.thread_id, hit.message_id))
@@ -128,7 +113,7 @@ async def linked_turns(
 ) -> list[dict[str, Any]]:
     """The summaries' turns and the best turns' neighbours, ranked in.
 
-    What `recall_search` brought with its results (``found``: the turns of every found
+    What the channels' searches brought with their results (``found``: the turns of every found
     summary, the neighbours of each turn search's best turns) is used as it is; what it
     did not bring is fetched in one round trip (everything, without ``found``).
     """

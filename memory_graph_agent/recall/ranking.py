@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from memory_graph_agent.core.kinds import is_turn
+
 RRF_K = 60
 """The usual RRF constant (Cormack et al., 2009): damps the weight of the top ranks."""
 
@@ -85,7 +87,7 @@ def shown_verbatim(item: Mapping[str, Any], by: Mapping[str, Any]) -> bool:
     its text verbatim: a raw-text or fallback summary. An LLM summary paraphrases its
     turns, so the turn itself still adds detail.
     """
-    if item.get("kind") != "episode" or by.get("kind") == "episode":
+    if not is_turn(item.get("kind")) or is_turn(by.get("kind")):
         return False
     sources = item.get("source_ids") or ()
     if len(sources) != 1 or sources[0] not in (by.get("source_ids") or ()):
@@ -130,7 +132,7 @@ def fill_budget(
         sources = set(ids)
         if sources and sources <= excluded:
             continue
-        turn = item.get("kind") == "episode"
+        turn = is_turn(item.get("kind"))
         if (
             dedupe
             and turn

@@ -1,9 +1,10 @@
 """Retrieval that ranks like a memory: the search behind recall, `search_memory` and the CLI.
 
-`retrieve` embeds the query once and runs three channels concurrently: dense search over
-the user's summaries and reflections, dense and full-text search over the raw turns
-that left the window (the dense one also over the turns of whomever the query names).
-The lists are fused by reciprocal rank (`ranking.rrf`), then the
+`retrieve` embeds the query once and runs every channel of `recall.channels.CHANNELS`
+concurrently (today: dense search over the user's summaries and reflections, dense and
+full-text search over the raw turns that left the window, and dense search over the
+turns of whomever the query names). The channels' rankings are fused by reciprocal rank
+(`ranking.rrf`), then the
 memory graph's links add turns (`linking`): a recalled summary's turns, and the turns
 just before and after the best turns (evidence is often next to a hit). Every candidate is scored
 like a memory (relevance, recency, importance) and the token budget is filled in score
@@ -16,24 +17,24 @@ search-free ``recall_mode='flat'``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from memory_graph_agent.core import metrics
-from memory_graph_agent.core.entities import speaker_names
+from memory_graph_agent.core.kinds import TIER_ORDER, is_turn
 from memory_graph_agent.core.records import MemoryEvent, event
+from memory_graph_agent.recall.channels import CHANNELS, RecallChannel
+from memory_graph_agent.recall.channels.base import Found, Hit, Search, search_channels
 from memory_graph_agent.recall.entity_linking import link_entities, link_speakers, reach_entities
-from memory_graph_agent.recall.linking import NEIGHBOUR_PREFETCH, episode_item, linked_turns
+from memory_graph_agent.recall.items import memory_item
+from memory_graph_agent.recall.linking import NEIGHBOUR_PREFETCH, linked_turns
 from memory_graph_agent.recall.ranking import RRF_K, fill_budget, memory_score, recency, rrf
 from memory_graph_agent.recall.topics import link_topics
 from memory_graph_agent.recall.updates import newest_first
 from memory_graph_agent.services.stores import Services
-from memory_graph_agent.storage.episodes import EpisodeHit
-from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.outages import StoreUnavailable
-from memory_graph_agent.storage.recall_search import recall_search
 from memory_graph_agent.turn.rendering import episode_header, render_memory, text_tokens
 
 if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
@@ -43,7 +44,6 @@ MIN_EPISODE_DEPTH = 20
 TOKENS_PER_HOT_CANDIDATE = 20
 """Flat mode fetches one memory per 20 budget tokens (shorter than any real memory)."""
 MAX_HOT_CANDIDATES = 500
-TIER_ORDER = {"reflection": 0, "summary": 1, "episode": 2}
 
 
 @dataclass
@@ -77,63 +77,73 @@ def episode_depth(ctx: Context, budget: int | None = None) -> int:
     return max(ctx.recall_k, MIN_EPISODE_DEPTH, budget // max(1, ctx.recall_candidate_tokens))
 
 
-def memory_item(memory: Memory) -> dict[str, Any]:
-    """A recalled summary or reflection, with its last access (or creation) time."""
-    item = memory.as_dict()
-    item["last_accessed_at"] = (
-        None if memory.last_accessed_at is None else memory.last_accessed_at.isoformat()
-    )
-    item["seen_at"] = (memory.last_accessed_at or memory.created_at).isoformat()
-    return item
+def rankings(found: Found, channels: Sequence[RecallChannel] = CHANNELS) -> dict[str, list[Hit]]:
+    """Each ranking's hits, best first, in the channels' order.
+
+    A channel that joins another's ranking (`RecallChannel.ranking`) adds its hits to
+    that list, which is then ordered by score (stable: the owner's hit first on a tie);
+    a candidate both found is counted once.
+    """
+    lists: dict[str, list[Hit]] = {}
+    shared: set[str] = set()
+    for channel in channels:
+        hits = found.channels[channel.name].hits
+        if channel.ranking in lists:
+            shared.add(channel.ranking)
+        lists.setdefault(channel.ranking, []).extend(hits)
+    for name in shared:
+        unique = {hit.key: hit for hit in reversed(lists[name])}  # the first of a key wins
+        lists[name] = sorted((h for h in lists[name] if unique[h.key] is h), key=lambda h: -h.score)
+    return lists
 
 
 def fuse(
-    memories: list[Memory],
-    dense: list[EpisodeHit],
-    keyword: list[EpisodeHit],
+    found: Found,
     min_similarity: float,
     k: int = RRF_K,
+    channels: Sequence[RecallChannel] = CHANNELS,
 ) -> list[dict[str, Any]]:
-    """RRF (constant ``k``) of the three channels, best first.
+    """RRF (constant ``k``) of the channels' rankings, best first.
 
-    Dense-only hits below the similarity floor are dropped.
+    A candidate only similarity rankings found (`RecallChannel.floor`) is dropped below
+    the similarity floor ``min_similarity``.
     """
-    # relaxed_order HNSW scans may return neighbours slightly out of order
-    memories = sorted(memories, key=lambda m: -(m.similarity or 0.0))
     items: dict[str, dict[str, Any]] = {}
-    for memory in memories:
-        items[memory.id] = memory_item(memory)
-    dense_keys = [f"{h.thread_id}:{h.message_id}" for h in dense]
-    keyword_keys = [f"{h.thread_id}:{h.message_id}" for h in keyword]
-    for key, hit in zip(dense_keys, dense, strict=True):
-        item = items.get(key) or items.setdefault(key, episode_item(hit))
-        item["similarity"] = round(hit.similarity or 0.0, 4)
-    for key, hit in zip(keyword_keys, keyword, strict=True):
-        item = items.get(key) or items.setdefault(key, episode_item(hit))
-        item["keyword_score"] = round(hit.keyword_score or 0.0, 4)
-    rankings = {
-        "memory": [m.id for m in memories],
-        "episode_dense": dense_keys,
-        "episode_keyword": keyword_keys,
-    }
-    scores = {
-        "memory": [round(m.similarity or 0.0, 6) for m in memories],
-        "episode_dense": [round(h.similarity or 0.0, 6) for h in dense],
-        "episode_keyword": [round(h.keyword_score or 0.0, 6) for h in keyword],
-    }
+    for channel in channels:
+        shown_as = channel.score_field
+        for hit in found.channels[channel.name].hits:
+            item = items.get(hit.key) or items.setdefault(hit.key, hit.item(hit.record))
+            item[shown_as] = round(hit.score, 4)
+    lists = rankings(found, channels)
+    owners = {c.ranking: c for c in reversed(channels)}  # a ranking's first channel
+    score_fields = list(dict.fromkeys(c.score_field for c in channels))
+    by_field: dict[str, list[str]] = {}
+    for name in lists:
+        by_field.setdefault(owners[name].rank_field, []).append(name)
+    rank_fields = list(by_field.items())
+    floored = {name for name in lists if owners[name].floor}
+    keys = {name: [h.key for h in hits] for name, hits in lists.items()}
+    scores = {name: [round(h.score, 6) for h in hits] for name, hits in lists.items()}
     out = []
-    for fused in rrf(rankings, k, scores=scores):
-        item = items[fused.key]
-        item.setdefault("similarity", None)
-        item.setdefault("keyword_score", None)
-        item["dense_rank"] = fused.ranks.get("memory") or fused.ranks.get("episode_dense")
-        item["keyword_rank"] = fused.ranks.get("episode_keyword")
+    for fused in rrf(keys, k, scores=scores):
+        item, ranks = items[fused.key], fused.ranks
+        for score_field in score_fields:
+            item.setdefault(score_field, None)
+        for rank_field, names in rank_fields:
+            item[rank_field] = _first_rank(ranks, names)
         item["rrf"] = round(fused.score, 6)
-        dense_only = item["keyword_rank"] is None
-        if dense_only and (item["similarity"] or 0.0) < min_similarity:
+        if floored.issuperset(ranks) and (item["similarity"] or 0.0) < min_similarity:
             continue
         out.append(item)
     return out
+
+
+def _first_rank(ranks: dict[str, int], names: list[str]) -> int | None:
+    for name in names:
+        rank = ranks.get(name)
+        if rank is not None:
+            return rank
+    return None
 
 
 def score(items: list[dict[str, Any]], ctx: Context, now: datetime) -> list[dict[str, Any]]:
@@ -161,7 +171,7 @@ def _with_tokens(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each item's prompt cost; a turn also names the date line its group pays once."""
     for item in items:
         item["tokens"] = text_tokens(render_memory(item))
-        if item["kind"] == "episode":
+        if is_turn(item["kind"]):
             item["group"] = episode_header(item)
             item["group_tokens"] = text_tokens(item["group"])
     return items
@@ -176,7 +186,7 @@ def prompt_order(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     def key(m: dict[str, Any]) -> tuple[int, str]:
         tier = TIER_ORDER.get(m["kind"], 1)
-        return (tier, "") if m["kind"] != "episode" else (tier, str(m.get("created_at", "")))
+        return (tier, str(m.get("created_at", ""))) if is_turn(m["kind"]) else (tier, "")
 
     return sorted((dict(m) for m in items), key=key)
 
@@ -200,7 +210,7 @@ async def record_access(services: Services, user_id: str, items: list[dict[str, 
     path before the model.
     """
     try:
-        await services.memories.touch(user_id, [m["id"] for m in items if m["kind"] != "episode"])
+        await services.memories.touch(user_id, [m["id"] for m in items if not is_turn(m["kind"])])
     except StoreUnavailable:
         pass
 
@@ -244,24 +254,19 @@ async def retrieve(
     if budget == 0:  # nothing could be shown: skip the embedding and the searches
         return Retrieval()
     with metrics.observe_retrieval():
-        depth = episode_depth(ctx, budget)
+        around = NEIGHBOUR_PREFETCH if ctx.neighbour_weight > 0 else 0
+        search = Search(ctx, query, episode_depth(ctx, budget), around)
         found, window = await asyncio.gather(
-            recall_search(  # the keyword search and the window overlap the embedding
-                services.memories,
-                services.episodes,
-                ctx.user_id,
+            search_channels(  # the keyword search and the window overlap the embedding
+                services,
+                search,
                 services.embeddings.aembed_query(query) if vector is None else vector,
-                query,
-                ctx.recall_k,
-                depth,
-                NEIGHBOUR_PREFETCH if ctx.neighbour_weight > 0 else 0,
-                speaker_names(query) if ctx.speaker_turns > 0 else (),
-                ctx.speaker_turns,
+                CHANNELS,
             ),
             _shown(services, ctx.user_id, thread_id, shown),
         )
     memories = found.memories
-    hits = fuse(memories, found.dense, found.keyword, ctx.min_similarity, ctx.recall_rrf_k)
+    hits = fuse(found, ctx.min_similarity, ctx.recall_rrf_k)
     linked, reached = await asyncio.gather(  # two links, side by side
         linked_turns(services, ctx, hits, memories, found),
         reach_entities(services, ctx, hits, query),

@@ -15,6 +15,7 @@ from collections import defaultdict
 from typing import Any
 
 from memory_graph_agent.core.entities import COMMON, MIN_WORD
+from memory_graph_agent.core.kinds import is_turn
 
 TOPIC_SEEDS = 3
 """How many of the best turns lend their words."""
@@ -43,7 +44,7 @@ def link_topics(
     the share (by pool idf) of its new words (not in the query) that the turn also has.
     ``weight`` 0 returns the items as they are.
     """
-    turns = [m for m in items if m.get("kind") == "episode"]
+    turns = [m for m in items if is_turn(m.get("kind"))]
     if weight <= 0 or len(turns) < 2:
         return items
     words = {m["id"]: topic_words(str(m.get("text", ""))) for m in turns}

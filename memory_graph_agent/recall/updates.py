@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memory_graph_agent.core.kinds import is_turn
 from memory_graph_agent.recall.topics import topic_words
 
 MIN_SHARED = 2
@@ -35,7 +36,7 @@ def newest_first(items: list[dict[str, Any]], query: str) -> list[dict[str, Any]
     subjects = {}
     for m in items:
         text = str(m.get("text", ""))
-        if m.get("kind") != "episode" or text.startswith(ASSISTANT):
+        if not is_turn(m.get("kind")) or text.startswith(ASSISTANT):
             continue
         shared = topic_words(text) & asked
         if len(shared) >= need:

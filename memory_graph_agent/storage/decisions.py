@@ -12,10 +12,12 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from memory_graph_agent.core.ids import validate_id
+from memory_graph_agent.core.kinds import MemoryKind
 from memory_graph_agent.storage.outages import guarded
 from memory_graph_agent.storage.postgres import Database
 
-ItemKind = Literal["summary", "reflection", "fact", "maintenance"]
+ItemKind = MemoryKind | Literal["maintenance"]
+"""What a decision is about: a kind of memory, or a maintenance run."""
 TABLE = "memory_decisions"
 SCHEMA_VERSION = 1  # raise it with a change to the DDL of `DecisionLog.open`
 

@@ -138,6 +138,15 @@ _KEYWORD_SQL = (
 """BM25-like keyword search of `EpisodeIndex.keyword_search` (``{table}``: the vector table)."""
 
 
+_KNN_SQL = (
+    "SELECT thread_id, message_id, content, ts, "
+    "embedding <=> CAST(:q AS vector) AS distance "
+    'FROM "{table}" WHERE user_id = :user_id {where}'
+    "ORDER BY embedding <=> CAST(:q AS vector) LIMIT :k"
+)
+"""The nearest turns of a user, maybe only some (``{where}``): `EpisodeIndex.dense_statements`."""
+
+
 def dense_hits(rows: list[dict[str, Any]]) -> list[EpisodeHit]:
     """The hits of `EpisodeIndex.dense_statements`' rows, nearest first."""
     # relaxed_order may return them slightly out of order
@@ -328,45 +337,40 @@ class EpisodeIndex:
         return dense_hits(await self.db.run(*self.dense_statements(user_id, vector, k)))
 
     def dense_statements(
+        self, user_id: str, vector: list[float] | VectorLiteral, k: int
+    ) -> list[Statement]:
+        """The HNSW options and the kNN query of `dense_search` (rows for `dense_hits`)."""
+        params = {"user_id": validate_id(user_id, "user_id"), "q": _vector_literal(vector), "k": k}
+        return [*self._dense_options(k), (_KNN_SQL.format(table=self._table(), where=""), params)]
+
+    def speaker_statements(
         self,
         user_id: str,
         vector: list[float] | VectorLiteral,
         k: int,
-        speakers: Sequence[str] = (),
-        speaker_k: int = 0,
-    ) -> list[Statement]:
-        """The HNSW options and the kNN query of `dense_search` (rows for `dense_hits`).
+        speakers: Sequence[str],
+        speaker_k: int,
+    ) -> list[Statement] | None:
+        """The ``speaker_k`` turns nearest to ``vector`` said by any of ``speakers``.
 
-        With ``speakers`` (lower-cased words the query may name a speaker by, e.g.
-        `entities.speaker_names`; the first `MAX_SPEAKER_WORDS`) and ``speaker_k`` above
-        0, the rows also hold the ``speaker_k`` nearest turns said by any of them (one
-        more scan in the same statement), so a named person's turns reach past the ``k``
-        nearest of everyone's. The scan runs only if the user has a turn by one of them (a
-        probe of the speaker index first): a word that names nobody costs no search.
+        ``speakers``: words that may name one (`entities.speaker_names`; the first
+        `MAX_SPEAKER_WORDS`), scanned only if one of them spoke (a probe of the index first).
         """
-        options = [f"SET LOCAL hnsw.ef_search = {min(1000, max(100, int(k)))}"]
-        options += [f"SET LOCAL {p}" for p in self.query_options]
-        table = self._table()
-        params = {"user_id": validate_id(user_id, "user_id"), "q": _vector_literal(vector), "k": k}
-        knn = (
-            "SELECT thread_id, message_id, content, ts, "
-            "embedding <=> CAST(:q AS vector) AS distance "
-            f'FROM "{table}" WHERE user_id = :user_id {{speaker}}'
-            "ORDER BY embedding <=> CAST(:q AS vector) LIMIT {limit}"
-        )
         words = list(dict.fromkeys(w for w in speakers if w))[:MAX_SPEAKER_WORDS]
         if speaker_k <= 0 or not words:
-            return [*options, (knn.format(speaker="", limit=":k"), params)]
-        named = f"AND {SPEAKER_SQL} = ANY(CAST(:speakers AS text[])) "
-        probe = (
-            f'AND EXISTS (SELECT 1 FROM "{table}" s WHERE s.user_id = :user_id '
-            f"AND {SPEAKER_SQL.replace('content', 's.content')} = ANY(CAST(:speakers AS text[]))) "
+            return None
+        table, probe = self._table(), SPEAKER_SQL.replace("content", "s.content")
+        named = (
+            f"AND {SPEAKER_SQL} = ANY(CAST(:speakers AS text[])) AND EXISTS (SELECT 1 FROM "
+            f'"{table}" s WHERE s.user_id = :user_id AND {probe} = ANY(CAST(:speakers AS text[]))) '
         )
-        sql = (
-            f"({knn.format(speaker='', limit=':k')}) UNION "
-            f"({knn.format(speaker=named + probe, limit=':speaker_k')})"
-        )
-        return [*options, (sql, {**params, "speakers": words, "speaker_k": speaker_k})]
+        params = {"user_id": validate_id(user_id, "user_id"), "q": _vector_literal(vector)}
+        params.update(k=speaker_k, speakers=words)
+        return [*self._dense_options(k), (_KNN_SQL.format(table=table, where=named), params)]
+
+    def _dense_options(self, k: int) -> list[Statement]:
+        ef_search = f"SET LOCAL hnsw.ef_search = {min(1000, max(100, int(k)))}"
+        return [ef_search, *(f"SET LOCAL {p}" for p in self.query_options)]
 
     async def keyword_search(self, user_id: str, text: str, k: int) -> list[EpisodeHit]:
         """The user's ``k`` best indexed turns for any word of ``text``, best first.

@@ -5,15 +5,15 @@ The links are looked up on their own (`EpisodeLinks.linked`, one round trip), or
 by the searches themselves: `linked_dense_statements` and `linked_keyword_statement`
 return each search's hits with the neighbours of its best ones, and `with_members` makes
 a memory search return the turns of the summaries it finds, so recall
-(`recall_search`) needs no second round trip for them.
+(`recall.channels`) needs no second round trip for them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from memory_graph_agent.core.ids import validate_id
+from memory_graph_agent.core.kinds import MemoryKind
 from memory_graph_agent.storage.episode_index import EpisodeHit, EpisodeIndex, episode_hit
 from memory_graph_agent.storage.memory_rows import VectorLiteral
 from memory_graph_agent.storage.outages import guarded
@@ -108,19 +108,13 @@ class EpisodeLinks(EpisodeIndex):
         return [episode_hit(r) for r in turns], _pairs(pairs)
 
     def linked_dense_statements(
-        self,
-        user_id: str,
-        vector: list[float] | VectorLiteral,
-        k: int,
-        around: int,
-        speakers: Sequence[str] = (),
-        speaker_k: int = 0,
+        self, user_id: str, vector: list[float] | VectorLiteral, k: int, around: int
     ) -> list[Statement]:
         """`dense_statements`, also returning the neighbours of its ``around`` nearest turns.
 
         Rows for `linked_hits`; just `dense_statements` without ``around``.
         """
-        *options, (knn, params) = self.dense_statements(user_id, vector, k, speakers, speaker_k)
+        *options, (knn, params) = self.dense_statements(user_id, vector, k)
         if around <= 0:
             return [*options, (knn, params)]
         ranked = "SELECT d.*, row_number() OVER (ORDER BY distance, message_id, thread_id) AS ord"
@@ -157,7 +151,7 @@ class EpisodeLinks(EpisodeIndex):
             "  FROM unnest(m.source_ids) WITH ORDINALITY AS s(message_id, ord) "
             f'  JOIN "{self._table()}" v ON v.user_id = :user_id '
             "  AND v.thread_id = m.thread_id AND v.message_id = s.message_id "
-            "  WHERE m.kind = 'summary') AS mb ON true",
+            f"  WHERE m.kind = '{MemoryKind.SUMMARY}') AS mb ON true",
             {**params, "user_id": validate_id(user_id, "user_id")},
         )
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from langchain_postgres import Column
 
 from memory_graph_agent.core.ids import validate_id
+from memory_graph_agent.core.kinds import STORED, MemoryKind
 
-Kind = Literal["summary", "reflection"]
+Kind = MemoryKind
+"""A stored memory's kind: one of `kinds.STORED` (its value is what the row holds)."""
 _NAMESPACE = uuid.UUID("6f1c2d1e-8a4b-4c36-9a57-3b8f0e2d7c11")
 
 METADATA_COLUMNS = [
@@ -35,11 +37,11 @@ _META_NAMES = [c.name for c in METADATA_COLUMNS] + [name for name, _ in LIFECYCL
 ACTIVE = "status = 'active' AND (expires_at IS NULL OR expires_at > now())"
 """SQL predicate of memories that recall, reflection and listing by default consider."""
 _SINCE_REFLECTION = (
-    "s.user_id = :user_id AND s.kind = 'summary' AND "
+    f"s.user_id = :user_id AND s.kind = '{MemoryKind.SUMMARY}' AND "
     + ACTIVE.replace("status", "s.status").replace("expires_at", "s.expires_at")
     + " AND s.stored_at > COALESCE("
     "(SELECT max(r.stored_at) FROM {table} r "
-    "WHERE r.user_id = :user_id AND r.kind = 'reflection'), '-infinity')"
+    f"WHERE r.user_id = :user_id AND r.kind = '{MemoryKind.REFLECTION}'), '-infinity')"
 )
 
 
@@ -70,6 +72,10 @@ class Memory:
 
     def __post_init__(self) -> None:
         validate_id(self.user_id, "user_id")
+        if self.kind not in STORED:
+            known = [k.value for k in STORED]
+            raise ValueError(f"a stored memory's kind is one of {known}, got {self.kind!r}")
+        self.kind = MemoryKind(self.kind).value  # the plain string: state holds no enum
         self.text = self.text.replace("\x00", "")  # Postgres text cannot hold NUL
         if not self.id:
             self.id = memory_id(self.user_id, self.thread_id, self.kind, self.source_ids)

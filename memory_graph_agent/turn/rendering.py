@@ -10,6 +10,7 @@ from typing import Any
 from langchain_core.messages import AnyMessage, HumanMessage
 
 from memory_graph_agent.core import tokens
+from memory_graph_agent.core.kinds import is_turn
 from memory_graph_agent.core.records import MemoryEvent, event
 from memory_graph_agent.storage.outages import outages
 from memory_graph_agent.turn.budgets import cut_text
@@ -115,7 +116,7 @@ def render_memory(memory: dict[str, Any]) -> str:
     A turn is its ``Speaker: text`` alone, no indent or marker: every character is
     budget, and the date line above it says what it is.
     """
-    if memory.get("kind") == "episode":
+    if is_turn(memory.get("kind")):
         return defang(str(memory.get("text", "")))
     day = str(memory.get("created_at", ""))[:10]
     return f"- [{memory.get('kind')} {day}] {defang(str(memory.get('text', '')))}"
@@ -126,7 +127,7 @@ def render_memories(recalled: list[dict[str, Any]]) -> str:
     lines: list[str] = []
     header = None
     for memory in recalled:
-        group = episode_header(memory) if memory.get("kind") == "episode" else None
+        group = episode_header(memory) if is_turn(memory.get("kind")) else None
         if group is not None and group != header:
             lines.append(group)
         header = group

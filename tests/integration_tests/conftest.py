@@ -20,7 +20,7 @@ from graph.builder import build_graph
 from memory_graph_agent.local import embedded
 from memory_graph_agent.local.embedded import ensure_services
 from memory_graph_agent.storage.postgres import with_database
-from tests.builders import environment
+from memory_graph_agent.testing import environment
 from tests.conftest import EMBEDDING
 from tests.integration_tests.dev_server import Credentials, DevServer, running_dev_server
 from tests.integration_tests.shared_home import shared_servers_never_stopped

@@ -24,8 +24,8 @@ from memory_graph_agent import MemoryMiddleware
 from memory_graph_agent.cli.session import run_turn
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.services.stores import open_checkpointer, services_session
+from memory_graph_agent.testing import ScriptedChatModel, purpose_of
 from tests.conftest import EMBEDDING
-from tests.fakes import ScriptedChatModel, purpose_of
 
 LEASE_SECONDS = 1.0
 REPO_ROOT = Path(__file__).resolve().parents[2]

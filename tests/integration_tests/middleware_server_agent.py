@@ -12,7 +12,7 @@ from langchain.agents import create_agent
 
 from memory_graph_agent import MemoryMiddleware
 from memory_graph_agent.services.models import register_chat_model
-from tests.fakes import ScriptedChatModel
+from memory_graph_agent.testing import ScriptedChatModel
 
 model = ScriptedChatModel()
 memory = MemoryMiddleware(

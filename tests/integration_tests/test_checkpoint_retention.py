@@ -15,8 +15,8 @@ from graph.builder import build_graph
 from graph.maintenance import build_maintenance_graph
 from memory_graph_agent.cli.main import main
 from memory_graph_agent.storage.checkpoints import SaverCheckpoints
+from memory_graph_agent.testing import purpose_of
 from tests.conftest import say
-from tests.fakes import purpose_of
 from tests.integration_tests.test_reply_first import GatedChatModel
 
 

@@ -13,8 +13,8 @@ import pytest
 
 from memory_graph_agent.cli.main import main
 from memory_graph_agent.services.models import register_chat_model
+from memory_graph_agent.testing import ScriptedChatModel
 from tests.conftest import say
-from tests.fakes import ScriptedChatModel
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

@@ -11,7 +11,7 @@ import pytest
 from memory_graph_agent.cli.main import main
 from memory_graph_agent.local import embedded
 from memory_graph_agent.services.models import register_chat_model
-from tests.fakes import ScriptedChatModel
+from memory_graph_agent.testing import ScriptedChatModel
 
 
 @pytest.fixture

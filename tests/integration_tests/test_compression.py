@@ -7,9 +7,9 @@ from collections import Counter
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from memory_graph_agent.testing import ScriptedChatModel, default_handler, prompt_text
 from memory_graph_agent.turn.budgets import count_tokens
 from tests.conftest import kinds, say
-from tests.fakes import ScriptedChatModel, default_handler, prompt_text
 
 WIDE = {"memory_token_budget": 20_000, "window_token_share": 1.0}
 """The window's own token cap left wide: compression by the prompt's size is tested here."""

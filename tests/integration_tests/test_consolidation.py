@@ -11,8 +11,8 @@ import uuid
 import pytest
 
 from memory_graph_agent.storage.memories import Memory
+from memory_graph_agent.testing import ScriptedChatModel, block, default_handler, prompt_text
 from tests.conftest import say
-from tests.fakes import ScriptedChatModel, block, default_handler, prompt_text
 
 OLD = "The user said: I live in Lisbon and I love the old yellow trams."
 NEW_TURN = "I live in Lisbon and I love the yellow trams."

@@ -41,7 +41,7 @@ from pathlib import Path
 sys.path.insert(0, {repo!r})
 from graph.builder import make_graph as _make_graph
 from memory_graph_agent.services.models import register_chat_model
-from tests.fakes import ScriptedChatModel
+from memory_graph_agent.testing import ScriptedChatModel
 
 HERE = Path(__file__).parent
 

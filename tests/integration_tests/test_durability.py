@@ -11,8 +11,8 @@ from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from memory_graph_agent.storage.outages import guard
+from memory_graph_agent.testing import ScriptedChatModel
 from tests.conftest import kinds, say
-from tests.fakes import ScriptedChatModel
 
 
 def _thread() -> str:

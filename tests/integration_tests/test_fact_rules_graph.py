@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
+from memory_graph_agent.testing import default_handler
 from tests.conftest import say
-from tests.fakes import default_handler
 
 
 def _mistaken_extractor(messages) -> str:  # noqa: ANN001

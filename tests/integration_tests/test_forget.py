@@ -274,8 +274,8 @@ async def test_forget_finds_a_thread_whose_only_trace_is_its_owner_key(
 ):
     """A turn that failed at the model left only the thread's claim and its checkpoint:
     forget still finds the thread, so the message cannot come back with the next turn."""
+    from memory_graph_agent.testing import ScriptedChatModel
     from nodes.respond import ModelUnavailableError
-    from tests.fakes import ScriptedChatModel
 
     def down(messages):
         raise RuntimeError("provider down")

@@ -8,8 +8,8 @@ from collections import Counter
 from langchain_core.messages import HumanMessage
 
 from memory_graph_agent.storage.profile import Fact
+from memory_graph_agent.testing import ScriptedChatModel, block, default_handler, prompt_text
 from tests.conftest import kinds, say
-from tests.fakes import ScriptedChatModel, block, default_handler, prompt_text
 
 IDENTITY = "Hi! My name is Zhang San, I'm a VIP customer in Berlin and I prefer Go."
 TOPICS = [

@@ -10,9 +10,9 @@ import uuid
 from sqlalchemy.exc import OperationalError
 
 from memory_graph_agent.storage.window import StoredMessage
+from memory_graph_agent.testing import ScriptedChatModel, block, default_handler, prompt_text
 from memory_graph_agent.turn.rendering import render_memory, text_tokens
 from tests.conftest import kinds, say
-from tests.fakes import ScriptedChatModel, block, default_handler, prompt_text
 
 FILLER = [
     "How long should I boil an egg?",

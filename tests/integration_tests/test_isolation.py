@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from memory_graph_agent.cli.main import _memory_show, build_parser
+from memory_graph_agent.testing import ScriptedChatModel
 from tests.conftest import say
-from tests.fakes import ScriptedChatModel
 
 _ID_HEAD = string.ascii_letters + string.digits
 _ID_TAIL = _ID_HEAD + "_.@-"
@@ -217,9 +217,9 @@ async def test_another_users_turn_on_a_thread_is_rejected_and_sees_nothing(agent
 
     import pytest as _pytest
 
+    from memory_graph_agent.testing import ScriptedChatModel
     from memory_graph_agent.turn.validation import ThreadOwnershipError
     from tests.conftest import say
-    from tests.fakes import ScriptedChatModel
 
     thread = f"t-{_uuid.uuid4().hex[:8]}"
     owner = make_context()

@@ -14,7 +14,9 @@ import uuid
 
 import pytest
 
-from memory_graph_agent.storage.recall_search import recall_search
+from graph.context import Context
+from memory_graph_agent.recall.channels import CHANNELS
+from memory_graph_agent.recall.channels.base import Search, search_channels
 from tests.conftest import say
 
 USERS = 1000
@@ -130,16 +132,16 @@ async def test_recall_through_the_graph_gets_k_items_among_a_thousand_users(
 
 
 async def test_recalls_one_round_trip_gets_exactly_k_of_the_users_own(crowd, services):
-    """`recall_search` (what `retrieve` sends) finds what each store's search finds: k each."""
+    """The channels' searches (what `retrieve` sends) find what each store's search finds."""
     users, direction = crowd
     for user in users[:: USERS // SAMPLE]:
-        found = await recall_search(
-            services.memories, services.episodes, user, direction, "crowd turn", K, K
-        )
+        ctx = Context(user_id=user, recall_k=K, speaker_turns=0)
+        found = await search_channels(services, Search(ctx, "crowd turn", K), direction, CHANNELS)
+        dense, keyword = found.ranked("dense_turns"), found.ranked("keyword_turns")
         assert len(found.memories) == K and {m.user_id for m in found.memories} == {user}
         assert found.memories == await services.memories.search(user, direction, K)
-        assert found.dense == await services.episodes.dense_search(user, direction, K)
-        assert found.keyword == await services.episodes.keyword_search(user, "crowd turn", K)
-        assert len(found.dense) == len(found.keyword) == K
-        assert {t.message_id for t in found.dense} == {f"e{j}" for j in range(1, K + 1)}
-        assert {t.content for t in found.keyword} == {f"user: crowd turn {j}" for j in range(1, 6)}
+        assert dense == await services.episodes.dense_search(user, direction, K)
+        assert keyword == await services.episodes.keyword_search(user, "crowd turn", K)
+        assert len(dense) == len(keyword) == K
+        assert {t.message_id for t in dense} == {f"e{j}" for j in range(1, K + 1)}
+        assert {t.content for t in keyword} == {f"user: crowd turn {j}" for j in range(1, 6)}

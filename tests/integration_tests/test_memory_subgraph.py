@@ -17,7 +17,7 @@ from typing_extensions import TypedDict
 
 from graph.background import LocalScheduler
 from memory_graph_agent import Context, MemoryState, add_memory, memory_prompt
-from tests.fakes import ScriptedChatModel, block
+from memory_graph_agent.testing import ScriptedChatModel, block
 from tests.integration_tests.test_durability import _assert_exactly_once
 
 

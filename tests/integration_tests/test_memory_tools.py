@@ -13,8 +13,8 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolM
 from graph.prompts import TOOL_LIMIT_REPLY
 from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.profile import Fact
+from memory_graph_agent.testing import ScriptedChatModel, block, default_handler, tool_call
 from tests.conftest import say
-from tests.fakes import ScriptedChatModel, block, default_handler, tool_call
 
 ALL_TOOLS = ["search_memory", "remember", "forget", "pin", "unpin"]
 Step = str | AIMessage | Callable[[list[BaseMessage]], str | AIMessage]

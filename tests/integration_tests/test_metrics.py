@@ -28,9 +28,9 @@ from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.profile import Fact, ProfileStore
 from memory_graph_agent.storage.threads import ThreadOwners
 from memory_graph_agent.storage.window import StoredMessage, WindowStore
+from memory_graph_agent.testing import ScriptedChatModel, block, default_handler, prompt_text
 from tests.builders import keep_last
 from tests.conftest import say
-from tests.fakes import ScriptedChatModel, block, default_handler, prompt_text
 
 NAMES = (
     "agent_memory_retrieval_seconds",

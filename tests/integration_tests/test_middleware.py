@@ -1,6 +1,6 @@
 """`MemoryMiddleware` in a LangChain ``create_agent`` agent, on real Redis and Postgres.
 
-The agent's model and memory's model are the purpose-keyed fake (`tests.fakes`); the
+The agent's model and memory's model are the purpose-keyed fake (`memory_graph_agent.testing`); the
 agent is built through the public API (``from memory_graph_agent import ...``).
 """
 
@@ -16,8 +16,8 @@ from langchain_core.tools import tool
 
 from memory_graph_agent import MemoryMiddleware, MissingUserError, ProfileView
 from memory_graph_agent.services.models import register_chat_model
+from memory_graph_agent.testing import ScriptedChatModel, block, default_handler, tool_call
 from memory_graph_agent.turn.validation import InvalidInputError, ThreadOwnershipError
-from tests.fakes import ScriptedChatModel, block, default_handler, tool_call
 from tests.integration_tests.memory_child import kill_inside_a_memory_run
 from tests.integration_tests.test_durability import _assert_exactly_once
 
@@ -244,6 +244,30 @@ async def test_bad_input_gets_a_clear_error_and_loses_nothing(
     owners = [m.content for m in await services.window.window(user_id, thread)]
     assert "let me read this" not in owners and "still mine" in owners
     assert await services.window.window(intruder, thread) == []
+
+
+async def test_a_too_long_message_is_refused_and_the_thread_goes_on_without_it(
+    services, checkpointer, model, memory, user_id
+):
+    """create_agent writes the input into the thread before ``before_agent`` refuses it:
+    the next turn of the thread is answered, and the refused message is stored nowhere."""
+    agent = _agent(checkpointer, model, memory)
+    thread, huge = _thread(), "bees " * 40_000  # 200,000 characters
+    await _say(agent, user_id, thread, "a valid first turn")
+    with pytest.raises(InvalidInputError, match="200,000 characters long; the limit is 32,000"):
+        await _say(agent, user_id, thread, huge)
+    for i in range(3):  # the window (4) overflows into memory
+        state = await _say(agent, user_id, thread, f"a valid turn {i}")
+        assert isinstance(state["messages"][-1], AIMessage)
+    await memory.drain()
+    assert huge not in [m.text for m in state["messages"]]
+    assert not any(huge in str(m.content) for prompt in model.prompts for m in prompt)
+    stored = [m.content for m in await services.window.window(user_id, thread)]
+    stored += [m.content for _, m in await services.window.pending(user_id, thread)]
+    stored += [m.content for m in await services.episodes.history(user_id, thread)]
+    stored += [m.text for m in await services.memories.list(user_id, limit=1000)]
+    assert "a valid first turn" in "\n".join(stored)
+    assert not [text for text in stored if huge in text]
 
 
 async def test_every_evicted_message_is_summarized_once_when_the_process_dies_in_a_memory_run(

@@ -21,7 +21,7 @@ from langchain_core.messages import HumanMessage
 from graph.context import Context
 from memory_graph_agent import MemoryMiddleware
 from memory_graph_agent.services.models import register_chat_model
-from tests.fakes import ScriptedChatModel, block
+from memory_graph_agent.testing import ScriptedChatModel, block
 
 KNOBS = {"window_size": 4, "summary_batch": 2, "memory_token_budget": 600}
 """A small window and budget: recall must choose among many memories."""

@@ -19,6 +19,7 @@ from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.outages import guard
 from memory_graph_agent.storage.profile import Fact
 from memory_graph_agent.storage.window import StoredMessage
+from memory_graph_agent.testing import ScriptedChatModel, default_handler, prompt_text
 from memory_graph_agent.turn.rendering import render_memory, text_tokens
 from nodes.consolidate import consolidate
 from nodes.load_profile import load_profile
@@ -27,7 +28,6 @@ from nodes.reflect import reflect
 from nodes.summarize import summarize
 from nodes.trim_window import trim_window
 from tests.builders import keep_last, log_turns
-from tests.fakes import ScriptedChatModel, default_handler, prompt_text
 
 TS = "2026-03-04T05:06:07+00:00"
 

@@ -14,9 +14,9 @@ import uuid
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from memory_graph_agent.testing import ScriptedChatModel, reply_answer
 from nodes.respond import ModelUnavailableError
 from tests.conftest import kinds, say
-from tests.fakes import ScriptedChatModel, reply_answer
 
 N_CTX = 4096
 
@@ -178,7 +178,7 @@ async def test_an_oversized_message_summarized_later_never_wedges_the_thread(
 
 
 def _refusing_summarizer(messages: list[BaseMessage]) -> str:
-    from tests.fakes import summarize_answer
+    from memory_graph_agent.testing import summarize_answer
 
     used = sum(real_tokens(str(m.content)) + 4 for m in messages)
     if used > N_CTX:

@@ -10,8 +10,8 @@ import uuid
 
 from memory_graph_agent.core.tokens import text_tokens
 from memory_graph_agent.storage.profile import Fact
+from memory_graph_agent.testing import block
 from tests.conftest import say
-from tests.fakes import block
 
 DEFAULT_BUDGET = 400  # Context.profile_token_budget
 

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 from memory_graph_agent.cli.main import main
 from memory_graph_agent.storage.window import parse_ts
+from memory_graph_agent.testing import block
 from tests.conftest import say
-from tests.fakes import block
 
 
 def _thread() -> str:

@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 
 from memory_graph_agent.cli.main import main
 from memory_graph_agent.storage.memories import Memory
+from memory_graph_agent.testing import ScriptedChatModel, block
 from tests.conftest import say
-from tests.fakes import ScriptedChatModel, block
 
 PARTS = ("similarity", "keyword_rank", "relevance", "recency", "importance", "score")
 SISTER = "The user's sister Anna is a marine biologist in Oslo."

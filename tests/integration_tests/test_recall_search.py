@@ -1,4 +1,4 @@
-"""Recall's searches in one round trip (real Postgres): the same results as each store's own
+"""Recall's channels searched at once (real Postgres): the same results as each store's own
 search, never another user's rows, and `retrieve` the same with a precomputed vector."""
 
 from __future__ import annotations
@@ -8,11 +8,13 @@ import uuid
 
 import pytest
 
+from graph.context import Context
 from memory_graph_agent.recall import retrieval
+from memory_graph_agent.recall.channels import CHANNELS
+from memory_graph_agent.recall.channels.base import Found, Search, search_channels
 from memory_graph_agent.recall.linking import summary_turns
 from memory_graph_agent.recall.retrieval import retrieve
 from memory_graph_agent.storage.memory_rows import Memory
-from memory_graph_agent.storage.recall_search import recall_search
 from tests.builders import log_turns
 
 TOPICS = [
@@ -33,6 +35,20 @@ QUESTIONS = [
     "bees cello bike dog marathon tomatoes",
     "?!",  # no words: the keyword channel has nothing to search
 ]
+
+
+async def search_all(services, user, vector, text, k, depth, around=0) -> Found:
+    """Every channel's search: ``k`` memories, ``depth`` turns per turn channel."""
+    ctx = Context(user_id=user, recall_k=k, speaker_turns=0)
+    return await search_channels(services, Search(ctx, text, depth, around), vector, CHANNELS)
+
+
+def dense(found: Found) -> list:
+    return found.ranked("dense_turns")
+
+
+def keyword(found: Found) -> list:
+    return found.ranked("keyword_turns")
 
 
 async def _seed(services, user: str, secret: str) -> None:
@@ -56,25 +72,21 @@ async def users(services):
 async def test_one_round_trip_finds_what_each_search_finds(users, services, question):
     vector = await services.embeddings.aembed_query(question)
     for user in users:
-        found = await recall_search(
-            services.memories, services.episodes, user, vector, question, 3, 4
-        )
+        found = await search_all(services, user, vector, question, 3, 4)
         assert found.memories == await services.memories.search(user, vector, 3)
-        assert found.dense == await services.episodes.dense_search(user, vector, 4)
-        assert found.keyword == await services.episodes.keyword_search(user, question, 4)
-        assert len(found.memories) == 3 and len(found.dense) == 4
+        assert dense(found) == await services.episodes.dense_search(user, vector, 4)
+        assert keyword(found) == await services.episodes.keyword_search(user, question, 4)
+        assert len(found.memories) == 3 and len(dense(found)) == 4
 
 
 async def test_another_users_rows_never_come_back(users, services):
     question = "What is my locker code QX-000?"
     vector = await services.embeddings.aembed_query(question)
     for n, user in enumerate(users):
-        found = await recall_search(
-            services.memories, services.episodes, user, vector, question, 50, 50
-        )
+        found = await search_all(services, user, vector, question, 50, 50)
         assert {m.user_id for m in found.memories} == {user}
         own = {m.id for m in await services.episodes.history(user)}
-        hits = found.dense + found.keyword
+        hits = dense(found) + keyword(found)
         assert hits and {h.message_id for h in hits} <= own
         texts = [m.text for m in found.memories] + [h.content for h in hits]
         assert any(f"QX-{n}{n}{n}" in t for t in texts)
@@ -106,7 +118,7 @@ async def test_links_in_one_round_trip_are_the_two_lookups(users, services):
 
 
 def _searches_running() -> list[asyncio.Task]:
-    """Pending tasks of recall_search's own searches."""
+    """Pending tasks of the channels' own searches."""
     return [
         t
         for t in asyncio.all_tasks()
@@ -118,13 +130,9 @@ def _searches_running() -> list[asyncio.Task]:
 async def test_an_embedding_still_running_gives_the_same_results(users, services, question):
     vector = await services.embeddings.aembed_query(question)
     for user in users:
-        done = await recall_search(
-            services.memories, services.episodes, user, vector, question, 3, 4
-        )
+        done = await search_all(services, user, vector, question, 3, 4)
         running = services.embeddings.aembed_query(question)
-        found = await recall_search(
-            services.memories, services.episodes, user, running, question, 3, 4
-        )
+        found = await search_all(services, user, running, question, 3, 4)
         assert found == done
 
 
@@ -137,11 +145,9 @@ async def test_the_keyword_search_starts_before_the_embedding_ends(users, servic
         await asyncio.sleep(0.05)
         return await services.embeddings.aembed_query(question)
 
-    found = await recall_search(
-        services.memories, services.episodes, users[0], slow_embedding(), question, 3, 4
-    )
+    found = await search_all(services, users[0], slow_embedding(), question, 3, 4)
     assert seen == [1]  # the keyword search was on its way while the query was embedded
-    assert found.keyword == await services.episodes.keyword_search(users[0], question, 4)
+    assert keyword(found) == await services.episodes.keyword_search(users[0], question, 4)
 
 
 async def test_an_embedding_error_is_raised_as_is_and_leaves_no_search_running(users, services):
@@ -150,9 +156,7 @@ async def test_an_embedding_error_is_raised_as_is_and_leaves_no_search_running(u
         raise ValueError("the embedding model failed")
 
     with pytest.raises(ValueError, match="embedding model failed"):
-        await recall_search(
-            services.memories, services.episodes, users[0], failing_embedding(), "bees", 3, 4
-        )
+        await search_all(services, users[0], failing_embedding(), "bees", 3, 4)
     assert _searches_running() == []
 
 
@@ -160,23 +164,19 @@ async def test_an_embedding_error_is_raised_as_is_and_leaves_no_search_running(u
 async def test_the_searches_bring_the_links_of_what_they_find(users, services, question):
     vector = await services.embeddings.aembed_query(question)
     for user in users:
-        found = await recall_search(
-            services.memories, services.episodes, user, vector, question, 3, 4, around=2
-        )
-        plain = await recall_search(
-            services.memories, services.episodes, user, vector, question, 3, 4
-        )
-        assert (found.memories, found.dense, found.keyword) == (
+        found = await search_all(services, user, vector, question, 3, 4, around=2)
+        plain = await search_all(services, user, vector, question, 3, 4)
+        assert (found.memories, dense(found), keyword(found)) == (
             plain.memories,
-            plain.dense,
-            plain.keyword,
+            dense(plain),
+            keyword(plain),
         )
         assert plain.neighbours == {} and plain.members == found.members
         members = summary_turns(found.memories)
         assert members and found.members == {
             (h.thread_id, h.message_id): h for h in await services.episodes.turns(user, members)
         }
-        best = [(h.thread_id, h.message_id) for h in found.dense[:2] + found.keyword[:2]]
+        best = [(h.thread_id, h.message_id) for h in dense(found)[:2] + keyword(found)[:2]]
         assert set(found.neighbours) == set(best)
         for key, near in found.neighbours.items():
             assert [(key, h) for h in near] == await services.episodes.neighbours(user, [key])
@@ -207,3 +207,26 @@ async def test_recall_fetches_only_the_links_the_searches_did_not_bring(
         assert calls == []
     else:  # only neighbours are fetched: the summaries' turns came with the memory search
         assert calls and all(members == [] and around for members, around in calls)
+
+
+class NearestTurnsAgain:
+    """A channel of the test's own: the dense turn search again, under another name."""
+
+    name = ranking = "nearest_again"
+    rank_field, score_field, floor, needs_vector = "dense_rank", "similarity", True, True
+
+    def statements(self, services, search):
+        return services.episodes.dense_statements(search.user_id, search.vector, search.depth)
+
+    def read(self, rows, search):
+        return CHANNELS[1].read(rows, search)
+
+
+async def test_a_channel_added_to_the_list_is_searched_beside_the_others(users, services):
+    question = QUESTIONS[0]
+    vector = await services.embeddings.aembed_query(question)
+    ctx = Context(user_id=users[0], recall_k=3, speaker_turns=0)
+    channels = (*CHANNELS, NearestTurnsAgain())
+    found = await search_channels(services, Search(ctx, question, 4), vector, channels)
+    assert found.ranked("nearest_again") == dense(found)
+    assert dense(found) == await services.episodes.dense_search(users[0], vector, 4)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import uuid
 
+from memory_graph_agent.testing import ScriptedChatModel, prompt_text
 from tests.conftest import say
-from tests.fakes import ScriptedChatModel, prompt_text
 
 N_CTX = 4096
 

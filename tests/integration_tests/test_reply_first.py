@@ -17,8 +17,8 @@ from langchain_core.messages import HumanMessage
 from graph.background import LocalScheduler, memory_thread_id
 from graph.builder import build_builder, build_graph
 from memory_graph_agent.cli.session import end_session, run_turn
+from memory_graph_agent.testing import ScriptedChatModel, block, purpose_of
 from tests.conftest import kinds
-from tests.fakes import ScriptedChatModel, block, purpose_of
 from tests.integration_tests.memory_child import kill_inside_a_memory_run
 from tests.integration_tests.test_durability import _assert_exactly_once
 

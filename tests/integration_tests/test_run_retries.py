@@ -13,8 +13,8 @@ from collections import Counter
 import pytest
 from langchain_core.messages import HumanMessage
 
+from memory_graph_agent.testing import ScriptedChatModel
 from nodes.respond import ModelUnavailableError
-from tests.fakes import ScriptedChatModel
 
 
 def _crashing_model() -> ScriptedChatModel:

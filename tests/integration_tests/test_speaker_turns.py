@@ -1,5 +1,5 @@
-"""Speaker turns (`speaker_turns`): when the query names someone who spoke, the dense turn
-search also returns that speaker's nearest turns, in the same statement. Real Postgres;
+"""Speaker turns (`speaker_turns`): when the query names someone who spoke, the speaker turns
+channel adds that speaker's nearest turns to the dense turns' ranking. Real Postgres;
 the turns' vectors are set by a small embeddings class so that which turn is near is
 known exactly (the model is not under test here)."""
 
@@ -13,10 +13,11 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from graph.context import Context
-from memory_graph_agent.core.entities import named_in, speaker_names
-from memory_graph_agent.recall.retrieval import retrieve
+from memory_graph_agent.core.entities import named_in
+from memory_graph_agent.recall.channels import CHANNELS
+from memory_graph_agent.recall.channels.base import Search, search_channels
+from memory_graph_agent.recall.retrieval import rankings, retrieve
 from memory_graph_agent.storage.episode_index import MAX_SPEAKER_WORDS
-from memory_graph_agent.storage.recall_search import recall_search
 from memory_graph_agent.storage.window import StoredMessage
 from tests.builders import turns_table_record, without_component
 from tests.conftest import say
@@ -86,12 +87,20 @@ def _query() -> list[float]:
     return _axis(1, 1.0)
 
 
-async def _dense(services, user: str, speakers, speaker_k: int, k: int = 20) -> list[str]:
-    found = await recall_search(
-        services.memories, services.episodes, user, _query(), QUERY, 3, k, 0,
-        speakers, speaker_k,
-    )  # fmt: skip
-    return [h.content for h in found.dense]
+async def _ranked(services, user: str, question: str, speaker_k: int, k: int = 20) -> list:
+    """The dense turns' ranking: the ``k`` nearest, and the speaker turns joined to it."""
+    ctx = Context(user_id=user, recall_k=3, speaker_turns=speaker_k)
+    found = await search_channels(services, Search(ctx, question, k), _query(), CHANNELS)
+    return [h.record for h in rankings(found)["dense_turns"]]
+
+
+async def _dense(services, user: str, question: str, speaker_k: int, k: int = 20) -> list[str]:
+    return [h.content for h in await _ranked(services, user, question, speaker_k, k)]
+
+
+async def _speaker_rows(services, user: str, words: list[str], speaker_k: int) -> list[dict]:
+    statements = services.episodes.speaker_statements(user, _query(), 20, words, speaker_k)
+    return [] if statements is None else await services.db.run(*statements)
 
 
 @pytest.fixture
@@ -101,22 +110,22 @@ async def user(services, user_id) -> str:
 
 
 async def test_the_named_speakers_nearest_turns_join_the_dense_list(services, user):
-    plain = await _dense(services, user, (), 0)
+    plain = await _dense(services, user, QUERY, 0)
     assert len(plain) == 20 and all(c.startswith("Caroline: ") for c in plain)
-    named = await _dense(services, user, sorted(named_in(QUERY)), 2)
+    named = await _dense(services, user, QUERY, 2)
     # the 20 nearest of everyone's, then Melanie's 2 nearest: her answer first
     assert named[:20] == plain
     assert named[20:] == [f"Melanie: {TARGET}", "Melanie: Far 0."]
 
 
 async def test_a_query_that_names_nobody_who_spoke_searches_as_before(services, user):
-    plain = await _dense(services, user, (), 0)
-    assert await _dense(services, user, sorted(named_in("What did Oscar read?")), 40) == plain
-    assert await _dense(services, user, sorted(named_in(QUERY)), 0) == plain
+    plain = await _dense(services, user, QUERY, 0)
+    assert await _dense(services, user, "What did Oscar read?", 40) == plain
+    assert await _dense(services, user, QUERY.replace("Melanie", "melanie"), 40) == plain
 
 
 async def test_a_turn_already_among_the_nearest_is_not_returned_twice(services, user):
-    everyone = await _dense(services, user, sorted(named_in(QUERY)), 40, k=60)
+    everyone = await _dense(services, user, QUERY, 40, k=60)
     assert len(everyone) == len(set(everyone)) == 51  # every turn of the user, once
     assert everyone.index(f"Melanie: {TARGET}") == 25
 
@@ -125,25 +134,22 @@ async def test_another_users_turns_by_the_same_speaker_are_never_returned(servic
     mine, other = f"{user_id}-a", f"{user_id}-b"
     await _seed(services, mine)
     await _seed(services, other, target_cos=0.99)  # the other user's answer is nearer
-    found = await recall_search(
-        services.memories, services.episodes, mine, _query(), QUERY, 3, 20, 0,
-        sorted(named_in(QUERY)), 40,
-    )  # fmt: skip
+    found = await _ranked(services, mine, QUERY, 40)
     rows = await services.db.query(
         f'SELECT thread_id, message_id FROM "{services.episodes.vector_table}" WHERE user_id = :u',
         {"u": mine},
     )  # the two users' message ids are alike, their thread ids are not
-    assert {(h.thread_id, h.message_id) for h in found.dense} <= {
+    assert {(h.thread_id, h.message_id) for h in found} <= {
         (r["thread_id"], r["message_id"]) for r in rows
     }
-    assert len(found.dense) == 46  # 20 nearest + Melanie's 26 turns, all of them mine
+    assert len(found) == 46  # 20 nearest + Melanie's 26 turns, all of them mine
 
 
 async def test_many_query_words_are_capped(services, user):
     words = [f"w{i}" for i in range(MAX_SPEAKER_WORDS + 50)] + ["melanie"]
-    # "melanie" is past the cap: tried as no speaker, so the search is the plain one
-    assert await _dense(services, user, words, 2) == await _dense(services, user, (), 0)
-    assert len(await _dense(services, user, ["melanie", *words], 2)) == 22
+    # "melanie" is past the cap: tried as no speaker, so the scan finds nothing
+    assert await _speaker_rows(services, user, words, 2) == []
+    assert len(await _speaker_rows(services, user, ["melanie", *words], 2)) == 2
 
 
 @pytest.mark.parametrize("speaker_turns", [0, 40])
@@ -182,7 +188,7 @@ async def test_a_database_made_before_gets_the_speaker_index(services):
 
 async def test_no_speaker_scan_runs_when_the_query_names_nobody_who_spoke(services, user):
     async def plan(question: str) -> str:
-        *options, (sql, params) = services.episodes.dense_statements(
+        *options, (sql, params) = services.episodes.speaker_statements(
             user, _query(), 20, sorted(named_in(question)), 40
         )
         rows = await services.db.run(*options, ("EXPLAIN (ANALYZE, COSTS OFF) " + sql, params))
@@ -198,7 +204,7 @@ async def test_a_name_with_letters_beyond_ascii_is_found(services, user_id):
     tries the ASCII-only form for a server whose locale is plain ``C`` (a unit test)."""
     await _seed(services, user_id, name="Émile")
     question = "What did Émile read as a kid?"
-    found = await _dense(services, user_id, speaker_names(question), 2)
+    found = await _dense(services, user_id, question, 2)
     assert found[20] == f"Émile: {TARGET}"
 
 
@@ -214,3 +220,19 @@ async def test_a_turn_of_the_graph_recalls_the_named_speakers_answer_with_speake
     texts = [m["text"] for m in state["recalled"]]
     assert len(texts) > 20  # the recall ran and filled the prompt
     assert (f"Melanie: {TARGET}" in texts) is (speaker_turns > 0), texts
+
+
+async def test_the_speaker_query_shares_the_dense_searchs_connection(services, user, monkeypatch):
+    """As one statement did before: three connections, not four, and one round trip."""
+    sent: list[list] = []
+    pipeline = services.db.pipeline
+
+    async def recorded(*statements):
+        sent.append([s for s in statements if not isinstance(s, str)])  # the queries
+        return await pipeline(*statements)
+
+    monkeypatch.setattr(services.db, "pipeline", recorded)
+    assert len(await _ranked(services, user, QUERY, 40)) == 46
+    assert sorted(len(queries) for queries in sent) == [1, 1, 2]
+    (dense, speaker), *_ = [q for q in sent if len(q) == 2]
+    assert "split_part" not in dense[0] and "split_part" in speaker[0]

@@ -17,9 +17,9 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, To
 from memory_graph_agent import MemoryMiddleware
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.storage.window import StoredMessage
+from memory_graph_agent.testing import ScriptedChatModel, default_handler, tool_call
 from tests.builders import ids, msg, tc
 from tests.conftest import kinds, say
-from tests.fakes import ScriptedChatModel, default_handler, tool_call
 from tests.integration_tests.test_durability import _assert_exactly_once
 
 

@@ -11,9 +11,9 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from memory_graph_agent.storage.threads import REJECTED_TTL_S
+from memory_graph_agent.testing import ScriptedChatModel
 from memory_graph_agent.turn.validation import ThreadOwnershipError, discard_rejected
 from tests.conftest import say
-from tests.fakes import ScriptedChatModel
 
 
 def _id(kind: str) -> str:

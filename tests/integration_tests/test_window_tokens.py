@@ -11,9 +11,9 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 
+from memory_graph_agent.testing import REPLY, ScriptedChatModel
 from memory_graph_agent.turn.budgets import count_tokens
 from tests.conftest import say
-from tests.fakes import REPLY, ScriptedChatModel
 
 REPLY_TEXT = "Here is a long answer about the harbour inventory, cranes and ropes. " * 25
 

@@ -2,8 +2,8 @@
 
 The kernel inherits this session's environment (``REDIS_URL``, ``DATABASE_URL`` and
 ``MEMORY_KEY_PREFIX`` from the ``memory_env`` fixture). The notebook uses the fake chat
-model of ``tests/fakes.py``, so it needs no model download and runs in seconds; its own
-cells assert that each agent recalls across threads and that another user gets nothing;
+model of ``memory_graph_agent.testing``, so it needs no model download and runs in seconds; its
+own cells assert that each agent recalls across threads and that another user gets nothing;
 the memory the middleware formed is drawn as a picture.
 """
 

@@ -1,15 +1,18 @@
 """The layering of the code, checked from the source (no import of it, no server).
 
-Arrows point one way: apps -> wiring -> nodes -> declarations -> domain -> services ->
-local/storage -> core. ``graph/`` holds the wiring; its declarations (state, context, the
-run's prefetched query, prompts, tools) are what nodes may import from it. Every import
-counts, including the lazy ones inside functions (only ``if TYPE_CHECKING:`` blocks are
-skipped).
+Arrows point one way: testing -> apps -> wiring -> nodes -> declarations -> domain ->
+services -> local/storage -> core. ``graph/`` holds the wiring; its declarations (state,
+context, the run's prefetched query, prompts, tools) are what nodes may import from it.
+``memory_graph_agent.testing`` (the public fake chat model) is on top: nothing of the
+project imports it; tests, benchmarks and users' tests do. ``bench/`` never imports
+``tests/``. Every import counts, including the lazy ones inside functions (only ``if
+TYPE_CHECKING:`` blocks are skipped).
 """
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -39,6 +42,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("nodes", ("nodes",)),
     ("wiring", ("graph",)),
     ("apps", (f"{P}.cli", f"{P}.webapp", f"{P}.auth")),
+    ("testing", (f"{P}.testing",)),
 ]  # and the package itself, `memory_graph_agent` exactly: FRONT_DOORS
 FRONT_DOORS = {P: "apps"}
 """Modules whose layer is their exact name: the package's public API (lazy imports of the
@@ -173,6 +177,23 @@ def test_the_domain_imports_neither_langgraph_nor_a_driver() -> None:
             top = name.split(".")[0]
             if top == "langgraph" or top in DRIVERS:
                 wrong.append(f"{module} imports {name}")
+    assert wrong == []
+
+
+def test_the_public_fake_needs_only_langchain_core_and_pydantic() -> None:
+    """Users import `memory_graph_agent.testing` in their own tests: it starts nothing."""
+    path = ROOT / P / "testing.py"
+    tops = {name.split(".")[0] for name in imports_of(path)}
+    allowed = {"langchain_core", "pydantic", "__future__", *sys.stdlib_module_names}
+    assert tops - allowed == set()
+
+
+def test_bench_and_the_package_never_import_tests() -> None:
+    wrong = []
+    for path in sorted((ROOT / "bench").rglob("*.py")) + source_files():
+        for name in imports_of(path):
+            if name == "tests" or name.startswith("tests."):
+                wrong.append(f"{path.relative_to(ROOT)} imports {name}")
     assert wrong == []
 
 

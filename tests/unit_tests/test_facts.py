@@ -7,8 +7,8 @@ import json
 from graph.prompts import EXTRACT_FACTS_PROMPT
 from memory_graph_agent.profile.facts import extract_facts, facts_grounded, value_is_grounded
 from memory_graph_agent.storage.profile import Fact
+from memory_graph_agent.testing import ScriptedChatModel, prompt_text
 from memory_graph_agent.turn.rendering import render_profile
-from tests.fakes import ScriptedChatModel, prompt_text
 
 SAID = "The user said: I used to like Java, but now I prefer Go. What is C#?"
 

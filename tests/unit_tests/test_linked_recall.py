@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from memory_graph_agent.recall.linking import episode_item, link_turns, summary_turns
+from memory_graph_agent.recall.items import episode_item
+from memory_graph_agent.recall.linking import link_turns, summary_turns
 from memory_graph_agent.recall.ranking import RRF_K, fill_budget
-from memory_graph_agent.recall.retrieval import fuse, prompt_order
+from memory_graph_agent.recall.retrieval import prompt_order
 from memory_graph_agent.storage.episode_index import EpisodeHit
 from memory_graph_agent.storage.memory_rows import Memory
 from memory_graph_agent.turn.rendering import render_memories, text_tokens
@@ -116,13 +117,3 @@ def test_a_transcript_summary_gives_way_to_its_turns():
     # one of its turns not fetched (e.g. not indexed): the transcript stays
     out = link_turns(items, [raw], turns[:1], [], Knobs(0.0, 0.3))
     assert raw.id in [m["id"] for m in out]
-
-
-def test_fuse_ranks_with_the_given_rrf_constant():
-    hits = [
-        EpisodeHit("t", f"m{i}", f"Ann: turn {i}", DAY1, similarity=0.9 - i / 10) for i in range(3)
-    ]
-    for k in (5, 60):
-        out = fuse([], hits, hits[:1], 0.2, k)
-        assert [m["id"] for m in out] == ["t:m0", "t:m1", "t:m2"]
-        assert abs(out[0]["rrf"] - 2 / (k + 1)) < 1e-6 and abs(out[1]["rrf"] - 1 / (k + 2)) < 1e-6

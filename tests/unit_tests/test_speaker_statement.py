@@ -1,4 +1,4 @@
-"""The dense turn search's statement with speaker turns (`EpisodeIndex.dense_statements`)."""
+"""The speaker turns' statement (`EpisodeIndex.speaker_statements`), beside the dense one."""
 
 from __future__ import annotations
 
@@ -9,27 +9,34 @@ from memory_graph_agent.storage.episode_index import MAX_SPEAKER_WORDS, SPEAKER_
 from memory_graph_agent.storage.episodes import EpisodeLog
 
 VECTOR = [0.1] * 384
+LOG = EpisodeLog(db=None, dim=384)  # building a statement needs no server
 
 
 def _sql(speakers, speaker_k):
-    log = EpisodeLog(db=None, dim=384)  # building a statement needs no server
-    *options, (sql, params) = log.dense_statements("u1", VECTOR, 20, speakers, speaker_k)
+    statements = LOG.speaker_statements("u1", VECTOR, 20, speakers, speaker_k)
+    if statements is None:
+        return None
+    *options, (sql, params) = statements
     return options, sql, params
 
 
-def test_without_speakers_the_statement_is_the_plain_knn():
-    plain = _sql((), 0)
-    assert "UNION" not in plain[1] and "speakers" not in plain[2]
-    assert _sql(["melanie"], 0) == plain  # speaker turns off
-    assert _sql(["", ""], 40) == plain  # no word to try
+def test_without_speakers_there_is_no_speaker_search():
+    assert _sql(["melanie"], 0) is None  # speaker turns off
+    assert _sql(["", ""], 40) is None  # no word to try
+    assert _sql((), 40) is None
+    *_, (plain, params) = LOG.dense_statements("u1", VECTOR, 20)
+    assert "speakers" not in params and "split_part" not in plain
 
 
-def test_speaker_turns_are_a_second_scan_in_the_same_statement():
+def test_speaker_turns_are_one_scan_with_the_dense_searchs_options():
     options, sql, params = _sql(["melanie", "read", "melanie"], 40)
-    assert sql.count("ORDER BY embedding <=>") == 2 and ") UNION (" in sql
+    *dense_options, (knn, _) = LOG.dense_statements("u1", VECTOR, 20)
+    assert options == dense_options  # the same ef_search (of the dense search's k)
+    assert sql.count("ORDER BY embedding <=>") == 1 and "UNION" not in sql
     assert sql.count(SPEAKER_SQL.replace("content", "s.content")) == 1  # the probe
-    assert params["speakers"] == ["melanie", "read"] and params["speaker_k"] == 40
-    assert params["k"] == 20 and params["user_id"] == "u1"
+    assert sql.startswith(knn.split(" ORDER BY")[0])  # the dense search, narrowed
+    assert params["speakers"] == ["melanie", "read"] and params["k"] == 40
+    assert params["user_id"] == "u1"
 
 
 def test_the_words_tried_as_speakers_are_capped():

@@ -1,4 +1,4 @@
-"""A scripted fake chat model for tests and benchmarks: it answers by the call's purpose.
+"""Test your agent without a model: a scripted chat model that answers by the call's purpose.
 
 Every memory model call declares what it is for with the run tag ``prompt:<purpose>``
 (`memory_graph_agent.formation.llm.tagged`: ``summarize``, ``extract_facts``, ``consolidate``,
@@ -13,7 +13,27 @@ reflection invents nothing, consolidation discards exact repeats only.
 
 It records what it saw (``prompts``, ``purposes``, ``tools_seen``), supports
 ``with_structured_output`` (the answer is parsed as JSON into the schema), ``bind_tools``
-(the tools travel with each call, like a real provider's) and streaming.
+(the tools travel with each call, like a real provider's) and streaming. The project's
+own tests and benchmarks use this one fake.
+
+Example, a reply scripted and a memory call left to the defaults::
+
+    >>> from memory_graph_agent.testing import REPLY, ScriptedChatModel
+    >>> model = ScriptedChatModel(handlers={REPLY: lambda messages: "Hi Ann!"})
+    >>> model.invoke("Hello, my name is Ann Lee").content
+    'Hi Ann!'
+    >>> model.invoke("[10:02] human: hi", {"tags": ["prompt:summarize"]}).content
+    'The user said: hi'
+    >>> model.purposes
+    ['reply', 'summarize']
+
+In a graph, register it and name it as the context's model (the agent then runs every
+node for real, against your Redis and Postgres)::
+
+    from memory_graph_agent.services.models import register_chat_model
+
+    spec = register_chat_model("my-fake", ScriptedChatModel())
+    context = Context(user_id="ann", model=spec)  # graph.context.Context
 
 Only langchain_core and pydantic are imported here: no graph, no node, no store.
 """
@@ -21,9 +41,10 @@ Only langchain_core and pydantic are imported here: no graph, no node, no store.
 from __future__ import annotations
 
 import json
+import os
 import re
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -288,3 +309,21 @@ class ScriptedChatModel(GenericFakeChatModel):
     def system_prompts(self) -> list[str]:
         """The system prompts of the reply calls (the ``respond`` node), in order."""
         return [str(p[0].content) for p in self.prompts_for(REPLY) if p and p[0].type == "system"]
+
+
+@contextmanager
+def environment(values: Mapping[str, str]) -> Iterator[None]:
+    """Set environment variables for the duration of the block, then restore them.
+
+    A `Context` field left at its default reads the variable of its name, upper-cased.
+    """
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
