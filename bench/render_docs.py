@@ -658,6 +658,28 @@ def render_growth_table(root: Path) -> str:
     return table(head, rows) + f"\n\n{users} users; on {machine(d)}."
 
 
+def render_ingestion_table(root: Path) -> str:
+    """Turns per second into memory, raw and with a chat model, on the same turns."""
+    d = load(root, "ingestion")
+    rows = [
+        [
+            "raw summaries, no model"
+            if r["mode"] == "raw"
+            else f"summaries etc. by `{r['model']}`",
+            num(r["turns"], 0),
+            num(r["seconds"], 0),
+            num(r["turns_per_s"], 2),
+            ", ".join(f"{n} {kind}" for kind, n in sorted(r["stored"].items())),
+        ]
+        for r in d["runs"]
+    ]
+    head = ["ingestion", "turns", "seconds", "turns/s", "stored"]
+    return table(head, rows) + (
+        f"\n\nThe first {d['data']['turns']} turns of LongMemEval question "
+        f"`{d['data']['question_id']}`, memory inline; on {machine(d)}."
+    )
+
+
 def render_soak_summary(root: Path) -> str:
     """Totals and the exactly-once check of the soak."""
     d = load(root, "soak")
@@ -792,6 +814,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "graph-floor-table": render_graph_floor_table,
     "throughput-table": render_throughput_table,
     "growth-table": render_growth_table,
+    "ingestion-table": render_ingestion_table,
     "soak-headline": render_soak_headline,
     "soak-summary": render_soak_summary,
     "soak-recovery": render_soak_recovery,

@@ -1,0 +1,135 @@
+"""Ingestion throughput: turns per second into memory, raw and with a chat model.
+
+    python -m bench.ingestion [--turns 200] [--model local:smollm2] [--out bench/out]
+
+The first ``--turns`` turns of a LongMemEval haystack (`bench.longmemeval_data`; one user
+and an assistant, long replies) are replayed as `bench.longmemeval` replays them: each
+exchange one live turn through ``trim_window → summarize → consolidate → reflect``
+(`bench.locomo_pipeline.build_replay_graph`, memory inline, so the time includes memory's
+own work), each session but the last ended. Twice, each on a fresh database and key
+prefix:
+
+* ``raw``: summaries are the evicted turns themselves, no model call (what
+  `bench.longmemeval` measures on all 60 haystacks);
+* ``model``: ``summary_mode="llm"`` with ``--model`` writing the summaries, the facts, the
+  consolidation decisions and the reflections, as a live agent does.
+
+Reported per mode: turns, seconds, turns per second, and what was stored (summaries,
+reflections, indexed turns). Writes ``<out>/ingestion.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from bench.env import EMBEDDING, isolated_services, machine_info
+from bench.locomo_pipeline import GuardChatModel, build_replay_graph, replay_context
+from bench.longmemeval import DEFAULT_DATA, replay_haystack
+from bench.longmemeval_data import Haystack, Session, load_longmemeval
+from bench.stats import bench_parser, quiet_logs, write_json
+from graph.context import Context
+from memory_graph_agent.services.models import register_chat_model
+from memory_graph_agent.services.stores import services_session
+
+
+def first_turns(hay: Haystack, turns: int) -> Haystack:
+    """``hay`` cut to its first ``turns`` turns, on whole exchanges of whole sessions."""
+    kept: list[Session] = []
+    left = turns
+    for session in hay.sessions:
+        if left <= 0:
+            break
+        cut: list = []
+        for exchange in session.exchanges():
+            if left <= 0:
+                break
+            cut.extend(exchange)
+            left -= len(exchange)
+        kept.append(replace(session, turns=tuple(cut)))
+    return replace(hay, sessions=tuple(kept))
+
+
+def mode_context(hay: Haystack, mode: str, model: str, guard: str) -> Context:
+    """Raw: the replay's own knobs (no model). Model: summaries and reflections by ``model``."""
+    raw = replay_context(hay, guard)  # type: ignore[arg-type]
+    if mode == "raw":
+        return raw
+    defaults = Context(user_id=hay.user_id)
+    return replace(
+        raw,
+        model=model,
+        summary_mode="llm",
+        reflect_after=defaults.reflect_after,
+        reflect_importance_threshold=defaults.reflect_importance_threshold,
+    )
+
+
+async def ingest(hay: Haystack, mode: str, model: str, guard: str) -> dict[str, Any]:
+    """Replay ``hay`` in ``mode`` on fresh stores; its timing and what it stored."""
+    async with (
+        isolated_services(tag=f"bench_ingest_{mode}"),
+        services_session(EMBEDDING) as services,
+    ):
+        graph = build_replay_graph(services)
+        ctx = mode_context(hay, mode, model, guard)
+        t0 = time.perf_counter()
+        fed = await replay_haystack(graph, hay, ctx)
+        seconds = time.perf_counter() - t0
+        counts = await services.memories.count(hay.user_id)
+    return {
+        "mode": mode,
+        "model": model if mode == "model" else None,
+        "turns": fed,
+        "seconds": round(seconds, 1),
+        "turns_per_s": round(fed / seconds, 2) if seconds else None,
+        "stored": dict(counts),
+    }
+
+
+async def run_benchmark(
+    data: str | Path = DEFAULT_DATA,
+    out: str | Path = "bench/out",
+    turns: int = 200,
+    model: str = "local:smollm2",
+) -> dict[str, Any]:
+    """Both modes on the same turns; write ``ingestion.json`` under ``out``."""
+    hay = first_turns(load_longmemeval(Path(data), 1, 0)[0], turns)
+    guard = register_chat_model(f"ingest-guard-{uuid.uuid4().hex[:8]}", GuardChatModel())
+    async with isolated_services(tag="bench_ingest_probe") as env:
+        machine = await machine_info(env.database_url)
+    runs = [await ingest(hay, mode, model, guard) for mode in ("raw", "model")]
+    report = {
+        "benchmark": "ingestion",
+        "data": {"path": Path(data).name, "question_id": hay.question_id, "turns": turns},
+        "machine": machine,
+        "runs": runs,
+    }
+    write_json(Path(out) / "ingestion.json", report)
+    for run in runs:
+        print(
+            f"{run['mode']:5} {run['model'] or '':16} {run['turns']} turns in "
+            f"{run['seconds']:.0f} s: {run['turns_per_s']:.2f} turns/s, stored {run['stored']}"
+        )
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point."""
+    parser = bench_parser("python -m bench.ingestion", __doc__)
+    parser.add_argument("--data", default=str(DEFAULT_DATA), help="LongMemEval-format JSON")
+    parser.add_argument("--out", default="bench/out", help="output folder (JSON)")
+    parser.add_argument("--turns", type=int, default=200, help="turns replayed per mode")
+    parser.add_argument("--model", default="local:smollm2", help="the model mode's chat model")
+    args = parser.parse_args(argv)
+    quiet_logs()
+    asyncio.run(run_benchmark(args.data, args.out, args.turns, args.model))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
