@@ -22,11 +22,11 @@ it when the run has ended). Turns are split into those that formed memory (inlin
 summarize; background: handed work to a memory run) and the others. "Memory adds to
 TTFT" is each turn's TTFT minus the respond-only TTFT of the same turn, reported whole
 and without the query embedding: minus the time recall waited for it (``embed_wait``;
-the run starts the embedding before LangGraph loads the checkpoint, `graph.prefetch`,
-and ``recall`` runs beside ``load_profile``, so what it overlaps is not waited for); its
-own duration is reported apart. What remains is the critical path's cost beyond the
-embedding. Then the background runs are drained and every message is checked to be in
-exactly one summary (`bench.verify`).
+``recall`` runs beside ``load_profile``, and its keyword search and window read beside
+the embedding, so what they overlap is not waited for); its own duration is reported
+apart. What remains is the critical path's cost beyond the embedding. Then the
+background runs are drained and every message is checked to be in exactly one summary
+(`bench.verify`).
 
 Memory's own model cost: ``--cost-conversations`` whole LoCoMo conversations replayed
 with the instant fake model, memory inline (each batch of ``summary_batch`` messages
