@@ -10,10 +10,7 @@ memory alike, waits ``--first-token`` and then streams ``--tokens-per-s``):
 
 - ``respond_only``: the project's ``respond`` node alone (no memory);
 - ``inline``: the memory graph, memory formed inside each turn's run;
-- ``background``: the memory graph as shipped (`graph.background.LocalScheduler`);
-- ``background_no_give_way``: the same with ``memory_give_way_s=0``: memory's store calls
-  do not give way to the next turns' read paths (`memory_graph_agent.core.priority`), the
-  ablation that shows what giving way is worth.
+- ``background``: the memory graph as shipped (`graph.background.LocalScheduler`).
 
 Each turn streams (``stream_mode=["messages", "updates"]``). Per turn: time to the first
 reply token (TTFT), to the whole reply, to the end of the turn's run, and how long the
@@ -61,8 +58,7 @@ from graph.context import Context
 from memory_graph_agent.services.stores import open_checkpointer, services_session
 
 LOCOMO = Path(DEFAULT_DATA)
-GIVE_WAY = Context.__dataclass_fields__["memory_give_way_s"].default
-MODES = ("respond_only", "inline", "background", "background_no_give_way")
+MODES = ("respond_only", "inline", "background")
 
 
 def _texts(path: Path, conversations: int) -> list[list[str]]:
@@ -163,20 +159,13 @@ async def run_latency(
                 "inline": build_graph(services, saver),
                 "background": memory.bind(build_graph(services, saver, scheduler=memory)),
             }
-            graphs["background_no_give_way"] = graphs["background"]
             with instrument(services):
                 raw: dict[str, list[dict[str, Any]]] = {}
                 for mode in MODES:
                     spec, _ = register_paced_model(**speed)
                     user = f"lat-{mode.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
                     memory_mode = "inline" if mode == "inline" else "background"
-                    give_way = {"background_no_give_way": 0.0}.get(mode, GIVE_WAY)
-                    ctx = Context(
-                        user_id=user,
-                        model=spec,
-                        memory_mode=memory_mode,
-                        memory_give_way_s=give_way,
-                    )
+                    ctx = Context(user_id=user, model=spec, memory_mode=memory_mode)
                     print(f"[latency] {mode}: {turns} turns", flush=True)
                     raw[mode] = await _conversation(graphs[mode], ctx, texts)
                     started = time.perf_counter()
