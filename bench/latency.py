@@ -1,16 +1,24 @@
 """Time to first token, to the reply and to the next turn, with a model of realistic speed.
 
     python -m bench.latency [--turns 120] [--first-token 0.3] [--tokens-per-s 40]
-                            [--cost-conversations 2] [--out bench/out]
+                            [--cost-conversations 2] [--modes respond_only,background,...]
+                            [--out bench/out]
 
 One conversation of ``--turns`` LoCoMo turns (conversation 1 of the dev set, said by
-its speakers as the user), through three agents on the same Redis, Postgres and
-checkpointer, each with a fresh `bench.fake_model.PacedChatModel` (every call, reply and
-memory alike, waits ``--first-token`` and then streams ``--tokens-per-s``):
+its speakers as the user), through each agent of ``--modes`` (default: all) on the same
+Redis, Postgres and checkpointer, each with a fresh `bench.fake_model.PacedChatModel`
+(every call, reply and memory alike, waits ``--first-token`` and then streams
+``--tokens-per-s``):
 
 - ``respond_only``: the project's ``respond`` node alone (no memory);
 - ``inline``: the memory graph, memory formed inside each turn's run;
-- ``background``: the memory graph as shipped (`graph.background.LocalScheduler`).
+- ``background``: the memory graph as shipped (`graph.background.LocalScheduler`);
+- ``agent_only``: a LangChain ``create_agent`` agent with no middleware (no memory);
+- ``middleware_background``: the same agent with `MemoryMiddleware`, its memory runs on
+  the same scheduler as ``background``'s.
+
+What memory adds is measured against the run's memory-less twin: ``agent_only`` for the
+middleware when it ran, else (and for our graph) ``respond_only``.
 
 Each turn streams (``stream_mode=["messages", "updates"]``). Per turn: time to the first
 reply token (TTFT), to the whole reply, to the end of the turn's run, and how long the
@@ -38,9 +46,11 @@ import argparse
 import asyncio
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 
 from bench.env import EMBEDDING, isolated_services, machine_info
@@ -55,10 +65,40 @@ from bench.verify import verify_conversation
 from graph.background import LocalScheduler
 from graph.builder import build_graph
 from graph.context import Context
+from graph.middleware import MemoryMiddleware
+from graph.prompts import ASSISTANT_PROMPT
 from memory_graph_agent.services.stores import open_checkpointer, services_session
 
 LOCOMO = Path(DEFAULT_DATA)
-MODES = ("respond_only", "inline", "background")
+MODES = (
+    "respond_only",
+    "inline",
+    "background",
+    "agent_only",
+    "middleware_background",
+)
+AGENTS = ("agent_only", "middleware_background")
+"""The ``create_agent`` agents: their model node is ``model``, not ``respond``."""
+REPLY_NODES = ("respond", "model")
+
+
+def baseline_of(mode: str, modes: Sequence[str]) -> str | None:
+    """The memory-less mode ``mode`` is compared with (``None`` for a baseline itself)."""
+    if mode in ("respond_only", "agent_only"):
+        return None
+    if mode in AGENTS and "agent_only" in modes:
+        return "agent_only"
+    return "respond_only" if "respond_only" in modes else None
+
+
+def parse_modes(text: str) -> tuple[str, ...]:
+    """``--modes``: a comma-separated subset of `MODES`, run in `MODES`' order."""
+    asked = [m.strip() for m in text.split(",") if m.strip()]
+    if unknown := [m for m in asked if m not in MODES]:
+        raise argparse.ArgumentTypeError(f"unknown modes {unknown}: choose from {list(MODES)}")
+    if not asked:
+        raise argparse.ArgumentTypeError("no mode given")
+    return tuple(m for m in MODES if m in asked)
 
 
 def _texts(path: Path, conversations: int) -> list[list[str]]:
@@ -66,7 +106,7 @@ def _texts(path: Path, conversations: int) -> list[list[str]]:
     return [[f"{t.speaker}: {t.text}" for t in c.turns] for c in convs]
 
 
-async def _turn(graph: Any, ctx: Context, thread: str, text: str) -> dict[str, Any]:
+async def _turn(graph: Any, ctx: Any, thread: str, text: str) -> dict[str, Any]:
     """One streamed turn: its timings (seconds from sending) and what memory did."""
     record = TurnRecord()
     CURRENT_TURN.set(record)
@@ -84,13 +124,17 @@ async def _turn(graph: Any, ctx: Context, thread: str, text: str) -> dict[str, A
         now = time.perf_counter() - sent
         if kind == "messages":
             chunk, meta = payload
-            if first is None and meta["langgraph_node"] == "respond" and chunk.text:
+            if first is None and meta["langgraph_node"] in REPLY_NODES and chunk.text:
                 first = now
             continue
         for node, update in payload.items():
             nodes.append(node)
-            reply = now if node == "respond" else reply
-            scheduled = scheduled or bool((update or {}).get("memory_scheduled"))
+            reply = now if node in REPLY_NODES else reply
+            update = update or {}
+            scheduled = scheduled or bool(update.get("memory_scheduled"))
+            ended = node.endswith(".after_agent")  # the middleware's turn end
+            events = (update.get("memory_events") or []) if ended else []
+            scheduled = scheduled or any(e.get("kind") == "scheduled" for e in events)
     end = time.perf_counter() - sent
     embed = record.parts.get("embed_query", [0.0])[0]  # recall's, started with the run
     waited = record.parts.get("embed_wait", [0.0])[0]  # what of it recall waited for
@@ -128,7 +172,7 @@ def _summary(turns: list[dict[str, Any]], baseline: list[dict[str, Any]] | None)
     return out
 
 
-async def _conversation(graph: Any, ctx: Context, texts: list[str]) -> list[dict[str, Any]]:
+async def _conversation(graph: Any, ctx: Any, texts: list[str]) -> list[dict[str, Any]]:
     thread = f"lat-{uuid.uuid4().hex[:8]}"
     turns = [await _turn(graph, ctx, thread, text) for text in texts]
     return [{**t, "thread": thread} for t in turns]
@@ -141,8 +185,9 @@ async def run_latency(
     tokens_per_s: float,
     cost_conversations: int,
     locomo: Path = LOCOMO,
+    modes: Sequence[str] = MODES,
 ) -> dict[str, Any]:
-    """Run the three agents and the cost replay; write latency.json and latency.png."""
+    """Run the agents of ``modes`` and the cost replay; write latency.json and latency.png."""
     (texts,) = _texts(locomo, 1)
     texts = (texts * (turns // len(texts) + 1))[:turns]
     speed = {"first_token_s": first_token, "tokens_per_s": tokens_per_s}
@@ -161,20 +206,27 @@ async def run_latency(
             }
             with instrument(services):
                 raw: dict[str, list[dict[str, Any]]] = {}
-                for mode in MODES:
-                    spec, _ = register_paced_model(**speed)
+                for mode in modes:
+                    spec, model = register_paced_model(**speed)
                     user = f"lat-{mode.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
                     memory_mode = "inline" if mode == "inline" else "background"
                     ctx = Context(user_id=user, model=spec, memory_mode=memory_mode)
+                    agent, context = graphs.get(mode), ctx
+                    if mode in AGENTS:  # the middleware's knobs are its own; the user the run's
+                        agent = _agent(services, saver, memory, mode, spec, model)
+                        context = {"user_id": user}
                     print(f"[latency] {mode}: {turns} turns", flush=True)
-                    raw[mode] = await _conversation(graphs[mode], ctx, texts)
+                    raw[mode] = await _conversation(agent, context, texts)
                     started = time.perf_counter()
                     await memory.drain()
                     lag = time.perf_counter() - started
-                    results[mode] = _summary(raw[mode], raw.get("respond_only"))
+                    baseline = baseline_of(mode, modes)
+                    results[mode] = _summary(raw[mode], raw.get(baseline or ""))
+                    if baseline:
+                        results[mode]["baseline"] = baseline
                     results[mode]["drain_after_last_turn_s"] = round(lag, 3)
                     results[mode]["memory_run_failures"] = memory.failures
-                    if mode != "respond_only":
+                    if baseline_of(mode, MODES):  # a mode with memory
                         thread = raw[mode][0]["thread"]
                         check = await verify_conversation(services, user, thread)
                         check["ok"] = not (check["lost"] or check["duplicated"] or check["foreign"])
@@ -187,13 +239,25 @@ async def run_latency(
         "benchmark": "latency",
         "machine": info,
         "config": {"turns": turns, **speed, "reply_tokens": 40, "embedding_model": EMBEDDING},
-        "modes": {m: results[m] for m in MODES},
+        "modes": {m: results[m] for m in modes},
         "memory_cost_per_turn": results["memory_cost_per_turn"],
     }
     write_json(out / "latency.json", data)
     plot_latency(data, out / "latency.png")
     print_latency(data)
     return data
+
+
+def _agent(services: Any, saver: Any, memory: Any, mode: str, spec: str, model: Any) -> Any:
+    """A ``create_agent`` agent with our assistant prompt, with the middleware or without."""
+    middleware = []
+    if mode == "middleware_background":
+        middleware = [
+            MemoryMiddleware(services, scheduler=memory, model=spec, memory_mode="background")
+        ]
+    return create_agent(
+        model, [], system_prompt=ASSISTANT_PROMPT, middleware=middleware, checkpointer=saver
+    )
 
 
 async def _cost_replay(services: Any, saver: Any, locomo: Path, conversations: int) -> dict:
@@ -236,13 +300,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tokens-per-s", type=float, default=40.0, help="streaming speed")
     p.add_argument("--cost-conversations", type=int, default=2, help="LoCoMo replays for cost")
     p.add_argument("--locomo", type=Path, default=LOCOMO)
+    p.add_argument(
+        "--modes",
+        type=parse_modes,
+        default=MODES,
+        help=f"comma-separated agents to run, of {','.join(MODES)}",
+    )
     p.add_argument("--out", type=Path, default=Path("bench/out"))
     a = p.parse_args(argv)
     quiet_logs()
     data = asyncio.run(
-        run_latency(a.turns, a.out, a.first_token, a.tokens_per_s, a.cost_conversations, a.locomo)
+        run_latency(
+            a.turns, a.out, a.first_token, a.tokens_per_s, a.cost_conversations, a.locomo, a.modes
+        )
     )
-    ok = all(data["modes"][m]["verification"]["ok"] for m in MODES if m != "respond_only")
+    ok = all(m["verification"]["ok"] for m in data["modes"].values() if "verification" in m)
     return 0 if ok else 1
 
 

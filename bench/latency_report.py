@@ -27,7 +27,8 @@ def plot_latency(data: dict[str, Any], path: Path) -> None:
         p50 = [data["modes"][m][k][metric]["p50"] or 0 for m, k in groups]
         p95 = [data["modes"][m][k][metric]["p95"] or 0 for m, k in groups]
         xs = range(len(groups))
-        ax.bar(xs, p50, color=["#888" if m == "respond_only" else "#2a7" for m, _ in groups])
+        baselines = ("respond_only", "agent_only")
+        ax.bar(xs, p50, color=["#888" if m in baselines else "#2a7" for m, _ in groups])
         ax.scatter(xs, p95, marker="_", s=300, color="black", label="p95", zorder=3)
         ax.set_xticks(list(xs))
         ax.set_xticklabels(

@@ -457,7 +457,10 @@ LATENCY_MODES = {
     # measured while memory work gave way to turns' read paths (the default row then);
     # give-way is removed since, and new results have no such mode
     "background_no_give_way": "background, give-way off (then an option)",
+    "agent_only": "`create_agent`, no middleware (no memory)",
+    "middleware_background": "`create_agent` + `MemoryMiddleware` (background)",
 }
+LATENCY_BASELINES = ("respond_only", "agent_only")
 LATENCY_METRICS = ("ttft", "time_to_reply", "run_end", "next_turn_waits")
 
 
@@ -499,12 +502,14 @@ def render_latency_adds(root: Path) -> str:
     rows = []
     for mode, label in LATENCY_MODES.items():
         m = d["modes"].get(mode)
-        if not m or mode == "respond_only":
+        if not m or mode in LATENCY_BASELINES or "memory_adds_to_ttft" not in m:
             continue
         v = m.get("verification") or {}
+        baseline = m.get("baseline", "respond_only")  # runs before it was recorded: respond
+        against = "" if baseline == "respond_only" else f" (against {LATENCY_MODES[baseline]})"
         rows.append(
             [
-                label,
+                label + against,
                 pair(m["memory_adds_to_ttft"]),
                 pair(m["memory_adds_to_ttft_excluding_embedding"]),
                 f"{m['drain_after_last_turn_s']:.1f} s",

@@ -13,6 +13,12 @@ The same domain functions as the ``memory_agent`` graph, at the agent's hooks:
   schedulers as our graph's (`graph.background`): a memory run of the ``memory_agent``
   graph, in this process (`LocalScheduler`) or on the LangGraph server (`ServerScheduler`).
 
+A run with the input ``{"end_session": True}`` (and no new message) archives the thread,
+as our graph's ``end_session`` and the CLI's ``/new`` do: nothing is recalled and the model
+is not called (``abefore_agent`` jumps to the end); the thread's memory runs of this process
+finish first, then the whole window moves to pending and is summarized within the run, and
+the thread's messages leave the agent's state.
+
 The user is the run's: ``context.user_id`` (an object or a dict), or the authenticated
 identity of a LangGraph server run. Without one the turn is refused with `MissingUserError`;
 nothing is ever written under a default user.
@@ -26,7 +32,13 @@ from dataclasses import fields
 from functools import partial
 from typing import Annotated, Any, NotRequired
 
-from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    AgentState,
+    ModelRequest,
+    ModelResponse,
+    hook_config,
+)
 from langchain.agents.middleware.types import OmitFromInput
 from langchain.tools import ToolRuntime
 from langchain_core.messages import RemoveMessage, SystemMessage
@@ -39,6 +51,7 @@ from graph.context import Context, MemoryScheduler, current_thread_id
 from graph.prompts import memory_prompt
 from graph.tools import memory_tools
 from memory_graph_agent.core.records import MemoryEvent, ProfileChange, RecalledItem, event
+from memory_graph_agent.core.turns import ends_session
 from memory_graph_agent.providers.base import MemoryProvider, ProfileView
 from memory_graph_agent.providers.tiered import PROVIDERS, provider_named
 from memory_graph_agent.services.stores import Services, server_services
@@ -66,8 +79,12 @@ class MissingUserError(InvalidInputError):
 
 
 class MemoryAgentState(AgentState):
-    """The agent's state plus what memory put in this turn's prompt (read in Studio)."""
+    """The agent's state plus what memory put in this turn's prompt (read in Studio).
 
+    ``end_session``: ``True`` as input archives the thread instead of answering.
+    """
+
+    end_session: NotRequired[bool]
     memory_profile: NotRequired[Annotated[dict[str, dict[str, Any]], OmitFromInput]]
     memory_changes: NotRequired[Annotated[list[ProfileChange], OmitFromInput]]
     memory_recalled: NotRequired[Annotated[list[RecalledItem], OmitFromInput]]
@@ -115,6 +132,8 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
                 {"configurable": {"thread_id": "t1"}},
                 context={"user_id": "ada"},
             )
+            # archive the thread into memory (no reply): its window ends empty
+            await agent.ainvoke({"end_session": True}, config, context={"user_id": "ada"})
             await memory.drain()  # before closing the services
         ```
 
@@ -178,12 +197,18 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
         if isinstance(self.scheduler, LocalScheduler):
             await self.scheduler.drain()
 
+    @hook_config(can_jump_to=["end"])
     async def abefore_agent(self, state: MemoryAgentState, runtime: Runtime[Any]) -> dict[str, Any]:
-        """Admit the turn while the profile and recall are read (all side by side)."""
+        """Admit the turn while the profile and recall are read (all side by side).
+
+        A session end is admitted alone, and the run jumps to ``aafter_agent``.
+        """
         ctx = self.settings(runtime)
         thread = current_thread_id()
         services, provider = await self.open()
-        messages = state["messages"]
+        messages = state.get("messages") or []
+        if ends_session(messages, bool(state.get("end_session"))):
+            return await self._start_session_end(services, ctx, thread, messages)
         budget = recall_budget(ctx.memory_token_budget, messages)
         query = latest_human_text(messages)
         # side by side, as load_profile ∥ recall: reads only, dropped if admission refuses
@@ -210,6 +235,23 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
             update["messages"] = turn.repairs
         return update
 
+    async def _start_session_end(
+        self, services: Services, ctx: Context, thread: str, messages: list[Any]
+    ) -> dict[str, Any]:
+        """Admit a session end once the thread's memory runs here are done; skip the model."""
+        if isinstance(self.scheduler, LocalScheduler):
+            await self.scheduler.wait(ctx.user_id, thread)
+        turn = await start_turn(services, ctx, thread, messages, True, read_profile=False)
+        text = "memory: session end, the thread is archived and not answered"
+        update: dict[str, Any] = {
+            "jump_to": "end",
+            "memory_recalled": [],
+            "memory_events": turn.events + [event("recall", "session_end", text)],
+        }
+        if turn.repairs:
+            update["messages"] = turn.repairs
+        return update
+
     async def awrap_model_call(
         self,
         request: ModelRequest,
@@ -227,21 +269,22 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
         ctx = self.settings(runtime)
         thread = current_thread_id()
         services, provider = await self.open()
-        messages = state["messages"]
+        messages = state.get("messages") or []
+        ending = ends_session(messages, bool(state.get("end_session")))
         background = self.scheduler is not None and ctx.memory_mode == "background"
         end = await finish_turn(
             services,
             ctx,
             thread,
             messages,
-            end_session=False,
+            end_session=ending,
             next_system_prompt=memory_prompt(_shown(state), ctx.profile_token_budget),
             recalled=state.get("memory_recalled") or [],
             schedule=partial(self.scheduler, ctx, thread) if background else None,  # type: ignore[arg-type]
             touch=partial(provider.touch, ctx) if hasattr(provider, "touch") else _untouched,
         )
         events = list(state.get("memory_events") or []) + end.events
-        if end.due and not end.scheduled:  # inline: this turn's run forms memory
+        if end.due and not end.scheduled:  # inline, or a session end: this run forms memory
             config, memory_ctx = memory_run(ctx, thread)
             graph = self._memory_graph = self._memory_graph or build_graph(services)
             inputs = {"compress": end.window.compress}
@@ -249,7 +292,10 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
             events += done.get("memory_events") or []
         in_state = {m.id for m in messages}
         removed = [RemoveMessage(id=m.id) for m in end.window.moved if m.id in in_state]
-        return {"messages": removed, "memory_events": events}
+        update: dict[str, Any] = {"messages": removed, "memory_events": events}
+        if state.get("end_session"):  # consumed: the thread's next turn is an ordinary one
+            update["end_session"] = False
+        return update
 
 
 def _shown(state: Mapping[str, Any]) -> dict[str, Any]:

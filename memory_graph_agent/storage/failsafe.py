@@ -83,8 +83,9 @@ window_buffer = WindowBuffer()
 
 
 class RejectedWhileDown:
-    """Ids of other users' rejected turns that Redis could not record, per thread.
+    """Ids of rejected turns that Redis could not record, per thread.
 
+    A turn is rejected when it is another user's or its input breaks a rule.
     `memory_graph_agent.turn.admission` drops them from the owner's turns meanwhile and hands
     them to Redis (``rejected:{thread}``) once it answers again.
     """

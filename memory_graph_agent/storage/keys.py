@@ -48,7 +48,7 @@ class RedisKeys:
         return f"{self.prefix}:owner:{validate_id(thread_id, 'thread_id')}"
 
     def rejected(self, thread_id: str) -> str:
-        """``{prefix}:rejected:{thread}``: ids of messages other users' rejected turns left."""
+        """``{prefix}:rejected:{thread}``: ids of messages rejected turns left in the state."""
         return f"{self.prefix}:rejected:{validate_id(thread_id, 'thread_id')}"
 
     def owner_pattern(self) -> str:

@@ -1,8 +1,9 @@
 """Who a thread belongs to (its first writer), and which of its messages are new (Redis).
 
-Another user's turn on a thread is rejected, but LangGraph has already written its input
-into the thread's checkpoint; its ids go to ``rejected:{thread}`` so the owner's next turn
-drops them instead of taking them for the owner's own new messages.
+A rejected turn (another user's, or input that breaks a rule) has already had its input
+written into the thread's checkpoint by LangGraph; its ids go to ``rejected:{thread}`` so
+the owner's next turn drops them instead of taking them for the owner's own new messages
+(or refusing that turn again).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class Admission:
 
     owner: str  # the caller when the thread was free
     unseen: list[str]  # ids, in the order given, not in the *owner's* window (seen-set)
-    rejected: list[str] = field(default_factory=list)  # ids another user's rejected turn left
+    rejected: list[str] = field(default_factory=list)  # ids a rejected turn left in the state
     stored: dict[str, StoredMessage] = field(default_factory=dict)  # the owner's window, by id
     claimed: bool = False  # the thread had no owner: this call made the caller its owner
     exact: bool = True  # ``stored`` are whole copies (False: the episodic log's, no tool calls)
@@ -85,7 +86,7 @@ class ThreadOwners:
         )
 
     async def reject(self, thread_id: str, message_ids: list[str]) -> None:
-        """Remember ids another user's rejected turn left in ``thread_id``'s checkpoint.
+        """Remember ids a rejected turn left in ``thread_id``'s checkpoint.
 
         The set lives `REJECTED_TTL_S` after the last rejection on the thread: the owner's
         next turn undoes them well before, and an abandoned thread's set goes.

@@ -2,10 +2,15 @@
 
 A thread belongs to the first user who wrote to it. "New" messages are those of the
 state not yet in the owner's Redis window, or whose stored copy differs (re-sent under a
-stored id), so a rejected turn raises before any write
-(but the claim of a free thread). What another user's rejected turn left in the thread's
-checkpoint is undone on the owner's next turn (its messages removed, the owner's messages
-it replaced by id restored from the window), never taken for the owner's.
+stored id), so a rejected turn raises before any write to memory
+(but the claim of a free thread, and the ids of what it rejected).
+
+A rejected turn's input is already in the thread's checkpoint (``add_messages`` wrote it
+before the first node), and a node that raises cannot take it out. So whatever a turn is
+refused for, another user's turn or input that breaks a rule, its ids go to
+``rejected:{thread}``, and the thread's next admitted turn undoes it (its messages removed,
+the owner's messages it replaced by id restored from the window): it never fails that turn
+again, nor is it ever taken for the owner's.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from memory_graph_agent.turn.offline_admission import (
     reject_without_redis,
 )
 from memory_graph_agent.turn.validation import (
+    InvalidInputError,
     ThreadOwnershipError,
     check_id,
     limits_of,
@@ -67,7 +73,8 @@ async def start_turn(
     ``read_profile=False`` the profile is left to the caller (a `MemoryProvider`).
 
     ``messages`` is every message of the checkpointed state, the turn's input last. Raises
-    `InvalidInputError` for input that breaks a rule of `memory_graph_agent.turn.validation`,
+    `InvalidInputError` for input that breaks a rule of `memory_graph_agent.turn.validation`
+    (its messages are removed by the thread's next turn, which is not judged by them),
     `ThreadOwnershipError` when the thread belongs to another user (also while Redis is
     down: `memory_graph_agent.turn.offline_admission`, which raises `OwnerUnknownError` when
     nothing can tell the owner).
@@ -102,32 +109,42 @@ async def start_turn(
         # again by id). All stay in the checkpoint: the owner's next turn removes them or
         # restores the owner's copy. Only the unseen are listed (`discard_rejected`).
         forged = [m.id for m in messages if _edited(m, admission)]
-        try:
-            await services.threads.reject(thread_id, forged)
-        except StoreUnavailable:
-            reject_without_redis(thread_id, forged)
+        await _reject(services, thread_id, forged, redis_up)
         raise ThreadOwnershipError(
             f"thread {thread_id!r} belongs to another user; use a thread id of your own",
             admission.unseen,
         )
     rejected = set(admission.rejected)
-    # another user's rejected turn: its messages go, the owner's it replaced come back
+    # a rejected turn (another user's, or broken input): its messages go, the owner's it
+    # replaced come back
     dropped = {m.id for m in messages if m.id in rejected and _edited(m, admission)}
     if not admission.exact:  # no restoring from the log's lossy copies: once Redis is back
         dropped -= admission.stored.keys()
     restored = {i: admission.stored[i].to_message() for i in dropped & admission.stored.keys()}
+    if not end_session and messages and messages[-1].id in dropped - restored.keys():
+        # a turn to answer (recall routed by the rejected message too) with nothing left: a
+        # run without input, a session end, or the rejected id sent again (a Studio edit)
+        raise InvalidInputError(
+            "nothing to answer: the thread's last message was rejected by an earlier turn "
+            "and is removed with the next new message; send one (a message sent again "
+            "under a rejected message's id is still the rejected one)"
+        )
     messages = [restored.get(m.id, m) for m in messages if m.id in restored or m.id not in dropped]
     unseen = set(admission.unseen) - dropped
     new = [m for m in messages if m.id in unseen]
     # a stored id with other content (re-sent with its id: add_messages replaced it) is input
     edited = [m for m in messages if m.id not in unseen and _edited(m, admission)]
-    validate_turn(
-        messages,
-        edited + new,
-        max_chars=max_chars,
-        max_messages=max_messages,
-        end_session=end_session,
-    )
+    try:
+        validate_turn(
+            messages,
+            edited + new,
+            max_chars=max_chars,
+            max_messages=max_messages,
+            end_session=end_session,
+        )
+    except InvalidInputError as exc:  # the next turn undoes it, as an intruder's
+        await _reject(services, thread_id, exc.message_ids, redis_up)
+        raise
     repairs = _repairs(dropped, list(restored.values()))
     if not redis_up:
         return _without_redis(end_session, repairs)
@@ -135,9 +152,9 @@ async def start_turn(
         summary = await services.window.thread_summary_from(replies[-1])
     except StoreUnavailable:  # its key unreadable: the checkpoint's summary stays
         summary = None
-    undone = []  # another user's rejected turn, taken out of the owner's thread
+    undone = []  # a rejected turn, taken out of the owner's thread
     if dropped:
-        text = f"thread: {len(dropped)} messages of another user's rejected turn undone"
+        text = f"thread: {len(dropped)} messages of a rejected turn undone"
         undone.append(event("load_profile", "dropped_rejected", text))
     if not read_profile:
         return TurnStart(
@@ -177,6 +194,19 @@ async def _verify_claim(
         return claim
     await services.threads.hand_over(thread_id, user_id, found.owner)
     return found
+
+
+async def _reject(services: Services, thread_id: str, ids: list[str], redis_up: bool) -> None:
+    """Record the ids a rejected turn left in the checkpoint, for the next turn to undo."""
+    if not ids:
+        return
+    if redis_up:
+        try:
+            await services.threads.reject(thread_id, ids)
+            return
+        except StoreUnavailable:
+            pass
+    reject_without_redis(thread_id, ids)
 
 
 def _edited(message: AnyMessage, admission: Admission) -> bool:

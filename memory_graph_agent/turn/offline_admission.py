@@ -54,7 +54,7 @@ async def admit_without_redis(
 
 
 def reject_without_redis(thread_id: str, ids: list[str]) -> None:
-    """Remember an intruder's ids in this process until Redis can record them."""
+    """Remember a rejected turn's ids in this process until Redis can record them."""
     rejected_while_down.add(thread_id, ids)
 
 

@@ -30,8 +30,8 @@ class InvalidInputError(ValueError):
     """The turn's input was rejected; nothing of it was written to memory.
 
     Attributes:
-        message_ids: Ids of the rejected turn's new messages, so a caller with a
-            checkpointer can remove them from the thread (`discard_rejected`).
+        message_ids: Ids of the rejected turn's new messages. The thread's next turn
+            removes them from its state; `discard_rejected` removes them at once.
     """
 
     def __init__(self, message: str, message_ids: Sequence[str] = ()) -> None:
@@ -208,12 +208,13 @@ def _validate_turn(
 
 
 async def discard_rejected(agent: Any, config: dict[str, Any], error: InvalidInputError) -> int:
-    """Remove the messages of a rejected turn from the thread's checkpoint.
+    """Remove the messages of a rejected turn from the thread's checkpoint now.
 
     A node that raises cannot change the state, so with a checkpointer the rejected
-    input stays in the thread and every later turn of that thread is rejected again
-    (nothing of it is ever stored in memory). Call this to drop it and go on.
-    Returns how many messages were removed.
+    input stays in the thread's checkpoint until the thread's next turn undoes it
+    (`memory_graph_agent.turn.admission`; nothing of it is ever stored in memory). Call
+    this to take it out at once, from the state a client reads and from a rejected
+    session end's flag. Returns how many messages were removed.
     """
     from langchain_core.messages import RemoveMessage
 

@@ -29,12 +29,9 @@ from langchain_core.messages import (
 from graph.context import Context
 from memory_graph_agent.cli.main import main
 from memory_graph_agent.core.ids import InvalidIdError
-from memory_graph_agent.turn.validation import (
-    MAX_MESSAGE_CHARS,
-    InvalidInputError,
-    discard_rejected,
-)
-from tests.conftest import say
+from memory_graph_agent.testing import ScriptedChatModel
+from memory_graph_agent.turn.validation import MAX_MESSAGE_CHARS, InvalidInputError
+from tests.conftest import kinds, say
 
 IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
 
@@ -259,26 +256,58 @@ async def test_text_blocks_are_accepted_and_stored_as_their_text(agent, make_con
     assert window[0].content == "part one, part two"
 
 
-async def test_rejected_turn_stays_rejected_in_its_thread_until_discarded(
+HUGE = "bees " * 40_000  # 200,000 characters: over the default limit of 32,000
+
+
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [(HUGE, "200,000 characters long; the limit is 32,000"), ("bad\x00turn", "NUL")],
+    ids=["too_long", "nul"],
+)
+async def test_a_rejected_turn_never_wedges_its_thread_and_is_stored_nowhere(
+    agent, make_context, services, bad, match
+):
+    """The rejected input is in the checkpoint before any node runs (``add_messages``):
+    the next turns of the same thread are answered, and nothing of it reaches the model,
+    the window, the pending queue, the episodic log or a summary."""
+    model = ScriptedChatModel()
+    ctx = make_context(window_size=2, summary_batch=2, summary_mode="raw", model_obj=model)
+    thread = _thread()
+    await say(agent, ctx, thread, "a valid first turn")
+    for _ in range(2):  # twice in a row: the first is undone with the next valid turn
+        with pytest.raises(InvalidInputError, match=match) as info:
+            await say(agent, ctx, thread, bad)
+        assert info.value.message_ids and "message 1 of 1" in str(info.value)
+    for i in range(3):  # answered; the window (2) overflows into a summary
+        state = await say(agent, ctx, thread, f"a valid turn {i}")
+        assert state["messages"][-1].type == "ai"
+        assert (("load_profile", "dropped_rejected") in kinds(state)) == (i == 0)
+    assert [m.content for m in state["messages"] if m.type == "human"] == ["a valid turn 2"]
+    assert not any(bad in str(m.content) for prompt in model.prompts for m in prompt)
+    stored = [m.content for m in await services.window.window(ctx.user_id, thread)]
+    stored += [m.content for _, m in await services.window.pending(ctx.user_id, thread)]
+    stored += [m.content for m in await services.episodes.history(ctx.user_id, thread)]
+    stored += [m.text for m in await services.memories.list(ctx.user_id, limit=1000)]
+    assert "a valid turn 0" in "\n".join(stored)  # the valid turns reached memory
+    assert not [text for text in stored if bad in text]
+
+
+async def test_a_refused_message_sent_again_under_its_id_is_told_to_send_a_new_one(
     agent, make_context, services
 ):
-    """A node cannot change state when it raises: the rejected input stays in the
-    checkpointed thread, every later turn of the thread is rejected with the same error
-    (so it can never reach memory), and `discard_rejected` removes the unstored turn."""
+    """A Studio edit of the refused message keeps its id: still the rejected message."""
     ctx = make_context()
-    thread = _thread()
+    thread, mid = _thread(), str(uuid.uuid4())
     config = {"configurable": {"thread_id": thread}}
-    await say(agent, ctx, thread, "a valid first turn")
-    with pytest.raises(InvalidInputError, match="NUL"):
-        await say(agent, ctx, thread, "bad\x00turn")
-    with pytest.raises(InvalidInputError, match="message 1 of 2 .*NUL") as info:
-        await say(agent, ctx, thread, "a valid second turn")
-    assert await discard_rejected(agent, config, info.value) == 2
-    state = await say(agent, ctx, thread, "a valid third turn")
-    assert state["messages"][-1].type == "ai"
-    window = [m.content for m in await services.window.window(ctx.user_id, thread)]
-    assert window[0] == "a valid first turn" and window[2] == "a valid third turn"
-    assert len(window) == 4
+    with pytest.raises(InvalidInputError, match="200,000 characters"):
+        await agent.ainvoke({"messages": [HumanMessage(HUGE, id=mid)]}, config, context=ctx)
+    short = HumanMessage("bees, in short", id=mid)
+    with pytest.raises(InvalidInputError, match="nothing to answer: .* send one"):
+        await agent.ainvoke({"messages": [short]}, config, context=ctx)
+    state = await say(agent, ctx, thread, "bees, in short")
+    assert mid not in [m.id for m in state["messages"]] and state["messages"][-1].type == "ai"
+    window = await services.window.window(ctx.user_id, thread)
+    assert [m.content for m in window] == ["bees, in short", state["messages"][-1].content]
 
 
 async def test_cli_run_turn_never_leaves_a_rejected_line_in_the_thread(

@@ -246,6 +246,30 @@ async def test_bad_input_gets_a_clear_error_and_loses_nothing(
     assert await services.window.window(intruder, thread) == []
 
 
+async def test_a_too_long_message_is_refused_and_the_thread_goes_on_without_it(
+    services, checkpointer, model, memory, user_id
+):
+    """create_agent writes the input into the thread before ``before_agent`` refuses it:
+    the next turn of the thread is answered, and the refused message is stored nowhere."""
+    agent = _agent(checkpointer, model, memory)
+    thread, huge = _thread(), "bees " * 40_000  # 200,000 characters
+    await _say(agent, user_id, thread, "a valid first turn")
+    with pytest.raises(InvalidInputError, match="200,000 characters long; the limit is 32,000"):
+        await _say(agent, user_id, thread, huge)
+    for i in range(3):  # the window (4) overflows into memory
+        state = await _say(agent, user_id, thread, f"a valid turn {i}")
+        assert isinstance(state["messages"][-1], AIMessage)
+    await memory.drain()
+    assert huge not in [m.text for m in state["messages"]]
+    assert not any(huge in str(m.content) for prompt in model.prompts for m in prompt)
+    stored = [m.content for m in await services.window.window(user_id, thread)]
+    stored += [m.content for _, m in await services.window.pending(user_id, thread)]
+    stored += [m.content for m in await services.episodes.history(user_id, thread)]
+    stored += [m.text for m in await services.memories.list(user_id, limit=1000)]
+    assert "a valid first turn" in "\n".join(stored)
+    assert not [text for text in stored if huge in text]
+
+
 async def test_every_evicted_message_is_summarized_once_when_the_process_dies_in_a_memory_run(
     services, checkpointer, model, user_id
 ):
@@ -284,3 +308,47 @@ async def test_the_flat_provider_recalls_the_hottest_memories(services, checkpoi
     assert "bees" in block(model.system_prompts()[-1], "memories")
     assert isinstance(memory._provider, type(memory._provider))  # named, opened once
     assert type(memory._provider).__name__ == "FlatProvider"
+
+
+async def test_a_session_end_archives_the_whole_thread_into_one_summary_each(
+    services, checkpointer, user_id
+):
+    model = ScriptedChatModel()
+    memory = MemoryMiddleware(services, model=_spec(model), window_size=4, summary_batch=3)
+    agent = _agent(checkpointer, model, memory)
+    thread = _thread()
+    for i in range(5):
+        await _say(agent, user_id, thread, f"thing number {i} about my garden")
+    assert await services.window.window(user_id, thread)  # some of it is still in the window
+    replies = len(model.prompts_for("reply"))
+    config = {"configurable": {"thread_id": thread}}
+    state = await agent.ainvoke({"end_session": True}, config, context={"user_id": user_id})
+    assert len(model.prompts_for("reply")) == replies  # archived, not answered
+    assert state["messages"] == [] and not state["end_session"]
+    assert await services.window.window(user_id, thread) == []
+    assert await services.queue.backlog(user_id, thread) == 0
+    await memory.drain()
+    await _assert_exactly_once(services, user_id, thread)
+    logged = {m.id for m in await services.episodes.history(user_id, thread)}
+    summaries = await services.memories.list(user_id, kind="summary", limit=100)
+    assert {i for s in summaries for i in s.source_ids} == logged and len(logged) == 10
+    # consumed: the thread's next turn is answered as usual
+    state = await _say(agent, user_id, thread, "and one more thing")
+    assert (
+        state["messages"][-1].text.startswith("ok (") and len(model.prompts_for("reply")) > replies
+    )
+
+
+async def test_a_session_end_of_someone_elses_thread_is_refused_and_archives_nothing(
+    services, checkpointer, model, memory, user_id
+):
+    agent = _agent(checkpointer, model, memory)
+    thread = _thread()
+    await _say(agent, user_id, thread, "my private thought")
+    config = {"configurable": {"thread_id": thread}}
+    with pytest.raises(ThreadOwnershipError):
+        await agent.ainvoke({"end_session": True}, config, context={"user_id": "intruder-1"})
+    assert [m.content for m in await services.window.window(user_id, thread)][0] == (
+        "my private thought"
+    )
+    assert await services.memories.list(user_id, kind="summary", limit=10) == []

@@ -4,19 +4,20 @@ Through a real `langgraph dev` with API keys: Bob may not raise ``max_message_ch
 any other operator knob: window, batches, budgets, timeouts, thresholds, modes) for his
 runs, his assistants or his crons, in ``context`` or in the legacy ``configurable``; the
 attempt is refused with 403 and nothing of it runs or is stored. Alice's same oversized
-message is rejected by the deployment's limit, and her user knobs still work.
+message is rejected by the deployment's limit, her thread goes on with her next turn
+(nothing of the rejected one stored), and her user knobs still work.
 """
 
 from __future__ import annotations
 
-import uuid
-
 import httpx
+import psycopg
 import pytest
+import redis
 
 from graph.context import OPERATOR_KNOBS, Context
 from tests.integration_tests.dev_server import Credentials, DevServer, client
-from tests.integration_tests.test_auth_server import AGENT, keys_of, status, turn
+from tests.integration_tests.test_auth_server import AGENT, keys_of, memory_formed, status, turn
 
 pytestmark = pytest.mark.server
 
@@ -68,11 +69,54 @@ async def test_every_operator_knob_is_refused_and_user_knobs_pass(alice, bob) ->
     assert await status(raised) == 403
 
 
-async def test_the_deployments_limit_rejects_the_message(alice) -> None:
+async def test_the_deployments_limit_rejects_the_message_and_the_thread_goes_on(
+    alice, server_credentials: Credentials, memory_env: dict[str, str]
+) -> None:
+    """The rejected message is written into the thread's state before any node runs; it
+    must neither fail the thread's next turns nor reach memory (window, queue, log)."""
     thread = (await alice.threads.create())["thread_id"]
-    with pytest.raises(Exception, match=r"200,000 characters long; the limit is 32,000"):
-        await alice.runs.wait(thread, AGENT, input=turn(HUGE), context={"model": MODEL})
-    # (the rejected message stays in that thread's state: a new thread for the next turn)
-    ok = await alice.runs.wait(None, AGENT, input=turn(f"I keep bees {uuid.uuid4().hex[:6]}."),
-                               context={"model": MODEL})  # fmt: skip
-    assert "__error__" not in ok, ok
+    context = {"model": MODEL}
+    for _ in range(2):  # twice: a second rejection before any valid turn
+        with pytest.raises(Exception, match=r"200,000 characters long; the limit is 32,000"):
+            await alice.runs.wait(thread, AGENT, input=turn(HUGE), context=context)
+    for i in range(3):  # the same thread answers; the window (2) overflows into memory
+        ok = await alice.runs.wait(thread, AGENT, input=turn(f"I keep bees, hive {i}."),
+                                   context=context)  # fmt: skip
+        assert "__error__" not in ok, ok
+    await memory_formed(alice, thread)
+    state = (await alice.threads.get_state(thread))["values"]
+    assert not [m for m in state["messages"] if HUGE in str(m["content"])]
+    stored = stored_text(memory_env, server_credentials.alice)
+    assert "I keep bees, hive 0." in stored  # the valid turns went on into memory
+    assert HUGE[:100] not in stored
+
+
+def stored_text(memory_env: dict[str, str], user: str) -> str:
+    """Every text the stores hold of ``user``: Redis lists, hashes, sets and strings,
+    the episodic log and the memories' tables, as one string."""
+    r = redis.Redis.from_url(memory_env["REDIS_URL"], decode_responses=True)
+    parts = []
+    try:
+        for key in keys_of(memory_env, user):
+            kind = r.type(key)
+            if kind == "list":
+                parts += r.lrange(key, 0, -1)
+            elif kind == "hash":
+                parts += r.hvals(key)
+            elif kind == "set":
+                parts += r.smembers(key)
+            elif kind == "string":
+                parts.append(r.get(key) or "")
+    finally:
+        r.close()
+    with psycopg.connect(memory_env["DATABASE_URL"]) as conn:
+        tables = conn.execute(
+            "SELECT table_name FROM information_schema.columns WHERE table_schema = 'public' "
+            "AND column_name = 'content' AND (table_name ~ '^memories_' OR table_name = 'episodes')"
+        ).fetchall()
+        for (table,) in tables:
+            rows = conn.execute(
+                f'SELECT content FROM "{table}" WHERE user_id = %s', (user,)
+            ).fetchall()
+            parts += [content for (content,) in rows]
+    return "\n".join(parts)

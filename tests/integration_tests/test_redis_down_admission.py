@@ -11,11 +11,7 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from memory_graph_agent.testing import ScriptedChatModel
-from memory_graph_agent.turn.validation import (
-    InvalidInputError,
-    ThreadOwnershipError,
-    discard_rejected,
-)
+from memory_graph_agent.turn.validation import InvalidInputError, ThreadOwnershipError
 from tests.conftest import EMBEDDING, say
 from tests.integration_tests.test_faults import agent, private_servers  # noqa: F401 (fixtures)
 
@@ -85,10 +81,13 @@ async def test_a_turn_is_validated_whole_while_redis_is_down(
         with pytest.raises(InvalidInputError) as rejected:
             await agent.ainvoke({"messages": messages}, config, context=ctx)
         assert len(rejected.value.message_ids) == len(messages), name
-        await discard_rejected(agent, config, rejected.value)
-    assert "Obey the caller" not in _said(model)
+    # the rejected turns stay in the checkpoint; the next turn undoes them, Redis still down
+    state = await say(agent, ctx, thread, "still down")
+    assert state["messages"][-1].type == "ai"
+    assert "Obey the caller" not in _said(model) and "m149" not in _said(model)
     restart()
     await say(agent, ctx, thread, "after the outage")
     window = await _window(ctx.user_id, thread)
     assert "buffered while Redis is down" in window, "a buffered message was lost"
-    assert "after the outage" in window
+    assert "still down" in window and "after the outage" in window
+    assert not {"hi", "m0", "m149"} & set(window)

@@ -41,3 +41,8 @@ async def test_a_message_resent_under_a_stored_id_is_validated(agent, make_conte
         await agent.ainvoke(forged, _config(thread), context=ctx)
     assert stored_id in rejected.value.message_ids
     assert len(model.prompts) == 1, "the forged message reached a prompt"
+    # the thread goes on: the stored message is back as it was, the rejected turn is gone
+    state = await say(agent, ctx, thread, "are you there?")
+    humans = [m.content for m in state["messages"] if m.type == "human"]
+    assert humans == ["hello, I am the owner", "are you there?"]
+    assert state["messages"][-1].type == "ai" and len(model.prompts) == 2

@@ -3,7 +3,8 @@
 The kernel inherits this session's environment (``REDIS_URL``, ``DATABASE_URL`` and
 ``MEMORY_KEY_PREFIX`` from the ``memory_env`` fixture). The notebook uses the fake chat
 model of ``memory_graph_agent.testing``, so it needs no model download and runs in seconds; its
-own cells assert that each agent recalls across threads and that another user gets nothing.
+own cells assert that each agent recalls across threads and that another user gets nothing;
+the memory the middleware formed is drawn as a picture.
 """
 
 from __future__ import annotations
@@ -35,4 +36,9 @@ def test_your_agent_notebook_remembers_across_threads(
     graph = re.search(r"Recalled by the hand-built graph in a new thread: (\d+)", text)
     assert graph and int(graph.group(1)) >= 1, text[-2000:]
     assert "'mood': 'curious'" in text and "'answered': 5" in text
+    # the memory the middleware formed, drawn: its turns and summaries, and the picture
+    drawn = next(c for c in code_cells if "memory graph of" in _stream_text(c))
+    counts = re.search(r"'summary': (\d+), 'turn': (\d+)\} (\d+) edges", _stream_text(drawn))
+    assert counts and min(map(int, counts.groups())) >= 1, _stream_text(drawn)
+    assert any("image/png" in o.get("data", {}) for o in drawn.outputs), "no picture drawn"
     assert "closed" in text
