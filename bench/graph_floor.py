@@ -2,9 +2,9 @@
 
     python -m bench.graph_floor [--turns 200] [--window 20] [--items 23] [--out bench/out]
 
-The graph is `graph.builder.build_builder` as shipped (its `State`, edges, routing
-functions and the outer `_prioritized` wrapper), but every node is a stand-in that does
-no work (``build_builder``'s ``wrap`` hook replaces the node with its inner wrappers):
+The graph is `graph.builder.build_builder` as shipped (its `State`, edges and routing
+functions), but every node is a stand-in that does no work (``build_builder``'s ``wrap``
+hook replaces each node):
 ``load_profile`` writes a profile, ``recall`` writes ``--items`` recalled items shaped
 like the real ones, ``respond`` notes the time and answers, ``trim_window`` keeps the
 last ``--window`` messages. What is left is what

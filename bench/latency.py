@@ -13,9 +13,6 @@ Redis, Postgres and checkpointer, each with a fresh `bench.fake_model.PacedChatM
 - ``respond_only``: the project's ``respond`` node alone (no memory);
 - ``inline``: the memory graph, memory formed inside each turn's run;
 - ``background``: the memory graph as shipped (`graph.background.LocalScheduler`);
-- ``background_no_give_way``: the same with ``memory_give_way_s=0``: memory's store calls
-  do not give way to the next turns' read paths (`memory_graph_agent.core.priority`), the
-  ablation that shows what giving way is worth;
 - ``agent_only``: a LangChain ``create_agent`` agent with no middleware (no memory);
 - ``middleware_background``: the same agent with `MemoryMiddleware`, its memory runs on
   the same scheduler as ``background``'s.
@@ -30,11 +27,11 @@ it when the run has ended). Turns are split into those that formed memory (inlin
 summarize; background: handed work to a memory run) and the others. "Memory adds to
 TTFT" is each turn's TTFT minus the respond-only TTFT of the same turn, reported whole
 and without the query embedding: minus the time recall waited for it (``embed_wait``;
-the run starts the embedding before LangGraph loads the checkpoint, `graph.prefetch`,
-and ``recall`` runs beside ``load_profile``, so what it overlaps is not waited for); its
-own duration is reported apart. What remains is the critical path's cost beyond the
-embedding. Then the background runs are drained and every message is checked to be in
-exactly one summary (`bench.verify`).
+``recall`` runs beside ``load_profile``, and its keyword search and window read beside
+the embedding, so what they overlap is not waited for); its own duration is reported
+apart. What remains is the critical path's cost beyond the embedding. Then the
+background runs are drained and every message is checked to be in exactly one summary
+(`bench.verify`).
 
 Memory's own model cost: ``--cost-conversations`` whole LoCoMo conversations replayed
 with the instant fake model, memory inline (each batch of ``summary_batch`` messages
@@ -73,12 +70,10 @@ from graph.prompts import ASSISTANT_PROMPT
 from memory_graph_agent.services.stores import open_checkpointer, services_session
 
 LOCOMO = Path(DEFAULT_DATA)
-GIVE_WAY = Context.__dataclass_fields__["memory_give_way_s"].default
 MODES = (
     "respond_only",
     "inline",
     "background",
-    "background_no_give_way",
     "agent_only",
     "middleware_background",
 )
@@ -209,20 +204,13 @@ async def run_latency(
                 "inline": build_graph(services, saver),
                 "background": memory.bind(build_graph(services, saver, scheduler=memory)),
             }
-            graphs["background_no_give_way"] = graphs["background"]
             with instrument(services):
                 raw: dict[str, list[dict[str, Any]]] = {}
                 for mode in modes:
                     spec, model = register_paced_model(**speed)
                     user = f"lat-{mode.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
                     memory_mode = "inline" if mode == "inline" else "background"
-                    give_way = {"background_no_give_way": 0.0}.get(mode, GIVE_WAY)
-                    ctx = Context(
-                        user_id=user,
-                        model=spec,
-                        memory_mode=memory_mode,
-                        memory_give_way_s=give_way,
-                    )
+                    ctx = Context(user_id=user, model=spec, memory_mode=memory_mode)
                     agent, context = graphs.get(mode), ctx
                     if mode in AGENTS:  # the middleware's knobs are its own; the user the run's
                         agent = _agent(services, saver, memory, mode, spec, model)

@@ -27,8 +27,8 @@ the edges and routing functions of ``graph/builder.py`` (checked at start-up aga
 `build_builder`). Inside the nodes,
 ``embeddings.aembed_query`` / ``aembed_documents`` and ``MemoryStore.search`` / ``touch``
 / ``add`` / ``summaries_since_reflection`` are wrapped on the live instances, and the fake
-model times its own calls. The query embedding starts with the run (`graph.prefetch`), so
-recall = the wait for what is left of it (``embed_wait``) + search + the rest, and
+model times its own calls. Recall = the wait for the query embedding (``embed_wait``;
+its keyword search runs beside it) + search + the rest, and
 "excluding embedding" figures subtract that wait and the summary embeddings (and, in the
 second figure, the fake model's calls).
 

@@ -45,7 +45,7 @@ def full_turn_metrics(rec: TurnRecord, turn_s: float) -> dict[str, float]:
     # on the turn's path: load_profile and recall side by side count by the longer
     memory = on_path({n: nodes[n] for n in MEMORY_NODES if n in nodes})
     embed_q = rec.total("embed_query")
-    waited = rec.total("embed_wait")  # what of embed_q the path waited for (`graph.prefetch`)
+    waited = rec.total("embed_wait")  # what of embed_q the path waited for
     embed_d = rec.total("embed_documents")
     model_mem = rec.total_prefix("model:", exclude=("model:respond",))
     hot = max(nodes.get(n, 0.0) for n in HOT_PATH)  # side by side

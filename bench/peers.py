@@ -20,10 +20,9 @@ from other processes hits all alike:
   and pre-embedded;
 - our ``MemoryStore.search`` (pre-embedded, and after ``aembed_query``);
 - our whole read path: a turn of the compiled graph (`graph.builder.build_builder`,
-  nodes timed, compiled as `graph.builder.build_graph` ships it: the run starts the
-  query embedding first, `graph.prefetch`) from ``ainvoke`` to the start of
-  ``respond``, i.e. graph start, load_profile beside recall (query embedding, hybrid
-  search) and the graph's own overhead, before the model is called. "Excluding
+  nodes timed, compiled as `graph.builder.build_graph` compiles it) from ``ainvoke``
+  to the start of ``respond``, i.e. graph start, load_profile beside recall (query
+  embedding, hybrid search) and the graph's own overhead, before the model is called. "Excluding
   embedding" subtracts the time recall waited for the embedding (``embed_wait``).
   Memory runs are scheduled to a no-op, so turns leave the stored memories as seeded.
 
@@ -68,7 +67,7 @@ from bench.peers_report import plot_peers, print_size, print_table, summarize_si
 from bench.seeding import VectorSource, embed_batched, seed_size
 from bench.stats import bench_parser, parse_ints, quiet_logs, write_outputs
 from bench.timing import CURRENT_TURN, TurnRecord, instrument, timed_node
-from graph.builder import build_builder, prefetching
+from graph.builder import build_builder
 from graph.context import Context
 from memory_graph_agent.services.stores import open_checkpointer, services_session
 
@@ -216,9 +215,7 @@ async def run_peers(
 
             saver = InMemorySaver()
         builder = build_builder(services, _no_memory_run, wrap=_read_path_wrap)
-        graph = prefetching(  # as `build_graph` ships it
-            builder.compile(checkpointer=saver, name="memory_agent_read_path"), services
-        )
+        graph = builder.compile(checkpointer=saver, name="memory_agent_read_path")
 
         questions = [user_question(rng) for _ in range(queries)]
         query_vecs = (await embed_batched(services.embeddings, questions)).tolist()

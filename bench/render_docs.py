@@ -454,7 +454,9 @@ LATENCY_MODES = {
     "respond_only": "respond only (no memory)",
     "inline": "memory inline",
     "background": "**memory in the background (default)**",
-    "background_no_give_way": "background, `memory_give_way_s=0`",
+    # measured while memory work gave way to turns' read paths (the default row then);
+    # give-way is removed since, and new results have no such mode
+    "background_no_give_way": "background, give-way off (then an option)",
     "agent_only": "`create_agent`, no middleware (no memory)",
     "middleware_background": "`create_agent` + `MemoryMiddleware` (background)",
 }

@@ -1,8 +1,8 @@
 """The memory graph of `bench.overhead` with every node timed, and its respond-only twin.
 
 `build_timed_graph` is `graph.builder.build_builder` with each node wrapped by
-`bench.timing.timed_node`, its runs prefetching the query as
-`graph.builder.build_graph`'s. `build_baseline_graph` is the project's ``respond`` node
+`bench.timing.timed_node`, compiled as `graph.builder.build_graph` compiles it.
+`build_baseline_graph` is the project's ``respond`` node
 alone: memory bypassed.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 from langgraph.graph import END, START, StateGraph
 
 from bench.timing import timed_node
-from graph.builder import build_builder, prefetching
+from graph.builder import build_builder
 from graph.context import Context
 from graph.state import InputState, State
 from memory_graph_agent.services.stores import Services
@@ -26,8 +26,7 @@ def build_timed_graph(services: Services, checkpointer: Any = None, scheduler: A
     The instant model never calls a tool, so ``tools`` never runs.
     """
     builder = build_builder(services, scheduler, wrap=timed_node)
-    graph = builder.compile(checkpointer=checkpointer, name="memory_agent_timed")
-    return prefetching(graph, services)  # as `build_graph` ships it
+    return builder.compile(checkpointer=checkpointer, name="memory_agent_timed")
 
 
 def build_baseline_graph(checkpointer: Any = None) -> Any:

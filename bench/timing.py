@@ -79,8 +79,8 @@ def record_part(part: str, seconds: float) -> None:
 def node_name(fn: Callable) -> str:
     """The name of the node function inside ``functools.partial`` and ``wraps`` layers.
 
-    `graph.metering.metered` wraps a partial (``functools.wraps`` then keeps the name
-    ``wrapper`` and points ``__wrapped__`` at the partial), so both layers are unwrapped.
+    A node may be bound with ``partial`` and wrapped with ``functools.wraps`` (which
+    points ``__wrapped__`` at what it wraps), so both layers are unwrapped.
     """
     while True:
         if isinstance(fn, functools.partial):
@@ -143,8 +143,8 @@ def _timed_sync_call(func: Callable, part: str) -> Callable:
 def _waits_timed(search: Callable) -> Callable:
     """``search_channels`` whose wait for the query vector is timed as ``embed_wait``.
 
-    The wait is what the embedding costs the read path: all of it when recall embeds,
-    only what is left of it when the run started it first (`graph.prefetch`).
+    The wait is what the embedding costs the read path: what is left of it once the
+    searches that do not need it (the keyword search) have run beside it.
     """
 
     async def waited(vector: Any) -> Any:
@@ -180,8 +180,8 @@ INSTRUMENTED = (
 def instrument(services: Any) -> Iterator[None]:
     """Time the embedding and pgvector calls of ``services`` (instance-level patches).
 
-    The query embedding of `recall` is ``embed_query`` (started with the run:
-    `graph.prefetch`), the part of it the read path waited for ``embed_wait``; its searches
+    The query embedding of `recall` is ``embed_query``, the part of it the read path
+    waited for ``embed_wait``; its searches
     (`memory_graph_agent.recall.channels.base.search_channels`, which awaits the embedding
     inside, the keyword search running beside it: so ``search`` spans ``embed_query`` too) are
     ``search``, like `MemoryStore.search` elsewhere; the summary embedding inside

@@ -7,7 +7,6 @@ the CLI, notebooks, benchmarks and tests call `build_graph` with their own check
 from __future__ import annotations
 
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
 from typing import Any, get_type_hints
 
@@ -15,18 +14,14 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.runtime import Runtime
 
 from graph import routing
 from graph.background import ServerScheduler
-from graph.context import Context, MemoryScheduler, current_task
-from graph.metering import metered
-from graph.prefetch import prefetched
+from graph.context import Context, MemoryScheduler
 from graph.state import InputState, State
 from graph.tools import build_tool_node, memory_tools
-from memory_graph_agent.core.priority import memory_work, read_path
+from graph.wrapping import Wrap, unwrapped, wrap_node
 from memory_graph_agent.services.stores import Services, server_services
-from memory_graph_agent.turn.retries import check_task_start
 from nodes.consolidate import consolidate
 from nodes.load_profile import load_profile
 from nodes.recall import recall
@@ -38,27 +33,26 @@ from nodes.trim_window import trim_window
 GRAPH_NAME = "memory_agent"
 MEMORY_NODES = (load_profile, recall, summarize, consolidate, reflect)
 MODEL_CALLING = (summarize, consolidate, reflect)
-"""The memory nodes that call the chat model: only they are metered (`graph.metering`)."""
-MEMORY_WORK = tuple(node.__name__ for node in MODEL_CALLING)
-"""Nodes whose store calls give way to turns' read paths (`memory_graph_agent.core.priority`)."""
+"""The memory nodes that call the chat model: only they are metered (`graph.wrapping`)."""
 
 
 def build_builder(
     services: Services,
     scheduler: MemoryScheduler | None = None,
-    wrap: Callable[[Callable, str], Callable] = lambda node, name: node,
+    wrap: Wrap = unwrapped,
 ) -> StateGraph:
     """The uncompiled graph: load_profile ∥ recall → respond ⇄ tools → trim_window → memory.
 
     With a ``scheduler``, turns in ``memory_mode="background"`` end after trim_window and
     the scheduler starts a memory run (START → trim_window → summarize → consolidate → reflect).
-    ``wrap(node, name)`` wraps each node function (the benchmarks time them).
+    ``wrap(node, name)`` wraps each node as `graph.wrapping.wrap_node` runs it (the
+    benchmarks time them).
     """
     builder = StateGraph(State, input_schema=InputState, context_schema=Context)
     tools = memory_tools(services)
     add_memory(builder, services, answer="respond", ends_turn=None, scheduler=scheduler, wrap=wrap)
     respond_node = partial(respond, tools=tools)
-    builder.add_node("respond", wrap(_no_crash_loop(services, respond_node), "respond"))
+    builder.add_node("respond", wrap_node(respond_node, "respond", services, wrap=wrap))
     builder.add_node("tools", build_tool_node(tools))
     builder.add_conditional_edges("respond", routing.route_after_respond)
     builder.add_edge("tools", "respond")
@@ -72,7 +66,7 @@ def add_memory(
     answer: str,
     ends_turn: str | None = "",
     scheduler: MemoryScheduler | None = None,
-    wrap: Callable[[Callable, str], Callable] = lambda node, name: node,
+    wrap: Wrap = unwrapped,
 ) -> StateGraph:
     """Add our memory to a hand-built ``builder``: the nodes of the ``memory_agent`` graph.
 
@@ -101,12 +95,11 @@ def add_memory(
         bound = partial(node, services=services)
         if node is summarize:  # a memory run that finds its batch leased asks for a later one
             bound = partial(bound, scheduler=scheduler)
-        bound = metered(bound, services) if node in MODEL_CALLING else bound
-        bound = wrap(_no_crash_loop(services, bound), node.__name__)
-        builder.add_node(node.__name__, _prioritized(node.__name__, bound))
+        calls_model = node in MODEL_CALLING
+        name = node.__name__
+        builder.add_node(name, wrap_node(bound, name, services, calls_model=calls_model, wrap=wrap))
     trim = partial(trim_window, services=services, scheduler=scheduler)
-    trim = wrap(_no_crash_loop(services, trim), "trim_window")
-    builder.add_node("trim_window", _prioritized("trim_window", trim))
+    builder.add_node("trim_window", wrap_node(trim, "trim_window", services, wrap=wrap))
     # a turn: load_profile and recall side by side; a memory run: trim_window
     builder.add_conditional_edges(START, routing.route_start, [*routing.TURN_START, "trim_window"])
     for node in routing.TURN_START:  # both: the answer, or trim_window for a session end
@@ -128,41 +121,6 @@ def _keys(schema: Any) -> set[str]:
     return set(get_type_hints(schema))
 
 
-def _no_crash_loop(
-    services: Services, node: Callable[[State, Runtime[Context]], Awaitable[dict]]
-) -> Callable[[State, Runtime[Context]], Awaitable[dict]]:
-    """``node``, refusing a third start of its step of a server run (`retries`)."""
-
-    async def run(state: State, runtime: Runtime[Context]) -> dict:
-        if (task := current_task()) is not None:
-            await check_task_start(services, *task)
-        return await node(state, runtime)
-
-    return run
-
-
-def _prioritized(
-    name: str, node: Callable[[State, Runtime[Context]], Awaitable[dict]]
-) -> Callable[[State, Runtime[Context]], Awaitable[dict]]:
-    """``node`` marked as a turn's read path, or as memory work, for `priority`.
-
-    A turn's load_profile and recall are its read path; summarize, consolidate, reflect
-    and every node of a memory run are memory work, whose store calls give way to it.
-    """
-
-    async def run(state: State, runtime: Runtime[Context]) -> dict:
-        ctx = runtime.context
-        if name in routing.TURN_START and not ctx.memory_of:
-            async with read_path():
-                return await node(state, runtime)
-        if ctx.memory_of or name in MEMORY_WORK:
-            with memory_work(ctx.memory_give_way_s):
-                return await node(state, runtime)
-        return await node(state, runtime)
-
-    return run
-
-
 def build_graph(
     services: Services,
     checkpointer: BaseCheckpointSaver | None = None,
@@ -170,35 +128,10 @@ def build_graph(
 ) -> CompiledStateGraph:
     """Compile the memory agent on ``services``, optionally with a checkpointer.
 
-    Without a ``scheduler`` memory forms inline, in each turn's run. Each turn's run
-    starts its query embedding before LangGraph loads the checkpoint (`graph.prefetch`).
+    Without a ``scheduler`` memory forms inline, in each turn's run.
     """
     builder = build_builder(services, scheduler)
-    return prefetching(builder.compile(checkpointer=checkpointer, name=GRAPH_NAME), services)
-
-
-class MemoryAgentGraph(CompiledStateGraph):
-    """The compiled memory agent: a `CompiledStateGraph` whose runs prefetch the question.
-
-    Each run first starts embedding its question (`graph.prefetch.prefetched`) on
-    ``services``' embeddings.
-    """
-
-    def __init__(self, *, services: Services, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.services = services  # kept by `copy` and `with_config`, like every attribute
-
-    async def astream(self, input: Any, config: Any = None, **kwargs: Any) -> AsyncIterator[Any]:
-        """`CompiledStateGraph.astream`, the question's embedding started first."""
-        async with prefetched(self.services.embeddings, input, kwargs.get("context")):
-            async for chunk in super().astream(input, config, **kwargs):
-                yield chunk
-
-
-def prefetching(graph: CompiledStateGraph, services: Services) -> MemoryAgentGraph:
-    """``graph`` as a `MemoryAgentGraph`: each turn's run starts its query embedding first."""
-    attrs = {k: v for k, v in vars(graph).items() if k != "__orig_class__"}  # as `copy` does
-    return MemoryAgentGraph(services=services, **attrs)
+    return builder.compile(checkpointer=checkpointer, name=GRAPH_NAME)
 
 
 _compiled: weakref.WeakKeyDictionary[Services, CompiledStateGraph] = weakref.WeakKeyDictionary()

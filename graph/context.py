@@ -219,15 +219,6 @@ class Context:
         ge=0,
         le=3600,
     )
-    memory_give_way_s: float = operator_knob(
-        0.25,
-        "Memory work (summarize, consolidate, reflect, and every node of a memory run) waits "
-        "before each store call while a turn of this process is in load_profile or recall, "
-        "at most this many seconds per call; 0 turns it off. Keeps background memory off "
-        "the next turn's time to first token on a small machine.",
-        ge=0,
-        le=60,
-    )
     summary_mode: str = operator_knob(
         "llm",
         "'llm' compresses evicted messages with the chat model; 'raw' stores their raw text (no "

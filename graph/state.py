@@ -57,7 +57,7 @@ class State(InputState, total=False):
         memory_decisions: What consolidate/reflect decided for each new item this turn
             (created/merged/updated/strengthened/discarded), also logged in Postgres.
         memory_cost: Memory's model calls and tokens this run, by purpose
-            (``{"summarize": {"calls", "input", "output"}, ...}``; `graph.metering`).
+            (``{"summarize": {"calls", "input", "output"}, ...}``; `graph.wrapping`).
     """
 
     profile: dict[str, dict[str, Any]]

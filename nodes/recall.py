@@ -4,7 +4,6 @@ Runs beside ``load_profile`` in the turn's first step (its embedding and searche
 the profile's reads); it writes nothing but state, so a turn ``load_profile`` refuses
 leaves no trace of it. A session end searches nothing.
 
-The query's embedding was started with the run (`graph.prefetch`), when it could be.
 The modes are `memory_graph_agent.recall.retrieval.recall_memories`; ``tool`` mode falls back to
 ``auto`` for a model that cannot call tools. Recall fills what the window the prompt
 shows leaves of ``memory_token_budget``, so window and memories keep within it together.
@@ -16,7 +15,6 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from graph.context import Context, current_thread_id
-from graph.prefetch import take_query_vector
 from graph.state import State, session_ends, turn_start
 from memory_graph_agent.core.records import event
 from memory_graph_agent.recall.retrieval import recall_memories
@@ -38,10 +36,7 @@ async def recall(state: State, runtime: Runtime[Context], *, services: Services)
         events.append(event("recall", "tool_fallback", text))
     query = latest_human_text(state["messages"])
     shown = {m.id for m in state["messages"] if m.id}  # in the prompt already: not again
-    vector = take_query_vector(query) if mode == "auto" else None  # started with the run
     thread_id = current_thread_id()
     budget = recall_budget(ctx.memory_token_budget, state["messages"])  # the window's rest
-    items, found = await recall_memories(
-        services, ctx, mode, query, thread_id, shown, vector, budget
-    )
+    items, found = await recall_memories(services, ctx, mode, query, thread_id, shown, budget)
     return {"recalled": items, "memory_events": turn_start(events + found)}

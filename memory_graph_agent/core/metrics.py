@@ -96,15 +96,8 @@ for _purpose in LLM_PURPOSES:
     for _direction in ("input", "output"):
         LLM_TOKENS.labels(purpose=_purpose, direction=_direction)
 
-MEMORY_GAVE_WAY = Counter(
-    "agent_memory_gave_way_seconds_total",
-    "Seconds memory work (summaries, consolidation, reflection) waited for turns' read paths "
-    "in the same process before a store call (`memory_graph_agent.core.priority`).",
-)
-
 ALL_METRICS = (
     LLM_CALLS,
-    MEMORY_GAVE_WAY,
     LLM_TOKENS,
     RETRIEVAL_SECONDS,
     HITS,

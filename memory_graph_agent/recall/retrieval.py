@@ -239,8 +239,7 @@ async def retrieve(
         touch: Record the access of the kept summaries/reflections (recency signal);
             ``False`` for read-only views such as ``memory show --query``.
         vector: ``query``'s embedding, or the embedding still running, when the caller
-            already started it (`graph.prefetch`: when the run started); embedded here
-            otherwise.
+            already has it (benchmarks with pre-embedded queries); embedded here otherwise.
         shown: Ids of the messages the prompt already shows (the ``recall`` node's
             state); ``None`` reads the thread's Redis window for them.
 
@@ -330,15 +329,14 @@ async def recall_memories(
     query: str,
     thread_id: str,
     shown: set[str] | None = None,
-    vector: Awaitable[list[float]] | None = None,
     budget: int | None = None,
 ) -> tuple[list[dict[str, Any]], list[MemoryEvent]]:
     """The items ``recall`` puts in the prompt for ``mode``, and what it did.
 
     ``tool`` recalls nothing here (the model searches); ``flat`` takes the hottest
-    memories; ``auto`` runs `retrieve` on ``query`` (whose embedding is ``vector``, when
-    given). Both fill ``budget`` tokens (default ``memory_token_budget``). Long-term
-    memory being down means answering from profile and window alone.
+    memories; ``auto`` runs `retrieve` on ``query``. Both fill ``budget`` tokens (default
+    ``memory_token_budget``). Long-term memory being down means answering from profile
+    and window alone.
     """
     if mode == "tool":
         return [], [event("recall", "tool_mode", "recall: tool mode, the model searches memory")]
@@ -353,7 +351,6 @@ async def recall_memories(
                 thread_id,
                 budget=budget,
                 touch=False,
-                vector=vector,
                 shown=shown,
             )
     except StoreUnavailable:

@@ -21,7 +21,6 @@ from redis.exceptions import RedisError
 from sqlalchemy.exc import SQLAlchemyError
 
 from memory_graph_agent.core.metrics import REDIS_FAILURES
-from memory_graph_agent.core.priority import give_way
 from memory_graph_agent.storage.postgres import PostgresTimeouts
 
 log = logging.getLogger(__name__)
@@ -102,14 +101,10 @@ outages = Outages()
 
 
 def guard(service: str, fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """``fn`` reporting to `outages`, its ``service`` driver errors as `StoreUnavailable`.
-
-    In memory work, the call first gives way to turns' read paths (`priority.give_way`).
-    """
+    """``fn`` reporting to `outages`, its ``service`` driver errors as `StoreUnavailable`."""
 
     @functools.wraps(fn)
     async def method(*args: Any, **kwargs: Any) -> Any:
-        await give_way()
         try:
             if service == "postgres":  # a silent network: the server's timeouts never fire
                 async with asyncio.timeout(PostgresTimeouts.from_env().deadline_s):

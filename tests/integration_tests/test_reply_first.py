@@ -15,7 +15,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from graph.background import LocalScheduler, memory_thread_id
-from graph.builder import build_builder, build_graph
+from graph.builder import build_graph
 from memory_graph_agent.cli.session import end_session, run_turn
 from memory_graph_agent.testing import ScriptedChatModel, block, purpose_of
 from tests.conftest import kinds
@@ -98,47 +98,6 @@ async def test_the_reply_streams_and_the_next_turn_runs_while_memory_works(
     assert "number 0" in block(gated.system_prompts()[-1], "summary")
     await end_session(agent, ctx, thread, memory)
     await _assert_exactly_once(services, ctx.user_id, thread)
-
-
-async def test_memory_store_calls_wait_while_a_turn_reads(
-    services, checkpointer, gated, make_context
-):
-    """A memory run's store calls give way to a turn's load_profile/recall (`priority`)."""
-    hold, inside = asyncio.Event(), asyncio.Event()
-
-    def hold_recall(node: Any, name: str) -> Any:
-        async def held(state: Any, runtime: Any) -> Any:
-            if name == "recall" and not runtime.context.memory_of and gated.started.is_set():
-                inside.set()
-                await hold.wait()
-            return await node(state, runtime)
-
-        return held
-
-    memory = LocalScheduler()
-    agent = memory.bind(
-        build_builder(services, memory, wrap=hold_recall).compile(checkpointer=checkpointer)
-    )
-    ctx = make_context(
-        model_obj=gated, window_size=2, summary_batch=2, memory_delay_s=0, memory_give_way_s=30
-    )
-    thread = _thread()
-    for i in range(3):
-        state = await run_turn(agent, ctx, thread, f"number {i}")
-        if state.get("memory_scheduled"):
-            break
-    await asyncio.wait_for(gated.started.wait(), 10)  # the memory run is in its model call
-    turn = asyncio.create_task(run_turn(agent, ctx, thread, "and now?"))
-    await asyncio.wait_for(inside.wait(), 10)  # the next turn is in its read path
-    gated.gate.set()  # memory's summary is ready: storing it must wait for the turn
-    await asyncio.sleep(0.5)
-    assert await services.memories.count(ctx.user_id) == {}
-    assert memory.pending(ctx.user_id, thread)
-    hold.set()
-    await asyncio.wait_for(turn, 10)
-    await asyncio.wait_for(memory.drain(), 30)
-    assert (await services.memories.count(ctx.user_id)).get("summary", 0) >= 1
-    assert memory.failures == 0
 
 
 @pytest.mark.parametrize("mode", ["inline", "background"])

@@ -1,6 +1,6 @@
 """A turn's read path makes one Redis round trip, and still loads all it loaded before.
 
-Through the compiled graph (`graph.builder.build_builder`, prefetching as shipped) on the
+Through the compiled graph (`graph.builder.build_builder`, as shipped) on the
 real Redis: from ``ainvoke`` until ``respond`` starts, the turn borrows one connection of
 the Redis pool once. The admission, the profile with its recent changes and the thread's
 running summary travel together (`ThreadOwners.admit`'s ``also``), and each still
@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from graph.builder import build_builder, prefetching
+from graph.builder import build_builder
 from memory_graph_agent.storage.profile import Fact
 from tests.conftest import say
 
@@ -43,9 +43,7 @@ def counted(services, checkpointer, monkeypatch):
 
         return respond
 
-    graph = prefetching(
-        build_builder(services, wrap=wrap).compile(checkpointer=checkpointer), services
-    )
+    graph = build_builder(services, wrap=wrap).compile(checkpointer=checkpointer)
 
     async def turn(ctx, thread: str, text: str) -> dict:
         counts.append(0)

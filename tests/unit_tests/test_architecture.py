@@ -2,7 +2,7 @@
 
 Arrows point one way: testing -> apps -> wiring -> nodes -> declarations -> domain ->
 services -> local/storage -> core. ``graph/`` holds the wiring; its declarations (state,
-context, the run's prefetched query, prompts, tools) are what nodes may import from it.
+context, prompts, tools) are what nodes may import from it.
 ``memory_graph_agent.testing`` (the public fake chat model) is on top: nothing of the
 project imports it; tests, benchmarks and users' tests do. ``bench/`` never imports
 ``tests/``. Every import counts, including the lazy ones inside functions (only ``if
@@ -33,7 +33,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "graph.state",
             "graph.context",
-            "graph.prefetch",
             "graph.prompts",
             "graph.tools",
             "graph.maintenance_state",
