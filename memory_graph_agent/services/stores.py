@@ -36,10 +36,9 @@ from memory_graph_agent.storage.episodes import EpisodeLog
 from memory_graph_agent.storage.keys import RedisKeys, default_prefix
 from memory_graph_agent.storage.memories import MemoryStore
 from memory_graph_agent.storage.outages import outages
-from memory_graph_agent.storage.postgres import Database, PostgresTimeouts
+from memory_graph_agent.storage.postgres import Database, PostgresTimeouts, check_idle
 from memory_graph_agent.storage.profile import ProfileStore
 from memory_graph_agent.storage.queue import PendingQueue
-from memory_graph_agent.storage.read_pool import check_idle
 from memory_graph_agent.storage.runs import RunStarts
 from memory_graph_agent.storage.threads import ThreadOwners
 from memory_graph_agent.storage.window import WindowStore
@@ -186,9 +185,12 @@ async def close_server_services() -> None:
 async def open_checkpointer(database_url: str) -> AsyncIterator[AsyncPostgresSaver]:
     """LangGraph's Postgres checkpointer on a small pool that checks connections before use.
 
-    A single connection (``AsyncPostgresSaver.from_conn_string``) dies for good when
-    Postgres restarts; the pool replaces broken connections. The check costs no round
-    trip while a connection is healthy (`read_pool.check_idle`).
+    Why a pool of its own (the second of a process, beside the stores' SQLAlchemy engine):
+    `AsyncPostgresSaver` takes a psycopg connection or `psycopg_pool` pool, with settings of
+    its own (autocommit, dict rows), and holds it for whole graph steps. A single connection
+    (``AsyncPostgresSaver.from_conn_string``) dies for good when Postgres restarts; the pool
+    replaces broken connections. The check costs no round trip while a connection is
+    healthy (`postgres.check_idle`).
     """
     timeouts = PostgresTimeouts.from_env()
     pool = AsyncConnectionPool(

@@ -152,7 +152,7 @@ class EntityLinks:
         )
 
     async def reach(self, user_id: str, keys: Sequence[str]) -> list[dict[str, Any]]:
-        """Run `reach_statement` read-only on a pooled connection of its own."""
+        """Run `reach_statement` on a pooled connection (`Database.pipeline`)."""
         if not keys:
             return []
         return (await self.db.pipeline(self.reach_statement(user_id, keys)))[-1]

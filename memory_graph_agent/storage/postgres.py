@@ -1,7 +1,16 @@
-"""The one Postgres driver and pool of the memory stores: a SQLAlchemy async engine.
+"""The one Postgres driver (psycopg 3) and the memory stores' one pool: a SQLAlchemy engine.
 
-`PGVectorStore` runs on it through `PGEngine.from_engine`, our own SQL through `Database.run`;
-the read-only pipelines of the read path have a psycopg pool of their own (`ReadPool`).
+Why SQLAlchemy's pool: `PGVectorStore` needs an engine (`PGEngine.from_engine`), so its
+pool serves everything else too: our own SQL (`Database.run`) and the read path's
+pipelined searches (`Database.pipeline`, on the driver connection itself). It connects
+in the caller when no connection is idle, so with Postgres down a call fails at once
+(degraded mode) rather than after a wait for the pool; it hands out the most recently
+used connection first (the warmest backend). A connection is checked on
+checkout without a round trip (`check_idle`, instead of ``pool_pre_ping``'s ``SELECT 1``):
+only one the server has written to while idle (a restart's termination notice, an end
+of file) is really pinged, and replaced if dead. The other pool of a process is
+LangGraph's checkpointer's (`services.stores.open_checkpointer`), with the same check.
+
 The engine belongs to the event loop that opened it: open and close it in that loop. Every
 connection has a connect and a statement timeout (`PostgresTimeouts`), and schema changes
 run once per version (`Database.migrate`), never at every open.
@@ -12,6 +21,8 @@ from __future__ import annotations
 import math
 import os
 import re
+import select
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -20,10 +31,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from langchain_postgres import PGEngine
-from sqlalchemy import text
+from psycopg.pq import TransactionStatus
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+from sqlalchemy import event, text
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-
-from memory_graph_agent.storage.read_pool import ReadPool
 
 Statement = str | tuple[str, dict[str, Any]]
 _NAMED = re.compile(r"(?<![:\w]):(\w+)")
@@ -73,6 +86,47 @@ class PostgresTimeouts:
         }
 
 
+def _written_while_idle(conn: psycopg.AsyncConnection) -> bool:
+    """Whether an idle connection is closed, broken, or has something from the server to read.
+
+    A healthy idle connection has nothing to read: the server writes to it while idle only
+    when it closes it (a restart's termination notice, a dead peer's end of file).
+    """
+    if conn.closed or conn.broken:
+        return True
+    readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    return bool(readable)
+
+
+async def check_idle(conn: psycopg.AsyncConnection) -> None:
+    """`psycopg_pool`'s check, without a round trip while the connection is healthy.
+
+    Raises like `AsyncConnectionPool.check_connection` (the pool then discards the
+    connection and takes another) when the server has closed it or it is broken.
+    """
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("the connection is closed")
+    if _written_while_idle(conn):  # a notice or EOF from the server: see if it still answers
+        await AsyncConnectionPool.check_connection(conn)
+
+
+def _checkout_check(engine: AsyncEngine) -> Any:
+    """SQLAlchemy's checkout hook doing what `check_idle` does for `psycopg_pool`."""
+    dialect = engine.sync_engine.dialect
+
+    def check(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        if not _written_while_idle(dbapi_connection.driver_connection):
+            return
+        try:
+            alive = dialect.do_ping(dbapi_connection)
+        except Exception as exc:  # any failure of the ping means: replace it
+            raise DisconnectionError(f"the server closed the connection: {exc}") from exc
+        if not alive:
+            raise DisconnectionError("the server closed the connection")
+
+    return check
+
+
 def sqlalchemy_url(url: str) -> str:
     """Turn a libpq URL into the psycopg 3 async SQLAlchemy URL."""
     for scheme in ("postgresql+psycopg://", "postgresql://", "postgres://"):
@@ -87,12 +141,12 @@ def with_database(url: str, db: str) -> str:
 
 
 class Database:
-    """A pooled engine plus the `PGEngine` view `langchain-postgres` needs, and the read pool."""
+    """A pooled engine plus the `PGEngine` view `langchain-postgres` needs."""
 
-    def __init__(self, engine: AsyncEngine, reads: ReadPool) -> None:
+    def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self.vectors = PGEngine.from_engine(engine)
-        self.reads = reads
+        self._settings: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
 
     @classmethod
     def connect(cls, database_url: str) -> Database:
@@ -100,11 +154,12 @@ class Database:
         timeouts = PostgresTimeouts.from_env()
         engine = create_async_engine(
             sqlalchemy_url(database_url),
-            pool_pre_ping=True,
+            pool_use_lifo=True,  # the most recently used connection: the warmest backend
             pool_timeout=timeouts.deadline_s,
             connect_args=timeouts.connect_args(),
         )
-        return cls(engine, ReadPool(database_url, timeouts.connect_args(), timeouts.deadline_s))
+        event.listen(engine.sync_engine, "checkout", _checkout_check(engine))
+        return cls(engine)
 
     async def run(self, *statements: Statement) -> list[dict[str, Any]]:
         """Run statements in one transaction; return the rows of the last one."""
@@ -117,30 +172,49 @@ class Database:
         return rows
 
     async def pipeline(self, *statements: Statement) -> list[list[dict[str, Any]]]:
-        """Run read-only statements in one round trip; the rows of each.
+        """Run the read path's statements in one round trip; the rows of each.
 
-        They run on a connection of the read pool (`ReadPool`: checked without a round
-        trip, read-only, in autocommit). Leading ``SET LOCAL`` options become the
-        connection's own settings (`ReadPool.settle`: sent only when a value changes;
-        every search that needs one sets it), a single statement is then sent alone, and
-        several at once in psycopg's pipeline mode: one network wait either way.
-        Parameters are named as for `run` (``:name``); a ``SET LOCAL`` has no rows.
+        They run on a pooled connection switched to autocommit while they run (no
+        ``BEGIN``/``ROLLBACK`` round trips) and handed back out of it, or discarded if it
+        cannot be. Leading ``SET LOCAL`` options (a search's HNSW options) become the
+        connection's session settings (`_settle`: sent only when a value changes; every
+        search that needs one sets it), a single statement is then sent alone, and several
+        at once in psycopg's pipeline mode: one network wait either way. Parameters are
+        named as for `run` (``:name``); a ``SET LOCAL`` has no rows.
         """
         settings = [_setting(s) for s in statements]
         n = next((i for i, found in enumerate(settings) if found is None), len(statements))
         queries = statements[n:]
-        async with self.reads.connection() as conn:
-            await self.reads.settle(conn, dict(s for s in settings[:n] if s is not None))
-            if len(queries) == 1:
-                cur = await conn.execute(*_driver_statement(queries[0]))
-                rows = [[] if cur.description is None else await cur.fetchall()]
-            else:
-                async with conn.pipeline():
-                    cursors = [conn.cursor() for _ in queries]
-                    for cur, stmt in zip(cursors, queries, strict=True):
-                        await cur.execute(*_driver_statement(stmt))
+        async with self.engine.connect() as conn:
+            # checked out already by connect(): reading it does no I/O (no greenlet needed)
+            driver: psycopg.AsyncConnection = conn.sync_connection.connection.driver_connection
+            await driver.set_autocommit(True)
+            try:
+                await self._settle(driver, dict(s for s in settings[:n] if s is not None))
+                cursors = [driver.cursor(row_factory=dict_row) for _ in queries]
+                if len(queries) == 1:
+                    await cursors[0].execute(*_driver_statement(queries[0]))
+                else:
+                    async with driver.pipeline():
+                        for cur, stmt in zip(cursors, queries, strict=True):
+                            await cur.execute(*_driver_statement(stmt))
                 rows = [[] if c.description is None else await c.fetchall() for c in cursors]
+            finally:
+                idle = not driver.closed and not driver.broken
+                if idle and driver.info.transaction_status == TransactionStatus.IDLE:
+                    await driver.set_autocommit(False)
+                else:  # cancelled mid-statement, say: never hand back a connection in autocommit
+                    await conn.invalidate()
         return [[] for _ in range(n)] + rows
+
+    async def _settle(self, driver: psycopg.AsyncConnection, settings: dict[str, str]) -> None:
+        """Give ``driver`` these settings for its session; a round trip only if one changes."""
+        current = self._settings.setdefault(driver, {})
+        changed = {k: v for k, v in settings.items() if current.get(k) != v}
+        if changed:
+            calls = ", ".join("set_config(%s, %s, false)" for _ in changed)
+            await driver.execute(f"SELECT {calls}", [x for kv in changed.items() for x in kv])
+            current.update(changed)
 
     async def query(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """Run one statement in its own transaction; return its rows."""
@@ -191,7 +265,6 @@ class Database:
 
     async def aclose(self) -> None:
         """Close every pooled connection."""
-        await self.reads.aclose()
         await self.engine.dispose()
 
 
