@@ -3,7 +3,8 @@
 This front door is the public API, loaded lazily (``import memory_graph_agent`` loads no
 LangGraph): `MemoryMiddleware` for ``create_agent``, `add_memory` and `MemoryState` for a
 hand-built ``StateGraph``, `memory_prompt` (the fenced memory blocks), `Context` (the
-knobs) with `RecallWeights` (its group of recall weights), and the `MemoryProvider` interface with our ``tiered`` and ``flat`` providers.
+knobs) with `RecallWeights` (its group of recall weights), and the `MemoryProvider`
+interface with our ``tiered`` and ``flat`` providers.
 
 Its sub-packages are the memory domain, laid out by flow, with no LangGraph wiring
 (that is ``graph/`` and ``nodes/``); storage adapters are in `memory_graph_agent.storage`,

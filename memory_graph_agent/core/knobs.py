@@ -5,10 +5,10 @@
 mode: the deployment's environment sets it, the server refuses it from clients), and
 `scheduler_knob` what the memory scheduler sets on its own runs (``memory_of``), and
 `operator_group` a nested, frozen group of operator's knobs declared together (the tuned
-recall weights, `graph.context.RecallWeights`). Adding one is one line in
-`graph.context.Context` (or its group); its bounds are checked by `check_fields` and shown
-in the form, and the server's auth policy, the docs' tables and the form follow the tier
-without another list.
+recall weights, `memory_graph_agent.recall.weights.RecallWeights`). Adding one is one
+line in `graph.context.Context` (or in its group); its bounds are checked by
+`check_fields` and shown in the form, and the server's auth policy, the docs' tables and
+the form follow the tier without another list.
 
 Every knob reads the environment variable of its own name in upper case, a group's
 members too (``NEIGHBOUR_WEIGHT``, not a prefixed name), so a knob's name is unique across
