@@ -72,7 +72,6 @@ import asyncio
 import os
 import time
 import uuid
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -115,6 +114,7 @@ from bench.locomo_scoring import (
 from bench.seeding import embed_batched
 from bench.stats import quiet_logs, write_json
 from graph.context import Context
+from memory_graph_agent.core.knobs import with_knobs
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.services.stores import Services, services_session
 
@@ -152,9 +152,10 @@ async def evaluate_conversation(
     default = default_key()
     # grid points by the index-time knob: the turns are indexed again for each other value
     by_weight: dict[float, dict[str, Context]] = {}
+    replayed = ctx.recall_weights.turn_context_weight  # what the replay indexed with
     for point in grid_points():
-        weight = point.get("turn_context_weight", ctx.turn_context_weight)
-        by_weight.setdefault(weight, {})[point_key(point)] = replace(fit_ctx, **point)
+        weight = point.get("turn_context_weight", replayed)
+        by_weight.setdefault(weight, {})[point_key(point)] = with_knobs(fit_ctx, **point)
     bar.update(tasks["questions"], description=f"questions {conv.sample_id}")
     t0 = time.perf_counter()
     probes_of: dict[int, dict[str, tuple[set[str], int]]] = {q.index: {} for q in scored}
@@ -167,17 +168,17 @@ async def evaluate_conversation(
                 ids, tokens = await recall_context_ids(graphs.recall, conv, point_ctx, question)
             probes_of[question.index][key] = (ids | mem.window_ids, tokens + mem.window_tokens)
 
-    others = [w for w in by_weight if w != ctx.turn_context_weight]
+    others = [w for w in by_weight if w != replayed]
     for weight in others:  # before the replay's own vectors are asked (and restored)
         await reindex_turns(services, conv, weight)
         for question in scored:
             await probe(by_weight[weight], question)
     if others:
-        await reindex_turns(services, conv, ctx.turn_context_weight)
+        await reindex_turns(services, conv, replayed)
     records = []
     for question, vector in zip(scored, qvecs, strict=True):
         contexts = baseline_contexts(index, question.text, vector, budget)
-        await probe(by_weight.get(ctx.turn_context_weight, {}), question)
+        await probe(by_weight.get(replayed, {}), question)
         probes = probes_of[question.index]
         contexts["memory_in_budget"] = probes[default]
         ids, tokens = await recall_context_ids(graphs.recall, conv, full_ctx, question)

@@ -22,7 +22,6 @@ import asyncio
 import json
 import time
 import uuid
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +44,8 @@ from bench.locomo_pipeline import (
 )
 from bench.locomo_scoring import evidence_recall
 from bench.stats import quiet_logs
-from graph.context import Context
+from graph.context import KNOB_FIELDS
+from memory_graph_agent.core.knobs import with_knobs
 from memory_graph_agent.local.embedded import ensure_services
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.services.stores import services_session
@@ -60,11 +60,10 @@ def _state_file(db: str) -> Path:
 
 def parse_variant(text: str) -> dict[str, Any]:
     """``"a=1,b=0.5"`` -> ``{"a": 1, "b": 0.5}``, typed like the `Context` field."""
-    fields = Context.__dataclass_fields__
     out: dict[str, Any] = {}
     for part in filter(None, text.split(",")):
         key, _, value = part.partition("=")
-        out[key] = type(fields[key].default)(value)
+        out[key] = type(KNOB_FIELDS[key].default)(value)
     return out
 
 
@@ -93,7 +92,7 @@ async def prepare(db: str, data: str, limit: int | None) -> None:
         "redis": urls.redis_url,
         "prefix": prefix,
         "windows": windows,
-        "turn_context_weight": Context.__dataclass_fields__["turn_context_weight"].default,
+        "turn_context_weight": KNOB_FIELDS["turn_context_weight"].default,
     }
     _state_file(db).write_text(json.dumps(state))
 
@@ -129,7 +128,7 @@ async def ask(db: str, data: str, limit: int | None, variants: list[str], budget
                 for conv in conversations:
                     window = state["windows"][conv.sample_id]
                     base = recall_context(conv, spec, budget - window["tokens"], RECALL_K)
-                    ctx = replace(base, **parse_variant(variant))
+                    ctx = with_knobs(base, **parse_variant(variant))
                     for q in conv.questions:
                         if not q.scored or q.category not in by_cat:
                             continue

@@ -40,7 +40,6 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -77,8 +76,8 @@ from bench.locomo_scoring import (
 from bench.longmemeval_data import QUESTION_TYPES, Haystack, load_longmemeval
 from bench.seeding import embed_batched
 from bench.stats import bench_parser, pyplot, quiet_logs, write_json
-from graph.context import Context
-from memory_graph_agent.core.knobs import coerce
+from graph.context import KNOB_FIELDS, Context
+from memory_graph_agent.core.knobs import coerce, with_knobs
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.services.stores import Services, services_session
 
@@ -224,14 +223,15 @@ async def evaluate(
                 grid[key] = score(hay, await recall_ranked(recall_graph, hay, point_ctx))
 
     by_weight: dict[float, dict[str, Context]] = {}
+    replayed = ctx.recall_weights.turn_context_weight  # what the replay indexed with
     for point in grid_points(knobs):
-        weight = point.get("turn_context_weight", ctx.turn_context_weight)
-        by_weight.setdefault(weight, {})[point_key(point)] = replace(fit, **point)
-    for weight in [w for w in by_weight if w != ctx.turn_context_weight]:
+        weight = point.get("turn_context_weight", replayed)
+        by_weight.setdefault(weight, {})[point_key(point)] = with_knobs(fit, **point)
+    for weight in [w for w in by_weight if w != replayed]:
         await reindex(services, hay, weight)
         await probe(by_weight[weight])
-        await reindex(services, hay, ctx.turn_context_weight)
-    await probe(by_weight.get(ctx.turn_context_weight, {}))
+        await reindex(services, hay, replayed)
+    await probe(by_weight.get(replayed, {}))
     contexts["memory_in_budget"] = await recall_ranked(recall_graph, hay, fit)
     shown = hay.sessions[-1].turns[-ctx.window_size :]
     contexts["window"] = (
@@ -415,13 +415,12 @@ async def run_benchmark(
 
 def parse_grid(text: str) -> dict[str, tuple[Any, ...]]:
     """``'a=0,0.5;b=5'`` as ``{"a": (0.0, 0.5), "b": (5,)}``, typed like the `Context` field."""
-    fields = Context.__dataclass_fields__
     grid: dict[str, tuple[Any, ...]] = {}
     for part in filter(None, (p.strip() for p in text.split(";"))):
         name, _, values = part.partition("=")
-        if name not in fields:
+        if name not in KNOB_FIELDS:  # a recall weight by its own name (`RecallWeights`)
             raise ValueError(f"unknown knob {name!r}")
-        kind = type(fields[name].default)  # typed as the environment types it
+        kind = type(KNOB_FIELDS[name].default)  # typed as the environment types it
         grid[name] = tuple(coerce(v.strip(), kind, name) for v in values.split(","))
     return grid
 

@@ -46,6 +46,7 @@ from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.seeding import VectorSource, embed_batched, seed_size
 from bench.stats import bench_parser, fmt, ms_stats, parse_ints, pyplot, quiet_logs, write_outputs
 from graph.context import Context
+from memory_graph_agent.core.knobs import knob_values
 from memory_graph_agent.recall import linking, ranking, retrieval
 from memory_graph_agent.services.stores import services_session
 
@@ -291,7 +292,7 @@ async def run_recall_path(
             "seed": seed,
             "embedding_model": EMBEDDING,
             "context": {
-                k: getattr(Context(user_id=user), k)
+                k: knob_values(Context(user_id=user))[k]
                 for k in (
                     "recall_k",
                     "min_similarity",

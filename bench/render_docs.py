@@ -95,27 +95,47 @@ TIERS = {"knob": "user", "operator_knob": "operator", "scheduler_knob": "schedul
 def context_knobs(root: Path) -> list[dict[str, str]]:
     """Name, tier, default, bounds and description of every ``Context`` field, from the source.
 
-    A field is ``knob(default, description, **bounds)`` (the user's) or
-    ``operator_knob(...)`` (the operator's).
+    A field is ``knob(default, description, **bounds)`` (the user's),
+    ``operator_knob(...)`` (the operator's) or ``scheduler_knob(...)``; a group,
+    ``operator_group(Group, description)``, stands for the fields of ``Group`` (read where
+    `graph/context.py` imports it from), shown as ``group.field`` and each read from its own
+    variable.
     """
-    tree = ast.parse((root / "graph" / "context.py").read_text())
-    (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Context"]
+    path = root / "graph" / "context.py"
+    return _class_knobs(root, ast.parse(path.read_text()), "Context")
+
+
+def _class_knobs(root: Path, tree: ast.Module, name: str, prefix: str = "") -> list[dict[str, str]]:
+    (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name]
     knobs = []
     for node in cls.body:
         if not (isinstance(node, ast.AnnAssign) and isinstance(node.value, ast.Call)):
             continue
         call = node.value
+        field = node.target.id  # type: ignore[attr-defined]
+        if call.func.id == "operator_group":  # type: ignore[attr-defined]
+            group = call.args[0].id  # type: ignore[attr-defined]
+            knobs += _class_knobs(root, _module_of(root, tree, group), group, f"{field}.")
+            continue
         tier = TIERS[call.func.id]  # type: ignore[attr-defined]
         value = ast.literal_eval(call.args[0])
         description = ast.literal_eval(call.args[1])
         bounds = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
         shown = "(empty)" if value == "" else f"`{value}`"
-        name = node.target.id  # type: ignore[attr-defined]
         knobs.append(
-            {"name": name, "tier": tier, "default": shown, "bounds": _bounds(bounds),
-             "description": description}
+            {"name": prefix + field, "env": field.upper(), "tier": tier, "default": shown,
+             "bounds": _bounds(bounds), "description": description}
         )  # fmt: skip
     return knobs
+
+
+def _module_of(root: Path, tree: ast.Module, name: str) -> ast.Module:
+    """The parsed module ``tree`` imports class ``name`` from (or ``tree`` itself)."""
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and any(a.name == name for a in node.names):
+            path = root / Path(*str(node.module).split(".")).with_suffix(".py")
+            return ast.parse(path.read_text())
+    return tree
 
 
 def _bounds(bounds: dict[str, Any]) -> str:
@@ -138,7 +158,7 @@ def render_context_knobs(root: Path) -> str:
                       "from a client of the server on any other run, 403):"),
     ):  # fmt: skip
         rows = [
-            [f"`{k['name']}`", f"`{k['name'].upper()}`", k["default"], k["bounds"] or "-",
+            [f"`{k['name']}`", f"`{k['env']}`", k["default"], k["bounds"] or "-",
              _cell(k["description"])]
             for k in knobs
             if k["tier"] == tier

@@ -8,6 +8,10 @@
   variable (``WINDOW_SIZE``, e.g. from ``langgraph.json``'s ``env`` file). The server
   refuses them from clients (`memory_graph_agent.auth.policy.run_context`, 403); code that
   builds a `Context` itself (the CLI, scripts, notebooks, tests) may set any of them.
+  Recall's tuned ranking weights are one nested group of them, `RecallWeights`
+  (``ctx.recall_weights.neighbour_weight``); each weight keeps its own variable
+  (``NEIGHBOUR_WEIGHT``), and `memory_graph_agent.core.knobs.with_knobs` sets knobs by
+  name in or out of the group.
 
 Each field declares its tier, description and bounds (``ge``, ``gt``, ``le``, ``choices``)
 once (`memory_graph_agent.core.knobs`): `Context.__post_init__` checks the bounds, the form
@@ -16,8 +20,7 @@ shows them, and the auth policy and the docs' tables follow the tier.
 
 from __future__ import annotations
 
-import os
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import dataclass
 from typing import Annotated, Any, Protocol
 
 from langgraph.config import get_config
@@ -28,14 +31,17 @@ from memory_graph_agent.core.knobs import (
     OPERATOR,
     SCHEDULER,
     USER,
-    check_bounds,
-    coerce,
+    check_fields,
     form_schema,
+    from_environment,
     knob,
+    knob_fields,
     names_in,
+    operator_group,
     operator_knob,
     scheduler_knob,
 )
+from memory_graph_agent.recall.weights import RecallWeights
 from memory_graph_agent.services.models import default_chat_model
 from memory_graph_agent.turn.validation import check_id
 
@@ -122,7 +128,7 @@ class Context:
     change_note_days: int = operator_knob(
         7, "Profile changes this recent are noted in the prompt.", ge=0
     )
-    # --- recall: how much it fetches, and its ranking weights tuned on LoCoMo ---
+    # --- recall: how much it fetches, then how it ranks (the tuned weights, a group) ---
     recall_k: int = operator_knob(5, "Memories recalled per turn (top-k).", ge=1)
     recall_candidate_tokens: int = operator_knob(
         30,
@@ -137,69 +143,11 @@ class Context:
         "connection); 0 turns it off. Chosen by cross-validation on LoCoMo.",
         ge=0,
     )
-    neighbour_weight: float = operator_knob(
-        0.5,
-        "Share of a recalled turn's score its neighbours (the turns said just before and "
-        "after) get; 0 turns neighbours off. Chosen by cross-validation on LoCoMo.",
-        ge=0,
-        le=1,
-    )
-    summary_turn_weight: float = operator_knob(
-        0.0,
-        "Weight of a recalled summary's rank in the ranking of the turns it was made from; "
-        "0 turns it off. Off by default: it helped LoCoMo and cost LongMemEval more "
-        "(bench.joint_cv).",
-        ge=0,
-    )
-    recall_rrf_k: int = operator_knob(
-        5,
-        "The constant k of recall's reciprocal-rank fusion (1 / (k + rank)): smaller "
-        "trusts the top ranks more. Chosen by cross-validation on LoCoMo.",
-        ge=0,
-    )
-    topic_weight: float = operator_knob(
-        0.0,
-        "Share of the best turns' score lent to turns that share their rarer words "
-        "(topic links, pseudo-relevance feedback in the candidates); 0 turns it off. Off by "
-        "default: it helped LoCoMo and cost LongMemEval more (bench.joint_cv).",
-        ge=0,
-    )
-    entity_weight: float = operator_knob(
-        0.0,
-        "Share of the best turns' score lent to the user's other turns that share their "
-        "entity keys (names; edges stored with each turn), reaching turns no search "
-        "found, at one more statement after the searches; 0 (off) by default: on LoCoMo "
-        "0.1 added 0.1 point of recall for ~4 ms p50 of the read path.",
-        ge=0,
-    )
-    speaker_weight: float = operator_knob(
-        1.5,
-        "How much more a turn counts when the query names its speaker (``Melanie`` in "
-        '"What books has Melanie read?"): its RRF is multiplied by 1 + this; 0 turns it '
-        "off. Chosen by cross-validation on LoCoMo.",
-        ge=0,
-    )
-    turn_context_weight: float = operator_knob(
-        0.25,
-        "Share of each adjacent turn's embedding (the turns said just before and after) "
-        "mixed into a raw turn's stored vector when it is indexed, so a short answer is "
-        "found by the question it answers; 0 stores each turn's own vector. Applies to "
-        "turns indexed from then on. Chosen by cross-validation on LoCoMo.",
-        ge=0,
-    )
-    weight_relevance: float = operator_knob(
-        1.0, "Weight of the fused (vector + keyword) relevance.", ge=0
-    )
-    weight_recency: float = operator_knob(
-        0.0,
-        "Weight of recency (exponential decay since last access). Off by default: on LoCoMo it "
-        "boosts memories recalled for earlier, unrelated questions (0.829 at 0, 0.825 at 0.5; "
-        "in-budget 0.776 vs 0.724).",
-        ge=0,
-    )
-    weight_importance: float = operator_knob(0.5, "Weight of the memory's importance.", ge=0)
-    recency_half_life_days: float = operator_knob(
-        30.0, "Days after which the recency signal halves.", gt=0
+    recall_weights: RecallWeights = operator_group(
+        RecallWeights,
+        "How recall ranks what it found: fusion, links, the speaker, contextual turn vectors "
+        "and the memory score; tuned by cross-validation on LoCoMo and LongMemEval. Each "
+        "weight reads its own environment variable (NEIGHBOUR_WEIGHT).",
     )
     # --- memory formation: when and how summaries, facts and reflections are made ---
     memory_mode: str = operator_knob(
@@ -290,12 +238,9 @@ class Context:
 
     def __post_init__(self) -> None:
         """Fill defaults from the environment, resolve auto models and check every bound."""
-        for f in fields(self):
-            if f.default is not MISSING and getattr(self, f.name) == f.default:
-                raw = os.environ.get(f.name.upper())
-                if raw is not None and raw != "":
-                    setattr(self, f.name, coerce(raw, type(f.default), f.name))
-            check_bounds(f.name, getattr(self, f.name), f.metadata)
+        for name, value in from_environment(self).items():
+            setattr(self, name, value)
+        check_fields(self)
         if not self.model:
             self.model = default_chat_model()
         self.user_id = validate_id(self.user_id, "user_id")
@@ -321,7 +266,10 @@ class Context:
 USER_KNOBS = names_in(Context, USER)
 """What a client of the server may set in a run's context."""
 OPERATOR_KNOBS = names_in(Context, OPERATOR)
-"""What only the deployment's environment (or code that builds a `Context`) sets."""
+"""What only the deployment's environment (or code that builds a `Context`) sets: the
+``recall_weights`` group and each of its weights by name among them."""
+KNOB_FIELDS = knob_fields(Context)
+"""Every knob's declaration by name, the recall weights' among them (a name is unique)."""
 SCHEDULER_KNOBS = names_in(Context, SCHEDULER)
 """What the memory scheduler sets on the memory runs it starts (``memory_of``)."""
 

@@ -3,7 +3,8 @@
 This front door is the public API, loaded lazily (``import memory_graph_agent`` loads no
 LangGraph): `MemoryMiddleware` for ``create_agent``, `add_memory` and `MemoryState` for a
 hand-built ``StateGraph``, `memory_prompt` (the fenced memory blocks), `Context` (the
-knobs), and the `MemoryProvider` interface with our ``tiered`` and ``flat`` providers.
+knobs) with `RecallWeights` (its group of recall weights), and the `MemoryProvider`
+interface with our ``tiered`` and ``flat`` providers.
 
 Its sub-packages are the memory domain, laid out by flow, with no LangGraph wiring
 (that is ``graph/`` and ``nodes/``); storage adapters are in `memory_graph_agent.storage`,
@@ -23,6 +24,7 @@ __all__ = [
     "MemoryState",
     "MissingUserError",
     "ProfileView",
+    "RecallWeights",
     "TieredProvider",
     "add_memory",
     "memory_prompt",
@@ -43,6 +45,8 @@ def __getattr__(name: str) -> Any:
         from graph import context as module
     elif name == "memory_prompt":
         from graph import prompts as module
+    elif name == "RecallWeights":
+        from memory_graph_agent.recall import weights as module
     elif name in ("MemoryProvider", "ProfileView"):
         from memory_graph_agent.providers import base as module
     elif name in ("TieredProvider", "FlatProvider"):

@@ -4,8 +4,9 @@
   refused, a missing one is filled in.
 - A client sets only the user's knobs (`graph.context.USER_KNOBS`) in a run's, an
   assistant's or a cron's context; the operator's knobs (limits, budgets, batches,
-  timeouts, thresholds, modes) come from the deployment's environment, and a context or
-  ``configurable`` naming one is refused.
+  timeouts, thresholds, modes, the tuned ``recall_weights`` group) come from the
+  deployment's environment, and a context or ``configurable`` naming one is refused (the
+  group, or any of its weights by name).
 - Threads, runs, crons and assistants carry ``metadata.owner``; every read is filtered by
   it, and nobody may hand a resource to someone else.
 - Memory threads (`memory_graph_agent.core.memory_threads`) are created only as the
@@ -21,7 +22,8 @@ from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any
 from uuid import UUID, uuid5
 
-from graph.context import OPERATOR_KNOBS, USER_KNOBS
+from graph.context import OPERATOR_KNOBS, USER_KNOBS, Context
+from memory_graph_agent.core.knobs import env_names
 from memory_graph_agent.core.memory_threads import (
     ALTERNATES,
     is_memory_thread_id,
@@ -102,10 +104,10 @@ def run_context(
     """The run's context with ``user_id`` set to the caller.
 
     Refused: another user id and every field of `Context` that is not a user's knob
-    (`OPERATOR_KNOBS`). Other keys set no knob (the server adds some of its own, e.g. a
-    fired cron's ``cron_id``). The one exception is ``memory_of`` on a run of the memory
-    thread of that thread of the caller's: the run the server's memory scheduler starts
-    (`graph.background`).
+    (`OPERATOR_KNOBS`: the ``recall_weights`` group and each of its weights too). Other
+    keys set no knob (the server adds some of its own, e.g. a fired cron's ``cron_id``).
+    The one exception is ``memory_of`` on a run of the memory thread of that thread of the
+    caller's: the run the server's memory scheduler starts (`graph.background`).
     """
     context = dict(context or {})
     _check_user_id(user_id, context)
@@ -133,10 +135,10 @@ def _check_user_id(user_id: str, context: Mapping[str, Any]) -> None:
 def _refuse_operator_knobs(context: Mapping[str, Any], where: str) -> None:
     named = sorted(k for k in context if k in OPERATOR_KNOBS)
     if named:
-        env = ", ".join(k.upper() for k in named)
+        env = ", ".join(e for k in named for e in env_names(Context, k))
         raise Forbidden(
             f"{where} sets {', '.join(named)}: the operator's knobs (limits, budgets, "
-            f"timeouts, thresholds, modes) are set by the deployment's environment "
+            f"timeouts, thresholds, modes, weights) are set by the deployment's environment "
             f"({env}), not by a client; a client may set {', '.join(sorted(USER_KNOBS))}"
         )
 

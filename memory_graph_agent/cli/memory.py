@@ -71,7 +71,8 @@ async def _memory_query(args: argparse.Namespace, context: Any, services: Any) -
         out = {"user_id": context.user_id, "query": args.query, **vars(found)}
         print(json.dumps(out, default=str))
         return 0
-    weights = (context.weight_relevance, context.weight_recency, context.weight_importance)
+    w = context.recall_weights
+    weights = (w.weight_relevance, w.weight_recency, w.weight_importance)
     console.print(f"recall for {args.query!r}: {found.describe()}")
     console.print(
         f"score = ({weights[0]} x relevance + {weights[1]} x recency + {weights[2]} x "

@@ -85,8 +85,9 @@ async def store_summary(
         metrics.record_summary("failed")
         return out
     try:  # make the batch's raw turns searchable; best effort (`EpisodeLog.backfill`)
+        context_weight = settings.recall_weights.turn_context_weight
         indexed = await services.episodes.index_batch(
-            user, thread, draft["source_ids"], services.embeddings, settings.turn_context_weight
+            user, thread, draft["source_ids"], services.embeddings, context_weight
         )
         out.note("indexed", f"consolidate: {indexed} turns indexed for recall")
     except Exception as exc:  # the summary is stored: a missing vector loses nothing

@@ -40,7 +40,8 @@ async def reach_entities(
     services: Services, ctx: Context, fused: list[dict[str, Any]], query: str
 ) -> dict[str, tuple[dict[str, Any], float]]:
     """Each turn the best turns' keys reach, as an item, and the score it is lent."""
-    weight, store, seeds = ctx.entity_weight, services.episodes.entities, seed_turns(fused)
+    weight, store = ctx.recall_weights.entity_weight, services.episodes.entities
+    seeds = seed_turns(fused)
     if weight <= 0 or store is None or not seeds:
         return {}
     asked = query_keys(query)

@@ -13,6 +13,7 @@ from memory_graph_agent.core.kinds import MemoryKind, is_turn
 from memory_graph_agent.recall.channels.base import Found
 from memory_graph_agent.recall.items import episode_item
 from memory_graph_agent.recall.ranking import shown_verbatim
+from memory_graph_agent.recall.weights import RecallWeights
 from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.episodes import EpisodeHit
 from memory_graph_agent.storage.memories import Memory
@@ -72,7 +73,7 @@ def link_turns(
     memories: list[Memory],
     members: list[EpisodeHit],
     neighbours: list[tuple[tuple[str, str], EpisodeHit]],
-    ctx: Context,
+    weights: RecallWeights,
 ) -> list[dict[str, Any]]:
     """Turns reached through the memory graph's links, added to the fused ``items``.
 
@@ -89,18 +90,19 @@ def link_turns(
             rank.setdefault((m.thread_id, sid), r)
     for hit in members:
         r = rank.get((hit.thread_id, hit.message_id))
-        if r is None or ctx.summary_turn_weight <= 0:
+        if r is None or weights.summary_turn_weight <= 0:
             continue
         key = f"{hit.thread_id}:{hit.message_id}"
         base = by_key[key]["rrf"] if key in by_key else 0.0
-        _borrow(by_key, hit, base + ctx.summary_turn_weight / (ctx.recall_rrf_k + r), "summary")
+        lent = weights.summary_turn_weight / (weights.recall_rrf_k + r)
+        _borrow(by_key, hit, base + lent, "summary")
     for memory in memories:
         if memory.id in by_key and quotes_all(memory, members):
             del by_key[memory.id]  # a raw transcript: its turns are shown one by one
     for (thread, message), hit in neighbours:
         parent = by_key.get(f"{thread}:{message}")
-        if parent is not None and ctx.neighbour_weight > 0:
-            _borrow(by_key, hit, ctx.neighbour_weight * parent["rrf"], "neighbour")
+        if parent is not None and weights.neighbour_weight > 0:
+            _borrow(by_key, hit, weights.neighbour_weight * parent["rrf"], "neighbour")
     return sorted(by_key.values(), key=lambda m: -m["rrf"])
 
 
@@ -118,7 +120,7 @@ async def linked_turns(
     did not bring is fetched in one round trip (everything, without ``found``).
     """
     members = summary_turns(memories)
-    around = best_turns(fused) if ctx.neighbour_weight > 0 else []
+    around = best_turns(fused) if ctx.recall_weights.neighbour_weight > 0 else []
     if not members and not around:
         return fused
     known = found.neighbours if found else {}
@@ -132,4 +134,4 @@ async def linked_turns(
         for key, hit in pairs:
             fetched.setdefault(key, []).append(hit)
     neighbours = [(key, hit) for key in around for hit in known.get(key, fetched.get(key, []))]
-    return link_turns(fused, memories, turns, neighbours, ctx)
+    return link_turns(fused, memories, turns, neighbours, ctx.recall_weights)

@@ -33,6 +33,7 @@ from memory_graph_agent.recall.linking import NEIGHBOUR_PREFETCH, linked_turns
 from memory_graph_agent.recall.ranking import RRF_K, fill_budget, memory_score, recency, rrf
 from memory_graph_agent.recall.topics import link_topics
 from memory_graph_agent.recall.updates import newest_first
+from memory_graph_agent.recall.weights import RecallWeights
 from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.turn.rendering import episode_header, render_memory, text_tokens
@@ -146,14 +147,16 @@ def _first_rank(ranks: dict[str, int], names: list[str]) -> int | None:
     return None
 
 
-def score(items: list[dict[str, Any]], ctx: Context, now: datetime) -> list[dict[str, Any]]:
+def score(
+    items: list[dict[str, Any]], weights: RecallWeights, now: datetime
+) -> list[dict[str, Any]]:
     """Add relevance, recency, importance and score to fused items; best score first.
 
     Ties keep the fused order (``sorted`` is stable).
     """
     best = max((item["rrf"] for item in items), default=0.0)
-    weights = (ctx.weight_relevance, ctx.weight_recency, ctx.weight_importance)
-    half_life = ctx.recency_half_life_days
+    half_life = weights.recency_half_life_days
+    parts = (weights.weight_relevance, weights.weight_recency, weights.weight_importance)
     seen: dict[str | None, float] = {}  # turns of one sitting share their times
     for item in items:
         relevance = item["relevance"] = round(item["rrf"] / best, 6) if best > 0 else 0.0
@@ -163,7 +166,7 @@ def score(items: list[dict[str, Any]], ctx: Context, now: datetime) -> list[dict
             fresh = seen[at] = round(recency(_parse(at), now, half_life), 6)
         item["recency"] = fresh
         importance = item["importance"] = float(item.get("importance") or 0.0)
-        item["score"] = round(memory_score(relevance, fresh, importance, weights), 6)
+        item["score"] = round(memory_score(relevance, fresh, importance, parts), 6)
     return sorted(items, key=lambda m: -m["score"])
 
 
@@ -253,7 +256,8 @@ async def retrieve(
     if budget == 0:  # nothing could be shown: skip the embedding and the searches
         return Retrieval()
     with metrics.observe_retrieval():
-        around = NEIGHBOUR_PREFETCH if ctx.neighbour_weight > 0 else 0
+        weights = ctx.recall_weights
+        around = NEIGHBOUR_PREFETCH if weights.neighbour_weight > 0 else 0
         search = Search(ctx, query, episode_depth(ctx, budget), around)
         found, window = await asyncio.gather(
             search_channels(  # the keyword search and the window overlap the embedding
@@ -265,14 +269,14 @@ async def retrieve(
             _shown(services, ctx.user_id, thread_id, shown),
         )
     memories = found.memories
-    hits = fuse(found, ctx.min_similarity, ctx.recall_rrf_k)
+    hits = fuse(found, ctx.min_similarity, weights.recall_rrf_k)
     linked, reached = await asyncio.gather(  # two links, side by side
         linked_turns(services, ctx, hits, memories, found),
         reach_entities(services, ctx, hits, query),
     )
-    fused = link_topics(link_entities(linked, reached), query, ctx.topic_weight)
-    fused = link_speakers(fused, query, ctx.speaker_weight)
-    scored = score(fused, ctx, datetime.now(UTC))
+    fused = link_topics(link_entities(linked, reached), query, weights.topic_weight)
+    fused = link_speakers(fused, query, weights.speaker_weight)
+    scored = score(fused, weights, datetime.now(UTC))
     if ctx.newest_first:  # an update never ranks below what it replaced
         scored = newest_first(scored, query)
     candidates = _with_tokens(scored)
@@ -298,15 +302,14 @@ async def hot_memories(
     limit = min(MAX_HOT_CANDIDATES, max(ctx.recall_k, budget // TOKENS_PER_HOT_CANDIDATE))
     memories = await services.memories.hot(ctx.user_id, limit) if budget else []
     now = datetime.now(UTC)
-    weights = (0.0, ctx.weight_recency, ctx.weight_importance)
+    half_life = ctx.recall_weights.recency_half_life_days
+    weights = (0.0, ctx.recall_weights.weight_recency, ctx.recall_weights.weight_importance)
     candidates = []
     for memory in memories:
         item = memory_item(memory)
         item.update(similarity=None, keyword_score=None, dense_rank=None, keyword_rank=None)
         item.update(rrf=None, relevance=None)
-        item["recency"] = round(
-            recency(_parse(item["seen_at"]), now, ctx.recency_half_life_days), 6
-        )
+        item["recency"] = round(recency(_parse(item["seen_at"]), now, half_life), 6)
         item["importance"] = float(memory.importance)
         item["score"] = round(
             memory_score(0.0, item["recency"], item["importance"], weights)

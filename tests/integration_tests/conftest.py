@@ -22,7 +22,7 @@ from memory_graph_agent.local.embedded import ensure_services
 from memory_graph_agent.storage.postgres import with_database
 from memory_graph_agent.testing import environment
 from tests.conftest import EMBEDDING
-from tests.integration_tests.dev_server import Credentials, DevServer, running_dev_server
+from tests.integration_tests.dev_server import Credentials, DevServer, client, running_dev_server
 from tests.integration_tests.shared_home import shared_servers_never_stopped
 
 
@@ -120,3 +120,21 @@ def dev_server(memory_env: dict[str, str], server_credentials: Credentials) -> I
     env = {**memory_env, **server_credentials.env(), **SERVER_KNOBS}
     with running_dev_server(env) as server:
         yield server
+
+
+@pytest.fixture
+def alice(dev_server: DevServer, server_credentials: Credentials):
+    """An SDK client of the session's server with Alice's API key."""
+    return client(dev_server.url, key=server_credentials.keys[server_credentials.alice])
+
+
+@pytest.fixture
+def bob(dev_server: DevServer, server_credentials: Credentials):
+    """An SDK client of the session's server with Bob's API key."""
+    return client(dev_server.url, key=server_credentials.keys[server_credentials.bob])
+
+
+@pytest.fixture
+def admin(dev_server: DevServer, server_credentials: Credentials):
+    """An SDK client of the session's server with the admin's API key."""
+    return client(dev_server.url, key=server_credentials.keys[server_credentials.admin])

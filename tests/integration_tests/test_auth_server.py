@@ -66,21 +66,6 @@ def creds(server_credentials: Credentials) -> Credentials:
     return server_credentials
 
 
-@pytest.fixture
-def alice(dev_server: DevServer, creds: Credentials):
-    return client(dev_server.url, key=creds.keys[creds.alice])
-
-
-@pytest.fixture
-def bob(dev_server: DevServer, creds: Credentials):
-    return client(dev_server.url, key=creds.keys[creds.bob])
-
-
-@pytest.fixture
-def admin(dev_server: DevServer, creds: Credentials):
-    return client(dev_server.url, key=creds.keys[creds.admin])
-
-
 async def test_anonymous_unknown_and_forged_credentials_get_401(
     dev_server: DevServer, creds: Credentials, alice
 ) -> None:

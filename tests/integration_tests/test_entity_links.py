@@ -6,7 +6,9 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 
+from memory_graph_agent.core.knobs import with_knobs
 from memory_graph_agent.recall.retrieval import retrieve
+from memory_graph_agent.recall.weights import RecallWeights
 from memory_graph_agent.storage.forget import forget_user
 from tests.builders import log_turns as log
 
@@ -14,6 +16,10 @@ QUESTION = "Where did I go hiking?"
 SEED = "I hiked Mount Rainier with Priya last weekend."
 LINKED = "Priya moved to Denver in May."  # shares no word with the question
 FILLER = ["The weather was lovely in spring.", "My sister plays the cello."]
+
+
+ENTITY_EDGES_ONLY = RecallWeights(neighbour_weight=0.0, summary_turn_weight=0.0, entity_weight=0.1)
+"""No neighbour or summary links: only an entity edge reaches a turn no search found."""
 
 
 async def _edges(services, user: str) -> set[tuple[str, str]]:
@@ -45,9 +51,7 @@ async def test_the_edges_are_written_with_the_turns_and_replaced_on_reindex(serv
 
 async def test_recall_follows_an_entity_edge_to_a_turn_no_search_found(services, make_context):
     # no neighbour or summary links, dense-only hits dropped: only the edge reaches it
-    ctx = make_context(
-        neighbour_weight=0.0, summary_turn_weight=0.0, min_similarity=0.99, entity_weight=0.1
-    )
+    ctx = make_context(min_similarity=0.99, recall_weights=ENTITY_EDGES_ONLY)
     (seed,) = await log(services, ctx.user_id, "t1", SEED)
     (linked,) = await log(services, ctx.user_id, "t2", LINKED, day="2024-05-02")
     await log(services, ctx.user_id, "t3", *FILLER, day="2024-06-02")
@@ -55,14 +59,12 @@ async def test_recall_follows_an_entity_edge_to_a_turn_no_search_found(services,
     found = _sources(await retrieve(services, ctx, QUESTION, "x", touch=False))
     assert seed in found and linked in found
     assert found[linked]["via"] == "entity" and found[linked]["entity_bonus"] > 0
-    off = _sources(await retrieve(services, replace(ctx, entity_weight=0.0), QUESTION, "x"))
+    off = _sources(await retrieve(services, with_knobs(ctx, entity_weight=0.0), QUESTION, "x"))
     assert seed in off and linked not in off
 
 
 async def test_edges_never_reach_another_users_turns(services, make_context):
-    ctx = make_context(
-        neighbour_weight=0.0, summary_turn_weight=0.0, min_similarity=0.99, entity_weight=0.1
-    )
+    ctx = make_context(min_similarity=0.99, recall_weights=ENTITY_EDGES_ONLY)
     other = replace(ctx, user_id=f"u-{uuid.uuid4().hex[:8]}")
     (seed,) = await log(services, ctx.user_id, "t1", SEED)
     theirs = await log(services, other.user_id, "t1", LINKED, LINKED.replace("May", "June"))

@@ -9,6 +9,7 @@ import uuid
 
 from sqlalchemy.exc import OperationalError
 
+from memory_graph_agent.recall.weights import RecallWeights
 from memory_graph_agent.storage.window import StoredMessage
 from memory_graph_agent.testing import ScriptedChatModel, block, default_handler, prompt_text
 from memory_graph_agent.turn.rendering import render_memory, text_tokens
@@ -147,7 +148,7 @@ async def test_the_token_budget_bounds_the_fused_list(agent, make_context, servi
     # summary links on: the summaries' turns rank above them, so no taken summary shows a
     # later turn verbatim (the greedy check below does not model that skip)
     knobs = {"window_size": 4, "summary_batch": 2, "min_similarity": 0.0}
-    knobs["summary_turn_weight"] = 0.3
+    knobs["recall_weights"] = RecallWeights(summary_turn_weight=0.3)
     ctx = make_context(**knobs, model_obj=ScriptedChatModel(handler=paraphrasing))
     thread = _thread()
     facts = [

@@ -5,9 +5,10 @@ with the question; links never cross a thread, a sitting or a user."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import replace
 
+from memory_graph_agent.core.knobs import with_knobs
 from memory_graph_agent.recall.retrieval import retrieve
+from memory_graph_agent.recall.weights import RecallWeights
 from memory_graph_agent.storage.memory_rows import Memory
 from tests.builders import log_turns as log
 from tests.builders import turns_table_record, without_component
@@ -27,9 +28,12 @@ def sources(found) -> set[str]:
     return {s for item in found.items for s in item["source_ids"]}
 
 
+NO_SUMMARY_LINKS = RecallWeights(summary_turn_weight=0.0)
+
+
 async def test_the_turn_next_to_a_hit_is_recalled(services, make_context):
     # a high cosine floor: only keyword hits count, and the name shares no word
-    ctx = make_context(summary_turn_weight=0.0, min_similarity=0.9)
+    ctx = make_context(recall_weights=NO_SUMMARY_LINKS, min_similarity=0.9)
     ids = await log(services, ctx.user_id, "t1", *FILLER[:2], DOG, NAME, *FILLER[2:])
     dog, name = ids[2], ids[3]
 
@@ -40,7 +44,7 @@ async def test_the_turn_next_to_a_hit_is_recalled(services, make_context):
 
     off = await retrieve(
         services,
-        replace(ctx, neighbour_weight=0.0),
+        with_knobs(ctx, neighbour_weight=0.0),
         QUESTION,
         "x",
         touch=False,
@@ -49,11 +53,11 @@ async def test_the_turn_next_to_a_hit_is_recalled(services, make_context):
 
 
 async def test_neighbours_stay_in_their_thread_sitting_and_user(services, make_context):
-    ctx = make_context(summary_turn_weight=0.0, min_similarity=0.9)
+    ctx = make_context(recall_weights=NO_SUMMARY_LINKS, min_similarity=0.9)
     (dog,) = await log(services, ctx.user_id, "t1", DOG)
     await log(services, ctx.user_id, "t2", NAME)  # another thread
     later = await log(services, ctx.user_id, "t1", NAME, day="2024-03-02")  # next day
-    other = make_context(summary_turn_weight=0.0, user_id=f"u-{uuid.uuid4().hex[:8]}")
+    other = make_context(recall_weights=NO_SUMMARY_LINKS, user_id=f"u-{uuid.uuid4().hex[:8]}")
     theirs = await log(services, other.user_id, "t1", NAME, hour=9)
 
     pairs = await services.episodes.neighbours(ctx.user_id, [("t1", dog)])
@@ -65,7 +69,8 @@ async def test_neighbours_stay_in_their_thread_sitting_and_user(services, make_c
 
 
 async def test_the_turns_of_a_recalled_summary_are_ranked_in(services, make_context):
-    ctx = make_context(neighbour_weight=0.0, summary_turn_weight=0.3, min_similarity=0.9)
+    weights = RecallWeights(neighbour_weight=0.0, summary_turn_weight=0.3)
+    ctx = make_context(recall_weights=weights, min_similarity=0.9)
     ids = await log(services, ctx.user_id, "t1", *FILLER, NAME)
     summary = Memory(
         ctx.user_id,
@@ -81,7 +86,7 @@ async def test_the_turns_of_a_recalled_summary_are_ranked_in(services, make_cont
     assert item["kind"] == "episode" and item["via"] == "summary"
 
     plain = await retrieve(
-        services, replace(ctx, summary_turn_weight=0.0), QUESTION, "x", touch=False
+        services, with_knobs(ctx, summary_turn_weight=0.0), QUESTION, "x", touch=False
     )
     linked = [m for m in plain.items if m["source_ids"] == [ids[-1]] and m["kind"] == "episode"]
     assert not linked or "via" not in linked[0]
@@ -91,7 +96,8 @@ async def test_a_turn_sharing_a_rare_word_with_the_best_hit_gets_a_topic_link(
     services, make_context
 ):
     # different days: no neighbour links; only keyword hits count (high cosine floor)
-    ctx = make_context(neighbour_weight=0.0, summary_turn_weight=0.0, min_similarity=0.9)
+    weights = RecallWeights(neighbour_weight=0.0, summary_turn_weight=0.0)
+    ctx = make_context(recall_weights=weights, min_similarity=0.9)
     (best,) = await log(services, ctx.user_id, "t1", "I adopted a dog: Biscuit!")
     (fan,) = await log(
         services, ctx.user_id, "t2", "Biscuit the dog ate my shoes.", day="2024-04-02"
@@ -103,8 +109,8 @@ async def test_a_turn_sharing_a_rare_word_with_the_best_hit_gets_a_topic_link(
     def by_source(found):
         return {m["source_ids"][0]: m for m in found.items}
 
-    linked = by_source(await retrieve(services, replace(ctx, topic_weight=0.5), QUESTION, "x"))
-    plain = by_source(await retrieve(services, replace(ctx, topic_weight=0.0), QUESTION, "x"))
+    linked = by_source(await retrieve(services, with_knobs(ctx, topic_weight=0.5), QUESTION, "x"))
+    plain = by_source(await retrieve(services, with_knobs(ctx, topic_weight=0.0), QUESTION, "x"))
     assert {best, fan, other} <= set(linked) and {best, fan, other} <= set(plain)
     assert linked[fan]["topic_bonus"] > 0  # "Biscuit", a word the question does not have
     assert linked[fan]["rrf"] > plain[fan]["rrf"]
@@ -117,7 +123,7 @@ async def test_a_search_looks_its_neighbours_up_through_the_planned_function(
     """The searches call ``{table}_neighbours`` (its lookups planned once per connection)
     instead of planning the lookups inline with every search; the neighbours are the same
     as the neighbours' own query finds."""
-    ctx = make_context(summary_turn_weight=0.0)
+    ctx = make_context(recall_weights=NO_SUMMARY_LINKS)
     ids = await log(services, ctx.user_id, "t1", *FILLER[:2], DOG, NAME, *FILLER[2:])
     vector = await services.embeddings.aembed_query(QUESTION)
     *options, (sql, params) = services.episodes.linked_dense_statements(ctx.user_id, vector, 6, 3)
@@ -140,7 +146,7 @@ async def test_a_database_made_before_gets_the_neighbours_function(services, mak
     # only the function was made: the turns table's own DDL did not run again (its record
     # would have been written anew)
     assert await turns_table_record(services) == before
-    ctx = make_context(summary_turn_weight=0.0)
+    ctx = make_context(recall_weights=NO_SUMMARY_LINKS)
     ids = await log(services, ctx.user_id, "t1", DOG, NAME)
     found = await services.episodes.neighbours(ctx.user_id, [("t1", ids[0])])
     assert [hit.message_id for _, hit in found] == [ids[1]]

@@ -20,6 +20,7 @@ from langchain_core.messages import HumanMessage
 
 from graph.context import Context
 from memory_graph_agent import MemoryMiddleware
+from memory_graph_agent.recall.weights import RecallWeights
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.testing import ScriptedChatModel, block
 
@@ -103,7 +104,8 @@ async def test_the_middleware_recalls_what_our_graph_recalls_in_the_same_order(
     ours = Context(user_id=user_id, model=spec, **KNOBS)
     same = MemoryMiddleware(services, model=spec, **KNOBS)
     # a ranking of its own: a flatter fusion, no neighbouring turns
-    other = MemoryMiddleware(services, model=spec, recall_rrf_k=60, neighbour_weight=0.0, **KNOBS)
+    flatter = RecallWeights(recall_rrf_k=60, neighbour_weight=0.0)
+    other = MemoryMiddleware(services, model=spec, recall_weights=flatter, **KNOBS)
     middleware_agent = create_agent(model, [], middleware=[same], checkpointer=checkpointer)
     control_agent = create_agent(model, [], middleware=[other], checkpointer=checkpointer)
     context = {"user_id": user_id}

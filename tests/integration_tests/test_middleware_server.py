@@ -71,3 +71,42 @@ async def test_the_user_is_the_identity_and_memory_crosses_threads(
     recalled = " ".join(item["text"] for item in state["memory_recalled"])
     assert "Berlin" in recalled, agent_server.log()
     assert state["memory_profile"]["city"]["value"] == "Berlin"
+
+
+async def test_a_session_end_through_the_server_forms_the_users_memory_only_for_them(
+    agent_server, server_credentials, services
+):
+    """``{"end_session": true}`` on the served agent archives the caller's thread into a
+    summary within the run, recalled from their next thread; another identity cannot end
+    it, and what they tried leaves the thread as it was."""
+    alice, bob = server_credentials.alice, server_credentials.bob
+    sdk = client(agent_server.url, key=server_credentials.keys[alice])
+    intruder = client(agent_server.url, key=server_credentials.keys[bob])
+    thread = (await sdk.threads.create())["thread_id"]
+    said = await _ask(sdk, thread, "My sister Mira teaches cello in Lisbon.")
+    assert said["memory_events"] and not await _summaries_of(services, alice, thread)
+    window = [m.content for m in await services.window.window(alice, thread)]
+    assert window[0] == "My sister Mira teaches cello in Lisbon."  # in the window, not stored
+
+    end = {"end_session": True}
+    assert await status(intruder.runs.wait(thread, AGENT, input=end)) in (403, 404)
+    assert [m.content for m in await services.window.window(alice, thread)] == window
+    assert not await _summaries_of(services, alice, thread)
+
+    out = await sdk.runs.wait(thread, AGENT, input=end)
+    assert "__error__" not in out and out["messages"] == [], out
+    assert ("recall", "session_end") in {(e["node"], e["kind"]) for e in out["memory_events"]}
+    stored = await _summaries_of(services, alice, thread)  # formed within the run
+    assert stored and "Lisbon" in " ".join(s.text for s in stored), agent_server.log()
+    assert await services.window.window(alice, thread) == []
+    assert await services.queue.backlog(alice, thread) == 0
+    assert await services.memories.count(bob) == {}
+
+    state = await _ask(sdk, (await sdk.threads.create())["thread_id"], "Where does Mira teach?")
+    recalled = " ".join(item["text"] for item in state["memory_recalled"])
+    assert "Lisbon" in recalled, agent_server.log()
+
+
+async def _summaries_of(services, user: str, thread: str) -> list:
+    summaries = await services.memories.list(user, kind="summary", limit=100)
+    return [s for s in summaries if s.thread_id == thread]

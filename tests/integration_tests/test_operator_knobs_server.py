@@ -1,14 +1,17 @@
 """A client of the server sets only the user's knobs; limits come from the deployment.
 
 Through a real `langgraph dev` with API keys: Bob may not raise ``max_message_chars`` (or
-any other operator knob: window, batches, budgets, timeouts, thresholds, modes) for his
-runs, his assistants or his crons, in ``context`` or in the legacy ``configurable``; the
-attempt is refused with 403 and nothing of it runs or is stored. Alice's same oversized
-message is rejected by the deployment's limit, her thread goes on with her next turn
-(nothing of the rejected one stored), and her user knobs still work.
+any other operator knob: window, batches, budgets, timeouts, thresholds, modes, the
+recall weights' group or any weight in it) for his runs, his assistants or his crons, in
+``context`` or in the legacy ``configurable``; the attempt is refused with 403 and
+nothing of it runs or is stored. Alice's same oversized message is rejected by the
+deployment's limit, her thread goes on with her next turn (nothing of the rejected one
+stored), and her user knobs still work.
 """
 
 from __future__ import annotations
+
+from dataclasses import asdict
 
 import httpx
 import psycopg
@@ -16,23 +19,14 @@ import pytest
 import redis
 
 from graph.context import OPERATOR_KNOBS, Context
-from tests.integration_tests.dev_server import Credentials, DevServer, client
+from memory_graph_agent.core.knobs import knob_values
+from tests.integration_tests.dev_server import Credentials
 from tests.integration_tests.test_auth_server import AGENT, keys_of, memory_formed, status, turn
 
 pytestmark = pytest.mark.server
 
 MODEL = "local:smollm2"
 HUGE = "bees " * 40_000  # 200,000 characters: over the default limit of 32,000
-
-
-@pytest.fixture
-def bob(dev_server: DevServer, server_credentials: Credentials):
-    return client(dev_server.url, key=server_credentials.keys[server_credentials.bob])
-
-
-@pytest.fixture
-def alice(dev_server: DevServer, server_credentials: Credentials):
-    return client(dev_server.url, key=server_credentials.keys[server_credentials.alice])
 
 
 async def test_a_client_cannot_raise_the_message_limit(
@@ -57,8 +51,10 @@ async def test_a_client_cannot_raise_the_message_limit(
 
 async def test_every_operator_knob_is_refused_and_user_knobs_pass(alice, bob) -> None:
     defaults = Context()
+    # the recall weights: the group as a whole and each weight by its own name
+    values = {**knob_values(defaults), "recall_weights": asdict(defaults.recall_weights)}
     for name in sorted(OPERATOR_KNOBS):  # the whole class, even at its default value
-        got = await status(bob.assistants.create(AGENT, context={name: getattr(defaults, name)}))
+        got = await status(bob.assistants.create(AGENT, context={name: values[name]}))
         assert got == 403, (name, got)
     # the scheduler's memory_of, off its memory thread (the graph would skip the turn's checks)
     assert await status(bob.assistants.create(AGENT, context={"memory_of": "t1"})) == 403
@@ -67,6 +63,25 @@ async def test_every_operator_knob_is_refused_and_user_knobs_pass(alice, bob) ->
     assert mine["context"]["recall_mode"] == "flat"
     raised = alice.assistants.update(mine["assistant_id"], context={"window_size": 10_000})
     assert await status(raised) == 403
+
+
+async def test_a_client_cannot_retune_recall(bob, server_credentials: Credentials) -> None:
+    """The tuned weights are one group, the operator's: a run setting it, part of it or one
+    weight by name is refused (403), naming what it set and the variables that set it."""
+    thread = (await bob.threads.create())["thread_id"]
+    for context, says in (
+        ({"recall_weights": {"neighbour_weight": 0.0}}, "NEIGHBOUR_WEIGHT, SUMMARY_TURN_WEIGHT"),
+        ({"recall_weights": {}}, "RECENCY_HALF_LIFE_DAYS"),
+        ({"weight_recency": 1.0}, "WEIGHT_RECENCY"),
+    ):
+        with pytest.raises(httpx.HTTPStatusError) as refused:
+            await bob.runs.wait(
+                thread, AGENT, input=turn("hi"), context={"model": MODEL, **context}
+            )
+        assert refused.value.response.status_code == 403, context
+        assert f"sets {next(iter(context))}" in refused.value.response.text
+        assert says in refused.value.response.text
+    assert await bob.runs.list(thread) == []  # nothing ran
 
 
 async def test_the_deployments_limit_rejects_the_message_and_the_thread_goes_on(

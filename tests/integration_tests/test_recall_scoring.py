@@ -10,6 +10,7 @@ import uuid
 from datetime import UTC, datetime
 
 from memory_graph_agent.cli.main import main
+from memory_graph_agent.recall.weights import RecallWeights
 from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.testing import ScriptedChatModel, block
 from tests.conftest import say
@@ -20,6 +21,13 @@ SISTER = "The user's sister Anna is a marine biologist in Oslo."
 
 def _thread() -> str:
     return f"t-{uuid.uuid4().hex[:8]}"
+
+
+def scoring(recency: float, importance: float, **more: float) -> RecallWeights:
+    """The memory score's weights (relevance 1), and ``more`` of the recall weights."""
+    return RecallWeights(
+        weight_relevance=1.0, weight_recency=recency, weight_importance=importance, **more
+    )
 
 
 async def _remember(services, user_id: str, text: str, importance: float, **extra) -> Memory:
@@ -56,7 +64,8 @@ async def test_recalled_items_carry_their_score_parts(agent, make_context, servi
     top = recalled[0]
     assert top["relevance"] == 1.0 and top["importance"] == 0.8
     assert top["recency"] > 0.99  # created a moment ago
-    weights = (ctx.weight_relevance, ctx.weight_recency, ctx.weight_importance)
+    w = ctx.recall_weights
+    weights = (w.weight_relevance, w.weight_recency, w.weight_importance)
     expected = (weights[0] * 1.0 + weights[1] * top["recency"] + weights[2] * 0.8) / sum(weights)
     assert abs(top["score"] - expected) < 1e-4
     # accessed now: the next recall counts recency from this access
@@ -74,7 +83,7 @@ async def test_importance_and_recency_order_equally_relevant_memories(
     new_trivial = await _remember(services, ctx.user_id, SISTER, 0.2)
     question = "What does my sister do?"
 
-    by_recency = make_context(weight_relevance=1.0, weight_recency=1.0, weight_importance=0.0)
+    by_recency = make_context(recall_weights=scoring(recency=1.0, importance=0.0))
     recalled = (await say(agent, by_recency, _thread(), question))["recalled"]
     first, second = recalled[:2]
     assert first["relevance"] == second["relevance"] == 1.0  # same text, same rank
@@ -82,7 +91,7 @@ async def test_importance_and_recency_order_equally_relevant_memories(
     assert first["recency"] > 0.99 and second["recency"] < 0.01  # old_important: 2023
 
     # both were just accessed (recency ~1 for both): importance decides
-    by_importance = make_context(weight_relevance=1.0, weight_recency=0.0, weight_importance=1.0)
+    by_importance = make_context(recall_weights=scoring(recency=0.0, importance=1.0))
     recalled = (await say(agent, by_importance, _thread(), question))["recalled"]
     assert [m["id"] for m in recalled[:2]] == [old_important.id, new_trivial.id]
     assert recalled[0]["score"] > recalled[1]["score"]
@@ -99,12 +108,12 @@ async def test_importance_outranks_a_slightly_better_match(agent, make_context, 
     question = "Is my sister Anna a marine biologist in Oslo?"
     # the usual RRF constant 60 makes rank 2 a close second (61/62); the default 5
     # spaces ranks further apart (6/7), which importance 0.5 still overturns
-    plain = make_context(weight_recency=0.0, weight_importance=0.0, recall_rrf_k=60)
+    plain = make_context(recall_weights=scoring(recency=0.0, importance=0.0, recall_rrf_k=60))
     recalled = (await say(agent, plain, _thread(), question))["recalled"]
     assert [m["id"] for m in recalled[:2]] == [closer.id, important.id]
     assert recalled[1]["relevance"] > 0.95  # a close second
     for k in (60, 5):
-        weighted = make_context(weight_recency=0.0, weight_importance=0.5, recall_rrf_k=k)
+        weighted = make_context(recall_weights=scoring(recency=0.0, importance=0.5, recall_rrf_k=k))
         recalled = (await say(agent, weighted, _thread(), question))["recalled"]
         assert [m["id"] for m in recalled[:2]] == [important.id, closer.id]
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import asdict, fields
 
 import jwt
 import pytest
 
 from graph.background import memory_run, memory_thread_id, server_context
-from graph.context import OPERATOR_KNOBS, SCHEDULER_KNOBS, USER_KNOBS, Context
+from graph.context import KNOB_FIELDS, OPERATOR_KNOBS, SCHEDULER_KNOBS, USER_KNOBS, Context
 from memory_graph_agent.auth.credentials import (
     AuthConfigError,
     AuthFailed,
@@ -29,6 +29,7 @@ from memory_graph_agent.auth.policy import (
     maintenance_input,
     run_context,
 )
+from memory_graph_agent.core.knobs import env_names, knob_values
 
 KEY_A = "sk-alice-0123456789abcdef"
 KEY_B = "sk-bob-0123456789abcdef"
@@ -189,10 +190,29 @@ def test_a_client_sets_only_the_users_knobs() -> None:
     users["user_id"] = "alice"
     assert run_context("alice", users)["user_id"] == "alice"
     every = USER_KNOBS | OPERATOR_KNOBS | SCHEDULER_KNOBS
-    assert len(USER_KNOBS) <= 15 and every == {f.name for f in fields(Context)}
+    assert len(USER_KNOBS) <= 15 and every == {f.name for f in fields(Context)} | set(KNOB_FIELDS)
+    defaults = Context()
+    values = {**knob_values(defaults), "recall_weights": asdict(defaults.recall_weights)}
     for name in OPERATOR_KNOBS:
-        with pytest.raises(Forbidden, match=f"sets {name}: the operator's knobs .*{name.upper()}"):
-            run_context("alice", {name: getattr(Context(), name)})
+        env = env_names(Context, name)[0]
+        with pytest.raises(Forbidden, match=f"sets {name}: the operator's knobs .*{env}"):
+            run_context("alice", {name: values[name]})
+
+
+def test_the_recall_weights_are_refused_as_a_group_and_one_by_one() -> None:
+    """The tuned weights are the operator's: the group, part of it, or a weight by name."""
+    for context in (
+        {"recall_weights": {"neighbour_weight": 0.0}},
+        {"recall_weights": {}},
+        {"neighbour_weight": 0.0, "model": "local:smollm2"},
+        {"weight_recency": 0.5},
+    ):
+        with pytest.raises(Forbidden, match="operator's knobs") as refused:
+            run_context("alice", context)
+        named = next(iter(k for k in context if k != "model"))
+        assert f"sets {named}:" in str(refused.value)
+    with pytest.raises(Forbidden, match=r"\(NEIGHBOUR_WEIGHT, SUMMARY_TURN_WEIGHT, .*\)"):
+        run_context("alice", {"recall_weights": {}})  # says which variables set it
     # keys that are no field set nothing (the server adds its own, e.g. a fired cron's)
     assert run_context("alice", {"cron_id": "c1"}) == {"cron_id": "c1", "user_id": "alice"}
 

@@ -69,6 +69,9 @@ def _copy(tmp_path: Path) -> Path:
     shutil.copytree(ROOT / "bench" / "results", root / "bench" / "results", ignore=_no_png)
     (root / "graph").mkdir()
     shutil.copy(ROOT / "graph" / "context.py", root / "graph" / "context.py")
+    weights = Path("memory_graph_agent", "recall", "weights.py")  # the recall weights' group
+    (root / weights).parent.mkdir(parents=True)
+    shutil.copy(ROOT / weights, root / weights)
     shutil.copy(ROOT / "README.md", root / "README.md")
     return root
 
