@@ -72,8 +72,14 @@ def plan_compaction(
 
 
 async def expire_memories(services: Services, user: str, dry_run: bool) -> list[dict[str, Any]]:
-    """Delete ``user``'s expired, unpinned memories (only report them on a dry run)."""
+    """Delete ``user``'s expired, unpinned memories (only report them on a dry run).
+
+    A superseded memory goes with its successor (`MemoryStore.orphaned`): the provenance
+    of a memory that is gone, left by an earlier deletion or by this one, is no one's.
+    """
     found = [entry(m, expires_at=m.expires_at) for m in await services.memories.expired(user)]
+    orphans = await services.memories.orphaned(user, [e["id"] for e in found])
+    found += [entry(m, superseded_by=m.superseded_by) for m in orphans]
     if found and not dry_run:
         await log_actions(services, "expired", found)
         await services.memories.delete(user, [e["id"] for e in found])
