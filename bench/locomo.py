@@ -46,9 +46,10 @@ Writes ``<out>/locomo.json`` (numbers, data defects, config, machine) and
 * The cross-validation grid (`bench.locomo_cv.GRID`) also holds an index-time knob,
   ``turn_context_weight``: for each of its values other than the replay's, the
   conversation's turns are indexed again with it (`reindex_turns`, the project's
-  `EpisodeIndex.index`) and every question is probed, before the replay's own vectors
-  are restored and the rest runs as above. Those probes are rolled back too; they come
-  before the questions' ``memory`` runs, which with ``weight_recency`` 0 changes nothing.
+  `EpisodeIndex.index`, then the HNSW index rebuilt: no dead or unreachable entries) and
+  every question is probed, before the replay's own vectors are restored and the rest
+  runs as above. Those probes are rolled back too; they come before the questions'
+  ``memory`` runs, which with ``weight_recency`` 0 changes nothing.
 * The replay graph has no checkpointer: the Redis window is the source of truth, and
   ``trim_window`` only emits ``RemoveMessage`` for messages present in the state (the
   current turn's), so nothing accumulates across invocations.
@@ -170,11 +171,11 @@ async def evaluate_conversation(
 
     others = [w for w in by_weight if w != replayed]
     for weight in others:  # before the replay's own vectors are asked (and restored)
-        await reindex_turns(services, conv, weight)
+        await reindex_turns(services, [conv], weight)
         for question in scored:
             await probe(by_weight[weight], question)
     if others:
-        await reindex_turns(services, conv, replayed)
+        await reindex_turns(services, [conv], replayed)
     records = []
     for question, vector in zip(scored, qvecs, strict=True):
         contexts = baseline_contexts(index, question.text, vector, budget)

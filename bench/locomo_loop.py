@@ -117,8 +117,7 @@ async def ask(db: str, data: str, limit: int | None, variants: list[str], budget
         async def index_with(weight: float) -> None:
             nonlocal indexed
             if weight != indexed:  # an index-time knob: the turns are indexed again
-                for conv in conversations:
-                    await reindex_turns(services, conv, weight)
+                await reindex_turns(services, conversations, weight)
                 indexed = weight
 
         try:

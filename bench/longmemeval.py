@@ -264,9 +264,8 @@ async def evaluate(
 
 async def reindex(services: Services, hay: Haystack, weight: float) -> None:
     """Index every session's replayed turns again with ``turn_context_weight`` = ``weight``."""
-    for session in hay.sessions:
-        thread = SimpleNamespace(user_id=hay.user_id, thread_id=session.thread_id)
-        await reindex_turns(services, thread, weight)  # type: ignore[arg-type]
+    threads = [SimpleNamespace(user_id=hay.user_id, thread_id=s.thread_id) for s in hay.sessions]
+    await reindex_turns(services, threads, weight)  # type: ignore[arg-type]
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from collections import deque
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -40,6 +41,9 @@ log = logging.getLogger(__name__)
 
 MEMORY_RUN_TAGS = [TAG_NOSTREAM, "memory_run"]
 RECURSION_LIMIT = 500
+REPORTS_KEPT = 100
+"""Final states of memory runs `LocalScheduler.reports` keeps, the newest: a caller that
+never asks for them (`MemoryMiddleware`) must not keep every run's state while it lives."""
 """Steps a memory run may take: draining a long backlog is two steps per batch."""
 
 
@@ -94,7 +98,7 @@ class LocalScheduler:
         self.graph: Any = None
         self._tails: dict[str, asyncio.Task] = {}
         self._waiting: dict[str, bool] = {}
-        self._reports: list[dict[str, Any]] = []
+        self._reports: deque[dict[str, Any]] = deque(maxlen=REPORTS_KEPT)
         self._later: dict[str, asyncio.TimerHandle] = {}
         self.failures = 0
 
@@ -143,16 +147,20 @@ class LocalScheduler:
     ) -> None:
         if previous is not None:
             await asyncio.wait([previous])
-        await asyncio.sleep(context.memory_delay_s)  # requests meanwhile join this run
-        compress = self._waiting.pop(key)
-        config, context = memory_run(context, thread_id)
         try:
-            state = await self.graph.ainvoke({"compress": compress}, config, context=context)
-        except Exception:  # the batch stays leased in Redis; a later run claims it
-            self.failures += 1
-            log.exception("memory run of thread %s failed; its messages wait", thread_id)
-            return
-        self._reports.append({"thread_id": thread_id, **state})
+            await asyncio.sleep(context.memory_delay_s)  # requests meanwhile join this run
+            compress = self._waiting.pop(key)
+            config, context = memory_run(context, thread_id)
+            try:
+                state = await self.graph.ainvoke({"compress": compress}, config, context=context)
+            except Exception:  # the batch stays leased in Redis; a later run claims it
+                self.failures += 1
+                log.exception("memory run of thread %s failed; its messages wait", thread_id)
+                return
+            self._reports.append({"thread_id": thread_id, **state})
+        finally:  # a thread's last run forgets it: a process serves threads without end
+            if self._tails.get(key) is asyncio.current_task():
+                del self._tails[key]
 
     def pending(self, user_id: str | None = None, thread_id: str | None = None) -> bool:
         """Whether memory work of a thread (or any) is still running or waiting."""
@@ -174,7 +182,8 @@ class LocalScheduler:
 
     def reports(self) -> list[dict[str, Any]]:
         """Final states of the memory runs finished since the last call."""
-        reports, self._reports = self._reports, []
+        reports = list(self._reports)
+        self._reports.clear()
         return reports
 
 

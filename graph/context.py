@@ -215,7 +215,7 @@ class Context:
     retry_backoff_s: float = operator_knob(
         2.0, "First retry delay; doubles with each failure.", ge=0
     )
-    # --- retention: expiry, eviction and compaction by maintenance ---
+    # --- retention: expiry, eviction, compaction and the decision log, by maintenance ---
     ttl_policy: str = operator_knob(
         "0.9:never,0.5:30,0:7",
         "Expiry by importance, 'min_importance:days|never' pairs: facts and memories at or above a"
@@ -227,6 +227,13 @@ class Context:
     evict_after_days: int = operator_knob(180, "... and older than this many days.", ge=0)
     duplicate_similarity: float = operator_knob(
         0.95, "Maintenance compacts active memories at least this similar."
+    )
+    decision_retention_days: int = operator_knob(
+        180,
+        "Maintenance deletes memory decisions (the audit log of why each memory was created, "
+        "merged or removed) older than this many days; 0 keeps them forever. A thread's "
+        "decisions stay while it has memory work pending or dead-lettered (a retry reads them).",
+        ge=0,
     )
     # ====== set by the memory scheduler on the memory runs it starts ======
     memory_of: str = scheduler_knob(

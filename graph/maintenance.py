@@ -1,4 +1,4 @@
-"""The ``maintenance`` graph: decay and compaction of long-term memory, checkpoint retention.
+"""The ``maintenance`` graph: decay and compaction of memory, checkpoint and decision retention.
 
 Run from ``memory-agent maintain`` or as a server cron (see
 docs/deployment-and-operations.md); it keeps no conversation state, so it is compiled
@@ -24,6 +24,7 @@ from nodes.compact import compact
 from nodes.evict import evict
 from nodes.expire import expire
 from nodes.prune_checkpoints import prune_checkpoints
+from nodes.prune_decisions import prune_decisions
 from nodes.report import report
 from nodes.select_users import select_users
 
@@ -35,15 +36,16 @@ def build_maintenance_builder(
 ) -> StateGraph:
     """The uncompiled maintenance graph.
 
-    select_users → expire → evict → compact → prune_checkpoints → report. Without
-    ``checkpoints``, prune_checkpoints says so and prunes nothing.
+    select_users → expire → evict → compact → prune_checkpoints → prune_decisions → report.
+    Without ``checkpoints``, prune_checkpoints says so and prunes nothing.
     """
     builder = StateGraph(MaintenanceState, input_schema=MaintenanceInput, context_schema=Context)
     steps = [
         (n.__name__, partial(n, services=services)) for n in (select_users, expire, evict, compact)
     ]
     prune = partial(prune_checkpoints, services=services, checkpoints=checkpoints)
-    builder.add_sequence([*steps, ("prune_checkpoints", prune), report])
+    decisions = ("prune_decisions", partial(prune_decisions, services=services))
+    builder.add_sequence([*steps, ("prune_checkpoints", prune), decisions, report])
     builder.add_edge(START, "select_users")
     builder.add_edge("report", END)
     return builder

@@ -35,6 +35,10 @@ class MaintenanceState(MaintenanceInput, total=False):
             whole (``action: held``, ``reason``): ``id``, ``user_id``, ``thread_id`` (the
             conversation) and ``kind`` (``conversation`` or ``memory``).
         retention: How checkpoints were kept this run (``keep_latest``, or why not).
+        decisions: Per user with old decisions: ``user_id``, ``pruned`` (how many were
+            deleted, or would be on a dry run), ``held_threads`` (threads whose decisions
+            were kept for their pending memory work) and ``before`` (the cut-off).
+        decision_retention: How decisions were kept this run (``older than N days``, or off).
         report: Counts per action and per user, written last.
     """
 
@@ -44,4 +48,6 @@ class MaintenanceState(MaintenanceInput, total=False):
     compacted: list[dict[str, Any]]
     pruned: list[dict[str, Any]]
     retention: str
+    decisions: list[dict[str, Any]]
+    decision_retention: str
     report: dict[str, Any]

@@ -1,9 +1,10 @@
-"""Maintenance of users' memories (expire, evict, compact, each logged) and checkpoints."""
+"""Maintenance of users' memories (expire, evict, compact, each logged), checkpoints, decisions."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
 from memory_graph_agent.core.memory_threads import ALTERNATES, memory_thread_id
@@ -71,8 +72,14 @@ def plan_compaction(
 
 
 async def expire_memories(services: Services, user: str, dry_run: bool) -> list[dict[str, Any]]:
-    """Delete ``user``'s expired, unpinned memories (only report them on a dry run)."""
+    """Delete ``user``'s expired, unpinned memories (only report them on a dry run).
+
+    A superseded memory goes with its successor (`MemoryStore.orphaned`): the provenance
+    of a memory that is gone, left by an earlier deletion or by this one, is no one's.
+    """
     found = [entry(m, expires_at=m.expires_at) for m in await services.memories.expired(user)]
+    orphans = await services.memories.orphaned(user, [e["id"] for e in found])
+    found += [entry(m, superseded_by=m.superseded_by) for m in orphans]
     if found and not dry_run:
         await log_actions(services, "expired", found)
         await services.memories.delete(user, [e["id"] for e in found])
@@ -169,3 +176,25 @@ async def prune_thread_checkpoints(
     if not dry_run:
         await checkpoints.prune([e["id"] for e in found if e["action"] == "pruned"])
     return found
+
+
+async def prune_decisions(
+    services: Services, user: str, retention_days: int, dry_run: bool
+) -> dict[str, Any] | None:
+    """Delete ``user``'s decisions older than ``retention_days`` (only count them on a dry run).
+
+    Kept whatever their age: the decisions of a thread with memory work left (pending,
+    claimed or dead-lettered), since a retried batch reads its summary's recorded decision
+    (`formation.consolidation.consolidate_memory`) to replay it instead of deciding again.
+    Returns ``{user_id, pruned, held_threads, before}``, or ``None`` when nothing is old enough.
+    """
+    before = datetime.now(UTC) - timedelta(days=retention_days)
+    held = []
+    for thread in await services.decisions.threads_before(user, before):
+        left = await services.queue.backlog(user, thread)
+        if left or await services.queue.dead_count(user, thread):
+            held.append(thread)
+    pruned = await services.decisions.prune(user, before, held, dry_run)
+    if not pruned and not held:
+        return None
+    return {"user_id": user, "pruned": pruned, "held_threads": held, "before": before.isoformat()}

@@ -26,14 +26,18 @@ async def report(state: MaintenanceState, runtime: Runtime[Context]) -> dict:
             per_user.setdefault(e["user_id"], Counter())[action] += 1
     for e in state.get("pruned", []):
         per_user.setdefault(e["user_id"], Counter())[f"checkpoints_{e['action']}"] += 1
+    for e in (e for e in state.get("decisions", []) if e["pruned"]):
+        per_user.setdefault(e["user_id"], Counter())["decisions_pruned"] += e["pruned"]
     totals = {a: len(state.get(a, [])) for a in ACTIONS}
     threads = Counter(e["action"] for e in state.get("pruned", []))
     totals |= {f"checkpoints_{a}": threads[a] for a in THREAD_ACTIONS}
+    totals["decisions_pruned"] = sum(e["pruned"] for e in state.get("decisions", []))
     out = {
         "dry_run": bool(state.get("dry_run")),
         "users": len(per_user),
         **totals,
         "retention": state.get("retention", ""),
+        "decision_retention": state.get("decision_retention", ""),
         "per_user": {
             u: {a: c[a] for a in ACTIONS} | {k: n for k, n in c.items() if k not in ACTIONS}
             for u, c in per_user.items()

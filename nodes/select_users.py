@@ -1,4 +1,4 @@
-"""select_users: the users a maintenance run covers (one, or everyone with memories or threads)."""
+"""select_users: the users a maintenance run covers (one, or everyone with anything stored)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from memory_graph_agent.services.stores import Services
 async def select_users(
     state: MaintenanceState, runtime: Runtime[Context], *, services: Services
 ) -> dict:
-    """``all_users``: every user with memories or threads; else ``user_id`` or the context's."""
+    """``all_users``: every user with memories, threads or decisions; else ``user_id``."""
     if state.get("all_users"):
         found = set(await services.memories.users()) | await services.threads.owners()
+        found |= set(await services.decisions.users())
         return {"users": sorted(found)}
     return {"users": [validate_id(state.get("user_id") or runtime.context.user_id, "user_id")]}

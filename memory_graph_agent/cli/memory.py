@@ -265,7 +265,8 @@ async def _maintain(args: argparse.Namespace) -> int:
         f"maintenance of {report['users']} user(s), {verb}: {report['expired']} expired, "
         f"{report['evicted']} evicted, {report['compacted']} compacted duplicates; "
         f"checkpoints ({report['retention']}): {report['checkpoints_pruned']} threads pruned "
-        f"to their latest, {report['checkpoints_held']} held whole"
+        f"to their latest, {report['checkpoints_held']} held whole; decisions "
+        f"({report['decision_retention']}): {report['decisions_pruned']} pruned"
     )
     for action in ("expired", "evicted", "compacted"):
         for e in state.get(action, []):
@@ -279,6 +280,12 @@ async def _maintain(args: argparse.Namespace) -> int:
         console.print(
             f"  [dim]checkpoints {e['action']}{why}: {e['user_id']} {e['kind']} thread "
             f"{e['id']} of {e['thread_id']}[/]"
+        )
+    for e in state.get("decisions", []):
+        held = f", kept for pending memory work: {', '.join(e['held_threads'])}"
+        console.print(
+            f"  [dim]decisions before {e['before'][:10]}: {e['user_id']} {e['pruned']} pruned"
+            f"{held if e['held_threads'] else ''}[/]"
         )
     return 0
 

@@ -2,11 +2,14 @@
 
 One row per ``(user_id, item_kind, item_id)``, so "why is this memory gone?" has an answer;
 a replayed run keeps the first decision, which is what makes consolidation idempotent.
+Maintenance deletes the rows older than ``decision_retention_days`` (`DecisionLog.prune`),
+except those of the threads a retry may still read them for.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -114,6 +117,44 @@ class DecisionLog:
             {"user_id": user_id, "action": action, "item_kind": item_kind, "limit": limit},
         )
         return [_from_row(r) for r in rows]
+
+    async def users(self) -> list[str]:
+        """Every user with decisions (for maintenance of all users)."""
+        rows = await self.db.query(f"SELECT DISTINCT user_id FROM {TABLE} ORDER BY 1")
+        return [r["user_id"] for r in rows]
+
+    async def threads_before(self, user_id: str, before: datetime) -> list[str]:
+        """The threads of the user's decisions made before ``before``."""
+        validate_id(user_id, "user_id")
+        rows = await self.db.query(
+            f"SELECT DISTINCT thread_id FROM {TABLE} WHERE user_id = :user_id "
+            "AND decided_at < :before AND thread_id IS NOT NULL ORDER BY 1",
+            {"user_id": user_id, "before": before},
+        )
+        return [r["thread_id"] for r in rows]
+
+    async def prune(
+        self, user_id: str, before: datetime, keep_threads: Sequence[str], dry_run: bool = False
+    ) -> int:
+        """Delete the user's decisions made before ``before``, except ``keep_threads``'.
+
+        Returns how many went (on a dry run: would go; nothing is deleted).
+        """
+        validate_id(user_id, "user_id")
+        where = (
+            "WHERE user_id = :user_id AND decided_at < :before AND (thread_id IS NULL "
+            "OR NOT thread_id = ANY(CAST(:keep AS text[])))"
+        )
+        sql = (
+            f"SELECT count(*) AS n FROM {TABLE} {where}"
+            if dry_run
+            else f"WITH gone AS (DELETE FROM {TABLE} {where} RETURNING 1) "
+            "SELECT count(*) AS n FROM gone"
+        )
+        rows = await self.db.query(
+            sql, {"user_id": user_id, "before": before, "keep": list(keep_threads)}
+        )
+        return int(rows[0]["n"])
 
 
 def _from_row(row: dict[str, Any]) -> Decision:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -97,10 +97,34 @@ class MemoryLifecycle:
         """The user's memories whose expiry has passed (pinned ones never expire)."""
         validate_id(user_id, "user_id")
         return await self._rows(
-            # superseded rows stay: they are the provenance of what replaced them
+            # superseded rows stay while what replaced them does (`orphaned`)
             "WHERE user_id = :user_id AND status = 'active' AND expires_at IS NOT NULL "
             "AND expires_at <= now() AND NOT pinned ORDER BY stored_at",
             {"user_id": user_id},
+        )
+
+    async def orphaned(self, user_id: str, gone: Sequence[str] = ()) -> list[Memory]:
+        """Unpinned superseded memories whose successor is gone, or in ``gone``.
+
+        A superseded row is the provenance of the memory that replaced it; once that one
+        is deleted it is the provenance of nothing. Chains are followed: a row superseded
+        by such an orphan is one too.
+        """
+        validate_id(user_id, "user_id")
+        t = f'"{self.table}"'
+        doomed = (
+            f"WITH RECURSIVE doomed AS (SELECT o.langchain_id FROM {t} o "
+            "WHERE o.user_id = :user_id AND o.status <> 'active' AND NOT o.pinned "
+            "AND (o.superseded_by IS NULL OR o.superseded_by = ANY(CAST(:gone AS text[])) "
+            f"OR NOT EXISTS (SELECT 1 FROM {t} k WHERE k.user_id = :user_id "
+            "AND k.langchain_id::text = o.superseded_by)) "
+            f"UNION SELECT o.langchain_id FROM {t} o JOIN doomed d "
+            "ON o.superseded_by = d.langchain_id::text WHERE o.user_id = :user_id "
+            "AND o.status <> 'active' AND NOT o.pinned) SELECT langchain_id FROM doomed"
+        )
+        return await self._rows(
+            f"WHERE user_id = :user_id AND langchain_id IN ({doomed}) ORDER BY stored_at",
+            {"user_id": user_id, "gone": list(gone)},
         )
 
     async def evictable(

@@ -174,3 +174,51 @@ async def test_a_compaction_keeper_lives_as_long_as_its_longest_lived_duplicate(
     assert [(e["id"], e["kept"]) for e in state["compacted"]] == [(drop.id, keep.id)]
     (kept,) = await services.memories.get(user_id, [keep.id])
     assert kept.status == "active" and kept.expires_at == drop.expires_at
+
+
+async def _chain(services, user: str) -> dict[str, Memory]:
+    """An expired memory with a chain of two it superseded, a live memory with one, and a
+    row whose successor was deleted before (by the forget tool, say)."""
+    gone = NOW - timedelta(days=1)
+    seeded = {
+        "expired": _memory(user, "The user is packing for Lisbon.", 0.5, expires_at=gone),
+        "older": _memory(user, "The user plans a trip to Lisbon.", 0.5),
+        "oldest": _memory(user, "The user may travel in spring.", 0.5),
+        "live": _memory(user, "The user keeps bees on the roof.", 0.8),
+        "replaced": _memory(user, "The user keeps a beehive.", 0.5),
+        "orphan": _memory(user, "The user's old phone was blue.", 0.5),
+    }
+    for memory in seeded.values():
+        await services.memories.add(memory)
+    for dup, kept in (
+        ("older", seeded["expired"].id),
+        ("oldest", seeded["older"].id),
+        ("replaced", seeded["live"].id),
+        ("orphan", str(uuid.uuid4())),  # a memory deleted earlier
+    ):
+        assert await services.memories.supersede(user, [seeded[dup].id], kept) == 1
+    return seeded
+
+
+async def test_superseded_memories_go_with_their_successor_per_user(
+    make_context, services, user_id
+):
+    other = f"u-{uuid.uuid4().hex[:10]}"
+    seeded = await _chain(services, user_id)
+    theirs = await _chain(services, other)
+    graph, ctx = build_maintenance_graph(services), make_context()
+    gone = {seeded[k].id for k in ("expired", "older", "oldest", "orphan")}
+
+    dry = await graph.ainvoke({"user_id": user_id, "dry_run": True}, context=ctx)
+    assert {e["id"] for e in dry["expired"]} == gone
+    assert len(await services.memories.list(user_id)) == 6, "a dry run changes nothing"
+
+    state = await graph.ainvoke({"user_id": user_id}, context=ctx)
+    assert {e["id"] for e in state["expired"]} == gone
+    by_id = {e["id"]: e for e in state["expired"]}
+    assert by_id[seeded["oldest"].id]["superseded_by"] == seeded["older"].id
+    left = {m.id for m in await services.memories.list(user_id)}
+    assert left == {seeded["live"].id, seeded["replaced"].id}
+    assert {m.id for m in await services.memories.list(other)} == {m.id for m in theirs.values()}, (
+        "another user's provenance untouched"
+    )

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from langgraph.constants import TAG_NOSTREAM
 
-from graph.background import LocalScheduler, memory_run, memory_thread_id
+from graph.background import REPORTS_KEPT, LocalScheduler, memory_run, memory_thread_id
 from graph.context import Context
 from memory_graph_agent.formation.llm import NOSTREAM_TAG, tagged
 
@@ -177,3 +177,25 @@ async def test_the_server_scheduler_skips_a_memory_thread_id_another_thread_hold
     held |= {memory_thread_id("alice", "t1", n) for n in (1, 2)}
     with pytest.raises(MemoryThreadTaken):
         await ServerScheduler("agent")(ctx, "t1", False)
+
+
+async def test_finished_runs_leave_nothing_per_thread_and_reports_keep_the_newest():
+    """A long-lived process (MemoryMiddleware never asks for reports) serves threads
+    without end: what the scheduler keeps stays bounded."""
+    graph, memory = _released()
+    ctx = Context(user_id="alice", model="local:smollm2", memory_delay_s=0)
+    threads = [f"t{n}" for n in range(REPORTS_KEPT + 20)]
+    for thread in threads:
+        await memory(ctx, thread, False)
+    assert memory.pending("alice", threads[0])
+    await memory.drain()
+    assert len(graph.runs) == len(threads)
+    assert memory._tails == {}, "a finished thread is forgotten"
+    assert not memory.pending() and not memory.pending("alice", threads[-1])
+    await memory.wait("alice", threads[-1])  # nothing to wait for
+    kept = memory.reports()
+    assert [r["thread_id"] for r in kept] == threads[-REPORTS_KEPT:]
+    assert memory.reports() == []
+    await memory(ctx, threads[0], False)  # a thread served again runs as before
+    await memory.drain()
+    assert [r["thread_id"] for r in memory.reports()] == [threads[0]]
