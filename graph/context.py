@@ -311,7 +311,11 @@ class MemoryScheduler(Protocol):
     async def __call__(
         self, context: Context, thread_id: str, compress: bool, after_s: float | None = None
     ) -> None:
-        """Schedule it; raise if it cannot be scheduled (memory then runs inline).
+        """Schedule it; raise if it cannot be scheduled (the work then waits, durably).
+
+        A turn whose scheduler raises does not form memory itself (it may run with
+        durability ``"exit"``, `graph.durability`): the messages stay in the pending
+        list for the next turn's memory run or the session end.
 
         It starts ``after_s`` seconds from now if given, else after ``context.memory_delay_s``.
         """

@@ -284,7 +284,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
             touch=partial(provider.touch, ctx) if hasattr(provider, "touch") else _untouched,
         )
         events = list(state.get("memory_events") or []) + end.events
-        if end.due and not end.scheduled:  # inline, or a session end: this run forms memory
+        if end.forms_here:  # inline, or a session end: this run forms memory
             config, memory_ctx = memory_run(ctx, thread)
             graph = self._memory_graph = self._memory_graph or build_graph(services)
             inputs = {"compress": end.window.compress}

@@ -48,7 +48,8 @@ class State(InputState, total=False):
         thread_summary: The running summary of this thread's evicted messages.
         pending_count: Messages waiting in the thread's pending list after trimming.
         memory_scheduled: Whether trim_window handed this turn's memory work to a
-            background run (``memory_mode="background"``): the turn's run then ends.
+            background run (``memory_mode="background"``), or left it waiting for one
+            (the scheduler failed): the turn's run then ends.
         summary: The draft `summarize` produced, stored and cleared by `consolidate`.
         summary_stored: Whether `consolidate` wrote the last summary durably.
         summaries_since_reflection: Summaries since the user's last reflection.

@@ -63,7 +63,7 @@ async def trim_window(
         "messages": [RemoveMessage(id=m.id) for m in end.window.moved if m.id in in_state],
         "pending_count": end.window.pending,
         "compress": end.window.compress,
-        "memory_scheduled": end.scheduled,
+        "memory_scheduled": end.scheduled or end.deferred,  # either way not in this run
         "memory_events": notices("trim_window") + end.events,
     }
     if end_session:  # consumed: the thread's next turn is an ordinary one

@@ -35,7 +35,7 @@ def unavailable_note(exc: Exception) -> str:
     return f"[red]error:[/] {what} unavailable ({escape(str(exc.__cause__ or exc)[:300])})"
 
 
-async def _turn(agent: Any, context: Any, thread: str, text: str) -> bool:
+async def _turn(agent: Any, memory: Any, context: Any, thread: str, text: str) -> bool:
     """One chat line: print the reply; False when the message could not be sent."""
     from memory_graph_agent.cli.session import run_turn
     from memory_graph_agent.storage.outages import StoreUnavailable
@@ -43,7 +43,7 @@ async def _turn(agent: Any, context: Any, thread: str, text: str) -> bool:
 
     printer = ReplyPrinter("[green]agent>[/] ")
     try:
-        state = await run_turn(agent, context, thread, text, on_token=printer)
+        state = await run_turn(agent, context, thread, text, on_token=printer, memory=memory)
     except InvalidInputError as exc:
         console.print(f"[red]error:[/] {escape(str(exc))} (message not sent)")
         return True  # rejected for good: nothing to keep
@@ -97,7 +97,7 @@ async def _chat(args: argparse.Namespace) -> int:
                 console.print("[yellow]empty message ignored[/]")
                 continue
             kept += [text] if text.strip() else []
-            while kept and await _turn(agent, context, thread, kept[0]):
+            while kept and await _turn(agent, memory, context, thread, kept[0]):
                 kept.pop(0)
         if memory.pending():
             console.print("[dim]finishing memory work...[/]")
@@ -156,7 +156,9 @@ async def _send(args: argparse.Namespace) -> int:
         if not args.json:
             console.print(f"[dim]thread {thread}[/]")
         if text is not None:
-            state = await session.run_turn(agent, context, thread, text, on_token=printer)
+            state = await session.run_turn(
+                agent, context, thread, text, on_token=printer, memory=memory
+            )
             if printer is not None:  # the reply is shown before memory work finishes
                 printer.close(str(state["messages"][-1].content))
         if args.end_session:

@@ -120,7 +120,7 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
         for i, text in enumerate(script, 1):
             console.print(f"[bold]turn {i:>2}[/] you: {escape(text)}")
             printer = ReplyPrinter("        agent: ", limit=100)
-            state = await run_turn(agent, zhang, thread, text, on_token=printer)
+            state = await run_turn(agent, zhang, thread, text, on_token=printer, memory=memory)
             printer.close(str(state["messages"][-1].content))
             window = await services.window.window(zhang.user_id, thread)
             counts = await services.memories.count(zhang.user_id)
@@ -145,7 +145,7 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
                 return 1
         console.print(f"[bold]turn {len(script) + 1:>2}[/] you: {escape(CHANGE)}")
         printer = ReplyPrinter("        agent: ", limit=100)
-        state = await run_turn(agent, zhang, thread, CHANGE, on_token=printer)
+        state = await run_turn(agent, zhang, thread, CHANGE, on_token=printer, memory=memory)
         printer.close(str(state["messages"][-1].content))
         console.rule("[bold]/new: the session ends, the whole thread is archived")
         state = await end_session(agent, zhang, thread, memory)
@@ -164,7 +164,9 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
 
         console.rule("[bold]new thread, same user")
         printer = ReplyPrinter("[bold]agent:[/] ")
-        state = await run_turn(agent, zhang, f"demo-{run}-new", RECALL_QUESTION, on_token=printer)
+        state = await run_turn(
+            agent, zhang, f"demo-{run}-new", RECALL_QUESTION, on_token=printer, memory=memory
+        )
         printer.close(str(state["messages"][-1].content))
         prompt = system_prompt(state, zhang.profile_token_budget)
         profile, memories = _block(prompt, "profile"), _block(prompt, "memories")
@@ -188,7 +190,7 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
         knows = "zhang san" in (profile + memories).lower()
 
         console.rule("[bold]another user asks the same")
-        state = await run_turn(agent, other, f"demo-{run}-other", RECALL_QUESTION)
+        state = await run_turn(agent, other, f"demo-{run}-other", RECALL_QUESTION, memory=memory)
         prompt = system_prompt(state, zhang.profile_token_budget)
         profile, memories = _block(prompt, "profile"), _block(prompt, "memories")
         console.print(f"[bold]profile in prompt:[/] {escape(profile)}")

@@ -2,7 +2,9 @@
 
 The checkpointer keys threads by ``thread_id`` only, so a CLI thread id belongs to one user.
 Replies stream token by token (``stream_mode="messages"``, the ``respond`` node only);
-memory forms after the reply, in this process (`graph.background.LocalScheduler`).
+memory forms after the reply, in this process (`graph.background.LocalScheduler`). A turn
+checkpoints once, when it ends (durability ``"exit"``, `graph.durability`); a session end
+after every step.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from typing import Any
 
 from langchain_core.messages import AIMessageChunk, HumanMessage
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Durability
 
 from graph.background import LocalScheduler
 from graph.builder import build_graph
-from graph.context import Context
+from graph.context import Context, MemoryScheduler
+from graph.durability import turn_durability
 from memory_graph_agent.services.stores import Services, open_checkpointer, services_session
 from memory_graph_agent.storage.outages import POSTGRES_ERRORS, StoreUnavailable
 from memory_graph_agent.turn.validation import (
@@ -67,6 +71,7 @@ async def _stream(
     config: dict[str, Any],
     graph_input: dict[str, Any],
     on_token: OnToken,
+    durability: Durability | None,
 ) -> dict[str, Any]:
     """Run the graph, passing the reply's tokens to ``on_token``; return the final state.
 
@@ -76,7 +81,7 @@ async def _stream(
     state: dict[str, Any] = {}
     modes = ["messages", "values"]
     async for mode, payload in agent.astream(
-        graph_input, config, context=context, stream_mode=modes
+        graph_input, config, context=context, stream_mode=modes, durability=durability
     ):
         if mode == "values":
             state = payload
@@ -94,13 +99,14 @@ async def _invoke(
     thread_id: str,
     graph_input: dict[str, Any],
     on_token: OnToken | None = None,
+    durability: Durability | None = None,
 ) -> dict[str, Any]:
     """Run the graph; a rejected input is removed from the checkpoint, so the next run is clean."""
     config = {"configurable": {"thread_id": thread_id}, "recursion_limit": RECURSION_LIMIT}
     try:
         if on_token is not None:
-            return await _stream(agent, context, config, graph_input, on_token)
-        return await agent.ainvoke(graph_input, config, context=context)
+            return await _stream(agent, context, config, graph_input, on_token, durability)
+        return await agent.ainvoke(graph_input, config, context=context, durability=durability)
     except InvalidInputError as exc:
         if agent.checkpointer is not None:
             await discard_rejected(agent, config, exc)
@@ -115,14 +121,19 @@ async def run_turn(
     thread_id: str,
     text: str,
     on_token: OnToken | None = None,
+    *,
+    memory: MemoryScheduler | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
     """Send one user message; return the final state of the turn.
 
-    With ``on_token``, the reply is streamed to it as the model produces it.
+    With ``on_token``, the reply is streamed to it as the model produces it. ``memory``:
+    the scheduler ``agent`` was built with (`open_agent`'s); a turn whose memory it forms
+    in the background checkpoints once, when it ends (`graph.durability`).
     """
     message = HumanMessage(check_turn(context, thread_id, text), **extra)
-    return await _invoke(agent, context, thread_id, {"messages": [message]}, on_token)
+    durability = turn_durability(context, memory)
+    return await _invoke(agent, context, thread_id, {"messages": [message]}, on_token, durability)
 
 
 async def end_session(

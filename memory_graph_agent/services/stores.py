@@ -190,7 +190,8 @@ async def open_checkpointer(database_url: str) -> AsyncIterator[AsyncPostgresSav
     its own (autocommit, dict rows), and holds it for whole graph steps. A single connection
     (``AsyncPostgresSaver.from_conn_string``) dies for good when Postgres restarts; the pool
     replaces broken connections. The check costs no round trip while a connection is
-    healthy (`postgres.check_idle`).
+    healthy (`postgres.check_idle`). After an outage it reconnects in time for the next
+    turn (`PostgresTimeouts.reconnect_s`).
     """
     timeouts = PostgresTimeouts.from_env()
     pool = AsyncConnectionPool(
@@ -199,6 +200,7 @@ async def open_checkpointer(database_url: str) -> AsyncIterator[AsyncPostgresSav
         max_size=8,
         open=False,
         timeout=timeouts.deadline_s,
+        reconnect_timeout=timeouts.reconnect_s,  # never backs off past a turn's deadline
         check=check_idle,
         kwargs={
             "autocommit": True,

@@ -73,6 +73,19 @@ class PostgresTimeouts:
         """Client-side bound of one store call: a connect, a statement, and some slack."""
         return self.connect_s + self.statement_s + 5
 
+    @property
+    def reconnect_s(self) -> float:
+        """How long a `psycopg_pool` pool keeps reconnecting on its own after losing Postgres.
+
+        The pool retries in the background, backing off (1, 2, 4, 8 s ...); at its default
+        (5 min) an outage of a minute puts its next attempt up to a minute after Postgres is
+        back, and a caller waiting on the pool meanwhile fails at `deadline_s` with Postgres
+        up. Given up this much before `deadline_s` (a connect and a second earlier), a
+        reconnecting task makes its last attempt in time for any caller already waiting;
+        once it has given up, the next caller's request makes a new attempt at once.
+        """
+        return self.deadline_s - max(1, math.ceil(self.connect_s)) - 1
+
     def connect_args(self) -> dict[str, Any]:
         """Connection parameters: the timeouts, and TCP keepalives that notice a silent peer."""
         return {

@@ -11,6 +11,7 @@ to ``schedule`` (a memory run: summarize, consolidate, reflect).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,8 @@ from memory_graph_agent.turn.windowing import WindowUpdate, update_window
 
 if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
     from graph.context import Context
+
+log = logging.getLogger(__name__)
 
 Schedule = Callable[[bool], Awaitable[None]]
 """Starts the thread's memory run soon (its argument: compress the whole backlog)."""
@@ -38,7 +41,15 @@ class TurnEnd:
     """A batch is due (or the backlog must be compressed): memory should run."""
     scheduled: bool = False
     """``schedule`` accepted the work: the memory run forms it, not this run."""
+    deferred: bool = False
+    """``schedule`` raised: the work waits, durably in the pending list, for a later memory
+    run (the next turn schedules it again) or the session end; not this run either."""
     events: list[MemoryEvent] = field(default_factory=list)
+
+    @property
+    def forms_here(self) -> bool:
+        """Whether this run forms the due memory itself (inline memory, a session end)."""
+        return self.due and not self.scheduled and not self.deferred
 
 
 async def finish_turn(
@@ -57,7 +68,10 @@ async def finish_turn(
 
     ``touch`` counts the access of ``recalled`` (default: our memory's access counters).
     Without ``schedule`` (inline memory, or a session end) due work is left to the
-    caller; a ``schedule`` that raises leaves it too, with an ``inline`` event.
+    caller (`TurnEnd.forms_here`). A ``schedule`` that raises leaves the work waiting
+    (``deferred``, a ``deferred`` event), never to this run: a turn that hands memory to
+    the background may run with durability ``"exit"`` (`graph.durability`), which suits a
+    short turn, not the model calls of memory.
     """
     user = settings.user_id
     window = await update_window(
@@ -74,9 +88,14 @@ async def finish_turn(
         return end
     try:
         await schedule(window.compress)
-    except Exception as exc:  # no scheduler reachable: memory forms in this run
-        text = f"trim_window: background memory unavailable ({type(exc).__name__}), inline"
-        end.events.append(event("trim_window", "inline", text))
+    except Exception as exc:  # no scheduler reachable: the work waits for a later run
+        log.warning("memory run of thread %s not scheduled (%r); its messages wait", thread_id, exc)
+        end.deferred = True
+        text = (
+            f"trim_window: background memory unavailable ({type(exc).__name__}); "
+            f"{window.pending} messages wait for the next memory run"
+        )
+        end.events.append(event("trim_window", "deferred", text))
     else:
         end.scheduled = True
         text = f"trim_window: {window.pending} messages handed to a background memory run"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from pathlib import Path
 
@@ -58,6 +59,49 @@ def test_chat_keeps_a_message_while_postgres_is_down_and_sends_it_when_back(
     said = asyncio.run(_window(user, thread))
     assert said.count("said while the database is down") == 1, said
     assert said[0] == "My sister Anna lives in Oslo." and len(said) == 4  # each answered
+
+
+def test_chat_sends_a_kept_message_when_postgres_is_back_after_a_longer_outage(
+    private_home: Path, fast_timeouts, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """Postgres back 17.5 s after it stopped: the kept message is sent at the first Enter.
+
+    The checkpointer's pool reconnects in the background from the failed turn on, backing
+    off 1, 2, 4, 8, 16 s (±10% each): attempts at ~0, 1, 3, 7, 15, 31 s. With
+    psycopg_pool's default ``reconnect_timeout`` (5 min) none falls between the restart
+    (after 17.5 s) and the resent turn's deadline (8 s later here), so that turn failed
+    with Postgres up and the message stayed kept.
+    """
+    embedded.ensure_services()
+    layout = embedded._Layout(private_home)
+    user, thread = f"u-{uuid.uuid4().hex[:8]}", f"t-{uuid.uuid4().hex[:6]}"
+    stopped = 0.0
+
+    def postgres_down() -> str:
+        nonlocal stopped
+        embedded._stop_postgres(layout)
+        stopped = time.monotonic()  # the failing turn starts the pool's reconnects now
+        return "said while the database is down"
+
+    def postgres_back() -> str:
+        time.sleep(max(0.0, stopped + 17.5 - time.monotonic()))  # past the ~15 s attempt
+        embedded.ensure_services()
+        return ""
+
+    def end() -> str:
+        raise EOFError
+
+    lines = iter([lambda: "My sister Anna lives in Oslo.", postgres_down, postgres_back, end])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(lines)())
+
+    code = main(["chat", "--user", user, "--thread", thread])
+
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert out.count("database is unavailable") == 1, out
+    said = asyncio.run(_window(user, thread))
+    assert said.count("said while the database is down") == 1, said
+    assert len(said) == 4, said
 
 
 def test_send_says_the_database_is_down_instead_of_a_traceback(

@@ -1,0 +1,158 @@
+"""A turn whose memory forms in the background writes its checkpoint once, when it ends.
+
+Through the CLI's `run_turn` on the graph with a memory scheduler (as `open_agent`
+builds it) and the real Postgres checkpointer: one checkpoint per turn (five with
+LangGraph's default, ``"async"``), holding all the turn did. Session ends, memory runs,
+inline memory and a caller without the scheduler keep ``"async"``; a turn whose
+scheduler fails leaves its memory waiting instead of forming it in its own run
+(`graph.durability`).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+from graph.background import LocalScheduler, memory_thread_id
+from graph.builder import build_graph
+from graph.durability import turn_durability
+from memory_graph_agent.cli.session import end_session, run_turn
+from memory_graph_agent.turn.validation import InvalidInputError
+from tests.conftest import kinds
+from tests.integration_tests.test_durability import _assert_exactly_once
+
+
+class CountingSaver(AsyncPostgresSaver):
+    """The session's Postgres checkpointer, counting the checkpoints it writes per thread."""
+
+    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+        super().__init__(*args, **kwargs)
+        self.puts: dict[str, int] = {}
+
+    async def aput(self, config, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN201
+        thread = config["configurable"]["thread_id"]
+        self.puts[thread] = self.puts.get(thread, 0) + 1
+        return await super().aput(config, *args, **kwargs)
+
+    def count(self, thread: str) -> int:
+        """Checkpoints written on ``thread`` since the last call."""
+        return self.puts.pop(thread, 0)
+
+
+class FailingScheduler:
+    """A memory scheduler that cannot be reached."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def __call__(self, context, thread_id, compress, after_s=None) -> None:  # noqa: ANN001
+        self.calls += 1
+        raise ConnectionError("scheduler unreachable")
+
+
+@pytest.fixture
+async def saver(checkpointer) -> CountingSaver:
+    return CountingSaver(checkpointer.conn)
+
+
+@pytest.fixture
+def background(services, saver):
+    """``(agent, memory)``: the graph with a local memory scheduler, as the CLI opens it."""
+    memory = LocalScheduler()
+    return memory.bind(build_graph(services, saver, scheduler=memory)), memory
+
+
+def _thread() -> str:
+    return f"durability-{uuid.uuid4().hex[:8]}"
+
+
+async def test_a_background_turn_writes_one_checkpoint_holding_the_whole_turn(
+    background, saver, make_context
+):
+    agent, memory = background
+    ctx, thread = make_context(), _thread()
+    assert turn_durability(ctx, memory) == "exit"
+    await run_turn(agent, ctx, thread, "Hello, I am planning a trip to Oslo.", memory=memory)
+    assert saver.count(thread) == 1  # the first turn of a thread too
+    state = await run_turn(agent, ctx, thread, "Which city did I say?", memory=memory)
+
+    assert saver.count(thread) == 1  # 5 with "async": the input's, one after each step
+    saved = (await agent.aget_state({"configurable": {"thread_id": thread}})).values
+    assert [m.type for m in saved["messages"]] == [m.type for m in state["messages"]]
+    assert saved["messages"][-1].content == state["messages"][-1].content  # the reply
+    assert saved["profile"] == state["profile"] and saved["recalled"] == state["recalled"]
+    await memory.drain()
+
+
+async def test_session_ends_memory_runs_and_inline_memory_keep_langgraphs_default(
+    background, saver, make_context
+):
+    agent, memory = background
+    ctx, thread = make_context(window_size=2, summary_batch=2), _thread()
+    await run_turn(agent, ctx, thread, "Hello there.", memory=memory)
+    saver.count(thread)
+    await run_turn(agent, ctx, thread, "No scheduler named.")  # a caller without it
+    assert saver.count(thread) == 5
+
+    inline = make_context(window_size=2, summary_batch=2, memory_mode="inline")
+    assert turn_durability(inline, memory) is None
+    await run_turn(agent, inline, thread, "Memory inline now.", memory=memory)
+    assert saver.count(thread) >= 5
+
+    for i in range(3):  # background turns: a memory run forms what they evict
+        await run_turn(agent, ctx, thread, f"number {i}", memory=memory)
+    assert saver.count(thread) == 3
+    await memory.drain()
+    assert saver.count(memory_thread_id(ctx.user_id, thread)) >= 4  # a memory run: async
+
+    archive = await end_session(agent, ctx, thread, memory)
+    assert not archive["messages"] and saver.count(thread) >= 4
+
+
+async def test_a_failed_scheduler_call_leaves_memory_waiting_not_in_the_turn(
+    services, saver, make_context, fake_model
+):
+    """The turn's run (durability "exit") never forms memory; a later memory run does."""
+    failing = FailingScheduler()
+    agent = build_graph(services, saver, scheduler=failing)
+    ctx, thread = make_context(window_size=2, summary_batch=2), _thread()
+    assert turn_durability(ctx, failing) == "exit"
+    states = [await run_turn(agent, ctx, thread, f"number {i}", memory=failing) for i in range(4)]
+
+    assert failing.calls >= 1
+    last = states[-1]
+    assert ("trim_window", "deferred") in kinds(last)
+    assert ("trim_window", "inline") not in kinds(last)
+    assert last["memory_scheduled"] and last["pending_count"] >= ctx.summary_batch
+    assert "summarize" not in fake_model.purposes  # no memory model call in any turn
+    assert (await services.memories.count(ctx.user_id)).get("summary", 0) == 0
+    assert saver.count(thread) == 4  # one per turn: nothing ran after the reply
+
+    memory = LocalScheduler()  # the scheduler is back: the next turn hands the work on
+    agent = memory.bind(build_graph(services, saver, scheduler=memory))
+    state = await run_turn(agent, ctx, thread, "number 4", memory=memory)
+    assert ("trim_window", "scheduled") in kinds(state)
+    await memory.drain()
+    assert memory.failures == 0
+    assert (await services.memories.count(ctx.user_id)).get("summary", 0) >= 1
+    await end_session(agent, ctx, thread, memory)
+    await _assert_exactly_once(services, ctx.user_id, thread)
+
+
+async def test_a_refused_background_turn_leaves_the_thread_clean(
+    background, services, make_context
+):
+    agent, memory = background
+    ctx, thread = make_context(max_message_chars=50), _thread()
+    await run_turn(agent, ctx, thread, "Hello.", memory=memory)
+    with pytest.raises(InvalidInputError):
+        await run_turn(agent, ctx, thread, "far too long " * 10, memory=memory)
+    state = await run_turn(agent, ctx, thread, "Short again.", memory=memory)
+
+    said = [m.content for m in state["messages"] if m.type == "human"]
+    assert said == ["Hello.", "Short again."]
+    window = [m.content for m in await services.window.window(ctx.user_id, thread)]
+    assert "far too long " * 10 not in window and window[-2] == "Short again."
+    await memory.drain()
