@@ -1,7 +1,9 @@
-"""The demo: a 30+ turn conversation whose early facts outlive the working window.
+"""The demo: a short conversation whose early facts outlive the working window.
 
 Zhang San introduces themself, small-talks until that leaves the window, switches from Go to
 Rust and ends the session; a new thread still knows them and the change, another user does not.
+The window, the summary batch and the reflection threshold are shrunk so that all of it
+happens within a dozen turns (a couple of minutes with the local CPU model).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from rich.markup import escape
@@ -24,6 +27,7 @@ from memory_graph_agent.local.embedded import (
     ensure_services,
     vector_selfcheck,
 )
+from memory_graph_agent.storage.memories import Memory
 
 INTRODUCTION = [
     "Hi! My name is Zhang San. I'm a VIP customer and I live in Berlin.",
@@ -83,7 +87,7 @@ def _storage_failure(events: list[dict[str, Any]]) -> str | None:
 
 
 async def _preflight() -> str | None:
-    """Check that memory can be stored before the 35 turns: a vector round trip."""
+    """Check that memory can be stored before the turns: a vector round trip."""
     try:
         urls = await asyncio.to_thread(ensure_services)
         await asyncio.to_thread(
@@ -98,24 +102,76 @@ def _block(prompt: str, tag: str) -> str:
     return prompt.split(f"\n<{tag}>\n", 1)[1].split(f"\n</{tag}>", 1)[0]
 
 
-async def run_demo(turns: int = 30, window_size: int = 10) -> int:
+DEMO_SUMMARY_BATCH = 4
+"""Pending messages per summary in the demo (default 5): two turns make a summary."""
+DEMO_REFLECT_AFTER = 3
+"""Summaries before a reflection in the demo (default 10)."""
+PLAN = (
+    "What this proves: Zhang San introduces themself (turns 1-2), small talk pushes that out "
+    "of the {window}-message window into stored summaries, they switch Go → Rust, /new ends "
+    "the session; then a new thread must still know them and the change, a reflection must "
+    "exist, and another user must see nothing."
+)
+
+
+def _settings(user_id: str, window_size: int) -> Context:
+    """The demo's context: a small window and batch, an early reflection."""
+    return Context(
+        user_id=user_id,
+        window_size=window_size,
+        summary_batch=DEMO_SUMMARY_BATCH,
+        reflect_after=DEMO_REFLECT_AFTER,
+    )
+
+
+@dataclass
+class _IntroductionMarks:
+    """Prints, once each, when the introduction leaves the window and lands in a summary."""
+
+    left: bool = False
+    landed: bool = False
+
+    def update(self, window: list[Any], when: str, elapsed: float) -> None:
+        """Note the turn after which the first introduction message is out of ``window``."""
+        if self.left or any(m.content == INTRODUCTION[0] for m in window):
+            return
+        self.left = True
+        console.print(
+            f"[bold yellow]>> after {when} ({elapsed:.0f} s): the introduction left the "
+            "window; the agent no longer sees it verbatim, it waits to be summarized[/]"
+        )
+
+    def find_summary(self, summaries: list[Memory], when: str, elapsed: float) -> None:
+        """Note the first stored summary that holds Zhang San's name."""
+        holder = next((m for m in summaries if "zhang san" in m.text.lower()), None)
+        if holder is None:
+            return
+        self.landed = True
+        console.print(
+            f"[bold yellow]>> after {when} ({elapsed:.0f} s): the introduction now lives "
+            f"in stored summary {holder.id[:8]}; recall can bring it back to any thread[/]"
+        )
+
+
+async def run_demo(turns: int = 6, window_size: int = 6) -> int:
     """Run the scripted conversation and print what memory did at every turn."""
     run = uuid.uuid4().hex[:6]
-    # A 10-message window (default 20) lets the introduction leave it sooner;
-    # reflect_after=5 (default 10) so the demo also shows a reflection.
-    zhang = Context(user_id=f"zhang-san-{run}", window_size=window_size, reflect_after=5)
-    other = Context(user_id=f"li-si-{run}", window_size=window_size, reflect_after=5)
+    zhang = _settings(f"zhang-san-{run}", window_size)
+    other = _settings(f"li-si-{run}", window_size)
     thread = f"demo-{run}"
     console.rule("[bold]memory-graph-agent demo")
     console.print(
         f"user [bold]{zhang.user_id}[/], thread [bold]{thread}[/], model {zhang.model}, "
-        f"window {zhang.window_size} messages, summary batch {zhang.summary_batch}"
+        f"window {zhang.window_size} messages, summary batch {zhang.summary_batch}, "
+        f"reflection after {zhang.reflect_after} summaries"
     )
+    console.print(PLAN.format(window=zhang.window_size))
     if problem := await _preflight():
         console.print(f"[red]memory cannot be stored, stopping the demo:[/] {escape(problem)}")
         return 1
     script = INTRODUCTION + (SMALL_TALK * (turns // len(SMALL_TALK) + 1))[:turns]
     started = time.perf_counter()
+    marks = _IntroductionMarks()
     async with open_agent() as (agent, services, memory):
         for i, text in enumerate(script, 1):
             console.print(f"[bold]turn {i:>2}[/] you: {escape(text)}")
@@ -138,6 +194,10 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
                 f"recalled {len(state.get('recalled', []))}"
                 + (f"\n        [cyan]events:[/] {escape('; '.join(events))}" if events else "")
             )
+            marks.update(window, f"turn {i}", time.perf_counter() - started)
+            if marks.left and not marks.landed:
+                summaries = await services.memories.list(zhang.user_id, kind=MemoryKind.SUMMARY)
+                marks.find_summary(summaries, f"turn {i}", time.perf_counter() - started)
             if problem := _storage_failure(all_events):
                 console.print(
                     f"[red]memory cannot be stored, stopping the demo:[/] {escape(problem)}"
@@ -149,13 +209,17 @@ async def run_demo(turns: int = 30, window_size: int = 10) -> int:
         printer.close(str(state["messages"][-1].content))
         console.rule("[bold]/new: the session ends, the whole thread is archived")
         state = await end_session(agent, zhang, thread, memory)
-        for event in state.get("memory_events", []):
+        # the background memory runs that finished first (the reflection, usually), then /new's
+        earlier = [e for report in memory.reports() for e in report.get("memory_events", [])]
+        for event in earlier + state.get("memory_events", []):
             if event["node"] in ("summarize", "consolidate", "reflect", "trim_window"):
                 console.print(f"        [cyan]{escape(event['text'])}[/]")
         first = await services.window.window(zhang.user_id, thread)
         if first:
             console.print(f"oldest message still in the window: {escape(first[0].content[:60])!r}")
         summaries = await services.memories.list(zhang.user_id, kind=MemoryKind.SUMMARY)
+        if not marks.landed:  # memory ran late (a busy machine): /new archived it
+            marks.find_summary(summaries, "/new", time.perf_counter() - started)
         holders = [m for m in summaries if "zhang san" in m.text.lower()]
         cited = ", ".join(
             f"{m.id[:8]} ({m.importance}, {len(m.source_ids)} sources)" for m in holders

@@ -112,11 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument(
         "message", nargs="?", default=None, help="the message; '-' reads it from stdin (UTF-8)"
     )
-    demo = sub.add_parser("demo", help="run the scripted 30+ turn demo")
-    demo.add_argument(
-        "--turns", type=int, default=30, help="unrelated turns after the introduction"
+    demo = sub.add_parser(
+        "demo", help="run the scripted demo (11 turns, a new thread, another user)"
     )
-    demo.add_argument("--window-size", type=int, default=10, help="messages kept in the window")
+    demo.add_argument("--turns", type=int, default=6, help="unrelated turns after the introduction")
+    demo.add_argument("--window-size", type=int, default=6, help="messages kept in the window")
     demo.add_argument("--metrics-port", type=int, default=None, help=METRICS_PORT_HELP)
     memory = sub.add_parser("memory", help="inspect stored memory")
     msub = memory.add_subparsers(dest="memory_command", required=True)

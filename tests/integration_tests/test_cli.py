@@ -62,9 +62,15 @@ async def test_demo_keeps_identity_across_threads_and_users(monkeypatch, capsys)
     monkeypatch.setenv("FACT_RULES", "on")  # what the demo's local model runs with
     from memory_graph_agent.cli.demo import run_demo
 
-    code = await run_demo(turns=12, window_size=6)
+    code = await run_demo()  # the script `memory-agent demo` runs
     out = capsys.readouterr().out
     assert code == 0, out
+    assert "What this proves:" in out.split("turn  1")[0], "the plan comes before the turns"
+    flat = " ".join(out.split())  # the console wraps long lines
+    left = re.search(r">> after turn \d+ \(\d+ s\): the introduction left the window", flat)
+    # in a summary at a later turn, or at /new when memory ran late (here: instant turns)
+    landed = re.search(r">> after (turn \d+|/new) \(\d+ s\): the introduction now lives", flat)
+    assert left and landed and left.start() < landed.start(), out
     assert "has Zhang San's identity in its prompt: YES" in out
     assert "notes the change Go → Rust: YES" in out
     assert "profile history: preferred_language was 'Go'" in out
