@@ -19,6 +19,7 @@ import pytest
 from memory_graph_agent.core.records import event
 from memory_graph_agent.local import embedded
 from memory_graph_agent.local.embedded import SELFCHECK_APP, EmbeddedServiceError, postgres_server
+from memory_graph_agent.storage.postgres import with_database
 
 STALL = """
 CREATE FUNCTION stall_selfcheck() RETURNS event_trigger LANGUAGE plpgsql AS $$
@@ -94,11 +95,14 @@ def test_a_crash_during_the_selfcheck_names_signal_cpu_and_log(private_home: Pat
 
 
 def test_a_failed_selfcheck_without_a_crash_says_what_failed(private_home: Path) -> None:
+    """A role that may not create the extension, on a database that has none yet."""
     urls = embedded.ensure_services()
     with psycopg.connect(urls.database_url, autocommit=True) as conn:
-        conn.execute("DROP EXTENSION vector CASCADE")
+        conn.execute("CREATE ROLE plain LOGIN")
+        conn.execute('CREATE DATABASE "bare"')
+    url = psycopg.conninfo.make_conninfo(with_database(urls.database_url, "bare"), user="plain")
     with pytest.raises(EmbeddedServiceError, match="self-check failed .*vector"):
-        embedded.vector_selfcheck(urls.database_url, private_home / "run" / "postgres.log")
+        embedded.vector_selfcheck(url, private_home / "run" / "postgres.log")
 
 
 async def test_the_demo_stops_within_a_minute_when_memory_cannot_be_stored(
@@ -185,3 +189,20 @@ def test_a_crash_from_before_the_process_started_is_not_news(private_home: Path)
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     ).stdout
     assert out.strip() == "None"
+
+
+def test_the_selfcheck_passes_on_a_database_without_the_extension_yet(
+    memory_env: dict[str, str],
+) -> None:
+    """A fresh database (an external DATABASE_URL, or the tests' own) has no ``vector``
+    extension until the stores open; the demo's pre-flight self-check runs before them and
+    must not call that a broken pgvector."""
+    admin = memory_env["DATABASE_URL"]
+    db = f"fresh_{os.urandom(6).hex()}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{db}"')
+    try:
+        embedded.vector_selfcheck(with_database(admin, db))
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')

@@ -29,6 +29,8 @@ _crash_offsets: dict[Path, int] = {}
 def vector_selfcheck(url: str, log_file: Path | None = None) -> None:
     """Check that an HNSW index finds a stored vector as its own nearest neighbour, or raise.
 
+    The ``vector`` extension is created first if the database has none yet.
+
     ``log_file``, the embedded server's log, lets the error name a crash (signal, CPU, binary).
     """
     rows = [
@@ -40,6 +42,8 @@ def vector_selfcheck(url: str, log_file: Path | None = None) -> None:
         with psycopg.connect(
             url, connect_timeout=10, autocommit=True, application_name=SELFCHECK_APP
         ) as conn:
+            # a fresh database has none until the stores open; they create it the same way
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             conn.execute(
                 f"CREATE TEMP TABLE memory_agent_selfcheck (id int, v vector({SELFCHECK_DIM}))"
             )
