@@ -299,6 +299,7 @@ def test_auth_off_serves_anyone_and_says_so_at_start(memory_env: dict[str, str])
         assert anyone.status_code == 200, anyone.text
 
 
+@pytest.mark.slow  # waits for the next minute, when a cron fires
 async def test_cron_runs_fire_as_their_creator(
     alice, admin, creds: Credentials, memory_env: dict[str, str]
 ) -> None:
