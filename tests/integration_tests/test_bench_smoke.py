@@ -160,6 +160,7 @@ async def test_peer_benchmark_tiny(tmp_path):
     assert data["layout_check"] and all(c["same"] for c in data["layout_check"].values())
 
 
+@pytest.mark.slow  # kills and restarts its servers, then waits out the leases
 async def test_soak_benchmark_tiny(private_home, tmp_path):
     # its own embedded servers (private_home): the soak kills Redis and stops Postgres
     from bench.soak import options, run_soak

@@ -79,6 +79,7 @@ async def test_demo_keeps_identity_across_threads_and_users(monkeypatch, capsys)
 
 
 @pytest.mark.local_model
+@pytest.mark.slow
 async def test_one_graph_turn_with_the_real_local_model(agent, make_context, services):
     ctx = make_context(model="local:smollm2")
     thread = f"t-{uuid.uuid4().hex[:6]}"
@@ -91,6 +92,7 @@ async def test_one_graph_turn_with_the_real_local_model(agent, make_context, ser
 
 
 @pytest.mark.local_model
+@pytest.mark.slow
 async def test_interactive_chat_runs_turns_and_rejects_empty_input(services):
     user, thread = f"u-{uuid.uuid4().hex[:8]}", f"t-{uuid.uuid4().hex[:6]}"
     result = await asyncio.to_thread(

@@ -61,6 +61,7 @@ def test_chat_keeps_a_message_while_postgres_is_down_and_sends_it_when_back(
     assert said[0] == "My sister Anna lives in Oslo." and len(said) == 4  # each answered
 
 
+@pytest.mark.slow  # waits out a 17.5 s outage
 def test_chat_sends_a_kept_message_when_postgres_is_back_after_a_longer_outage(
     private_home: Path, fast_timeouts, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:

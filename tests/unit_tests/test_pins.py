@@ -120,6 +120,9 @@ def test_readme_commands_and_ci_install_with_the_constraints() -> None:
     assert len(commands) == 2, "the README's two commands"
     ci = (ROOT / ".ci" / "run").read_text()
     assert commands[1] in ci, ".ci/run must run the README's test command verbatim"
+    slow = [line for line in readme.splitlines() if line.startswith(".venv/bin/python -m pytest")]
+    assert slow == [".venv/bin/python -m pytest -m slow"], "the README's slow-tier command"
+    assert f"\n{slow[0]}\n" in ci, ".ci/run must run the README's slow tier verbatim"
     for command in commands:
         installs = re.findall(r"pip install [^&]*", command)
         assert installs and all("-c constraints.txt" in i for i in installs), command

@@ -84,6 +84,7 @@ def test_instruction_rule() -> None:
     assert not is_dispatched("cosine_distance")
 
 
+@pytest.mark.slow  # disassembles every binary
 @x86_64
 @needs_tools
 @embedded_bundle
@@ -97,6 +98,7 @@ def test_every_native_binary_of_the_embedded_default_is_portable() -> None:
     )
 
 
+@pytest.mark.slow  # disassembles every binary
 @x86_64
 @needs_tools
 def test_onnx_runtime_keeps_avx512_in_its_run_time_chosen_kernels() -> None:
