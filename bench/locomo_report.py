@@ -14,7 +14,6 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from bench.locomo_data import CATEGORIES, SCORED_CATEGORIES, Conversation
 from bench.locomo_pipeline import recall_context, replay_context
 from bench.locomo_scoring import BM25_B, BM25_K1, CHUNK_TURNS, METHODS, RRF_K
 from bench.stats import pyplot
+from memory_graph_agent.core.knobs import knob_values
 
 REFERENCE = {
     "window": 0.02,
@@ -107,8 +107,9 @@ def data_summary(path: Path, conversations: Sequence[Conversation]) -> dict[str,
 def run_config(budget: int, recall_k: int, conversations: Sequence[Conversation]) -> dict:
     """Everything that defines the numbers."""
     sample = conversations[0] if conversations else Conversation("sample", [], [], 0)
-    replay_ctx = asdict(replay_context(sample, "registered:locomo-guard"))
-    recall_ctx = asdict(recall_context(sample, "registered:locomo-guard", budget, recall_k))
+    # flat, with the members of the recall weights' group (the shape of earlier results)
+    replay_ctx = knob_values(replay_context(sample, "registered:locomo-guard"))
+    recall_ctx = knob_values(recall_context(sample, "registered:locomo-guard", budget, recall_k))
     for c in (replay_ctx, recall_ctx):
         c["user_id"] = "locomo-<sample_id>"
     return {

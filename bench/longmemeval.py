@@ -77,7 +77,7 @@ from bench.longmemeval_data import QUESTION_TYPES, Haystack, load_longmemeval
 from bench.seeding import embed_batched
 from bench.stats import bench_parser, pyplot, quiet_logs, write_json
 from graph.context import KNOB_FIELDS, Context
-from memory_graph_agent.core.knobs import coerce, with_knobs
+from memory_graph_agent.core.knobs import coerce, knob_values, with_knobs
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.services.stores import Services, services_session
 
@@ -387,10 +387,10 @@ async def run_benchmark(
                 t for t in QUESTION_TYPES if any(h.question_type == t for h in haystacks)
             ],
             "methods": METHODS,
-            "context": {
+            "context": {  # flat, with the members of the recall weights' group
                 k: v
-                for k, v in vars(replay_context(haystacks[0], spec)).items()  # type: ignore[arg-type]
-                if not k.startswith("_") and k not in ("user_id", "model")
+                for k, v in knob_values(replay_context(haystacks[0], spec)).items()  # type: ignore[arg-type]
+                if k not in ("user_id", "model")
             },
         },
         "machine": machine,

@@ -86,3 +86,6 @@ async def test_end_to_end_memory_finds_evidence_that_left_the_window(memory_env,
     assert results["full"]["overall_1_4"] == 1.0
     assert results["memory"]["questions"] == {"1": 1, "2": 0, "3": 0, "4": 1, "5": 1}
     assert report["config"]["recall_context"]["summary_mode"] == "raw"
+    # the config is flat plain values, the recall weights' members included (render_docs reads them)
+    assert report["config"]["recall_context"]["neighbour_weight"] == 0.5
+    assert "recall_weights" not in report["config"]["recall_context"]

@@ -81,6 +81,9 @@ async def test_end_to_end_memory_finds_evidence_of_old_sessions(memory_env, tmp_
     assert (tmp_path / "out" / "longmemeval.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((tmp_path / "out" / "longmemeval.json").read_text())["llm_calls"] == 0
     results = report["results"]
+    # the config is flat plain values, the recall weights' members included (render_docs reads them)
+    assert report["config"]["context"]["neighbour_weight"] == 0.5
+    assert "recall_weights" not in report["config"]["context"]
     memory = results["memory_in_budget"]
     # both evidence turns left their sessions' windows long ago, and are recalled
     assert memory["turn_recall"]["overall"] == 1.0
