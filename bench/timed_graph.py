@@ -15,6 +15,7 @@ from langgraph.graph import END, START, StateGraph
 from bench.timing import timed_node
 from graph.builder import build_builder
 from graph.context import Context
+from graph.prefetch import with_query_prefetch
 from graph.state import InputState, State
 from memory_graph_agent.services.stores import Services
 from nodes.respond import respond
@@ -26,7 +27,8 @@ def build_timed_graph(services: Services, checkpointer: Any = None, scheduler: A
     The instant model never calls a tool, so ``tools`` never runs.
     """
     builder = build_builder(services, scheduler, wrap=timed_node)
-    return builder.compile(checkpointer=checkpointer, name="memory_agent_timed")
+    graph = builder.compile(checkpointer=checkpointer, name="memory_agent_timed")
+    return with_query_prefetch(graph, services.query_vectors)  # as `build_graph` does
 
 
 def build_baseline_graph(checkpointer: Any = None) -> Any:

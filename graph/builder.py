@@ -18,6 +18,7 @@ from langgraph.graph.state import CompiledStateGraph
 from graph import routing
 from graph.background import ServerScheduler
 from graph.context import Context, MemoryScheduler
+from graph.prefetch import with_query_prefetch
 from graph.state import InputState, State
 from graph.tools import build_tool_node, memory_tools
 from graph.wrapping import Wrap, unwrapped, wrap_node
@@ -128,10 +129,11 @@ def build_graph(
 ) -> CompiledStateGraph:
     """Compile the memory agent on ``services``, optionally with a checkpointer.
 
-    Without a ``scheduler`` memory forms inline, in each turn's run.
+    Without a ``scheduler`` memory forms inline, in each turn's run. Each turn's run
+    starts its query embedding before LangGraph loads the checkpoint (`graph.prefetch`).
     """
-    builder = build_builder(services, scheduler)
-    return builder.compile(checkpointer=checkpointer, name=GRAPH_NAME)
+    graph = build_builder(services, scheduler).compile(checkpointer=checkpointer, name=GRAPH_NAME)
+    return with_query_prefetch(graph, services.query_vectors)
 
 
 _compiled: weakref.WeakKeyDictionary[Services, CompiledStateGraph] = weakref.WeakKeyDictionary()

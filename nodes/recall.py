@@ -4,6 +4,7 @@ Runs beside ``load_profile`` in the turn's first step (its embedding and searche
 the profile's reads); it writes nothing but state, so a turn ``load_profile`` refuses
 leaves no trace of it. A session end searches nothing.
 
+The query's embedding was started with the run (`graph.prefetch`), when it could be.
 The modes are `memory_graph_agent.recall.retrieval.recall_memories`; ``tool`` mode falls back to
 ``auto`` for a model that cannot call tools. Recall fills what the window the prompt
 shows leaves of ``memory_token_budget``, so window and memories keep within it together.

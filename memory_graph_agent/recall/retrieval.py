@@ -242,7 +242,8 @@ async def retrieve(
         touch: Record the access of the kept summaries/reflections (recency signal);
             ``False`` for read-only views such as ``memory show --query``.
         vector: ``query``'s embedding, or the embedding still running, when the caller
-            already has it (benchmarks with pre-embedded queries); embedded here otherwise.
+            already has it (benchmarks with pre-embedded queries); otherwise the one
+            started ahead for ``query`` (`services.query_vectors`), or a new one.
         shown: Ids of the messages the prompt already shows (the ``recall`` node's
             state); ``None`` reads the thread's Redis window for them.
 
@@ -263,7 +264,7 @@ async def retrieve(
             search_channels(  # the keyword search and the window overlap the embedding
                 services,
                 search,
-                services.embeddings.aembed_query(query) if vector is None else vector,
+                services.query_vectors.embed(query) if vector is None else vector,
                 CHANNELS,
             ),
             _shown(services, ctx.user_id, thread_id, shown),

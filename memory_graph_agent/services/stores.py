@@ -13,7 +13,7 @@ import os
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from langchain_core.embeddings import Embeddings
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -30,6 +30,7 @@ from memory_graph_agent.local.embedded import (
     ensure_services,
 )
 from memory_graph_agent.services.models import default_embedding_model, load_embeddings
+from memory_graph_agent.services.query_vectors import QueryVectors
 from memory_graph_agent.storage.costs import MemoryCosts
 from memory_graph_agent.storage.decisions import DecisionLog
 from memory_graph_agent.storage.episodes import EpisodeLog
@@ -65,6 +66,11 @@ class Services:
     embeddings: Embeddings
     embedding_model: str
     database_url: str
+    query_vectors: QueryVectors = field(init=False)
+    """Query embeddings started ahead of recall (`services.query_vectors`)."""
+
+    def __post_init__(self) -> None:
+        self.query_vectors = QueryVectors(self.embeddings)
 
     async def aclose(self) -> None:
         """Close the Redis client and the Postgres pool."""
