@@ -24,7 +24,10 @@ from other processes hits all alike:
   to the start of ``respond``, i.e. graph start (the query embedding starts here,
   `graph.prefetch`), load_profile beside recall (hybrid search) and the graph's own
   overhead, before the model is called. "Excluding embedding" subtracts the time recall
-  still waited for the embedding (``embed_wait``).
+  still waited for the embedding (``embed_wait``). Twice: as ``ainvoke`` and the
+  server run a turn (LangGraph's default durability, a checkpoint per step), and as the
+  CLI does (``durability="exit"``, `graph.durability`: one checkpoint, at the end), each
+  on a thread of its own.
   Memory runs are scheduled to a no-op, so turns leave the stored memories as seeded.
 
 Reported per system: p50/p95, the ratio of p50 to the floor's (same mode) and the
@@ -64,7 +67,13 @@ from bench.peer_stores import (
     package_versions,
     pgvectorstore_peer,
 )
-from bench.peers_report import plot_peers, print_size, print_table, summarize_size
+from bench.peers_report import (
+    READ_PATHS,
+    plot_peers,
+    print_size,
+    print_table,
+    summarize_size,
+)
 from bench.seeding import VectorSource, embed_batched, seed_size
 from bench.stats import bench_parser, parse_ints, quiet_logs, write_outputs
 from bench.timing import CURRENT_TURN, TurnRecord, instrument, timed_node
@@ -97,8 +106,13 @@ async def _no_memory_run(context: Context, thread_id: str, compress: bool) -> No
     """The memory scheduler of the benchmark graph: memory runs never start."""
 
 
-async def _read_path(graph: Any, ctx: Context, thread: str, text: str) -> dict[str, float]:
-    """One turn; the seconds from ``ainvoke`` to ``respond`` and their parts."""
+async def _read_path(
+    graph: Any, ctx: Context, thread: str, text: str, durability: str | None
+) -> dict[str, float]:
+    """One turn; the seconds from ``ainvoke`` to ``respond`` and their parts.
+
+    ``durability``: the turn's (`graph.durability`); ``None`` is LangGraph's default.
+    """
     rec, marks = TurnRecord(), []
     tokens = CURRENT_TURN.set(rec), RESPOND_AT.set(marks)
     try:
@@ -107,6 +121,7 @@ async def _read_path(graph: Any, ctx: Context, thread: str, text: str) -> dict[s
             {"messages": [HumanMessage(text)]},
             {"configurable": {"thread_id": thread}},
             context=ctx,
+            **({"durability": durability} if durability else {}),
         )
         turn = time.perf_counter() - start
     finally:
@@ -291,16 +306,18 @@ async def run_peers(
             _say(quiet, f"[peers] size {size}: {warmup} warm-up + {queries} queries per system")
             thread = f"peers-{size}-{tag}"
             samples: dict[tuple[str, str], list[tuple[float, int]]] = {}
-            read_path: list[dict[str, float]] = []
-            order = [*calls, ("ours: read path", "graph", None)]
+            read_paths: dict[str, list[dict[str, float]]] = {name: [] for name in READ_PATHS}
+            order = [*calls, *((name, "graph", None) for name in READ_PATHS)]
             for i in range(warmup + queries):
                 q = i % len(questions)
                 shift = i % len(order)
                 for name, mode, call in order[shift:] + order[:shift]:
-                    if call is None:
-                        parts = await _read_path(graph, ctx, thread, questions[q])
+                    if mode == "graph":  # a thread per read path: their checkpoints apart
+                        durability = READ_PATHS[name]
+                        turn_thread = f"{thread}-{durability or 'default'}"
+                        parts = await _read_path(graph, ctx, turn_thread, questions[q], durability)
                         if i >= warmup:
-                            read_path.append(parts)
+                            read_paths[name].append(parts)
                         continue
                     start = time.perf_counter()
                     n = await call(q)
@@ -312,7 +329,7 @@ async def run_peers(
                     size,
                     k,
                     samples,
-                    read_path,
+                    read_paths,
                     {
                         "bench_user_memories": await services.memories.count(user),
                         "other_memories": len(others) * per_other_user,

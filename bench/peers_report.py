@@ -12,9 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import fmt, ms_stats, pyplot
+from graph.durability import TURN_DURABILITY
 
 FLOOR = "floor"
 READ_PATH = "ours: read path"
+READ_PATH_EXIT = "ours: read path, CLI turn"
+READ_PATHS = {READ_PATH: None, READ_PATH_EXIT: TURN_DURABILITY}
+"""Our read paths by the durability of their turn: LangGraph's default (``ainvoke``, the
+server's runs) and the CLI's (`graph.durability.turn_durability`: ``"exit"``)."""
 WITH, PRE = "with_embedding", "pre_embedded"
 BREAKDOWN = (
     "read_path",
@@ -44,28 +49,21 @@ def summarize_size(
     size: int,
     k: int,
     samples: dict[tuple[str, str], list[tuple[float, int]]],
-    read_path: list[dict[str, float]],
+    read_paths: dict[str, list[dict[str, float]]],
     extra: dict[str, Any],
 ) -> dict[str, Any]:
-    """One size: per system and mode, latency stats, × floor and returned out of k."""
+    """One size: per system and mode, latency stats, × floor and returned out of k.
+
+    ``read_paths``: the turns of each of our read paths (`READ_PATHS`), by name.
+    """
     systems: dict[str, dict[str, Any]] = {}
     for (name, mode), values in samples.items():
         entry = {"latency": ms_stats([s for s, _ in values])}
         if name != "query embedding":
             entry["returned"] = _returned([n for _, n in values], k)
         systems.setdefault(name, {})[mode] = entry
-    systems[READ_PATH] = {
-        WITH: {
-            "latency": ms_stats([r["read_path"] for r in read_path]),
-            "returned": _returned([int(r["returned"]) for r in read_path], k),
-            "returned_is": "items recall put in the prompt: memories and raw turns up to the "
-            "memory token budget, not top-k",
-            "recalled_raw_turns_mean": round(
-                sum(r["recalled_turns"] for r in read_path) / len(read_path), 2
-            ),
-        },
-        "breakdown": {key: ms_stats([r[key] for r in read_path]) for key in BREAKDOWN},
-    }
+    for name, read_path in read_paths.items():
+        systems[name] = _read_path_entry(read_path, k)
     floors = {
         WITH: systems[FLOOR][WITH]["latency"]["p50"],
         PRE: systems[FLOOR][PRE]["latency"]["p50"],
@@ -77,9 +75,24 @@ def summarize_size(
     return {"size": size, **extra, "systems": systems}
 
 
+def _read_path_entry(read_path: list[dict[str, float]], k: int) -> dict[str, Any]:
+    return {
+        WITH: {
+            "latency": ms_stats([r["read_path"] for r in read_path]),
+            "returned": _returned([int(r["returned"]) for r in read_path], k),
+            "returned_is": "items recall put in the prompt: memories and raw turns up to the "
+            "memory token budget, not top-k",
+            "recalled_raw_turns_mean": round(
+                sum(r["recalled_turns"] for r in read_path) / len(read_path), 2
+            ),
+        },
+        "breakdown": {key: ms_stats([r[key] for r in read_path]) for key in BREAKDOWN},
+    }
+
+
 def _order(systems: dict[str, Any]) -> list[str]:
     first = [FLOOR, "query embedding"]
-    last = ["ours: MemoryStore.search", READ_PATH]
+    last = ["ours: MemoryStore.search", *READ_PATHS]
     middle = sorted(n for n in systems if n not in first + last)
     return [n for n in first + middle + last if n in systems]
 
@@ -114,17 +127,20 @@ def print_size(r: dict[str, Any]) -> None:
             )
         (a, b, c, d), (e_, f, g, h) = cells
         print(f"{name:34} {a:>7} {b:>7} {c:>8} {d:>7} {e_:>8} {f:>8} {g:>6} {h:>6}")
-    br = r["systems"][READ_PATH]["breakdown"]
-    print(
-        "read path parts, p50 ms: "
-        + ", ".join(f"{key} {fmt(br[key]['p50'])}" for key in BREAKDOWN[1:])
-    )
+    for name in READ_PATHS:
+        if name not in r["systems"]:
+            continue
+        br = r["systems"][name]["breakdown"]
+        print(
+            f"{name} parts, p50 ms: "
+            + ", ".join(f"{key} {fmt(br[key]['p50'])}" for key in BREAKDOWN[1:])
+        )
 
 
 def _returned_cell(name: str, ret: dict[str, Any] | None) -> str:
     if not ret:
         return "-"
-    if name == READ_PATH:
+    if name in READ_PATHS:
         return f"{ret['mean']:.1f} items (token budget)"
     return f"{ret['mean']:.2f} / {ret['k']}"
 
@@ -144,7 +160,7 @@ def markdown_table(data: dict[str, Any]) -> str:
     for name in _order(rs[-1]["systems"]):
         if name == "query embedding":
             continue
-        cells = [f"**{name}**" if name == READ_PATH else name]
+        cells = [f"**{name}**" if name in READ_PATHS else name]
         for r in rs:
             w = r["systems"].get(name, {}).get(WITH)
             if not w:

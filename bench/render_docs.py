@@ -384,7 +384,8 @@ def render_joint_cv(root: Path) -> str:
     return table(["grid point", "LoCoMo 1–4", "LongMemEval", "mean"], rows) + note
 
 
-PEER_FIRST, PEER_LAST = ["floor"], ["ours: MemoryStore.search", "ours: read path"]
+READ_PATH, READ_PATH_EXIT = "ours: read path", "ours: read path, CLI turn"
+PEER_FIRST, PEER_LAST = ["floor"], ["ours: MemoryStore.search", READ_PATH, READ_PATH_EXIT]
 
 
 def _peer_order(systems: dict[str, Any]) -> list[str]:
@@ -400,7 +401,7 @@ def render_peers_table(root: Path) -> str:
     head.append("pre-embedded p50 ms, " + " / ".join(num(s["size"], 0) for s in sizes))
     rows = []
     for name in _peer_order(sizes[-1]["systems"]):
-        cells = [f"**{name}**" if name == "ours: read path" else name]
+        cells = [f"**{name}**" if name in (READ_PATH, READ_PATH_EXIT) else name]
         for s in sizes:
             w = s["systems"].get(name, {}).get("with_embedding")
             if not w:
@@ -409,7 +410,7 @@ def render_peers_table(root: Path) -> str:
             ret = w.get("returned") or {}
             got = (
                 f"{ret['mean']:.1f} items"
-                if name == "ours: read path"
+                if name in (READ_PATH, READ_PATH_EXIT)
                 else f"{ret.get('mean', 0):.2f} / {ret.get('k', '?')}"
             )
             cells.append(f"{pair(w['latency'])} ({w.get('x_floor_p50', 0):.2f}×, {got})")
@@ -460,12 +461,19 @@ def render_peers_headline(root: Path) -> str:
     peers = [n for n in _peer_order(sy) if n not in PEER_FIRST + PEER_LAST]
     best = min(peers, key=lambda n: sy[n]["with_embedding"]["latency"]["p50"])
     search = ours["with_embedding"]["latency"]["p50"]
+    cli = sy.get(READ_PATH_EXIT, {}).get("with_embedding")
+    cli_part = (
+        f", {num(cli['latency']['p50'])} ms ({cli['x_floor_p50']:.2f}×) for a CLI turn "
+        "(its checkpoint written once, at its end)"
+        if cli
+        else ""
+    )
     return (
         f"Read path of a turn at {num(s['size'], 0)} memories of the user (profile, recall with "
         f"its embedding, the graph's steps, up to the model call): "
         f"**{num(rp['latency']['p50'])} ms p50** ({rp['x_floor_p50']:.2f}× a bare pgvector "
-        f"query with its embedding); our search alone {num(search)} ms, the fastest peer "
-        f"({best}) {num(sy[best]['with_embedding']['latency']['p50'])} ms; "
+        f"query with its embedding){cli_part}; our search alone {num(search)} ms, the fastest "
+        f"peer ({best}) {num(sy[best]['with_embedding']['latency']['p50'])} ms; "
         f"on {machine(d)}."
     )
 
