@@ -226,7 +226,9 @@ class MemoryStore(MemoryLifecycle):
         (`FILLFACTOR`) for one more version, and the old version of a row updated by the
         same transaction cannot be pruned to make room for a second. Rows sharing a page
         (memories formed together, often recalled together) are updated by the next
-        transaction, which prunes the first one's old version: every update is heap-only.
+        transaction, which prunes the first one's old version: the updates are heap-only
+        (HOT), unless a transaction older than that version is still open somewhere in the
+        cluster, which keeps Postgres from pruning it.
         """
         pending = list(dict.fromkeys(ids))
         while pending:
