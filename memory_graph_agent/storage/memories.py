@@ -6,6 +6,7 @@ real metadata columns, so every search filters ``user_id`` in SQL; the rest is p
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,8 +33,17 @@ from memory_graph_agent.storage.memory_rows import (
 from memory_graph_agent.storage.outages import guarded
 from memory_graph_agent.storage.postgres import Database, Statement
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Raise it with a change to the DDL of `MemoryStore.open`: `Database.migrate` runs it again."""
+FILLFACTOR = 75
+"""Percent of a heap page that inserts fill, leaving room to update a row in place.
+
+A row is 1.6 to 2 KB (the 1.5 KB vector is kept inline; a longer text is TOASTed at
+~2 KB), so a full page holds 4. Without a quarter kept free, recording a recall
+(`MemoryStore.touch`) finds no room on the row's page and writes the new version
+elsewhere, with a new entry in every index, the HNSW one included; with it the update
+is heap-only (HOT) and the indexes are left alone.
+"""
 
 
 @dataclass
@@ -84,6 +94,9 @@ class MemoryStore(MemoryLifecycle):
             # Keep the 1.5 KB vectors in the row: out-of-line (TOAST) storage makes every
             # distance computation fetch a second tuple and steers the planner off HNSW.
             f'ALTER TABLE "{table}" ALTER COLUMN embedding SET STORAGE PLAIN',
+            # Rows written from now on; a page filled before keeps its rows until a touch
+            # moves one of them out (once), which leaves it the room.
+            f'ALTER TABLE "{table}" SET (fillfactor = {FILLFACTOR})',
             f'ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS stored_at TIMESTAMPTZ '
             "NOT NULL DEFAULT clock_timestamp()",
             *(
@@ -207,18 +220,35 @@ class MemoryStore(MemoryLifecycle):
         ]
 
     async def touch(self, user_id: str, ids: list[str]) -> None:
-        """Record that these memories were recalled (best effort: no wait for the WAL flush)."""
-        if not ids:
-            return
-        await self.db.run(
-            "SET LOCAL synchronous_commit = off",
-            (
-                f'UPDATE "{self.table}" SET last_accessed_at = now(), '
-                "access_count = COALESCE(access_count, 0) + 1 "
-                "WHERE user_id = :user_id AND langchain_id = ANY(CAST(:ids AS uuid[]))",
-                {"user_id": user_id, "ids": ids},
-            ),
-        )
+        """Record that these memories were recalled (best effort: no wait for the WAL flush).
+
+        Each transaction updates at most one of the rows on a heap page: a page has room
+        (`FILLFACTOR`) for one more version, and the old version of a row updated by the
+        same transaction cannot be pruned to make room for a second. Rows sharing a page
+        (memories formed together, often recalled together) are updated by the next
+        transaction, which prunes the first one's old version: the updates are heap-only
+        (HOT), unless a transaction older than that version is still open somewhere in the
+        cluster, which keeps Postgres from pruning it.
+        """
+        pending = list(dict.fromkeys(ids))
+        while pending:
+            rows = await self.db.run(
+                "SET LOCAL synchronous_commit = off",
+                (
+                    f'UPDATE "{self.table}" SET last_accessed_at = now(), '
+                    "access_count = COALESCE(access_count, 0) + 1 "
+                    "WHERE user_id = :user_id AND ctid = ANY(ARRAY("
+                    "SELECT DISTINCT ON ((ctid::text::point)[0]) ctid "
+                    f'FROM "{self.table}" WHERE user_id = :user_id '
+                    "AND langchain_id = ANY(CAST(:ids AS uuid[])))) RETURNING langchain_id",
+                    {"user_id": user_id, "ids": pending},
+                ),
+            )
+            done = {uuid.UUID(str(r["langchain_id"])) for r in rows}
+            if not done:  # the rest are gone, another user's, or moved by a concurrent write
+                return
+            # compared as UUIDs: Postgres read every id already, in whatever spelling
+            pending = [i for i in pending if uuid.UUID(i) not in done]
 
     async def reflection_progress(self, user_id: str) -> tuple[int, float]:
         """Count and summed importance of the active summaries since the latest reflection."""
