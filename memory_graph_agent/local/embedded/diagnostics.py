@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 import psycopg
 
+from memory_graph_agent.core.install import LOCAL_EXTRA
 from memory_graph_agent.local.embedded.layout import EmbeddedServiceError, _Layout, data_home
 from memory_graph_agent.local.embedded.postgres_bundle import PG_BUNDLE, _bundled_pginstall
 
@@ -86,7 +87,7 @@ def _selfcheck_failure(exc: psycopg.Error, log_file: Path | None) -> str:
         why = (
             " SIGILL means the PostgreSQL or pgvector binaries use CPU instructions this CPU "
             f"does not have (this CPU: {cpu_summary()}). The binaries in use: {binaries}; "
-            f"install the pinned {PG_BUNDLE} (pip install -c constraints.txt -e '.[local]'), "
+            f"install the pinned {PG_BUNDLE} ({LOCAL_EXTRA}), "
             "or set DATABASE_URL to another PostgreSQL with pgvector >= 0.8."
         )
     return (

