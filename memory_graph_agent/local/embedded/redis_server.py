@@ -20,6 +20,7 @@ from memory_graph_agent.local.embedded.layout import (
     _env_url,
     _Layout,
 )
+from memory_graph_agent.local.embedded.logs import rotate_log
 from memory_graph_agent.local.embedded.processes import (
     _check_socket_path,
     _live_pid,
@@ -109,6 +110,7 @@ def _start_redis(layout: _Layout) -> None:
         "--pidfile", str(layout.redis_pidfile),
         "--logfile", str(layout.redis_log),
     ]  # fmt: skip
+    rotate_log(layout.redis_log)  # this run's log; the one before keeps how the last ended
     logger.info("Starting embedded Redis on %s", layout.redis_socket)
     proc = _run(cmd, cwd=layout.redis_dir, timeout=REDIS_START_TIMEOUT * 3)
     if proc.returncode != 0 or not _wait_redis(layout, REDIS_START_TIMEOUT):
