@@ -13,9 +13,10 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from memory_graph_agent.core.install import install_extra
 from memory_graph_agent.drawing.model import ROWS, MemoryGraph
 
-EXTRA_HINT = "pip install -c constraints.txt -e '.[draw]'"
+EXTRA_HINT = install_extra("draw")
 COLOURS = {
     "fact": "#f2a541",
     "reflection": "#b07cc6",

