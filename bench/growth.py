@@ -1,25 +1,43 @@
 """Growth: what each user's storage costs as conversations go on, retention on and off.
 
-    python -m bench.growth [--users 20] [--turns 3000] [--every 250] [--out bench/out]
+    python -m bench.growth [--users 20] [--turns 3000] [--every 250] [--days-per-pass 20]
+                           [--out bench/out]
 
 Each user talks through the compiled graph (`graph.builder.build_graph` with a
 `LocalScheduler` and the Postgres checkpointer, the instant fake model of
 `bench.fake_model`), starting a new thread every ``--session-turns`` turns as a returning
 user does; users take turns round-robin. Every ``--every`` turns per user, memory is
-drained and the ``maintenance`` graph runs for all users (checkpoint retention through
-`memory_graph_agent.storage.checkpoints.SaverCheckpoints`), then storage is measured:
-Redis bytes by key kind (``MEMORY USAGE``) and Postgres bytes per table group: the live
-rows' bytes, and the tables' size on disk with indexes and TOAST after a plain VACUUM
-(autovacuum's job in production; files keep deleted rows' space, new rows reuse it).
+drained, ``--days-per-pass`` days go by and the ``maintenance`` graph runs for all users
+(checkpoint retention through `memory_graph_agent.storage.checkpoints.SaverCheckpoints`),
+then storage is measured: Redis bytes by key kind (``MEMORY USAGE``) and Postgres bytes per
+table group: the live rows' bytes, and the tables' size on disk with indexes and TOAST
+after a plain VACUUM (autovacuum's job in production; files keep deleted rows' space, new
+rows reuse it); and the memories per user (rows, active ones, superseded ones).
 The whole run is made twice, in two fresh databases: ``checkpoint_retention="keep_latest"``
 and ``"off"``.
 
-Reported: bytes per user per 1,000 turns at the end, per store and table group; the growth
-curve (bytes per user against turns per user) of each run; and p50/p95 of the read path
-(`retrieve`, the recall node's search, embedding included) on ``--queries`` questions at
-the first and the last measurement. Wall-clock time is not simulated: memories keep their
-``ttl_policy`` expiry and ``evict_after_days`` age, so decay does not remove any here;
-what flattens is what retention bounds.
+Simulated time: the product only reads the real clock, so days "go by" as `bench.clock`
+moves every stored timestamp that decay, expiry, eviction, compaction and decision
+retention read back by ``--days-per-pass`` days (memories' ``created_at``,
+``last_accessed_at`` and ``expires_at``, decisions' ``decided_at``, the Redis profile's
+facts, history and tombstones; Redis key TTLs are shortened by as much, and a key whose
+TTL runs out is deleted; its docstring says what is not aged and why), with SQL UPDATEs
+and Redis writes on the run's own database and key prefix. The pass after it then expires,
+evicts and prunes as it would that many days later. A partial last interval ages in
+proportion. The default, 20 days per 250 turns, makes the default run 240 days: with the
+default ``ttl_policy`` a 7-day memory goes at the next pass and a 30-day one (a summary's)
+at the one after, and the 180 days of eviction and decision retention are reached from
+the ninth pass (day 180) on. The turns of an interval all happen at its start in simulated
+time, so at a pass everything stored since the last one is ``--days-per-pass`` old: a
+memory whose TTL is not longer than that goes at the next pass (more memories die than
+with turns spread over the days; a smaller value decays finer). ``--days-per-pass 0``:
+no simulated time, memories keep their expiry and age and decay removes none.
+
+Reported: bytes per user per 1,000 turns at the end, per store and table group; per
+measurement the simulated day, the memories per user and what maintenance removed; the
+growth curve (bytes per user against turns per user and simulated days) of each run; and
+p50/p95 of the read path (`retrieve`, the recall node's search, embedding included) on
+``--queries`` questions at the first and the last measurement.
 """
 
 from __future__ import annotations
@@ -36,6 +54,7 @@ import psycopg
 from langchain_core.messages import HumanMessage
 from psycopg import sql
 
+from bench.clock import age_stores
 from bench.content import memory_text, user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
@@ -47,6 +66,7 @@ from graph.maintenance import build_maintenance_graph
 from memory_graph_agent.recall.retrieval import retrieve
 from memory_graph_agent.services.stores import open_checkpointer, services_session
 from memory_graph_agent.storage.checkpoints import SaverCheckpoints
+from memory_graph_agent.storage.memory_rows import ACTIVE
 
 GROUPS = {
     "checkpoints": ("checkpoint",),
@@ -57,6 +77,10 @@ GROUPS = {
 }
 """Postgres table groups by name prefix; anything else counts as ``other``."""
 RETENTIONS = ("keep_latest", "off")
+REMOVALS = ("expired", "evicted", "compacted", "decisions_pruned")
+"""What a maintenance pass's report counts that each sample keeps."""
+DAYS_PER_PASS = 20.0
+"""Simulated days before each pass by default: the default 12 passes span 240 days."""
 
 
 def _group(table: str) -> str:
@@ -94,6 +118,27 @@ async def storage_bytes(services: Any, database_url: str) -> dict[str, dict[str,
     return {"redis": dict(redis), "postgres": dict(live), "postgres_disk": dict(disk)}
 
 
+async def memories_per_user(database_url: str, users: int) -> dict[str, float]:
+    """Memories per user in the ``memories_`` tables: ``rows``, ``active`` and ``superseded``.
+
+    ``active`` is what recall considers (`memory_rows.ACTIVE`: not superseded, not expired).
+    """
+    totals: dict[str, int] = defaultdict(int)
+    count = sql.SQL(
+        "SELECT count(*), count(*) FILTER (WHERE " + ACTIVE + "), "
+        "count(*) FILTER (WHERE status = 'superseded') FROM {}"
+    )
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        cur = await conn.execute("SELECT relname FROM pg_stat_user_tables")
+        for (table,) in await cur.fetchall():
+            if _group(table) != "memories":
+                continue
+            row = await (await conn.execute(count.format(sql.Identifier(table)))).fetchone()
+            for name, n in zip(("rows", "active", "superseded"), row, strict=True):
+                totals[name] += int(n)
+    return {name: round(totals[name] / users, 2) for name in ("rows", "active", "superseded")}
+
+
 async def read_path(services: Any, contexts: list[Context], n: int, rng: random.Random) -> dict:
     """p50/p95 (ms) of `retrieve` on ``n`` questions spread over the users."""
     seconds = []
@@ -119,8 +164,13 @@ async def run_one(
     queries: int,
     seed: int,
     quiet: bool,
+    days_per_pass: float = 0.0,
 ) -> dict[str, Any]:
-    """One whole simulation in a fresh database, with ``checkpoint_retention=retention``."""
+    """One whole simulation in a fresh database, with ``checkpoint_retention=retention``.
+
+    Before each maintenance pass, ``days_per_pass`` days (in proportion for a partial
+    last interval) go by (`bench.clock.age_stores`).
+    """
     rng = random.Random(seed)
     async with (
         isolated_services(tag="growth") as env,
@@ -141,6 +191,7 @@ async def run_one(
             for u in range(users)
         ]
         samples, reads, started = [], {}, time.perf_counter()
+        day, last_pass = 0.0, 0
         for done in range(1, turns + 1):
             for ctx in contexts:
                 thread = f"{ctx.user_id}-s{(done - 1) // session_turns}"
@@ -149,15 +200,29 @@ async def run_one(
             if done % every and done != turns:
                 continue
             await memory.drain()
-            await maintenance.ainvoke({"all_users": True}, context=contexts[0])
+            days, last_pass = days_per_pass * (done - last_pass) / every, done
+            if days:
+                await age_stores(services.redis, services.keys.prefix, env.database_url, days)
+                day += days
+            state = await maintenance.ainvoke({"all_users": True}, context=contexts[0])
             sizes = await storage_bytes(services, env.database_url)
-            samples.append({"turns_per_user": done, **sizes})
+            samples.append(
+                {
+                    "turns_per_user": done,
+                    "day": round(day, 3),
+                    "memories_per_user": await memories_per_user(env.database_url, users),
+                    "maintenance": {k: state["report"][k] for k in REMOVALS},
+                    **sizes,
+                }
+            )
             reads.setdefault("start", await read_path(services, contexts, queries, rng))
             if not quiet:
                 total = sum(sizes["redis"].values()) + sum(sizes["postgres"].values())
+                mems = samples[-1]["memories_per_user"]["active"]
                 print(
-                    f"[{retention}] {done}/{turns} turns per user: {total / users / 1024:.0f} "
-                    f"KiB per user ({time.perf_counter() - started:.0f} s)",
+                    f"[{retention}] {done}/{turns} turns per user, day {day:.0f}: "
+                    f"{total / users / 1024:.0f} KiB and {mems:.0f} active memories per user "
+                    f"({time.perf_counter() - started:.0f} s)",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -185,8 +250,11 @@ def total_per_user(sample: dict[str, Any], users: int) -> float:
 
 def print_growth(data: dict[str, Any]) -> None:
     """The table of bytes per user per 1,000 turns, and the read path at start and end."""
-    users = data["users"]
-    print(f"growth: {users} users x {data['turns']} turns, maintenance every {data['every']}")
+    users, days = data["users"], data.get("days_per_pass", 0)
+    print(
+        f"growth: {users} users x {data['turns']} turns, maintenance every {data['every']}, "
+        + (f"{days:g} simulated days per pass" if days else "no simulated time")
+    )
     for run in data["runs"]:
         rate = per_user_per_1k(run, users)
         print(f"\ncheckpoint_retention={run['retention']}: bytes per user per 1,000 turns")
@@ -199,30 +267,52 @@ def print_growth(data: dict[str, Any]) -> None:
             f"{first['turns_per_user']} turns, {total_per_user(last, users) / 1024:,.0f} KiB "
             f"after {last['turns_per_user']}"
         )
+        for s in run["samples"]:
+            mems, gone = s.get("memories_per_user"), s.get("maintenance")
+            if mems and gone:
+                removed = ", ".join(f"{k} {gone[k]}" for k in REMOVALS)
+                print(
+                    f"  day {s['day']:g} ({s['turns_per_user']} turns): memories per user "
+                    f"{mems['active']:g} active of {mems['rows']:g} rows; pass: {removed}"
+                )
         for when, s in run["read_path_ms"].items():
             print(f"  read path at the {when}: p50 {s['p50']} ms, p95 {s['p95']} ms")
 
 
 def plot(data: dict[str, Any], path: Path) -> None:
-    """Bytes per user against turns per user: all storage, and the checkpoints alone."""
+    """Per user against turns (and simulated days): all bytes, checkpoints, active memories."""
     plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
     users = data["users"]
     for run in data["runs"]:
-        x = [s["turns_per_user"] for s in run["samples"]]
+        samples = run["samples"]
+        x = [s["turns_per_user"] for s in samples]
         label = f"retention {run['retention']}"
-        axes[0].plot(
-            x, [total_per_user(s, users) / 2**20 for s in run["samples"]], "o-", label=label
-        )
-        checkpoints = [s["postgres"].get("checkpoints", 0) / users / 2**20 for s in run["samples"]]
+        axes[0].plot(x, [total_per_user(s, users) / 2**20 for s in samples], "o-", label=label)
+        checkpoints = [s["postgres"].get("checkpoints", 0) / users / 2**20 for s in samples]
         axes[1].plot(x, checkpoints, "o-", label=label)
-    titles = ("Redis + Postgres rows per user", "checkpoint rows per user")
-    for ax, title in zip(axes, titles, strict=True):
+        line = axes[2].plot(x, [s["memories_per_user"]["active"] for s in samples], "o-")
+        axes[2].plot(
+            x, [s["memories_per_user"]["rows"] for s in samples], "--", color=line[0].get_color()
+        )
+        line[0].set_label(label)
+    titles = (
+        "Redis + Postgres rows per user",
+        "checkpoint rows per user",
+        "memories per user (dashed: all rows)",
+    )
+    days, every = data.get("days_per_pass", 0), data["every"]
+    for ax, title, unit in zip(axes, titles, ("MiB", "MiB", "memories"), strict=True):
         ax.set_title(title)
         ax.set_xlabel("turns per user")
-        ax.set_ylabel("MiB")
+        ax.set_ylabel(unit)
         ax.grid(alpha=0.3)
         ax.legend()
+        if days:  # days go by in proportion to turns: a second scale of the same axis
+            top = ax.secondary_xaxis(
+                "top", functions=(lambda t: t * days / every, lambda d: d * every / days)
+            )
+            top.set_xlabel("simulated days")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -238,20 +328,26 @@ async def run_growth(
     queries: int = 50,
     seed: int = 7,
     quiet: bool = False,
+    days_per_pass: float = DAYS_PER_PASS,
 ) -> dict[str, Any]:
     """Both runs (retention on, then off); writes ``growth.json`` and ``growth.png``."""
     if min(users, turns, every, session_turns, queries) < 1:
         raise ValueError("users, turns, every, session_turns and queries must be >= 1")
+    if not 0 <= days_per_pass < float("inf"):  # NaN too
+        raise ValueError(f"days_per_pass must be a number of days >= 0, got {days_per_pass!r}")
     runs = []
     for retention in RETENTIONS:
         runs.append(
-            await run_one(retention, users, turns, every, session_turns, queries, seed, quiet)
+            await run_one(
+                retention, users, turns, every, session_turns, queries, seed, quiet, days_per_pass
+            )
         )
     data = {
         "users": users,
         "turns": turns,
         "every": every,
         "session_turns": session_turns,
+        "days_per_pass": days_per_pass,
         "runs": runs,
         "per_user_per_1k_turns": {r["retention"]: per_user_per_1k(r, users) for r in runs},
         "machine": runs[-1].pop("machine"),
@@ -270,6 +366,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--turns", type=int, default=3000, help="turns per user")
     p.add_argument("--every", type=int, default=250, help="turns per user between passes")
     p.add_argument("--session-turns", type=int, default=50, help="turns per thread")
+    p.add_argument(
+        "--days-per-pass",
+        type=float,
+        default=DAYS_PER_PASS,
+        help="simulated days that go by before each maintenance pass (0: none)",
+    )
     p.add_argument("--queries", type=int, default=50, help="read-path questions per probe")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--out", default="bench/out", help="output folder (JSON + PNG)")

@@ -683,9 +683,32 @@ def render_growth_table(root: Path) -> str:
         ),
     ]
     rows = [[label, *(span(runs[r], f) for r in ("keep_latest", "off"))] for label, f in measures]
-    turns = f"{runs['off'][0]['turns_per_user']} → {runs['off'][-1]['turns_per_user']} turns"
+    first, last = runs["off"][0], runs["off"][-1]
+    turns = f"{first['turns_per_user']} → {last['turns_per_user']} turns"
+    clock = ""
+    if "days_per_pass" in d:  # runs before simulated time have neither days nor memory counts
+        turns += f" (day {first['day']:g} → {last['day']:g})" if d["days_per_pass"] else ""
+
+        def memories(sample: dict[str, Any]) -> str:
+            m = sample["memories_per_user"]
+            return f"{m['active']:g} of {m['rows']:g}"
+
+        rows.append(
+            [
+                "memories, active of all rows",
+                *(
+                    f"{memories(runs[r][0])} → {memories(runs[r][-1])}"
+                    for r in ("keep_latest", "off")
+                ),
+            ]
+        )
+        clock = (
+            f"{d['days_per_pass']:g} simulated days before each pass (every {d['every']} turns)"
+            if d["days_per_pass"]
+            else "no simulated time (decay removes nothing)"
+        ) + "; "
     head = [f"per user, {turns}", "retention on (`keep_latest`)", "retention off"]
-    return table(head, rows) + f"\n\n{users} users; on {machine(d)}."
+    return table(head, rows) + f"\n\n{users} users; {clock}on {machine(d)}."
 
 
 def render_ingestion_table(root: Path) -> str:

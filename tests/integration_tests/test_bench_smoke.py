@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from langchain_core.messages import HumanMessage
@@ -239,6 +240,7 @@ async def test_growth_benchmark_tiny(memory_env, tmp_path):
     on, off = data["runs"]
     assert (on["retention"], off["retention"]) == ("keep_latest", "off")
     assert [s["turns_per_user"] for s in on["samples"]] == [3, 6]
+    assert [s["day"] for s in on["samples"]] == [20, 40]  # the default simulated days
     for run in (on, off):
         _sane(run["read_path_ms"]["start"], 3)
         _sane(run["read_path_ms"]["end"], 3)
@@ -249,3 +251,82 @@ async def test_growth_benchmark_tiny(memory_env, tmp_path):
     assert kept[-1] < off["samples"][-1]["postgres"]["checkpoints"] / 2
     rates = data["per_user_per_1k_turns"]
     assert rates["keep_latest"]["postgres"]["checkpoints"] > 0
+
+
+async def test_growth_clock_ages_what_maintenance_and_the_profile_read(memory_env):
+    """`bench.clock`: days go by for expiry, eviction, decision retention, facts and key TTLs."""
+    from bench.clock import age_stores
+    from bench.env import EMBEDDING, isolated_services
+    from graph.maintenance import build_maintenance_graph
+    from memory_graph_agent.core.kinds import MemoryKind
+    from memory_graph_agent.services.stores import services_session
+    from memory_graph_agent.storage.decisions import Decision
+    from memory_graph_agent.storage.memories import Memory
+    from memory_graph_agent.storage.profile import Fact
+    from memory_graph_agent.storage.window import parse_ts
+
+    user = "clock-u1"
+    async with isolated_services(tag="clock") as env, services_session(EMBEDDING) as services:
+        now = datetime.now(UTC)
+
+        def memory(text: str, importance: float, expires: datetime | None) -> Memory:
+            kind = MemoryKind.SUMMARY
+            return Memory(user, kind, text, importance, [text[-5:]], "t1", expires_at=expires)
+
+        soon = memory("The user said: I sail in May.", 0.5, now + timedelta(days=5))
+        faint = memory("The user said: it rained a bit.", 0.05, None)  # evictable at 180 days
+        kept = memory("The user said: my name is Ada.", 0.95, None)
+        for m in (soon, faint, kept):
+            await services.memories.add(m)
+        await services.decisions.record(Decision(user, "summary", soon.id, "created", None, "t1"))
+        await services.profile.upsert(user, [Fact("city", "Lisbon", 0.8)], lambda i, p: 10.0)
+        await services.profile.forget(user, "nickname")  # a tombstone, stamped now
+        await services.runs.start("run-1", "respond")  # a key that lives 7 days
+        run_key = services.keys.run("run-1", "respond")
+        maintenance = build_maintenance_graph(services)
+
+        async def removed() -> dict[str, int]:
+            state = await maintenance.ainvoke({"all_users": True}, context=Context(user_id=user))
+            return {k: state["report"][k] for k in ("expired", "evicted", "decisions_pruned")}
+
+        async def age(days: float) -> dict:
+            return await age_stores(services.redis, services.keys.prefix, env.database_url, days)
+
+        assert await removed() == {"expired": 0, "evicted": 0, "decisions_pruned": 0}
+        aged = await age(6)
+        assert aged["postgres"] == {services.memories.table: 3, "memory_decisions": 1}
+        assert aged["redis"] == {"profile_facts": 1, "tombstones": 1, "ttl_shortened": 1}
+        assert await removed() == {"expired": 1, "evicted": 0, "decisions_pruned": 0}
+        assert "city" in await services.profile.get(user)  # 10 days: 4 left
+        assert 0 < await services.redis.ttl(run_key) <= 86_400  # 7 days: 1 left
+        forgotten = await services.redis.hget(services.profile.forgotten_key(user), "nickname")
+        assert abs(parse_ts(forgotten) - (now - timedelta(days=6))) < timedelta(hours=1)
+
+        aged = await age(5)
+        assert aged["redis"]["ttl_expired"] == 1 and not await services.redis.exists(run_key)
+        assert "city" not in await services.profile.get(user)  # expired on read, to the history
+        assert [e["reason"] for e in await services.profile.history(user, "city")] == ["expired"]
+
+        await age(170)  # 181 days in all: past eviction's and decision retention's 180
+        assert await removed() == {"expired": 0, "evicted": 1, "decisions_pruned": 1}
+        assert [m.id for m in await services.memories.list(user)] == [kept.id]
+        (entry,) = await services.profile.history(user, "city")
+        assert parse_ts(entry["valid_to"]) < now - timedelta(days=170)  # aged with the rest
+
+
+async def test_growth_benchmark_days_go_by_and_maintenance_expires(memory_env, tmp_path):
+    """With simulated days, passes expire memories: none would in a minute of real time."""
+    from bench.growth import run_growth
+
+    await run_growth(2, 50, 20, tmp_path, session_turns=25, queries=2, quiet=True, days_per_pass=30)
+    data = _outputs(tmp_path, "growth")
+    assert data["days_per_pass"] == 30
+    for run in data["runs"]:
+        samples = run["samples"]
+        assert [s["day"] for s in samples] == [30, 60, 75]  # the last 10 turns: half a pass
+        gone = [s["maintenance"]["expired"] for s in samples]
+        assert all(gone), gone  # without the clock nothing is ever old enough to expire
+        # none of these memories lives more than 30 days (summaries 30, raw ones 7): a full
+        # pass expires them all; those of the last half pass (15 days) are summaries left
+        active = [s["memories_per_user"]["active"] for s in samples]
+        assert active[:2] == [0, 0] and active[2] > 0, active

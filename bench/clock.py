@@ -1,0 +1,154 @@
+"""Simulated time for a benchmark: age what is stored, as if days had gone by.
+
+The product reads the real clock (``now()`` in SQL, ``datetime.now`` in Python) and has no
+clock of its own to move. So a benchmark that wants months to pass moves the stored
+timestamps back instead, on its own database and key prefix only (`bench.env.isolated_services`):
+`age_stores` ages everything that decay, expiry, eviction, compaction and decision retention
+read by ``days`` days, then the next maintenance pass sees that much time gone by.
+
+What is aged, and how (``t`` becomes ``t - days``; NULL and "never" stay so):
+
+- Postgres ``memories_<dim>``: ``created_at`` (eviction's age, compaction's keeper order,
+  recall's recency), ``last_accessed_at`` (recall's recency) and ``expires_at`` (expiry, the
+  ``ACTIVE`` filter of recall and listing, the expiry a compaction keeper inherits).
+- Postgres ``memory_decisions``: ``decided_at`` (decision retention).
+- Redis ``profile:<user>`` (a hash of JSON facts): each fact's ``expires_at`` (a fact
+  expires when read after it), ``updated_at`` and ``valid_from`` (when it was stated: a
+  later statement must still be newer).
+- Redis ``profile_history:<user>``: each entry's ``valid_from`` and ``valid_to`` (recent
+  changes are those of the last days); rewritten in place with ``LSET``.
+- Redis ``profile_forgotten:<user>``: when each fact key was forgotten (a fact stated before
+  it stays forgotten).
+- Redis key TTLs (``run_starts`` 7 days, ``rejected`` 90 days, queue leases): a TTL cannot
+  be moved back, but what moving its start back would do can be done exactly: the
+  remaining TTL is shortened by ``days`` (``PEXPIRE``), and a key whose remaining TTL is
+  not longer than that is deleted, as Redis would have done meanwhile.
+
+Not aged, on purpose: ``stored_at`` of memories (only ever compared with other rows'
+``stored_at``, for order and reflection progress, which a uniform shift leaves as they
+are; it is indexed, so leaving it alone keeps the index out of the update); the episodic
+log's ``ts``/``logged_at`` and the Redis window's message stamps (nothing that removes data
+reads them, and rewriting the largest table every pass would distort its size);
+checkpoints (retention keeps the latest by count, not by age); the memory queue's lease
+and retry times (the caller drains memory before aging, so the queue is empty).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from redis.asyncio import Redis
+
+from memory_graph_agent.storage.keys import RedisKeys
+
+POSTGRES_COLUMNS: dict[str, tuple[str, ...]] = {
+    "memories_": ("created_at", "last_accessed_at", "expires_at"),
+    "memory_decisions": ("decided_at",),
+}
+"""Timestamp columns aged, by table name prefix (every table of the database that matches)."""
+FACT_FIELDS = ("expires_at", "updated_at", "valid_from")
+HISTORY_FIELDS = ("valid_from", "valid_to")
+DAY_MS = 86_400_000
+
+
+def shift_iso(value: str, days: float) -> str:
+    """An ISO timestamp ``days`` earlier (naive ones are UTC, as the product reads them)."""
+    try:
+        ts = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise ValueError(f"not an ISO timestamp, cannot age it: {value!r}") from exc
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=UTC)
+    return (ts - timedelta(days=days)).isoformat()
+
+
+def shift_fields(raw: str | bytes, names: tuple[str, ...], days: float) -> str:
+    """A JSON object with its timestamp ``names`` (those set) ``days`` earlier."""
+    data: dict[str, Any] = json.loads(raw)
+    for name in names:
+        if data.get(name):
+            data[name] = shift_iso(data[name], days)
+    return json.dumps(data, ensure_ascii=False)
+
+
+async def age_postgres(database_url: str, days: float) -> dict[str, int]:
+    """Move the `POSTGRES_COLUMNS` of every matching table back ``days``; rows per table."""
+    aged: dict[str, int] = {}
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT table_name::text, array_agg(column_name::text) FROM information_schema.columns "
+            "WHERE table_schema = 'public' GROUP BY 1 ORDER BY 1"
+        )
+        for table, columns in await cur.fetchall():
+            wanted = next((c for p, c in POSTGRES_COLUMNS.items() if table.startswith(p)), ())
+            if not wanted:
+                continue
+            missing = set(wanted) - set(columns)
+            if missing:  # the schema changed under the benchmark: say so, age nothing wrong
+                raise RuntimeError(f"table {table} has no {sorted(missing)}: update bench.clock")
+            sets = sql.SQL(", ").join(
+                sql.SQL("{c} = {c} - make_interval(secs => %(s)s)").format(c=sql.Identifier(c))
+                for c in wanted
+            )
+            query = sql.SQL("UPDATE {t} SET {sets}").format(t=sql.Identifier(table), sets=sets)
+            aged[table] = (await conn.execute(query, {"s": days * 86_400.0})).rowcount
+    return aged
+
+
+async def age_redis(redis: Redis, prefix: str, days: float) -> dict[str, int]:
+    """Age the profile's facts, history and tombstones, and shorten key TTLs, under ``prefix``."""
+    keys, counts = RedisKeys(prefix), Counter()
+    async for raw_key in redis.scan_iter(match=f"{prefix}:*", count=1000):
+        key = raw_key.decode() if isinstance(raw_key, bytes) else raw_key
+        kind = (keys.parse(key) or ("",))[0]
+        if kind == "profile":
+            facts = await redis.hgetall(key)
+            mapping = {f: shift_fields(v, FACT_FIELDS, days) for f, v in facts.items()}
+            if mapping:
+                await redis.hset(key, mapping=mapping)
+            counts["profile_facts"] += len(mapping)
+        elif kind == "profile_history":
+            entries = await redis.lrange(key, 0, -1)
+            async with redis.pipeline(transaction=True) as pipe:
+                for i, entry in enumerate(entries):
+                    pipe.lset(key, i, shift_fields(entry, HISTORY_FIELDS, days))
+                await pipe.execute()
+            counts["history_entries"] += len(entries)
+        elif kind == "profile_forgotten":
+            stamps = await redis.hgetall(key)
+            mapping = {
+                f: shift_iso(v.decode() if isinstance(v, bytes) else v, days)
+                for f, v in stamps.items()
+            }
+            if mapping:
+                await redis.hset(key, mapping=mapping)
+            counts["tombstones"] += len(mapping)
+        ttl_ms = await redis.pttl(key)
+        if ttl_ms > 0:  # -1: no TTL; -2: gone meanwhile
+            left = ttl_ms - round(days * DAY_MS)
+            if left > 0:
+                await redis.pexpire(key, left)
+                counts["ttl_shortened"] += 1
+            else:
+                await redis.delete(key)
+                counts["ttl_expired"] += 1
+    return dict(counts)
+
+
+async def age_stores(redis: Redis, prefix: str, database_url: str, days: float) -> dict[str, Any]:
+    """Age everything the maintenance pass reads by ``days`` (> 0), in Postgres and Redis.
+
+    Run it while nothing else writes (turns done, memory drained): it reads and rewrites.
+    Returns what it aged: ``postgres`` rows per table and ``redis`` counts.
+    """
+    if not days > 0:
+        raise ValueError(f"days must be > 0, got {days!r}")
+    return {
+        "postgres": await age_postgres(database_url, days),
+        "redis": await age_redis(redis, prefix, days),
+    }
