@@ -240,7 +240,8 @@ class Context:
         "Maintenance archives a thread nobody wrote to for this many days, as a session end "
         "does (its working window is summarized into memory), then deletes its window, seen-set "
         "and running summary from Redis; its owner can still come back to it. 0 keeps them "
-        "forever. A thread with memory work left or a turn under way is left alone.",
+        "forever. A thread whose memory batch is leased or dead-lettered, or with a turn in the "
+        "last day, is left alone.",
         ge=0,
     )
     # ====== set by the memory scheduler on the memory runs it starts ======
