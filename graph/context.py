@@ -235,6 +235,15 @@ class Context:
         "decisions stay while it has memory work pending or dead-lettered (a retry reads them).",
         ge=0,
     )
+    idle_thread_days: int = operator_knob(
+        30,
+        "Maintenance archives a thread nobody wrote to for this many days, as a session end "
+        "does (its working window is summarized into memory), then deletes its window, seen-set "
+        "and running summary from Redis; its owner can still come back to it. 0 keeps them "
+        "forever. A thread whose memory batch is leased or dead-lettered, or with a turn in the "
+        "last day, is left alone.",
+        ge=0,
+    )
     # ====== set by the memory scheduler on the memory runs it starts ======
     memory_of: str = scheduler_knob(
         "",

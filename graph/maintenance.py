@@ -1,4 +1,4 @@
-"""The ``maintenance`` graph: decay and compaction of memory, checkpoint and decision retention.
+"""The ``maintenance`` graph: idle threads, decay and compaction, checkpoint and decision retention.
 
 Run from ``memory-agent maintain`` or as a server cron (see
 docs/deployment-and-operations.md); it keeps no conversation state, so it is compiled
@@ -20,6 +20,7 @@ from graph.maintenance_state import MaintenanceInput, MaintenanceState
 from memory_graph_agent.maintenance import CheckpointRetention
 from memory_graph_agent.services.stores import Services, server_services
 from memory_graph_agent.storage.server_threads import ServerCheckpoints
+from nodes.archive_idle import archive_idle
 from nodes.compact import compact
 from nodes.evict import evict
 from nodes.expire import expire
@@ -36,12 +37,14 @@ def build_maintenance_builder(
 ) -> StateGraph:
     """The uncompiled maintenance graph.
 
-    select_users → expire → evict → compact → prune_checkpoints → prune_decisions → report.
+    select_users → archive_idle → expire → evict → compact → prune_checkpoints →
+    prune_decisions → report.
     Without ``checkpoints``, prune_checkpoints says so and prunes nothing.
     """
     builder = StateGraph(MaintenanceState, input_schema=MaintenanceInput, context_schema=Context)
     steps = [
-        (n.__name__, partial(n, services=services)) for n in (select_users, expire, evict, compact)
+        (n.__name__, partial(n, services=services))
+        for n in (select_users, archive_idle, expire, evict, compact)
     ]
     prune = partial(prune_checkpoints, services=services, checkpoints=checkpoints)
     decisions = ("prune_decisions", partial(prune_decisions, services=services))

@@ -26,6 +26,11 @@ class MaintenanceState(MaintenanceInput, total=False):
 
     Attributes:
         users: The users selected for this run.
+        archived: Threads idle for ``idle_thread_days`` (``user_id``, ``thread_id``,
+            ``idle_since``): ``action`` ``archived`` (their window summarized, ``messages``
+            of them, and their window, seen-set and running summary deleted; on a dry run,
+            would be) or ``held`` with a ``reason``.
+        idle_threads: How idle threads were treated this run (``idle for N days``, or off).
         expired: Memories removed because their expiry passed (``id``, ``user_id``,
             ``kind``, ``importance``, ``text``).
         evicted: Memories removed for low importance and old age (same fields).
@@ -43,6 +48,8 @@ class MaintenanceState(MaintenanceInput, total=False):
     """
 
     users: list[str]
+    archived: list[dict[str, Any]]
+    idle_threads: str
     expired: list[dict[str, Any]]
     evicted: list[dict[str, Any]]
     compacted: list[dict[str, Any]]

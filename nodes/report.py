@@ -26,11 +26,15 @@ async def report(state: MaintenanceState, runtime: Runtime[Context]) -> dict:
             per_user.setdefault(e["user_id"], Counter())[action] += 1
     for e in state.get("pruned", []):
         per_user.setdefault(e["user_id"], Counter())[f"checkpoints_{e['action']}"] += 1
+    for e in state.get("archived", []):
+        per_user.setdefault(e["user_id"], Counter())[f"threads_{e['action']}"] += 1
     for e in (e for e in state.get("decisions", []) if e["pruned"]):
         per_user.setdefault(e["user_id"], Counter())["decisions_pruned"] += e["pruned"]
     totals = {a: len(state.get(a, [])) for a in ACTIONS}
     threads = Counter(e["action"] for e in state.get("pruned", []))
     totals |= {f"checkpoints_{a}": threads[a] for a in THREAD_ACTIONS}
+    idle = Counter(e["action"] for e in state.get("archived", []))
+    totals |= {"threads_archived": idle["archived"], "threads_held": idle["held"]}
     totals["decisions_pruned"] = sum(e["pruned"] for e in state.get("decisions", []))
     out = {
         "dry_run": bool(state.get("dry_run")),
@@ -38,6 +42,7 @@ async def report(state: MaintenanceState, runtime: Runtime[Context]) -> dict:
         **totals,
         "retention": state.get("retention", ""),
         "decision_retention": state.get("decision_retention", ""),
+        "idle_threads": state.get("idle_threads", ""),
         "per_user": {
             u: {a: c[a] for a in ACTIONS} | {k: n for k, n in c.items() if k not in ACTIONS}
             for u, c in per_user.items()

@@ -266,7 +266,9 @@ async def _maintain(args: argparse.Namespace) -> int:
         f"{report['evicted']} evicted, {report['compacted']} compacted duplicates; "
         f"checkpoints ({report['retention']}): {report['checkpoints_pruned']} threads pruned "
         f"to their latest, {report['checkpoints_held']} held whole; decisions "
-        f"({report['decision_retention']}): {report['decisions_pruned']} pruned"
+        f"({report['decision_retention']}): {report['decisions_pruned']} pruned; idle threads "
+        f"({report['idle_threads']}): {report['threads_archived']} archived, "
+        f"{report['threads_held']} held"
     )
     for action in ("expired", "evicted", "compacted"):
         for e in state.get(action, []):
@@ -280,6 +282,12 @@ async def _maintain(args: argparse.Namespace) -> int:
         console.print(
             f"  [dim]checkpoints {e['action']}{why}: {e['user_id']} {e['kind']} thread "
             f"{e['id']} of {e['thread_id']}[/]"
+        )
+    for e in state.get("archived", []):
+        what = f"held ({e['reason']})" if e["action"] == "held" else "archived"
+        console.print(
+            f"  [dim]idle thread {what}: {e['user_id']} {e['thread_id']}, last turn "
+            f"{e['idle_since'][:10]}, {e['messages'] or 0} window messages to memory[/]"
         )
     for e in state.get("decisions", []):
         held = f", kept for pending memory work: {', '.join(e['held_threads'])}"

@@ -156,6 +156,20 @@ def merge_thread_summary(previous: str, new: str) -> str:
     return keep_newest(" ".join(words[-THREAD_SUMMARY_WORDS:]))
 
 
+async def rebuild_thread_summary(services: Services, user_id: str, thread_id: str) -> str:
+    """The running summary of a thread whose Redis copy went (an idle thread's archive).
+
+    Rebuilt as consolidate builds it, from the thread's stored summaries (their text now:
+    a merge may have changed it), and written back for the thread's next turns.
+    """
+    merged = ""
+    for memory in await services.memories.thread_summaries(user_id, thread_id):
+        merged = merge_thread_summary(merged, limit_words(memory.text, 100))
+    if merged:
+        await services.window.set_thread_summary(user_id, thread_id, merged)
+    return merged
+
+
 async def extend_thread_summary(
     services: Services, user_id: str, thread_id: str, text: str, fallback: str | None
 ) -> str:

@@ -8,6 +8,7 @@ unsummarized messages can be re-queued. ``episode_vectors_<dim>`` makes the log 
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from memory_graph_agent.core.ids import validate_id
@@ -181,6 +182,33 @@ class EpisodeLog(EpisodeLinks):
         validate_id(user_id, "user_id")
         params = {"user_id": user_id, "thread_id": thread_id}
         return await self._select(f"{_OPEN} ORDER BY seq", params)
+
+    async def idle_threads(self, user_id: str, before: datetime) -> dict[str, datetime]:
+        """The user's threads whose newest message was logged before ``before``, and when.
+
+        Every turn logs its new messages, so that is the thread's last turn.
+        """
+        rows = await self.db.query(
+            "SELECT thread_id, max(logged_at) AS last FROM episodes WHERE user_id = :user_id "
+            "GROUP BY thread_id HAVING max(logged_at) < :before ORDER BY thread_id",
+            {"user_id": validate_id(user_id, "user_id"), "before": before},
+        )
+        return {r["thread_id"]: r["last"] for r in rows}
+
+    async def summarized(self, user_id: str, thread_id: str, ids: list[str]) -> set[str]:
+        """Those of ``ids`` logged for the thread and already in a stored summary."""
+        if not ids:
+            return set()
+        rows = await self.db.query(
+            "SELECT message_id FROM episodes WHERE user_id = :user_id AND thread_id = :thread_id "
+            "AND message_id = ANY(CAST(:ids AS text[])) AND summarized",
+            {
+                "user_id": validate_id(user_id, "user_id"),
+                "thread_id": validate_id(thread_id, "thread_id"),
+                "ids": list(ids),
+            },
+        )
+        return {r["message_id"] for r in rows}
 
     async def history(self, user_id: str, thread_id: str | None = None) -> list[StoredMessage]:
         """The raw conversation(s) of a user, oldest first (audit and replay)."""

@@ -222,7 +222,8 @@ async def forget_user(
     for thread in sorted(threads):  # thread ownership marks held by this user
         owner_key = RedisKeys(prefix).owner(thread)
         if await redis.get(owner_key) == user_id:
-            deleted += int(await redis.delete(owner_key, RedisKeys(prefix).rejected(thread)))
+            marks = RedisKeys(prefix).rejected(thread), RedisKeys(prefix).active(thread)
+            deleted += int(await redis.delete(owner_key, *marks))
     report["redis_keys"] = deleted
     report["threads"] = sorted(threads)
     return report

@@ -3,7 +3,8 @@
 ``{prefix}:{kind}:{user}:{thread}`` for `THREAD_KINDS` (window, pending, seen, summary queue,
 running thread summary),
 ``{prefix}:{kind}:{user}`` for `USER_KINDS` (profile, history, forget tombstones, memory's
-model cost), ``{prefix}:owner:{thread}``, ``{prefix}:rejected:{thread}`` and
+model cost), ``{prefix}:owner:{thread}``, ``{prefix}:rejected:{thread}``,
+``{prefix}:active:{thread}`` (a turn under way: set when one is admitted) and
 ``{prefix}:run_starts:{run_id}:{task}`` (server runs, see `storage.runs`). Ids are
 validated, so the segments are unambiguous.
 """
@@ -18,7 +19,7 @@ THREAD_KINDS = (
     "window", "pending", "seen", "processing", "lease", "attempts", "retry_at", "dead", "digest"
 )  # fmt: skip
 USER_KINDS = ("profile", "profile_history", "profile_forgotten", "llm_cost")
-THREAD_ONLY_KINDS = ("owner", "rejected")
+THREAD_ONLY_KINDS = ("owner", "rejected", "active")
 """Kinds keyed by thread alone (``{prefix}:{kind}:{thread}``): no user segment."""
 
 
@@ -50,6 +51,10 @@ class RedisKeys:
     def rejected(self, thread_id: str) -> str:
         """``{prefix}:rejected:{thread}``: ids of messages rejected turns left in the state."""
         return f"{self.prefix}:rejected:{validate_id(thread_id, 'thread_id')}"
+
+    def active(self, thread_id: str) -> str:
+        """``{prefix}:active:{thread}``: a turn was admitted to the thread lately."""
+        return f"{self.prefix}:active:{validate_id(thread_id, 'thread_id')}"
 
     def owner_pattern(self) -> str:
         """SCAN pattern of every ``owner:{thread}`` key."""

@@ -16,6 +16,7 @@ from langchain_postgres.v2.indexes import DistanceStrategy, QueryOptions
 from sqlalchemy.exc import ProgrammingError
 
 from memory_graph_agent.core.ids import validate_id
+from memory_graph_agent.core.kinds import MemoryKind
 from memory_graph_agent.storage.memory_lifecycle import MemoryLifecycle
 from memory_graph_agent.storage.memory_rows import (
     _META_NAMES,
@@ -271,6 +272,17 @@ class MemoryStore(MemoryLifecycle):
             f"WHERE {where} ORDER BY stored_at DESC LIMIT :limit",
             {"user_id": user_id, "kind": kind, "limit": limit},
         )
+
+    async def thread_summaries(self, user_id: str, thread_id: str, limit: int = 20) -> list[Memory]:
+        """The newest ``limit`` summaries of one thread (any status), oldest first."""
+        params = {"user_id": validate_id(user_id, "user_id"), "kind": MemoryKind.SUMMARY}
+        params |= {"thread_id": validate_id(thread_id, "thread_id"), "limit": limit}
+        rows = await self._rows(
+            "WHERE user_id = :user_id AND thread_id = :thread_id AND kind = :kind "
+            "ORDER BY stored_at DESC LIMIT :limit",
+            params,
+        )
+        return rows[::-1]
 
     async def get(self, user_id: str, ids: list[str]) -> list[Memory]:
         """The user's memories with these ids (any status), in no particular order."""

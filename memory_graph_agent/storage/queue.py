@@ -307,6 +307,15 @@ class PendingQueue:
             await self._requeue_absent(keys=self._keys(user_id, thread_id, *kinds), args=args)
         )
 
+    @redis_op("claimed")
+    async def claimed(self, user_id: str, thread_id: str) -> bool:
+        """Whether a worker holds the thread's batch now (its lease), or it backs off."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.exists(self.key("lease", user_id, thread_id))
+            pipe.get(self.key("retry_at", user_id, thread_id))
+            leased, retry_at = await pipe.execute()
+        return bool(leased) or int(retry_at or 0) > time.time() * 1000
+
     @redis_op("dead_count")
     async def dead_count(self, user_id: str, thread_id: str) -> int:
         """Messages held in the dead-letter list."""

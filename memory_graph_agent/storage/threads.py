@@ -21,6 +21,10 @@ from memory_graph_agent.storage.window import StoredMessage
 
 REJECTED_TTL_S = 90 * 24 * 3600
 """How long ``rejected:{thread}`` outlives the last rejected turn on the thread (90 days)."""
+ACTIVE_TTL_S = 24 * 3600
+"""How long ``active:{thread}`` marks a turn as under way after its admission, whoever's
+and however it ends (a day, far longer than a turn): maintenance never archives a thread
+so marked. It holds no data, like ``owner:{thread}``."""
 
 
 @dataclass(frozen=True)
@@ -67,10 +71,11 @@ class ThreadOwners:
             pipe.smismember(self.keys.thread("seen", user_id, thread_id), probe)
             pipe.smismember(self.keys.rejected(thread_id), probe)
             pipe.lrange(self.keys.thread("window", user_id, thread_id), 0, -1)
+            pipe.set(self.keys.active(thread_id), 1, ex=ACTIVE_TTL_S)
             queue(pipe, also)
             # each store judges its own replies: a bad ``also`` key fails only its reader
             own, replies = split_replies(await pipe.execute(raise_on_error=False), len(also))
-            claimed, owner, (_, *seen), (_, *rejected), window = own
+            claimed, owner, (_, *seen), (_, *rejected), window, _ = own
         if owner != user_id:  # the owner's view: what is theirs, as they stored it
             async with self.redis.pipeline(transaction=False) as pipe:
                 pipe.smismember(self.keys.thread("seen", owner, thread_id), probe)

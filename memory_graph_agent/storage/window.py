@@ -87,6 +87,27 @@ return removed
 )
 
 
+# An idle thread's archive (maintenance), refused while a turn is under way on the thread
+# (KEYS[1], its ``active`` mark: a turn sets it when admitted, before it pushes anything).
+# Flush: KEYS window, pending; the whole window to pending. Release: KEYS window, seen,
+# digest, then pending and processing, which must be empty like the window.
+_ARCHIVE_FLUSH = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+local n = redis.call('LLEN', KEYS[2])
+for i = 1, n do redis.call('LMOVE', KEYS[2], KEYS[3], 'LEFT', 'RIGHT') end
+return n
+"""
+_RELEASE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+for k = 2, #KEYS do
+  if k ~= 3 and k ~= 4 and redis.call('LLEN', KEYS[k]) > 0 then return -1 end
+end
+return redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+"""
+RELEASED_KINDS = ("window", "seen", "digest")
+"""The keys an idle thread lets go once archived (`WindowStore.release`)."""
+
+
 @dataclass(frozen=True)
 class StoredMessage:
     """A message as kept in Redis: JSON with id, role, content and timestamp."""
@@ -183,6 +204,8 @@ class WindowStore:
         self.keys = RedisKeys(prefix)
         self._push_once = redis.register_script(_PUSH_ONCE)
         self._trim_seen = redis.register_script(_TRIM_SEEN)
+        self._archive_flush = redis.register_script(_ARCHIVE_FLUSH)
+        self._release = redis.register_script(_RELEASE)
 
     def _key(self, kind: str, user_id: str, thread_id: str) -> str:
         return self.keys.thread(kind, user_id, thread_id)
@@ -328,3 +351,41 @@ class WindowStore:
     async def set_thread_summary(self, user_id: str, thread_id: str, text: str) -> None:
         """Replace the running summary (written by consolidate, read by the next turn)."""
         await self.redis.set(self._key("digest", user_id, thread_id), text)
+
+    @redis_op("retained")
+    async def retained(self, user_id: str, thread_ids: list[str]) -> list[str]:
+        """Those of ``thread_ids`` that still hold a window, seen-set or running summary."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for thread in thread_ids:
+                pipe.exists(*(self._key(kind, user_id, thread) for kind in RELEASED_KINDS))
+            found = await pipe.execute()
+        return [t for t, n in zip(thread_ids, found, strict=True) if n]
+
+    @redis_op("in_use")
+    async def in_use(self, user_id: str, thread_id: str) -> bool:
+        """Whether a turn was admitted to the thread recently (its ``active`` mark)."""
+        return bool(await self.redis.exists(self.keys.active(thread_id)))
+
+    @redis_op("archive_flush")
+    async def archive_flush(self, user_id: str, thread_id: str) -> int | None:
+        """Move the whole window to pending unless a turn is under way (then ``None``).
+
+        For an idle thread's archive: log the window durably first, as `flush`.
+        """
+        keys = [self._key(k, user_id, thread_id) for k in ("window", "pending")]
+        moved = int(await self._archive_flush(keys=[self.keys.active(thread_id), *keys]))
+        return None if moved < 0 else moved
+
+    @redis_op("release")
+    async def release(self, user_id: str, thread_id: str) -> int | None:
+        """Delete the thread's window, seen-set and running summary (how many existed).
+
+        Refused (``None``) while a turn is under way or the window, pending list or claimed
+        batch holds a message: only an archived thread lets them go. Its owner coming back
+        starts afresh; the messages are in the episodic log and in memory.
+        """
+        keys = [
+            self._key(k, user_id, thread_id) for k in (*RELEASED_KINDS, "pending", "processing")
+        ]
+        gone = int(await self._release(keys=[self.keys.active(thread_id), *keys]))
+        return None if gone < 0 else gone

@@ -23,6 +23,7 @@ from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage
 
 from memory_graph_agent.core.records import MemoryEvent, ProfileChange, event
 from memory_graph_agent.core.turns import ends_session
+from memory_graph_agent.formation.summaries import rebuild_thread_summary
 from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.threads import Admission
@@ -130,7 +131,11 @@ async def start_turn(
             "under a rejected message's id is still the rejected one)"
         )
     messages = [restored.get(m.id, m) for m in messages if m.id in restored or m.id not in dropped]
-    unseen = set(admission.unseen) - dropped
+    archived = (
+        await _archived(services, user_id, thread_id, messages, admission) if redis_up else set()
+    )
+    messages = [m for m in messages if m.id not in archived]
+    unseen = set(admission.unseen) - dropped - archived
     new = [m for m in messages if m.id in unseen]
     # a stored id with other content (re-sent with its id: add_messages replaced it) is input
     edited = [m for m in messages if m.id not in unseen and _edited(m, admission)]
@@ -145,17 +150,22 @@ async def start_turn(
     except InvalidInputError as exc:  # the next turn undoes it, as an intruder's
         await _reject(services, thread_id, exc.message_ids, redis_up)
         raise
-    repairs = _repairs(dropped, list(restored.values()))
+    repairs = _repairs(dropped | archived, list(restored.values()))
     if not redis_up:
         return _without_redis(end_session, repairs)
     try:
         summary = await services.window.thread_summary_from(replies[-1])
+        if archived and not summary:  # back to a thread archived while idle: its recap
+            summary = await rebuild_thread_summary(services, user_id, thread_id)
     except StoreUnavailable:  # its key unreadable: the checkpoint's summary stays
         summary = None
     undone = []  # a rejected turn, taken out of the owner's thread
     if dropped:
         text = f"thread: {len(dropped)} messages of a rejected turn undone"
         undone.append(event("load_profile", "dropped_rejected", text))
+    if archived:
+        text = f"thread: {len(archived)} messages archived while it was idle left the state"
+        undone.append(event("load_profile", "dropped_archived", text))
     if not read_profile:
         return TurnStart(
             end_session=end_session, events=undone, repairs=repairs, thread_summary=summary
@@ -171,6 +181,32 @@ async def start_turn(
         text += f", {len(changes)} recent changes noted"
     events = [event("load_profile", "loaded", text), *undone]
     return TurnStart(profile, changes, end_session, events, repairs, summary)
+
+
+async def _archived(
+    services: Services,
+    user_id: str,
+    thread_id: str,
+    messages: list[AnyMessage],
+    admission: Admission,
+) -> set[str]:
+    """Ids of the state's messages that memory already summarized: they leave the state.
+
+    A thread archived while idle (`formation.idle_threads`) lost its window and seen-set,
+    but its checkpoint still holds the last window. Normally every message of the state
+    but the turn's new input is in the window, so the episodic log is asked only when
+    more than one message is not, or one the seen-set knows is not (a turn that raced
+    the archive). Postgres down: nothing is dropped (the turn goes on as before).
+    """
+    outside = [m.id for m in messages if m.id not in admission.stored]
+    if len(outside) < 2 and set(outside) <= set(admission.unseen):
+        return set()
+    try:
+        return await services.episodes.summarized(user_id, thread_id, outside)
+    except StoreUnavailable as exc:
+        if exc.service != "postgres":
+            raise
+        return set()
 
 
 async def _verify_claim(

@@ -44,10 +44,13 @@ async def snapshot(services, database_url: str, user: str, threads: list[str]) -
     redis = services.redis
     prefix = services.keys.prefix
     keys = sorted([k async for k in redis.scan_iter(match=f"{prefix}:*", count=1000) if user in k])
-    # thread ownership marks carry the user in their value, not their name
+    # thread ownership marks carry the user in their value, not their name; a turn's mark
+    # of the thread (``active``, no data) goes with them
     for thread in threads:
         if await redis.get(f"{prefix}:owner:{thread}") == user:
             keys.append(f"{prefix}:owner:{thread}")
+            if await redis.exists(f"{prefix}:active:{thread}"):
+                keys.append(f"{prefix}:active:{thread}")
     values = {}
     for key in keys:
         kind = await redis.type(key)
@@ -155,7 +158,8 @@ async def test_forget_matches_the_user_segment_exactly(agent, make_context, serv
     assert await snapshot(services, db, b, [a]) == before_b
     assert await snapshot(services, db, longer, []) == before_longer
     keys = [k async for k in services.redis.scan_iter(match=f"{prefix}:*:{a}*")]
-    assert all(k.split(":")[-2] == b or longer in k or ":owner:" in k for k in keys), keys
+    marks = (":owner:", ":active:")  # B's thread named like A: its owner and a turn's mark
+    assert all(k.split(":")[-2] == b or longer in k or any(m in k for m in marks) for k in keys)
     assert await services.redis.get(f"{prefix}:owner:{a}") == b  # B's thread named like A
 
 
