@@ -161,7 +161,9 @@ async def test_flat_mode_injects_the_hottest_memories_without_searching(
     assert [ln.split("] ", 1)[1] for ln in lines] == [texts[0.9], texts[0.7]]
     assert "Rome" not in json.dumps(state["recalled"])  # superseded: not active
     assert [e["kind"] for e in state["memory_events"] if e["node"] == "recall"] == ["flat"]
-    assert calls == []
+    # no search; the embedding each run starts before it knows its mode (`graph.prefetch`)
+    # failed, and recall never awaited it: the turns went on
+    assert [c for c in calls if c != "aembed_query"] == []
 
 
 async def test_tool_mode_does_not_search_and_falls_back_without_tool_calling(
