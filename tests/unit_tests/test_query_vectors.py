@@ -128,3 +128,23 @@ async def test_an_embedding_the_run_did_not_take_is_cancelled_at_its_end():
     with pytest.raises(ValueError, match="refused"):
         await graph.ainvoke({"messages": [("human", "tea?")]})
     assert len(vectors) == 0
+
+
+async def test_a_cancelled_run_leaves_nothing_behind():
+    vectors = QueryVectors(Counting())
+
+    async def slow(state: MessagesState) -> dict:
+        await asyncio.sleep(10)
+        return {}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("slow", slow)
+    builder.add_edge(START, "slow")
+    graph = with_query_prefetch(builder.compile(), vectors)
+    run = asyncio.create_task(graph.ainvoke({"messages": [("human", "tea?")]}))
+    await asyncio.sleep(0.05)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    (handler,) = graph.config["callbacks"].handlers
+    assert len(vectors) == 0 and not handler._questions  # nothing kept per run
