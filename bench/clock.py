@@ -12,6 +12,9 @@ What is aged, and how (``t`` becomes ``t - days``; NULL and "never" stay so):
   recall's recency), ``last_accessed_at`` (recall's recency) and ``expires_at`` (expiry, the
   ``ACTIVE`` filter of recall and listing, the expiry a compaction keeper inherits).
 - Postgres ``memory_decisions``: ``decided_at`` (decision retention).
+- Postgres ``episodes``: ``logged_at`` (when a thread last had a turn: maintenance archives
+  threads idle for ``idle_thread_days``). Every row, every pass: the table's live bytes stay
+  as they are, its files keep the old versions until vacuum reuses them.
 - Redis ``profile:<user>`` (a hash of JSON facts): each fact's ``expires_at`` (a fact
   expires when read after it), ``updated_at`` and ``valid_from`` (when it was stated: a
   later statement must still be newer).
@@ -27,8 +30,8 @@ What is aged, and how (``t`` becomes ``t - days``; NULL and "never" stay so):
 Not aged, on purpose: ``stored_at`` of memories (only ever compared with other rows'
 ``stored_at``, for order and reflection progress, which a uniform shift leaves as they
 are; it is indexed, so leaving it alone keeps the index out of the update); the episodic
-log's ``ts``/``logged_at`` and the Redis window's message stamps (nothing that removes data
-reads them, and rewriting the largest table every pass would distort its size);
+log's ``ts`` (when a message was said: recall shows it, nothing that removes data reads it)
+and the Redis window's message stamps (likewise);
 checkpoints (retention keeps the latest by count, not by age); the memory queue's lease
 and retry times (the caller drains memory before aging, so the queue is empty).
 """
@@ -49,6 +52,7 @@ from memory_graph_agent.storage.keys import RedisKeys
 POSTGRES_COLUMNS: dict[str, tuple[str, ...]] = {
     "memories_": ("created_at", "last_accessed_at", "expires_at"),
     "memory_decisions": ("decided_at",),
+    "episodes": ("logged_at",),
 }
 """Timestamp columns aged, by table name prefix (every table of the database that matches)."""
 FACT_FIELDS = ("expires_at", "updated_at", "valid_from")

@@ -77,7 +77,7 @@ GROUPS = {
 }
 """Postgres table groups by name prefix; anything else counts as ``other``."""
 RETENTIONS = ("keep_latest", "off")
-REMOVALS = ("expired", "evicted", "compacted", "decisions_pruned")
+REMOVALS = ("expired", "evicted", "compacted", "decisions_pruned", "threads_archived")
 """What a maintenance pass's report counts that each sample keeps."""
 DAYS_PER_PASS = 20.0
 """Simulated days before each pass by default: the default 12 passes span 240 days."""
