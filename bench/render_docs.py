@@ -677,12 +677,28 @@ def render_growth_table(root: Path) -> str:
     measures: list[tuple[str, Callable[[dict[str, Any]], float]]] = [
         ("checkpoint rows, live bytes", lambda s: s["postgres"]["checkpoints"]),
         ("checkpoint tables on disk, after VACUUM", lambda s: s["postgres_disk"]["checkpoints"]),
+        ("Redis (window, seen-set, recap, profile, queue...)", lambda s: sum(s["redis"].values())),
+        (
+            "episodic log and its index (kept: what recall cites)",
+            lambda s: s["postgres"].get("episodes", 0) + s["postgres"].get("episode_index", 0),
+        ),
         (
             "everything (Redis + Postgres live rows)",
             lambda s: sum(s["redis"].values()) + sum(s["postgres"].values()),
         ),
     ]
     rows = [[label, *(span(runs[r], f) for r in ("keep_latest", "off"))] for label, f in measures]
+    reads = {r["retention"]: r.get("read_path_ms") for r in d["runs"]}
+    if all(reads.values()):
+        rows.append(
+            [
+                "read path p50 (`retrieve`, embedding included), first → last sample",
+                *(
+                    f"{num(reads[r]['start']['p50'])} → {num(reads[r]['end']['p50'])} ms"
+                    for r in ("keep_latest", "off")
+                ),
+            ]
+        )
     first, last = runs["off"][0], runs["off"][-1]
     turns = f"{first['turns_per_user']} → {last['turns_per_user']} turns"
     clock = ""
