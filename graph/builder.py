@@ -80,7 +80,7 @@ def add_memory(
 
     The builder's state must have the keys of `graph.state.State` (subclass it and add
     your own): ``messages``, ``end_session``, ``compress``, ``profile``,
-    ``profile_changes``, ``recalled``, ``thread_summary``, ``pending_count``,
+    ``profile_changes``, ``recalled``, ``recall_again``, ``thread_summary``, ``pending_count``,
     ``memory_scheduled``, ``summary``, ``summary_stored``, ``summaries_since_reflection``,
     ``importance_since_reflection``, ``memory_events``, ``memory_decisions``,
     ``memory_cost``. Its context schema must be `graph.context.Context` (or a subclass):
@@ -103,9 +103,12 @@ def add_memory(
     builder.add_node("trim_window", wrap_node(trim, "trim_window", services, wrap=wrap))
     # a turn: load_profile and recall side by side; a memory run: trim_window
     builder.add_conditional_edges(START, routing.route_start, [*routing.TURN_START, "trim_window"])
-    for node in routing.TURN_START:  # both: the answer, or trim_window for a session end
-        paths = {"respond": answer, "trim_window": "trim_window"}
-        builder.add_conditional_edges(node, routing.route_turn, paths)
+    again = partial(recall, services=services, again=True)
+    builder.add_node("recall_again", wrap_node(again, "recall_again", services, wrap=wrap))
+    # load_profile routes the turn; recall's writes join the next step without an edge
+    paths = {"respond": answer, "recall_again": "recall_again", "trim_window": "trim_window"}
+    builder.add_conditional_edges("load_profile", routing.route_turn, paths)
+    builder.add_edge("recall_again", answer)
     if ends_turn is not None:
         builder.add_edge(ends_turn or answer, "trim_window")
     builder.add_conditional_edges("trim_window", routing.route_after_trim)

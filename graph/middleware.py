@@ -43,6 +43,7 @@ from langchain.agents.middleware.types import OmitFromInput
 from langchain.tools import ToolRuntime
 from langchain_core.messages import RemoveMessage, SystemMessage
 from langgraph.config import get_config
+from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
 
 from graph.background import LocalScheduler, ServerScheduler, memory_run
@@ -201,7 +202,9 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
     async def abefore_agent(self, state: MemoryAgentState, runtime: Runtime[Any]) -> dict[str, Any]:
         """Admit the turn while the profile and recall are read (all side by side).
 
-        A session end is admitted alone, and the run jumps to ``aafter_agent``.
+        A session end is admitted alone, and the run jumps to ``aafter_agent``. When the
+        admission removes messages from the state (a thread archived while idle, another
+        user's rejected turn), recall runs again within the budget they no longer take.
         """
         ctx = self.settings(runtime)
         thread = current_thread_id()
@@ -222,6 +225,10 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
             reads.cancel()
             raise
         profile, recalled = await reads
+        if turn.repairs:  # messages recall counted as on screen left the state: again
+            kept = add_messages(messages, turn.repairs)
+            budget = recall_budget(ctx.memory_token_budget, kept)
+            recalled = await _or_empty(provider.recall(ctx, thread, query, budget), [])
         text = f"memory: {len(profile.facts)} facts, {len(recalled)} memories recalled"
         update: dict[str, Any] = {
             "memory_profile": profile.facts,

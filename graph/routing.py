@@ -36,13 +36,17 @@ def route_start(state: State) -> list[str]:
     return ["trim_window"] if getattr(context, "memory_of", "") else list(TURN_START)
 
 
-def route_turn(state: State) -> Literal["respond", "trim_window"]:
+def route_turn(state: State) -> Literal["respond", "recall_again", "trim_window"]:
     """After the turn's first step: answer, or (a session end) only archive the thread.
 
-    Both nodes of that step route by it; `session_ends` sees the same messages and flag
-    in either (``load_profile`` writes back the flag it computed by the same rule).
+    ``load_profile`` routes by it: a branch sees only its own node's writes, and only
+    ``load_profile`` knows whether it removed messages ``recall``, beside it, counted as
+    on screen (``State.recall_again``); then ``recall_again`` goes before the answer.
+    ``recall`` has no edge of its own: its writes are in the state the next step reads.
     """
-    return "trim_window" if session_ends(state) else "respond"
+    if session_ends(state):
+        return "trim_window"
+    return "recall_again" if state.get("recall_again") else "respond"
 
 
 def route_after_trim(state: State, runtime: Runtime[Context]) -> Literal["summarize", "__end__"]:

@@ -46,6 +46,8 @@ async def load_profile(state: State, runtime: Runtime[Context], *, services: Ser
     for key, value in values.items():  # an unchanged channel keeps its checkpointed blob
         if key not in state or state[key] != value:
             update[key] = Overwrite(value) if key in RESET else value
-    if turn.repairs:  # another user's rejected turn, left in this thread's checkpoint
+    if turn.repairs:  # another user's rejected turn, or a thread archived while idle
         update["messages"] = turn.repairs
+    if bool(turn.repairs) != bool(state.get("recall_again")):  # recall saw them: again
+        update["recall_again"] = bool(turn.repairs)
     return update

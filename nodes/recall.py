@@ -9,6 +9,9 @@ The modes are `memory_graph_agent.recall.retrieval.recall_memories`; ``tool`` mo
 ``auto`` for a model that cannot call tools. Recall fills what the window the prompt
 shows leaves of ``memory_token_budget``, so window and memories keep within it together.
 Items keep their score parts (seen in Studio).
+
+``recall_again`` is this node run a second time, before the answer, when
+``load_profile`` removed messages this one counted as on screen (``State.recall_again``).
 """
 
 from __future__ import annotations
@@ -25,8 +28,14 @@ from memory_graph_agent.turn.budgets import recall_budget
 from memory_graph_agent.turn.rendering import latest_human_text
 
 
-async def recall(state: State, runtime: Runtime[Context], *, services: Services) -> dict:
-    """Fill ``recalled`` for this turn according to ``recall_mode``."""
+async def recall(
+    state: State, runtime: Runtime[Context], *, services: Services, again: bool = False
+) -> dict:
+    """Fill ``recalled`` for this turn according to ``recall_mode``.
+
+    ``again``: the second search of a turn whose state ``load_profile`` cut (its events
+    add to the turn's, and it clears ``recall_again``).
+    """
     if session_ends(state):  # archived, not answered
         return {}
     ctx = runtime.context
@@ -40,4 +49,6 @@ async def recall(state: State, runtime: Runtime[Context], *, services: Services)
     thread_id = current_thread_id()
     budget = recall_budget(ctx.memory_token_budget, state["messages"])  # the window's rest
     items, found = await recall_memories(services, ctx, mode, query, thread_id, shown, budget)
+    if again:
+        return {"recalled": items, "memory_events": events + found, "recall_again": False}
     return {"recalled": items, "memory_events": turn_start(events + found)}

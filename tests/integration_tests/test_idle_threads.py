@@ -103,6 +103,8 @@ async def test_an_idle_thread_is_archived_its_keys_go_and_its_owner_comes_back(
     back = await say(agent, ctx, idle, "What do my bees make?")
     assert [m.type for m in back["messages"]] == ["human", "ai"], "archived ones left the state"
     assert ("load_profile", "dropped_archived") in kinds(back)
+    turns = {s for m in back["recalled"] if m["kind"] == "episode" for s in m["source_ids"]}
+    assert turns & set(ids), "recall no longer counts the archived ones as on screen"
     prompt = fake_model.system_prompts()[-1]
     assert "Lyon" in prompt and "lavender honey" in prompt
     assert "lavender honey" in back["thread_summary"], "the recap, rebuilt from the summaries"

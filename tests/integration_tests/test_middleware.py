@@ -352,3 +352,39 @@ async def test_a_session_end_of_someone_elses_thread_is_refused_and_archives_not
         "my private thought"
     )
     assert await services.memories.list(user_id, kind="summary", limit=10) == []
+
+
+class BudgetProvider(RecordingProvider):
+    """Records the token budget each recall was given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.budgets: list[int] = []
+
+    async def recall(self, settings: Any, thread_id: str, query: str, budget: int) -> list:
+        self.budgets.append(budget)
+        return await super().recall(settings, thread_id, query, budget)
+
+
+async def test_back_to_a_thread_archived_while_idle_recall_gets_the_whole_budget(
+    services, checkpointer, user_id
+):
+    from graph.context import Context
+    from memory_graph_agent.turn.budgets import recall_budget
+    from tests.integration_tests.test_idle_threads import _age, _maintain
+
+    model, provider = ScriptedChatModel(), BudgetProvider()
+    memory = MemoryMiddleware(services, provider=provider, model=_spec(model), summary_batch=50)
+    agent = _agent(checkpointer, model, memory)
+    thread = _thread()
+    for text in ("I keep three beehives on my roof in Lyon. " * 20, "The bees make honey. " * 20):
+        await _say(agent, user_id, thread, text)
+    await _age(services, user_id, thread)
+    state = await _maintain(services, Context(user_id=user_id))
+    assert [e["action"] for e in state["archived"]] == ["archived"]
+
+    back = await _say(agent, user_id, thread, "What do my bees make?")
+
+    assert [m.type for m in back["messages"]] == ["human", "ai"], "archived ones left the state"
+    full = recall_budget(Context().memory_token_budget, [HumanMessage("What do my bees make?")])
+    assert provider.budgets[-1] == full, "the archived messages no longer count as on screen"

@@ -79,11 +79,19 @@ CASES = [
 
 
 @pytest.mark.parametrize(("messages", "end_session"), CASES)
-def test_load_profile_and_recall_always_route_alike(messages, end_session):
-    """recall routes on the input state; load_profile on it plus the flag it wrote back."""
+def test_the_flag_load_profile_writes_back_routes_as_the_input_does(messages, end_session):
+    """load_profile routes on the input state plus the flag it wrote back: the same way."""
     state = {"messages": messages, "end_session": end_session}
     written = {**state, "end_session": ends_session(messages, end_session)}
     assert route_turn(state) == route_turn(written)
+
+
+def test_recall_runs_again_when_load_profile_cut_the_state_unless_the_session_ends():
+    turn = {"messages": [HumanMessage("hi")], "recall_again": True}
+    assert route_turn(turn) == "recall_again"
+    assert route_turn({**turn, "recall_again": False}) == "respond"
+    answered = [HumanMessage("hi"), AIMessage("hello")]
+    assert route_turn({**turn, "messages": answered, "end_session": True}) == "trim_window"
 
 
 def test_a_session_end_with_a_message_to_answer_is_a_turn():
