@@ -195,7 +195,7 @@ class Context:
         "What maintenance keeps of each conversation's and memory run's checkpoints: "
         "'keep_latest' keeps one per thread (the latest, with its pending writes: all a run "
         "needs to resume; no step back to older ones), 'off' keeps every checkpoint. A thread "
-        "with a run in flight or memory work pending is left whole.",
+        "with a run in flight or memory work under way (a batch leased) is left whole.",
         choices=("keep_latest", "off"),
     )
     fact_rules: str = operator_knob(

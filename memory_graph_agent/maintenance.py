@@ -12,6 +12,9 @@ from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.decisions import Decision
 from memory_graph_agent.storage.memories import Memory
 
+MEMORY_WORK = "memory work under way"
+"""Why a memory thread is held whole: a batch leased, or backing off after a failure."""
+
 
 def entry(memory: Memory, **extra: Any) -> dict[str, Any]:
     """One report line about ``memory``."""
@@ -152,8 +155,10 @@ async def prune_thread_checkpoints(
     """Prune the checkpoints of ``users``' conversation and memory threads to the latest.
 
     Held whole: a thread with a run in flight, and the memory threads of a conversation
-    whose memory work is pending (its backlog in Redis). Returns one entry per thread
-    with something to prune: ``action`` is ``pruned`` (or would be, on a dry run) or ``held``.
+    whose memory work is under way (a batch leased, or backing off after a failure).
+    Messages that only wait for a full batch hold nothing: the next memory run starts
+    from the latest checkpoint, which is kept. Returns one entry per thread with
+    something to prune: ``action`` is ``pruned`` (or would be, on a dry run) or ``held``.
     """
     owned = await services.threads.threads_of(users)
     kinds: dict[str, dict[str, Any]] = {}
@@ -161,12 +166,12 @@ async def prune_thread_checkpoints(
     for user, threads in owned.items():
         for thread in sorted(threads):
             kinds[thread] = {"user_id": user, "thread_id": thread, "kind": "conversation"}
-            pending = await services.queue.backlog(user, thread) > 0
+            under_way = await services.queue.claimed(user, thread)
             for attempt in range(ALTERNATES):
                 memory = memory_thread_id(user, thread, attempt)
                 kinds[memory] = {"user_id": user, "thread_id": thread, "kind": "memory"}
-                if pending:
-                    held[memory] = "memory work pending"
+                if under_way:
+                    held[memory] = MEMORY_WORK
     verdicts = await checkpoints.survey(sorted(kinds))
     found = []
     for thread_id, verdict in verdicts.items():

@@ -1,5 +1,5 @@
 """Checkpoint retention on the real Postgres checkpointer (issue 33): the maintenance graph
-prunes each thread to its latest checkpoint, holds a memory thread whose work is pending,
+prunes each thread to its latest checkpoint, holds a memory thread whose work is under way,
 never takes the state of a run in flight, and the thread resumes as before."""
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ async def test_a_long_thread_keeps_its_latest_checkpoint_and_resumes(
     assert off["pruned"] == [] and await count(checkpointer, thread) == kept > 1
 
 
-async def test_a_memory_thread_with_work_pending_is_held_whole(
+async def test_a_memory_thread_with_work_under_way_is_held_whole(
     services, checkpointer, make_context
 ):
     model = gated("summarize")
@@ -114,7 +114,7 @@ async def test_a_memory_thread_with_work_pending_is_held_whole(
     state = await maintenance.ainvoke({"user_id": ctx.user_id}, context=ctx)
     by_id = {e["id"]: e for e in state["pruned"]}
     assert by_id[memory_thread]["action"] == "held", by_id
-    assert by_id[memory_thread]["reason"] == "memory work pending"
+    assert by_id[memory_thread]["reason"] == "memory work under way"
     assert by_id[thread]["action"] == "pruned"
     assert await count(checkpointer, memory_thread) >= held
     assert await count(checkpointer, thread) == 1
@@ -125,6 +125,33 @@ async def test_a_memory_thread_with_work_pending_is_held_whole(
     state = await maintenance.ainvoke({"user_id": ctx.user_id}, context=ctx)
     assert {e["id"]: e["action"] for e in state["pruned"]}.get(memory_thread) == "pruned"
     assert await count(checkpointer, memory_thread) == 1
+
+
+async def test_a_memory_thread_is_pruned_while_its_conversation_waits_for_a_full_batch(
+    services, checkpointer, make_context
+):
+    """Messages waiting for a batch are no memory work under way (issue 33: the soak found
+    an active conversation's memory threads never pruned, 323 checkpoints in one)."""
+    memory = LocalScheduler()
+    agent = memory.bind(build_graph(services, checkpointer, scheduler=memory))
+    ctx = make_context(window_size=2, summary_batch=4, memory_delay_s=0)
+    thread = _thread()
+    for n in range(4):  # the third turn fills a batch: one memory run; the fourth waits
+        await say(agent, ctx, thread, f"number {n}")
+        await memory.drain()
+    memory_thread = memory_thread_id(ctx.user_id, thread)
+    assert await count(checkpointer, memory_thread) > 1
+    assert 0 < await services.queue.backlog(ctx.user_id, thread) < ctx.summary_batch
+
+    maintenance = build_maintenance_graph(services, SaverCheckpoints(checkpointer))
+    state = await maintenance.ainvoke({"user_id": ctx.user_id}, context=ctx)
+
+    by_id = {e["id"]: e for e in state["pruned"]}
+    assert by_id[memory_thread]["action"] == "pruned", by_id[memory_thread]
+    assert await count(checkpointer, memory_thread) == 1
+    await say(agent, ctx, thread, "number 4")  # the next batch's run, from the kept one
+    await memory.drain()
+    assert memory.failures == 0 and await services.queue.backlog(ctx.user_id, thread) == 0
 
 
 async def test_a_turn_in_flight_keeps_its_state_while_its_thread_is_pruned(
