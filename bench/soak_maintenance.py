@@ -46,19 +46,26 @@ MODES = ("retention", "idle_threads", "decision_retention")
 
 
 def failure_cause(exc: BaseException) -> str:
-    """Why a pass failed: the store it could not reach, a timeout, or the exception's type."""
-    seen: list[BaseException] = []
-    while exc is not None and exc not in seen:  # the cause chain: StoreUnavailable from ...
-        seen.append(exc)
+    """Why a pass failed: the store it could not reach, a timeout, or the exception's type.
+
+    The store is the ``service`` of a `StoreUnavailable` in the cause chain, else read from
+    the driver's exception (a checkpointer's psycopg error, a raw redis-py error).
+    """
+    chain: list[BaseException] = []
+    while exc is not None and exc not in chain:
+        chain.append(exc)
         exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
-    text = " ".join(f"{type(e).__module__}.{type(e).__name__}: {e}" for e in seen)
-    if isinstance(seen[0], TimeoutError):
+    service = next((e.service for e in chain if isinstance(getattr(e, "service", None), str)), "")
+    if service:
+        return service
+    if isinstance(chain[0], TimeoutError):
         return "timeout"
-    if any(w in text for w in ("psycopg", "ostgres", "sqlalchemy", "Operational")):
+    modules = " ".join(type(e).__module__ for e in chain)
+    if "psycopg" in modules or "sqlalchemy" in modules:
         return "postgres"
-    if "edis" in text:
+    if "redis" in modules:
         return "redis"
-    return type(seen[0]).__name__
+    return type(chain[0]).__name__
 
 
 class Maintainer:
