@@ -788,22 +788,28 @@ def _soak_retention_rows(d: dict[str, Any]) -> list[list[str]]:
         f"{m[k]} {k.replace('_', ' ')}"
         for k in ("expired", "evicted", "compacted", "decisions_pruned", "threads_archived")
     )
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(m["pruned_by_kind"].items()))
+    held = ", ".join(f"{n} {r}" for r, n in sorted(m["held_by_reason"].items())) or "none"
     rows = [
         [
             f"maintenance passes (every {num(d['config']['maintain_every'], 0)} s, and one at "
             "the end)",
             f"{m['passes']} ({m['completed']} completed; failed: {failed}); checkpoints of "
-            f"{num(m['checkpoints_pruned'], 0)} threads pruned to their latest, "
-            f"{num(m['checkpoints_held'], 0)} held whole; {removed}",
+            f"{num(m['checkpoints_pruned'], 0)} threads pruned to their latest ({kinds}), "
+            f"{num(m['checkpoints_held'], 0)} held whole ({held}); {removed}",
         ]
     ]
     if cp:
+        threads = "; ".join(
+            f"{c['checkpoints']} checkpoints in {c['threads']} {kind} threads (most {c['most']})"
+            for kind, c in cp["by_thread"].items()
+        )
         counts = ", ".join(f"{num(n, 0)} {t.replace('_', ' ')}" for t, n in cp["rows"].items())
         rows.append(
             [
                 "checkpoints at the end",
                 f"{counts}; {num(cp['live_bytes'] / 2**20)} MiB of rows, "
-                f"{num(cp['disk_bytes'] / 2**20)} MiB on disk",
+                f"{num(cp['disk_bytes'] / 2**20)} MiB on disk; {threads}",
             ]
         )
     return rows

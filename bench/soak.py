@@ -291,7 +291,7 @@ async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
         verification = await verify_soak(services, soak.convs, records)
         samples.append(await sample_growth(services, env.database_url, t0, soak.done))
         final_rows = await exact_rows(env.database_url)
-        checkpoints = await checkpoint_storage(env.database_url)
+        checkpoints = await checkpoint_storage(env.database_url, set(soak.convs.values()))
     faults = soak.faults + (
         [soak.worker.report] if soak.worker and "at" in soak.worker.report else []
     )

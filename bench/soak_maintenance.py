@@ -96,6 +96,13 @@ class Maintainer:
             report = state["report"]
             rec.update(ok=True, users=report["users"], **{k: report[k] for k in COUNTS})
             rec.update({k: report[k] for k in MODES})
+            threads = state.get("pruned", [])  # one entry per thread with more than its latest
+            rec["pruned_by_kind"] = dict(
+                Counter(e["kind"] for e in threads if e["action"] == "pruned")
+            )
+            rec["held_by_reason"] = dict(
+                Counter(f"{e['kind']}: {e['reason']}" for e in threads if e["action"] == "held")
+            )
         except Exception as exc:  # noqa: BLE001 - counted by cause and reported
             rec.update(ok=False, cause=failure_cause(exc), error=f"{type(exc).__name__}: {exc}")
             rec["error"] = rec["error"][:200]
@@ -128,15 +135,30 @@ class Maintainer:
             "completed": len(done),
             "failed_by_cause": dict(Counter(p["cause"] for p in self.passes if not p["ok"])),
             **{k: sum(p[k] for p in done) for k in COUNTS},
+            "pruned_by_kind": dict(sum((Counter(p["pruned_by_kind"]) for p in done), Counter())),
+            "held_by_reason": dict(sum((Counter(p["held_by_reason"]) for p in done), Counter())),
             "modes": {k: sorted({p[k] for p in done}) for k in MODES},
             "pass_seconds_max": max((p["seconds"] for p in self.passes), default=0.0),
         }
 
 
-async def checkpoint_storage(database_url: str) -> dict[str, Any]:
-    """Rows per checkpoint table, their own bytes and the bytes on disk (indexes, TOAST)."""
+async def checkpoint_storage(database_url: str, conversations: set[str]) -> dict[str, Any]:
+    """Rows per checkpoint table, their own bytes and the bytes on disk (indexes, TOAST).
+
+    ``by_thread`` splits the checkpoints between the ``conversations`` and the other
+    threads (their memory threads): ``threads``, ``checkpoints`` and the most of one thread.
+    """
     out: dict[str, Any] = {"rows": {}, "live_bytes": 0, "disk_bytes": 0}
+    by_thread = {
+        kind: Counter(threads=0, checkpoints=0, most=0) for kind in ("conversation", "memory")
+    }
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        cur = await conn.execute("SELECT thread_id, count(*) FROM checkpoints GROUP BY 1")
+        for thread, n in await cur.fetchall():
+            c = by_thread["conversation" if thread in conversations else "memory"]
+            c.update(threads=1, checkpoints=int(n))
+            c["most"] = max(c["most"], int(n))
+        out["by_thread"] = {kind: dict(c) for kind, c in by_thread.items()}
         cur = await conn.execute(
             "SELECT relname, pg_total_relation_size(relid) FROM pg_stat_user_tables "
             "WHERE relname LIKE 'checkpoint%' AND relname <> 'checkpoint_migrations' ORDER BY 1"

@@ -296,11 +296,12 @@ def print_soak(data: dict[str, Any]) -> None:
             f"{m['checkpoints_pruned']} threads pruned to their latest ({m['checkpoints_held']} "
             f"held), {m['expired']} expired, {m['evicted']} evicted, {m['compacted']} compacted, "
             f"{m['decisions_pruned']} decisions pruned, {m['threads_archived']} idle threads "
-            f"archived; {m['modes']}"
+            f"archived; {m['modes']}; threads pruned {m['pruned_by_kind']}, held "
+            f"{m['held_by_reason']}"
         )
     print(
         f"  checkpoints at the end: rows {cp.get('rows')}, {cp.get('live_bytes')} B live, "
-        f"{cp.get('disk_bytes')} B on disk"
+        f"{cp.get('disk_bytes')} B on disk; by thread {cp.get('by_thread')}"
     )
     status = "OK" if v["ok"] else "FAILED"
     print(

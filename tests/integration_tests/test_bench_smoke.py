@@ -206,9 +206,12 @@ async def test_soak_benchmark_tiny(private_home, tmp_path):
     assert m["checkpoints_pruned"] > 0 and m["modes"]["retention"] == ["keep_latest"], m
     assert passes[-1]["phase"] == "final" and passes[-1]["ok"], passes[-1]
     assert all(p["cause"] in ("redis", "postgres", "timeout") for p in passes if not p["ok"])
-    threads = 3 * (1 + ALTERNATES)  # each conversation and its memory threads
-    if not passes[-1]["checkpoints_held"]:  # the last pass left each thread its latest only
-        assert 0 < growth["checkpoints"]["rows"]["checkpoints"] <= threads, growth["checkpoints"]
+    assert m["pruned_by_kind"].get("conversation", 0) > 0, m
+    by_thread = growth["checkpoints"]["by_thread"]
+    assert by_thread["conversation"]["threads"] == 3, by_thread
+    assert by_thread["memory"]["threads"] <= 3 * ALTERNATES, by_thread
+    if not any(r.startswith("conversation") for r in passes[-1]["held_by_reason"]):
+        assert by_thread["conversation"]["most"] == 1, by_thread  # each one its latest only
 
 
 async def test_graph_floor_benchmark_tiny(memory_env, tmp_path):
