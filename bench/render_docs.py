@@ -801,7 +801,8 @@ def _soak_retention_rows(d: dict[str, Any]) -> list[list[str]]:
     ]
     if cp:
         threads = "; ".join(
-            f"{c['checkpoints']} checkpoints in {c['threads']} {kind} threads (most {c['most']})"
+            f"{num(c['checkpoints'], 0)} checkpoints in {c['threads']} {kind} threads "
+            f"(most {num(c['most'], 0)})"
             for kind, c in cp["by_thread"].items()
         )
         counts = ", ".join(f"{num(n, 0)} {t.replace('_', ' ')}" for t, n in cp["rows"].items())
