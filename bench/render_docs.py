@@ -770,11 +770,50 @@ def render_soak_summary(root: Path) -> str:
         ["turns failed", f"{t['failed']} ({causes}); every message kept: {v['failed_kept']}"],
         ["turns completed degraded", str(t["completed_degraded"])],
         ["memory runs failed", str(t["memory_run_failures"])],
+        *_soak_retention_rows(d),
     ]
     note = (
         f"\n\n{c['users']} users × {c['turns']} turns, {c['concurrency']} at a time; {machine(d)}."
     )
     return table(["", ""], rows) + note
+
+
+def _soak_retention_rows(d: dict[str, Any]) -> list[list[str]]:
+    """The maintenance passes run during the soak, and the checkpoints they left."""
+    m, cp = d["totals"].get("maintenance"), d["growth"].get("checkpoints")
+    if not m:
+        return [["maintenance passes", "none (`--maintain-every 0`)"]]
+    failed = ", ".join(f"{k} {n}" for k, n in m["failed_by_cause"].items()) or "none"
+    removed = ", ".join(
+        f"{m[k]} {k.replace('_', ' ')}"
+        for k in ("expired", "evicted", "compacted", "decisions_pruned", "threads_archived")
+    )
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(m["pruned_by_kind"].items()))
+    held = ", ".join(f"{n} {r}" for r, n in sorted(m["held_by_reason"].items())) or "none"
+    rows = [
+        [
+            f"maintenance passes (every {num(d['config']['maintain_every'], 0)} s, and one at "
+            "the end)",
+            f"{m['passes']} ({m['completed']} completed; failed: {failed}); checkpoints of "
+            f"{num(m['checkpoints_pruned'], 0)} threads pruned to their latest ({kinds}), "
+            f"{num(m['checkpoints_held'], 0)} held whole ({held}); {removed}",
+        ]
+    ]
+    if cp:
+        threads = "; ".join(
+            f"{num(c['checkpoints'], 0)} checkpoints in {c['threads']} {kind} threads "
+            f"(most {num(c['most'], 0)})"
+            for kind, c in cp["by_thread"].items()
+        )
+        counts = ", ".join(f"{num(n, 0)} {t.replace('_', ' ')}" for t, n in cp["rows"].items())
+        rows.append(
+            [
+                "checkpoints at the end",
+                f"{counts}; {num(cp['live_bytes'] / 2**20)} MiB of rows, "
+                f"{num(cp['disk_bytes'] / 2**20)} MiB on disk; {threads}",
+            ]
+        )
+    return rows
 
 
 def render_soak_recovery(root: Path) -> str:
@@ -806,10 +845,15 @@ def render_soak_headline(root: Path) -> str:
     """One sentence: the soak's turns, faults and the exactly-once result."""
     d = load(root, "soak")
     t, v, c = d["totals"], d["verification"], d["config"]
+    upkeep = (
+        f", with the maintenance pass pruning checkpoints every {num(c['maintain_every'], 0)} s"
+        if c.get("maintain_every")
+        else ""
+    )
     return (
         f"Soak: {num(t['turns'], 0)} turns of {c['users']} users with Redis `kill -9`, "
         f"PostgreSQL restarts, a worker killed during a memory run and injected model "
-        f"faults: **{v['messages_lost']} lost / {v['messages_duplicated']} duplicated** of "
+        f"faults{upkeep}: **{v['messages_lost']} lost / {v['messages_duplicated']} duplicated** of "
         f"{num(v['logged'], 0)} messages; on {machine(d)}."
     )
 

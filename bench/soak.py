@@ -15,7 +15,10 @@ with a `LocalScheduler` and the Postgres checkpointer of
 - a few conversations are handed to a worker process (`bench.soak_worker`), which is
   SIGKILLed while one of its memory runs is inside a model call; this process then
   continues those conversations, and a later memory run must claim the dead batch
-  once its lease expires.
+  once its lease expires;
+- retention runs throughout: every ``--maintain-every`` seconds the maintenance pass of
+  ``memory-agent maintain --all-users`` (`bench.soak_maintenance`) prunes checkpoints and
+  tidies memory, through faults too, and once more before the check (0: never).
 
 The servers are the embedded ones of a private ``MEMORY_AGENT_HOME`` (`bench.soak_faults`),
 never the machine's shared ones. At the end every conversation gets one more turn
@@ -42,7 +45,8 @@ from langchain_core.messages import HumanMessage
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_faulty_model
-from bench.soak_faults import Servers, WorkerKill, inject, private_home
+from bench.soak_faults import Servers, WorkerKill, inject, private_home, schedule
+from bench.soak_maintenance import Maintainer, checkpoint_storage
 from bench.soak_report import (
     DEGRADED,
     exact_rows,
@@ -66,17 +70,6 @@ RATES = {"reply_error": 0.02, "reply_timeout": 0.01, "memory_error": 0.05, "memo
 def _say(quiet: bool, *args: Any) -> None:
     if not quiet:
         print(*args, file=sys.stderr, flush=True)
-
-
-def schedule(rng: random.Random, redis_kills: int, postgres_restarts: int) -> list[dict]:
-    """Fault points as shares of all turns: one per equal slice of 10-90 %, kinds shuffled."""
-    kinds = ["redis_kill"] * redis_kills + ["postgres_restart"] * postgres_restarts
-    rng.shuffle(kinds)
-    n = len(kinds)
-    return [
-        {"kind": k, "at_share": round(0.1 + 0.8 * (i + rng.uniform(0.2, 0.8)) / n, 3)}
-        for i, k in enumerate(kinds)
-    ]
 
 
 class Soak:
@@ -253,18 +246,30 @@ async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
             soak.worker = WorkerKill(
                 group, at, a.worker_turns, soak.text, worker_spec, a.worker_min_ok, soak.fault_lock
             )
-        t0 = time.time()
+        t0, done = time.time(), asyncio.Event()
         samples: list[dict] = []
         background = [
             asyncio.create_task(soak.sample(t0, samples)),
             asyncio.create_task(soak.inject_faults(servers, points)),
         ]
+        upkeep = None  # the maintenance passes, as the CLI's `maintain --all-users` runs them
+        if a.maintain_every > 0:
+            upkeep = Maintainer(
+                services,
+                saver,
+                Context(model=spec, **settings),
+                a.maintain_every,
+                a.maintain_timeout,
+                t0,
+            )
+            background.append(asyncio.create_task(upkeep.loop(done, a.quiet)))
         # the dead worker's batch may wait for the settling turns: watched until the end
         watch = asyncio.create_task(soak.watch_lease())
         _say(a.quiet, f"[soak] {a.users} users x {a.turns} turns, faults {points}")
         await asyncio.gather(*(soak.conversation(ctx[u]) for u in soak.convs))
         workload_s = time.time() - t0
         soak.finished = True
+        done.set()
         await asyncio.gather(*background, return_exceptions=True)
         await asyncio.to_thread(servers.restart)  # nothing is left down
         # a batch leased by the dead worker (or restored by Redis' AOF) is claimed again
@@ -278,12 +283,15 @@ async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
         await memory.drain()
         with contextlib.suppress(TimeoutError):  # not reclaimed: verification shows the loss
             await asyncio.wait_for(watch, a.lease_seconds + 30)
+        if upkeep:  # retention after the last turn, on what the check then reads
+            await upkeep.run_pass("final")
         settle_s = time.time() - t0 - workload_s
         records = soak.records + (soak.worker.records if soak.worker else [])
         records.sort(key=lambda r: r["start"])
         verification = await verify_soak(services, soak.convs, records)
         samples.append(await sample_growth(services, env.database_url, t0, soak.done))
         final_rows = await exact_rows(env.database_url)
+        checkpoints = await checkpoint_storage(env.database_url, set(soak.convs.values()))
     faults = soak.faults + (
         [soak.worker.report] if soak.worker and "at" in soak.worker.report else []
     )
@@ -315,10 +323,12 @@ async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
             "latency_completed": ms_stats([r["end"] - r["start"] for r in workload if r["ok"]]),
             "model_faults_injected": model.injected,
             "memory_run_failures": memory.failures,
+            "maintenance": upkeep.totals() if upkeep else None,
         },
+        "maintenance_passes": upkeep.passes if upkeep else [],
         "faults": recovery(faults, records, set(soak.worker.convs) if soak.worker else set()),
         "verification": verification,
-        "growth": {"samples": samples, "final_rows": final_rows},
+        "growth": {"samples": samples, "final_rows": final_rows, "checkpoints": checkpoints},
     }
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -355,6 +365,13 @@ def parser() -> argparse.ArgumentParser:
     add("--retry-backoff-s", type=float, default=2.0)
     add("--turn-timeout", type=float, default=120.0, help="a turn longer than this fails")
     add("--sample-s", type=float, default=10.0, help="seconds between growth samples")
+    add(
+        "--maintain-every",
+        type=float,
+        default=20.0,
+        help="seconds between maintenance passes (0: none)",
+    )
+    add("--maintain-timeout", type=float, default=120.0, help="a pass longer than this fails")
     for name, rate in RATES.items():
         add(f"--{name.replace('_', '-')}-rate", type=float, default=rate, dest=name)
     add("--quiet", action="store_true")

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import shutil
 import signal
 import sys
@@ -29,6 +30,17 @@ from memory_graph_agent.local.embedded.layout import data_home
 
 URL_VARS = ("REDIS_URL", "DATABASE_URL")
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def schedule(rng: random.Random, redis_kills: int, postgres_restarts: int) -> list[dict]:
+    """Fault points as shares of all turns: one per equal slice of 10-90 %, kinds shuffled."""
+    kinds = ["redis_kill"] * redis_kills + ["postgres_restart"] * postgres_restarts
+    rng.shuffle(kinds)
+    n = len(kinds)
+    return [
+        {"kind": k, "at_share": round(0.1 + 0.8 * (i + rng.uniform(0.2, 0.8)) / n, 3)}
+        for i, k in enumerate(kinds)
+    ]
 
 
 @contextlib.contextmanager

@@ -243,7 +243,9 @@ def plot_soak(data: dict[str, Any], records: list[dict], path: Path) -> None:
     top = sorted(data["growth"]["final_rows"], key=lambda n: -data["growth"]["final_rows"][n])[:6]
     for name in top:
         ax3.plot([s["t"] for s in p], [s["pg_rows"].get(name, 0) for s in p], label=name)
-    ax3.set_ylabel("Postgres rows (live)")
+    for m in data.get("maintenance_passes", []):  # on the clock of the first turn, near enough
+        ax3.axvline(m["at_s"], color="tab:green" if m["ok"] else "tab:red", ls=":", lw=0.6)
+    ax3.set_ylabel("Postgres rows (live); dotted: maintenance passes")
     ax3.set_xlabel("seconds since the first turn")
     ax3.legend(fontsize=7, loc="upper left")
     v, c = data["verification"], data["config"]
@@ -285,6 +287,21 @@ def print_soak(data: dict[str, Any]) -> None:
         f"  growth: {last.get('redis_keys')} Redis keys, {last.get('redis_used_memory')} B, "
         f"seen-sets {last.get('seen_total')} members (max {last.get('seen_max')}); "
         f"rows {data['growth']['final_rows']}"
+    )
+    m, cp = t.get("maintenance"), data["growth"].get("checkpoints", {})
+    if m:
+        print(
+            f"  maintenance every {data['config']['maintain_every']} s: {m['passes']} passes, "
+            f"{m['completed']} completed, failed {m['failed_by_cause']}; checkpoints of "
+            f"{m['checkpoints_pruned']} threads pruned to their latest ({m['checkpoints_held']} "
+            f"held), {m['expired']} expired, {m['evicted']} evicted, {m['compacted']} compacted, "
+            f"{m['decisions_pruned']} decisions pruned, {m['threads_archived']} idle threads "
+            f"archived; {m['modes']}; threads pruned {m['pruned_by_kind']}, held "
+            f"{m['held_by_reason']}"
+        )
+    print(
+        f"  checkpoints at the end: rows {cp.get('rows')}, {cp.get('live_bytes')} B live, "
+        f"{cp.get('disk_bytes')} B on disk; by thread {cp.get('by_thread')}"
     )
     status = "OK" if v["ok"] else "FAILED"
     print(

@@ -21,6 +21,7 @@ from bench.peers import run_peers
 from bench.throughput import run_throughput
 from graph.builder import build_builder
 from graph.context import Context
+from memory_graph_agent.core.memory_threads import ALTERNATES
 
 
 def _sane(stats: dict, n: int | None = None) -> None:
@@ -179,6 +180,7 @@ async def test_soak_benchmark_tiny(private_home, tmp_path):
         sample_s=2.0,
         redis_kills=1,
         postgres_restarts=1,
+        maintain_every=1.0,  # retention runs through the turns and the faults
     )
     await run_soak(a, home=private_home)
     data = _outputs(tmp_path, "soak")
@@ -198,6 +200,18 @@ async def test_soak_benchmark_tiny(private_home, tmp_path):
     assert growth["final_rows"]["episodes"] == v["logged"]
     last = growth["samples"][-1]
     assert last["redis_keys"] > 0 and last["seen_total"] > 0 and last["pg_rows"]
+    # retention ran, pruned, and lost or duplicated nothing (the check above)
+    m, passes = t["maintenance"], data["maintenance_passes"]
+    assert m["passes"] == len(passes) > 1 and m["completed"] > 0, passes
+    assert m["checkpoints_pruned"] > 0 and m["modes"]["retention"] == ["keep_latest"], m
+    assert passes[-1]["phase"] == "final" and passes[-1]["ok"], passes[-1]
+    assert all(p["cause"] in ("redis", "postgres", "timeout") for p in passes if not p["ok"])
+    assert m["pruned_by_kind"].get("conversation", 0) > 0, m
+    by_thread = growth["checkpoints"]["by_thread"]
+    assert by_thread["conversation"]["threads"] == 3, by_thread
+    assert by_thread["memory"]["threads"] <= 3 * ALTERNATES, by_thread
+    if not any(r.startswith("conversation") for r in passes[-1]["held_by_reason"]):
+        assert by_thread["conversation"]["most"] == 1, by_thread  # each one its latest only
 
 
 async def test_graph_floor_benchmark_tiny(memory_env, tmp_path):
