@@ -84,6 +84,14 @@ async def test_a_read_leaves_the_connection_writable(db):
     ]
 
 
+async def test_a_pipeline_returns_each_statements_rows_and_none_for_a_command(db):
+    rows = await db.pipeline(
+        "SELECT 1 AS one", "DO $$BEGIN END$$", "SELECT 2 AS two WHERE false", "SELECT 3 AS three"
+    )
+    assert rows == [[{"one": 1}], [], [], [{"three": 3}]]
+    assert await db.pipeline("DO $$BEGIN END$$") == [[]]
+
+
 async def test_a_search_sends_its_options_once_per_connection(db, memory_env):
     sent: list[str] = []
     real = psycopg.AsyncConnection.execute
