@@ -18,6 +18,7 @@ run once per version (`Database.migrate`), never at every open.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -305,4 +306,10 @@ def _driver_statement(stmt: Statement) -> tuple[str, dict[str, Any] | None]:
     sql, params = (stmt, None) if isinstance(stmt, str) else stmt
     if not params:
         return sql, None
-    return _NAMED.sub(r"%(\1)s", sql.replace("%", "%%")), params
+    return _driver_sql(sql), params
+
+
+@functools.lru_cache(maxsize=512)
+def _driver_sql(sql: str) -> str:
+    """``sql`` with ``:name`` parameters as ``%(name)s`` (the same few texts recur: cached)."""
+    return _NAMED.sub(r"%(\1)s", sql.replace("%", "%%"))
