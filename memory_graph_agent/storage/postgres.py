@@ -18,6 +18,7 @@ run once per version (`Database.migrate`), never at every open.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -31,7 +32,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from langchain_postgres import PGEngine
-from psycopg.pq import TransactionStatus
+from psycopg.pq import ExecStatus, TransactionStatus
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 from sqlalchemy import event, text
@@ -211,7 +212,7 @@ class Database:
                     async with driver.pipeline():
                         for cur, stmt in zip(cursors, queries, strict=True):
                             await cur.execute(*_driver_statement(stmt))
-                rows = [[] if c.description is None else await c.fetchall() for c in cursors]
+                rows = [await c.fetchall() if _has_rows(c) else [] for c in cursors]
             finally:
                 idle = not driver.closed and not driver.broken
                 if idle and driver.info.transaction_status == TransactionStatus.IDLE:
@@ -281,7 +282,17 @@ class Database:
         await self.engine.dispose()
 
 
+_ROWS = (ExecStatus.TUPLES_OK, ExecStatus.SINGLE_TUPLE, ExecStatus.TUPLES_CHUNK)
 _SET_LOCAL = re.compile(r"SET LOCAL ([\w.]+) = (\S+)")
+
+
+def _has_rows(cursor: psycopg.AsyncCursor) -> bool:
+    """Whether the cursor's statement returned rows (``description`` is not ``None``).
+
+    Reads the result's status, as ``description`` does, without making its columns.
+    """
+    result = cursor.pgresult
+    return result is not None and (result.nfields > 0 or result.status in _ROWS)
 
 
 def _setting(stmt: Statement) -> tuple[str, str] | None:
@@ -295,4 +306,10 @@ def _driver_statement(stmt: Statement) -> tuple[str, dict[str, Any] | None]:
     sql, params = (stmt, None) if isinstance(stmt, str) else stmt
     if not params:
         return sql, None
-    return _NAMED.sub(r"%(\1)s", sql.replace("%", "%%")), params
+    return _driver_sql(sql), params
+
+
+@functools.lru_cache(maxsize=512)
+def _driver_sql(sql: str) -> str:
+    """``sql`` with ``:name`` parameters as ``%(name)s`` (the same few texts recur: cached)."""
+    return _NAMED.sub(r"%(\1)s", sql.replace("%", "%%"))

@@ -84,6 +84,23 @@ async def test_a_read_leaves_the_connection_writable(db):
     ]
 
 
+async def test_a_pipeline_returns_each_statements_rows_and_none_for_a_command(db):
+    rows = await db.pipeline(
+        "SELECT 1 AS one", "DO $$BEGIN END$$", "SELECT 2 AS two WHERE false", "SELECT 3 AS three"
+    )
+    assert rows == [[{"one": 1}], [], [], [{"three": 3}]]
+    assert await db.pipeline("DO $$BEGIN END$$") == [[]]
+
+
+async def test_named_parameters_reach_the_driver_the_same_every_time(db):
+    # ``:name`` is a parameter; ``::cast``, ``%`` and a ``:`` inside a literal are not
+    sql = "SELECT :a::int + 1 AS n, 'a%' || :b AS s, '12:30' AS t, :a::text LIKE '4%' AS four"
+    for a, b in ((41, "x"), (7, "y")):
+        assert await db.pipeline((sql, {"a": a, "b": b})) == [
+            [{"n": a + 1, "s": f"a%{b}", "t": "12:30", "four": a == 41}]
+        ]
+
+
 async def test_a_search_sends_its_options_once_per_connection(db, memory_env):
     sent: list[str] = []
     real = psycopg.AsyncConnection.execute
