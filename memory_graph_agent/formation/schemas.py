@@ -43,10 +43,18 @@ class ConsolidationDecision(BaseModel):
     reason: str = Field(default="", max_length=300, description="one short sentence")
 
 
+INSIGHT_MIN_CHARS = 20
+"""A reflection says something: a constrained 135M model, given raw transcripts (every
+summary fell back), otherwise answers with an empty insight, which fails the reflection."""
+
+
 class ReflectionOut(BaseModel):
     """A reflection over recent summaries, with the stable facts it supports."""
 
-    insight: str = Field(description="the user's long-term preferences, habits and goals")
+    insight: str = Field(
+        min_length=INSIGHT_MIN_CHARS,
+        description="the user's long-term preferences, habits and goals",
+    )
     facts: list[ExtractedFact] = Field(
         default_factory=list,
         max_length=3,

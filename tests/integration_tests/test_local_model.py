@@ -269,3 +269,22 @@ async def test_an_oversized_message_is_answered_and_the_next_turn_too(
     assert second["messages"][-1].type == "ai" and str(second["messages"][-1].content).strip()
     window = await services.window.window(ctx.user_id, thread)
     assert window[0].content == big  # stored whole
+
+
+async def test_a_reflection_over_raw_transcripts_says_something(llm: LocalChatModel) -> None:
+    """The demo's reflection check failed 2 runs in 9: when every summary fell back to its
+    raw transcript, the grammar let the model answer ``"insight": ""`` (the listing of one
+    such run, kept as a fixture), and the reflection was refused at every attempt."""
+    from pathlib import Path
+
+    from graph.prompts import REFLECT_PROMPT
+    from memory_graph_agent.formation.guards import invents_few_entities
+    from memory_graph_agent.turn.rendering import defang
+
+    listing = (
+        Path(__file__).parents[1] / "fixtures/reflection_over_raw_transcripts.txt"
+    ).read_text()
+    prompt = REFLECT_PROMPT.format(summaries=defang(listing.strip()))
+    answer = await invoke_structured(llm, ReflectionOut, prompt, 120, "reflect")
+    assert answer is not None and answer.insight.strip()
+    assert invents_few_entities(answer.insight, listing)
