@@ -97,13 +97,18 @@ async def prepare(db: str, data: str, limit: int | None) -> None:
     _state_file(db).write_text(json.dumps(state))
 
 
-async def ask(db: str, data: str, limit: int | None, variants: list[str], budget: int) -> None:
-    """Recall every scored question once per variant; print recall per category."""
+async def ask(
+    db: str, data: str, limit: int | None, variants: list[str], budget: int
+) -> dict[str, dict[int, list[float]]]:
+    """Recall every scored question once per variant; print recall per category.
+
+    Returns each variant's recall per question, by category (``memory_in_budget``'s).
+    """
     state = json.loads(_state_file(db).read_text())
     conversations, _ = load_locomo(Path(data), limit)
     spec = register_chat_model(f"locomo-guard-{uuid.uuid4().hex[:8]}", GuardChatModel())
     hybrid = json.loads(RESULTS.read_text())["results"]["hybrid"]["by_category"]
-    cats = sorted(SCORED_CATEGORIES)
+    cats, out = sorted(SCORED_CATEGORIES), {}
     print("variant".ljust(48), *(f"c{c}".rjust(6) for c in cats), "all".rjust(7), "s".rjust(5))
     print("hybrid (last full run)".ljust(48), *(f"{hybrid[str(c)]:6.3f}" for c in cats))
     async with (
@@ -122,11 +127,12 @@ async def ask(db: str, data: str, limit: int | None, variants: list[str], budget
 
         try:
             for variant in variants:
-                t0, by_cat = time.perf_counter(), {c: [] for c in cats}
+                t0, by_cat = time.perf_counter(), out.setdefault(variant, {c: [] for c in cats})
                 await index_with(parse_variant(variant).get("turn_context_weight", prepared))
                 for conv in conversations:
                     window = state["windows"][conv.sample_id]
-                    base = recall_context(conv, spec, budget - window["tokens"], RECALL_K)
+                    # the whole budget: the recall node leaves out the window it is shown
+                    base = recall_context(conv, spec, budget, RECALL_K)
                     ctx = with_knobs(base, **parse_variant(variant))
                     for q in conv.questions:
                         if not q.scored or q.category not in by_cat:
@@ -134,7 +140,7 @@ async def ask(db: str, data: str, limit: int | None, variants: list[str], budget
                         ids, _ = await recall_context_ids(graph, conv, ctx, q)
                         found = ids | set(window["ids"])
                         by_cat[q.category].append(evidence_recall(q.evidence, found))
-                scores = [sum(v) / len(v) for v in by_cat.values()]
+                scores = [sum(v) / len(v) if v else float("nan") for v in by_cat.values()]
                 overall = sum(map(sum, by_cat.values())) / sum(map(len, by_cat.values()))
                 print(
                     (variant or "defaults").ljust(48),
@@ -145,6 +151,7 @@ async def ask(db: str, data: str, limit: int | None, variants: list[str], budget
                 )
         finally:
             await index_with(prepared)  # the database as `prepare` left it
+    return out
 
 
 async def drop(db: str) -> None:
