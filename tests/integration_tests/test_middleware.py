@@ -374,13 +374,14 @@ async def test_back_to_a_thread_archived_while_idle_recall_gets_the_whole_budget
     from tests.integration_tests.test_idle_threads import _age, _maintain
 
     model, provider = ScriptedChatModel(), BudgetProvider()
-    memory = MemoryMiddleware(services, provider=provider, model=_spec(model), summary_batch=50)
+    spec = _spec(model)  # the maintenance pass summarizes with it too (no local model)
+    memory = MemoryMiddleware(services, provider=provider, model=spec, summary_batch=50)
     agent = _agent(checkpointer, model, memory)
     thread = _thread()
     for text in ("I keep three beehives on my roof in Lyon. " * 20, "The bees make honey. " * 20):
         await _say(agent, user_id, thread, text)
     await _age(services, user_id, thread)
-    state = await _maintain(services, Context(user_id=user_id))
+    state = await _maintain(services, Context(user_id=user_id, model=spec))
     assert [e["action"] for e in state["archived"]] == ["archived"]
 
     back = await _say(agent, user_id, thread, "What do my bees make?")
