@@ -81,7 +81,9 @@ async def test_overhead_benchmark_tiny(memory_env, tmp_path):
     _sane(full["memory_excl_embedding"], 20)
     _sane(size["search_only_pre_embedded"], 20)
     assert full["recall_excl_embedding"]["min"] > 0  # the embedding is timed inside recall
-    assert full["memory"]["min"] > full["memory_excl_embedding"]["min"] > 0
+    # the query embedding starts with the run (`graph.prefetch`): on a busy machine it can
+    # be done before recall awaits it, so a turn may wait nothing for it
+    assert full["memory"]["min"] >= full["memory_excl_embedding"]["min"] > 0
     assert full["turn"]["min"] >= full["memory"]["min"]
 
 
