@@ -1,15 +1,22 @@
 """A fast experiment loop for `bench.locomo`: replay once, then re-ask recall per variant.
 
 ``prepare`` replays every conversation into a kept database (``--db``, created on the
-embedded server) with a fixed key prefix, as `bench.locomo` does, and notes each
-conversation's window. ``ask`` re-runs the recall node for every scored question with
-the budget the window leaves (``memory_in_budget``), once per variant of `Context`
-overrides, and prints recall per category next to the last full run's hybrid baseline
+embedded server) with a fixed key prefix, as `bench.locomo` does. ``ask`` re-runs the
+recall node for every scored question with the budget the window leaves
+(``memory_in_budget``), once per variant of `Context` overrides, and prints recall per
+category next to the last full run's hybrid baseline
 (``bench/results/locomo.json``). Minutes per variant instead of a half-hour run; the
 full run stays the number that counts.
 
     .venv/bin/python -m bench.locomo_loop prepare --db bench_locomo_loop
     .venv/bin/python -m bench.locomo_loop ask --db bench_locomo_loop "" "entity_weight=0.5"
+
+A variant's ``window_token_share`` (or ``window_size``) below the replay's cuts each
+window as ``trim_window`` would have (`replayed_window`): the context holds the smaller
+window, and recall fills what it leaves. The turns cut are in the episode index
+already (every turn is logged before it can leave the window); only the raw summaries
+a real replay at that share would have made of them are missing, so re-run
+`bench.locomo` with the share set to confirm a choice.
 
 ``drop`` removes the database and the prefix's keys. With ``weight_recency`` at its
 default of 0, the order of the questions and access history do not change the results.
@@ -22,40 +29,54 @@ import asyncio
 import json
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from bench.env import EMBEDDING, isolated_services
+from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.locomo import DEFAULT_DATA
+from bench.locomo_cv import cross_validate
 from bench.locomo_data import SCORED_CATEGORIES, load_locomo
 from bench.locomo_pipeline import (
     RECALL_K,
     GuardChatModel,
     build_recall_graph,
     build_replay_graph,
-    memory_state,
     recall_context,
     recall_context_ids,
     reindex_turns,
     replay,
     replay_context,
 )
-from bench.locomo_scoring import evidence_recall
-from bench.stats import quiet_logs
-from graph.context import KNOB_FIELDS
+from bench.locomo_report import git_commit
+from bench.locomo_scoring import aggregate, evidence_recall, message_tokens
+from bench.stats import quiet_logs, write_json
+from graph.context import KNOB_FIELDS, Context
 from memory_graph_agent.core.knobs import with_knobs
 from memory_graph_agent.local.embedded import ensure_services
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.services.stores import services_session
 from memory_graph_agent.storage.postgres import with_database
+from memory_graph_agent.storage.window import StoredMessage
+from memory_graph_agent.turn.budgets import window_cut, window_token_cap
 
 RESULTS = Path("bench/results/locomo.json")
 
 
 def _state_file(db: str) -> Path:
     return Path(f"/tmp/{db}.json")
+
+
+def replayed_window(window: list[StoredMessage], ctx: Context) -> list[StoredMessage]:
+    """``window`` as ``trim_window`` would have left it under ``ctx``'s window knobs.
+
+    The replay ran at the default memory budget; at the default knobs nothing is cut.
+    """
+    cap = window_token_cap(KNOB_FIELDS["memory_token_budget"].default, ctx.window_token_share)
+    cut = window_cut([m.to_message() for m in window], ctx.window_size, cap)
+    return window[cut:]
 
 
 def parse_variant(text: str) -> dict[str, Any]:
@@ -68,14 +89,13 @@ def parse_variant(text: str) -> dict[str, Any]:
 
 
 async def prepare(db: str, data: str, limit: int | None) -> None:
-    """Create ``db`` and replay every conversation into it; note the windows."""
+    """Create ``db`` and replay every conversation into it."""
     urls = await asyncio.to_thread(ensure_services)
     async with await psycopg.AsyncConnection.connect(urls.database_url, autocommit=True) as c:
         await c.execute(f'CREATE DATABASE "{db}"')
     url, prefix = with_database(urls.database_url, db), f"loop-{db}-{uuid.uuid4().hex[:6]}"
     conversations, _ = load_locomo(Path(data), limit)
     spec = register_chat_model(f"locomo-guard-{uuid.uuid4().hex[:8]}", GuardChatModel())
-    windows = {}
     async with (
         isolated_services(url, urls.redis_url, prefix),
         services_session(EMBEDDING) as services,
@@ -84,14 +104,11 @@ async def prepare(db: str, data: str, limit: int | None) -> None:
         for conv in conversations:
             t0 = time.perf_counter()
             await replay(graph, conv, replay_context(conv, spec), lambda: None)
-            mem = await memory_state(services, conv)
-            windows[conv.sample_id] = {"ids": sorted(mem.window_ids), "tokens": mem.window_tokens}
             print(f"{conv.sample_id}: replayed in {time.perf_counter() - t0:.0f} s", flush=True)
     state = {
         "url": url,
         "redis": urls.redis_url,
         "prefix": prefix,
-        "windows": windows,
         "turn_context_weight": KNOB_FIELDS["turn_context_weight"].default,
     }
     _state_file(db).write_text(json.dumps(state))
@@ -99,23 +116,32 @@ async def prepare(db: str, data: str, limit: int | None) -> None:
 
 async def ask(
     db: str, data: str, limit: int | None, variants: list[str], budget: int
-) -> dict[str, dict[int, list[float]]]:
+) -> dict[str, Any]:
     """Recall every scored question once per variant; print recall per category.
 
-    Returns each variant's recall per question, by category (``memory_in_budget``'s).
+    Returns the report `write_report` writes: each variant's recall per category, its
+    tokens, and leave-one-conversation-out cross-validation over the variants (the first
+    one is the default ties go to).
     """
     state = json.loads(_state_file(db).read_text())
+    machine = await machine_info(state["url"])
     conversations, _ = load_locomo(Path(data), limit)
     spec = register_chat_model(f"locomo-guard-{uuid.uuid4().hex[:8]}", GuardChatModel())
     hybrid = json.loads(RESULTS.read_text())["results"]["hybrid"]["by_category"]
-    cats, out = sorted(SCORED_CATEGORIES), {}
+    cats = sorted(SCORED_CATEGORIES)
+    records = [
+        {"sample_id": conv.sample_id, "category": q.category, "grid": {}, "grid_tokens": {}}
+        for conv in conversations
+        for q in conv.questions
+        if q.scored and q.category in SCORED_CATEGORIES
+    ]
     print("variant".ljust(48), *(f"c{c}".rjust(6) for c in cats), "all".rjust(7), "s".rjust(5))
     print("hybrid (last full run)".ljust(48), *(f"{hybrid[str(c)]:6.3f}" for c in cats))
     async with (
         isolated_services(state["url"], state["redis"], state["prefix"]),
         services_session(EMBEDDING) as services,
     ):
-        graph = build_recall_graph(services)
+        graph = build_recall_graph(services, shown=replayed_window)
         prepared = state.get("turn_context_weight", 0.0)
         indexed = prepared  # the weight the stored turn vectors were made with
 
@@ -127,31 +153,57 @@ async def ask(
 
         try:
             for variant in variants:
-                t0, by_cat = time.perf_counter(), out.setdefault(variant, {c: [] for c in cats})
+                t0, rows = time.perf_counter(), iter(records)
                 await index_with(parse_variant(variant).get("turn_context_weight", prepared))
                 for conv in conversations:
-                    window = state["windows"][conv.sample_id]
                     # the whole budget: the recall node leaves out the window it is shown
                     base = recall_context(conv, spec, budget, RECALL_K)
                     ctx = with_knobs(base, **parse_variant(variant))
+                    stored = await services.window.window(conv.user_id, conv.thread_id)
+                    window = replayed_window(stored, ctx)
+                    window_tokens = message_tokens([m.to_message() for m in window])
                     for q in conv.questions:
-                        if not q.scored or q.category not in by_cat:
+                        if not q.scored or q.category not in SCORED_CATEGORIES:
                             continue
-                        ids, _ = await recall_context_ids(graph, conv, ctx, q)
-                        found = ids | set(window["ids"])
-                        by_cat[q.category].append(evidence_recall(q.evidence, found))
-                scores = [sum(v) / len(v) if v else float("nan") for v in by_cat.values()]
-                overall = sum(map(sum, by_cat.values())) / sum(map(len, by_cat.values()))
+                        ids, tokens = await recall_context_ids(graph, conv, ctx, q)
+                        row = next(rows)
+                        found = ids | {m.id for m in window}
+                        row["grid"][variant] = evidence_recall(q.evidence, found)
+                        row["grid_tokens"][variant] = tokens + window_tokens
+                scores = aggregate(_as_methods(records), [variant])[variant]
                 print(
                     (variant or "defaults").ljust(48),
-                    *(f"{s:6.3f}" for s in scores),
-                    f"{overall:7.4f}",
+                    *(_cell(scores["by_category"][str(c)]) for c in cats),
+                    f"{scores['overall_1_4']:7.4f}",
                     f"{time.perf_counter() - t0:5.0f}",
                     flush=True,
                 )
         finally:
             await index_with(prepared)  # the database as `prepare` left it
-    return out
+    cv = cross_validate(records, variants, variants[0])
+    cv["chosen_in_folds"] = dict(Counter(f["chosen"] for f in cv["folds"]))
+    print(
+        f"leave one conversation out: chosen {cv['chosen_in_folds']}, "
+        f"cross-validated {cv['overall_1_4']:.4f}",
+        flush=True,
+    )
+    return {
+        "budget": budget,
+        "commit": git_commit(),
+        "machine": machine,
+        "hybrid": {"by_category": hybrid},
+        "variants": aggregate(_as_methods(records), variants),
+        "cross_validated": {k: v for k, v in cv.items() if k not in ("grid", "folds")},
+    }
+
+
+def _cell(value: float | None) -> str:
+    return "-".rjust(6) if value is None else f"{value:6.3f}"
+
+
+def _as_methods(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The loop's records in `aggregate`'s shape: a variant is a method."""
+    return [{**r, "recall": r["grid"], "tokens": r["grid_tokens"]} for r in records]
 
 
 async def drop(db: str) -> None:
@@ -181,12 +233,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", default=DEFAULT_DATA)
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--budget", type=int, default=1800)
+    p.add_argument("--out", default=None, help="ask: write the report here (JSON)")
     a = p.parse_intermixed_args(argv)
     quiet_logs()
     if a.command == "prepare":
         asyncio.run(prepare(a.db, a.data, a.limit))
     elif a.command == "ask":
-        asyncio.run(ask(a.db, a.data, a.limit, a.variants or [""], a.budget))
+        report = asyncio.run(ask(a.db, a.data, a.limit, a.variants or [""], a.budget))
+        if a.out:
+            write_json(Path(a.out), report)
     else:
         asyncio.run(drop(a.db))
     return 0
