@@ -11,12 +11,10 @@ full run stays the number that counts.
     .venv/bin/python -m bench.locomo_loop prepare --db bench_locomo_loop
     .venv/bin/python -m bench.locomo_loop ask --db bench_locomo_loop "" "entity_weight=0.5"
 
-A variant's ``window_token_share`` (or ``window_size``) below the replay's cuts each
-window as ``trim_window`` would have (`replayed_window`): the context holds the smaller
-window, and recall fills what it leaves. The turns cut are in the episode index
-already (every turn is logged before it can leave the window); only the raw summaries
-a real replay at that share would have made of them are missing, so re-run
-`bench.locomo` with the share set to confirm a choice.
+A knob of the replay itself (``window_token_share``, ``window_size``, ``summary_batch``)
+needs a replay of its own: `bench.locomo` with the knob set in the environment
+(`bench.window_share`). ``--out`` writes the variants' recall per category and
+leave-one-conversation-out over them as JSON.
 
 ``drop`` removes the database and the prefix's keys. With ``weight_recency`` at its
 default of 0, the order of the questions and access history do not change the results.
@@ -53,30 +51,18 @@ from bench.locomo_pipeline import (
 from bench.locomo_report import git_commit
 from bench.locomo_scoring import aggregate, evidence_recall, message_tokens
 from bench.stats import quiet_logs, write_json
-from graph.context import KNOB_FIELDS, Context
+from graph.context import KNOB_FIELDS
 from memory_graph_agent.core.knobs import with_knobs
 from memory_graph_agent.local.embedded import ensure_services
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.services.stores import services_session
 from memory_graph_agent.storage.postgres import with_database
-from memory_graph_agent.storage.window import StoredMessage
-from memory_graph_agent.turn.budgets import window_cut, window_token_cap
 
 RESULTS = Path("bench/results/locomo.json")
 
 
 def _state_file(db: str) -> Path:
     return Path(f"/tmp/{db}.json")
-
-
-def replayed_window(window: list[StoredMessage], ctx: Context) -> list[StoredMessage]:
-    """``window`` as ``trim_window`` would have left it under ``ctx``'s window knobs.
-
-    The replay ran at the default memory budget; at the default knobs nothing is cut.
-    """
-    cap = window_token_cap(KNOB_FIELDS["memory_token_budget"].default, ctx.window_token_share)
-    cut = window_cut([m.to_message() for m in window], ctx.window_size, cap)
-    return window[cut:]
 
 
 def parse_variant(text: str) -> dict[str, Any]:
@@ -141,7 +127,7 @@ async def ask(
         isolated_services(state["url"], state["redis"], state["prefix"]),
         services_session(EMBEDDING) as services,
     ):
-        graph = build_recall_graph(services, shown=replayed_window)
+        graph = build_recall_graph(services)
         prepared = state.get("turn_context_weight", 0.0)
         indexed = prepared  # the weight the stored turn vectors were made with
 
@@ -159,8 +145,7 @@ async def ask(
                     # the whole budget: the recall node leaves out the window it is shown
                     base = recall_context(conv, spec, budget, RECALL_K)
                     ctx = with_knobs(base, **parse_variant(variant))
-                    stored = await services.window.window(conv.user_id, conv.thread_id)
-                    window = replayed_window(stored, ctx)
+                    window = await services.window.window(conv.user_id, conv.thread_id)
                     window_tokens = message_tokens([m.to_message() for m in window])
                     for q in conv.questions:
                         if not q.scored or q.category not in SCORED_CATEGORIES:

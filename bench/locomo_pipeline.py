@@ -31,7 +31,6 @@ from graph.routing import route_after_consolidate, route_after_summarize, route_
 from graph.state import State
 from memory_graph_agent.services.stores import Services
 from memory_graph_agent.storage.corpus_stats import corpus_tables
-from memory_graph_agent.storage.window import StoredMessage
 from nodes.consolidate import consolidate
 from nodes.recall import recall
 from nodes.reflect import reflect
@@ -111,23 +110,16 @@ class QueryCache(Embeddings):
         return self.vectors[text]
 
 
-ShownWindow = Callable[[list[StoredMessage], Context], list[StoredMessage]]
-"""What of the thread's stored window the question's prompt shows, under its `Context`."""
-
-
-def build_recall_graph(services: Services, shown: ShownWindow | None = None) -> CompiledStateGraph:
+def build_recall_graph(services: Services) -> CompiledStateGraph:
     """The project's recall node, bound to ``services`` (query vectors cached).
 
     It runs on the messages the agent's checkpoint would hold: the thread's window, then
-    the question (recall leaves out what the prompt shows already), or what ``shown``
-    keeps of that window.
+    the question (recall leaves out what the prompt shows already).
     """
     services = replace(services, embeddings=QueryCache(services.embeddings))
 
     async def checkpointed(state: State, runtime: Runtime[Context]) -> dict:
         window = await services.window.window(runtime.context.user_id, current_thread_id())
-        if shown is not None:
-            window = shown(window, runtime.context)
         window_messages = [m.to_message() for m in window]
         reset = RemoveMessage(id=REMOVE_ALL_MESSAGES)
         return {"messages": [reset, *window_messages, *state["messages"]]}

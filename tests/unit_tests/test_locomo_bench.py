@@ -263,24 +263,3 @@ def test_a_point_with_a_round_trip_must_beat_the_lean_one_by_the_minimum_gain():
 
     assert chosen(MIN_GAIN_FOR_ROUND_TRIP / 2) == {lean}  # better, but not by enough
     assert chosen(MIN_GAIN_FOR_ROUND_TRIP * 2) == {edges}
-
-
-def test_the_loop_cuts_a_window_as_trim_window_would_under_a_smaller_share():
-    """`bench.locomo_loop` tries ``window_token_share`` on windows replayed at the default:
-    nothing is cut at the default, the oldest whole turns go at a smaller share, and the
-    newest two turns stay at a share of nothing."""
-    from bench.locomo_loop import replayed_window
-    from graph.context import Context
-    from memory_graph_agent.storage.window import StoredMessage
-
-    window = [
-        StoredMessage(id=f"m{i}", role="human", content="word " * 30, ts=f"2026-01-01T00:{i:02d}")
-        for i in range(20)
-    ]  # about 860 tokens: under the default share of the default budget
-    assert replayed_window(window, Context(user_id="u")) == window
-    smaller = replayed_window(window, Context(user_id="u", window_token_share=0.2))
-    assert 2 < len(smaller) < len(window) and smaller == window[-len(smaller) :]
-    assert [m.id for m in replayed_window(window, Context(user_id="u", window_token_share=0))] == [
-        "m18",
-        "m19",
-    ]
