@@ -334,9 +334,14 @@ async def test_growth_clock_ages_what_maintenance_and_the_profile_read(memory_en
         assert parse_ts(entry["valid_to"]) < now - timedelta(days=170)  # aged with the rest
 
 
-async def test_growth_benchmark_days_go_by_and_maintenance_expires(memory_env, tmp_path):
+async def test_growth_benchmark_days_go_by_and_maintenance_expires(
+    memory_env, tmp_path, monkeypatch
+):
     """With simulated days, passes expire memories: none would in a minute of real time."""
     from bench.growth import run_growth
+
+    # windows bounded by their count (20): the schedule of what forms when, counted below
+    monkeypatch.setenv("WINDOW_TOKEN_SHARE", "1.0")
 
     await run_growth(2, 50, 20, tmp_path, session_turns=25, queries=2, quiet=True, days_per_pass=30)
     data = _outputs(tmp_path, "growth")

@@ -159,7 +159,8 @@ async def test_a_turn_in_flight_keeps_its_state_while_its_thread_is_pruned(
 ):
     model = gated("reply")
     agent = build_graph(services, checkpointer)
-    ctx = make_context(model_obj=model, memory_mode="inline")
+    # a window that holds all four turns: the state shows whether pruning lost any
+    ctx = make_context(model_obj=model, memory_mode="inline", window_token_share=1.0)
     thread = _thread()
     model.gate.set()
     for n in range(3):

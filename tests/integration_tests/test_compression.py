@@ -61,7 +61,7 @@ async def test_long_turns_compress_all_but_the_last_five_turns(agent, make_conte
 
 
 async def test_short_turns_do_not_compress(agent, make_context, services):
-    ctx = make_context(window_size=50, context_window_tokens=8192)
+    ctx = make_context(window_size=50, context_window_tokens=8192, **WIDE)
     thread = _thread()
     for i in range(8):
         state = await say(agent, ctx, thread, f"short message {i}")
@@ -71,7 +71,7 @@ async def test_short_turns_do_not_compress(agent, make_context, services):
 
 
 async def test_a_small_context_compresses_even_short_turns(agent, make_context, services):
-    ctx = make_context(window_size=50, context_window_tokens=900, keep_recent_turns=2)
+    ctx = make_context(window_size=50, context_window_tokens=900, keep_recent_turns=2, **WIDE)
     thread = _thread()
     for i in range(6):
         state = await say(agent, ctx, thread, f"message {i} " + SENTENCE * 8)  # ~150 tokens

@@ -20,7 +20,11 @@ FILLER = [
 ]
 
 
-async def test_end_to_end_memory_finds_evidence_that_left_the_window(memory_env, tmp_path):
+async def test_end_to_end_memory_finds_evidence_that_left_the_window(
+    memory_env, tmp_path, monkeypatch
+):
+    # the window bounded by its count alone (20 turns), which the assertions count on
+    monkeypatch.setenv("WINDOW_TOKEN_SHARE", "1.0")
     session_1 = [("Bob", "How was your weekend?")]
     session_1.append(("Alice", "Great! We adopted a dog, a golden retriever called Biscuit."))
     session_1 += [("Bob" if i % 2 else "Alice", FILLER[i % len(FILLER)]) for i in range(8)]

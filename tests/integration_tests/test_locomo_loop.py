@@ -17,9 +17,12 @@ FILLER = [
 ]
 
 
-async def test_the_loop_recalls_within_the_budget_as_the_benchmark_does(memory_env, tmp_path):
+async def test_the_loop_recalls_within_the_budget_as_the_benchmark_does(
+    memory_env, tmp_path, monkeypatch
+):
     """The window is left out of the budget once, by the recall node (it was also taken
     off the loop's budget before: recall got the budget less twice the window)."""
+    monkeypatch.setenv("WINDOW_TOKEN_SHARE", "1.0")  # a window of 20 turns, by count alone
     session_1 = [("Alice", "We adopted a dog, a golden retriever called Biscuit.")]
     session_1 += [("Bob" if i % 2 else "Alice", FILLER[i % len(FILLER)]) for i in range(5)]
     session_2 = [("Alice" if i % 2 else "Bob", FILLER[(i + 1) % len(FILLER)]) for i in range(24)]

@@ -227,21 +227,21 @@ async def test_bad_input_gets_a_clear_error_and_loses_nothing(
     assert await services.window.window(user_id, thread) == []  # nothing was written
     assert await services.profile.get("default-user") == {}
     # the refused turn's message is kept in the thread: it is answered with the next turn
-    state = await _say(agent, user_id, thread, "here I am")
-    texts = [m.text for m in state["messages"] if isinstance(m, HumanMessage)]
-    assert "I have no name" in texts and "here I am" in texts
-    stored = [m.content for m in await services.window.window(user_id, thread)]
-    assert "here I am" in stored and "I have no name" in stored
+    await _say(agent, user_id, thread, "here I am")
+    answered = [m.text for m in model.prompts[-1] if isinstance(m, HumanMessage)]
+    assert "I have no name" in answered and "here I am" in answered
+    logged = [m.content for m in await services.episodes.history(user_id, thread)]
+    assert "here I am" in logged and "I have no name" in logged  # in the window or gone on
     # a thread of someone else's: refused, and the owner's thread is left as it was
     intruder = f"intruder-{uuid.uuid4().hex[:6]}"
     with pytest.raises(ThreadOwnershipError, match="belongs to another user"):
         await _say(agent, intruder, thread, "let me read this")
-    owners = [m.content for m in await services.window.window(user_id, thread)]
+    owners = [m.content for m in await services.episodes.history(user_id, thread)]
     assert "let me read this" not in owners
     state = await _say(agent, user_id, thread, "still mine")
     assert "let me read this" not in [m.text for m in state["messages"]]
     assert any(e["kind"] == "dropped_rejected" for e in state["memory_events"])
-    owners = [m.content for m in await services.window.window(user_id, thread)]
+    owners = [m.content for m in await services.episodes.history(user_id, thread)]
     assert "let me read this" not in owners and "still mine" in owners
     assert await services.window.window(intruder, thread) == []
 

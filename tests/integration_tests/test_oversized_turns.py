@@ -134,7 +134,7 @@ async def test_a_dangling_tool_call_sent_by_a_client_never_fails_later_turns(
     """An AI message with tool_calls and no tool results (a client's history) would make
     OpenAI answer 400 on every turn: the prompt leaves such calls out, the state keeps them."""
     model = provider()
-    ctx = make_context(model_obj=model)
+    ctx = make_context(model_obj=model, window_token_share=1.0)  # the window keeps all three
     thread = _thread()
     dangling = AIMessage(
         "Let me look that up.",

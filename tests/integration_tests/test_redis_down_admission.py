@@ -66,7 +66,8 @@ async def test_a_turn_is_validated_whole_while_redis_is_down(
 ):
     layout, restart = private_servers
     thread, model = _id("t"), ScriptedChatModel()
-    ctx = make_context(model_obj=model)
+    # a window that still holds the buffered turn when Redis is back
+    ctx = make_context(model_obj=model, window_token_share=1.0)
     config = {"configurable": {"thread_id": thread}}
     await say(agent, ctx, thread, "before the outage")
     _kill_redis(layout)

@@ -42,8 +42,9 @@ async def _assert_archived(services, user: str, thread: str, ids: list[str]) -> 
 async def test_end_session_archives_window_and_backlog_and_reflects(
     agent, make_context, fake_model, services
 ):
-    # summary_batch 50: nothing is summarized during the chat, six messages wait
-    ctx = make_context(window_size=6, summary_batch=50, reflect_after=1)
+    # summary_batch 50: nothing is summarized during the chat, six messages wait (the
+    # window bounded by its count alone)
+    ctx = make_context(window_size=6, window_token_share=1.0, summary_batch=50, reflect_after=1)
     thread = _thread()
     ids: list[str] = []
     for i in range(6):
