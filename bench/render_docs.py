@@ -258,6 +258,77 @@ def render_locomo_grid(root: Path) -> str:
     return table(head, rows) + note
 
 
+def render_locomo_levers(root: Path) -> str:
+    """The levers `bench.locomo_loop` tried on one replay: recall per category, tokens."""
+    d = load(root, "locomo_levers")
+    config = load(root, "locomo")["config"]
+    cats, names = [str(c) for c in config["scored_categories"]], config["categories"]
+    hybrid = d["hybrid"]["by_category"]
+    rows = [["hybrid (the last full run)", *(f"{hybrid[c]:.2f}" for c in cats), "", ""]]
+    for variant, result in d["variants"].items():
+        label = "the defaults" if not variant else f"`{variant.replace(',', ', ')}`"
+        rows.append(_locomo_row(label, result, cats))
+    cv = d["cross_validated"]
+    chosen = ", ".join(f"`{k or 'the defaults'}` in {n}" for k, n in cv["chosen_in_folds"].items())
+    note = (
+        f"\n\nLeave one conversation out over these rows, the folds choose {chosen}; "
+        f"cross-validated overall {cv['overall_1_4']:.3f}. Budget "
+        f"{num(d['budget'], 0)} tokens, window included. Run on {machine(d)}."
+    )
+    head = ["variant", *(names[c] for c in cats), "overall 1–4", "tokens"]
+    return table(head, rows) + note
+
+
+def render_window_share(root: Path) -> str:
+    """Per window share: LoCoMo per category, LongMemEval in the thread and on its own."""
+    d = load(root, "window_share")
+    config = load(root, "locomo")["config"]
+    cats, names = [str(c) for c in config["scored_categories"]], config["categories"]
+    cv = d["cross_validated"]
+    default = cv["default"]
+
+    def lme(result: dict[str, Any]) -> list[str]:
+        return [f"{result['turn_recall']['overall']:.3f}", num(result["tokens"]["overall"], 0)]
+
+    rows = []
+    for key, s in d["shares"].items():
+        label = f"**{key}**" if key == default else key
+        by, lo = s["locomo"]["by_category"], s["locomo"]
+        rows.append(
+            [
+                label,
+                *(f"{by[c]:.2f}" for c in cats),
+                f"{lo['overall_1_4']:.3f}",
+                num(lo["tokens_mean"], 0),
+                *lme(s["longmemeval_in_thread"]),
+                f"{s['longmemeval_in_budget']['turn_recall']['overall']:.3f}",
+            ]
+        )
+    first = next(iter(d["shares"].values()))
+    hybrid = first["locomo_hybrid"]
+    lme_hybrid = first["longmemeval_hybrid"]["turn_recall"]["overall"]
+    rows.append(
+        ["hybrid", *(f"{hybrid[c]:.2f}" for c in cats), "", "", f"{lme_hybrid:.3f}", "", ""]
+    )
+    head = [
+        "share",
+        *(f"LoCoMo {names[c]}" for c in cats),
+        "LoCoMo overall",
+        "tokens",
+        "LongMemEval in the thread",
+        "tokens",
+        "LongMemEval, a session of its own",
+    ]
+    chosen = ", ".join(f"{k} in {n}" for k, n in cv["chosen_in_folds"].items())
+    held = cv["cross_validated"]
+    note = (
+        f"\n\nBold: the default. Holding out one LoCoMo conversation or one LongMemEval "
+        f"question at a time, the folds choose the share {chosen}; cross-validated, LoCoMo "
+        f"{held['locomo']:.3f} and LongMemEval in the thread {held['longmemeval']:.3f}."
+    )
+    return table(head, rows) + note
+
+
 def render_locomo_headline(root: Path) -> str:
     """One sentence: the recall figure against the best baseline."""
     d = load(root, "locomo")
@@ -913,6 +984,8 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "locomo-headline": render_locomo_headline,
     "locomo-table": render_locomo_table,
     "locomo-grid": render_locomo_grid,
+    "locomo-levers": render_locomo_levers,
+    "window-share": render_window_share,
     "longmemeval-table": render_longmemeval_table,
     "longmemeval-headline": render_longmemeval_headline,
     "joint-cv": render_joint_cv,

@@ -94,10 +94,10 @@ class Context:
     # --- working window and prompt budget (tokens) ---
     window_size: int = operator_knob(20, "Messages kept in the Redis working window.", ge=1)
     window_token_share: float = operator_knob(
-        0.5,
+        0.0,
         "Share of memory_token_budget the working window may hold: older whole turns leave "
         "it (to the durable queue) beyond that, and recall fills what the window leaves of "
-        "the budget. The newest two turns always stay.",
+        "the budget. The newest two turns always stay (0: the window is those two turns).",
         ge=0,
         le=1,
     )

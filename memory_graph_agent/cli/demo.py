@@ -119,6 +119,7 @@ def _settings(user_id: str, window_size: int) -> Context:
     return Context(
         user_id=user_id,
         window_size=window_size,
+        window_token_share=1.0,  # the window is its last `window_size` messages
         summary_batch=DEMO_SUMMARY_BATCH,
         reflect_after=DEMO_REFLECT_AFTER,
     )
