@@ -105,9 +105,9 @@ async def ask(
 ) -> dict[str, Any]:
     """Recall every scored question once per variant; print recall per category.
 
-    Returns the report `write_report` writes: each variant's recall per category, its
-    tokens, and leave-one-conversation-out cross-validation over the variants (the first
-    one is the default ties go to).
+    Returns the report ``--out`` writes: each variant's recall per category, its tokens,
+    and leave-one-conversation-out cross-validation over the variants (ties go to the
+    first).
     """
     state = json.loads(_state_file(db).read_text())
     machine = await machine_info(state["url"])
