@@ -71,6 +71,14 @@ SUMMARIES = Counter(
     ["outcome"],
 )
 
+DEATH_CAUSES = ("SIGSEGV", "SIGILL", "SIGBUS", "SIGABRT", "SIGKILL", "SIGTERM", "exit", "other")
+MODEL_SERVER_DEATHS = Counter(
+    "agent_memory_model_server_deaths_total",
+    "Deaths of the local model server (llama.cpp), by the signal that killed it, 'exit' "
+    "(it exited, e.g. refusing an unportable build) or 'other'.",
+    ["cause"],
+)
+
 # Known label values start at 0, so a scrape shows every series before the first event.
 for _tier in TIERS:
     HITS.labels(tier=_tier)
@@ -78,6 +86,8 @@ for _outcome in SUMMARY_OUTCOMES:
     SUMMARIES.labels(outcome=_outcome)
 for _op in REDIS_OPS:
     REDIS_FAILURES.labels(op=_op)
+for _cause in DEATH_CAUSES:
+    MODEL_SERVER_DEATHS.labels(cause=_cause)
 
 LLM_PURPOSES = ("summarize", "extract_facts", "consolidate", "reflect")
 LLM_CALLS = Counter(

@@ -41,7 +41,11 @@ class StructuredOutputError(OutputParserException):
 
 
 class LocalModelUnavailable(RuntimeError):
-    """The local model server died during the call (it is restarted for the next one)."""
+    """The local model server died during the call (it is restarted for the next one).
+
+    Its message says how (signal or exit status), where the kernel saw the crash, the
+    server's last log lines and the remedy (`model_server.ServerDeath.describe`).
+    """
 
 
 def smollm2_path() -> str:
@@ -111,10 +115,14 @@ class LocalChatModel(ChatOpenAI):
         return model
 
     def _died(self, exc: Exception) -> Exception:
+        """The call's error, or `LocalModelUnavailable` saying how the server died."""
         if isinstance(exc, openai.APIConnectionError | openai.InternalServerError) and (
             self._server.check()
         ):
-            return LocalModelUnavailable(f"the local model server died during the call: {exc}")
+            death = self._server.death
+            return LocalModelUnavailable(
+                death.describe() if death else f"the local model server died: {exc}"
+            )
         return exc
 
     def _generate(

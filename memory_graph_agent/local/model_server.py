@@ -3,13 +3,21 @@
 It runs in a child process on 127.0.0.1, never inside the agent, so a llama.cpp crash (a
 grammar it cannot handle has made it segfault) fails one call like any model error; the
 next call restarts it. The child polls its parent pid and exits with the agent.
+
+A death is reported as such (`ServerDeath`): the signal or exit status, where the kernel
+says it crashed (library and function, `crash_site`), the last lines of the server's log
+and the remedy. The child refuses to start on a llama.cpp build with AMX code, which
+crashes on the first prompt on recent Xeons (llama.cpp issue 20824): a wheel compiled
+with ``-march=native`` before the README's portable flags, kept by pip's cache.
 """
 
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -20,9 +28,94 @@ from pathlib import Path
 
 import httpx
 
+from memory_graph_agent.core import metrics
+from memory_graph_agent.core.install import REBUILD_LLAMA
+from memory_graph_agent.local.crash_site import CrashSite, crash_site
+
 log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 60.0
+EXIT_UNPORTABLE = 78
+"""The child's exit status when its llama.cpp build holds AMX code (EX_CONFIG)."""
+LOG_TAIL_LINES = 8
+
+
+def unportable_build(system_info: str) -> str | None:
+    """Why a llama.cpp build (``llama_print_system_info()``) must not run, or None.
+
+    AMX kernels crash in ``ggml_backend_amx_mul_mat`` (llama.cpp issue 20824); the README's
+    build (``GGML_NATIVE=OFF``) has none.
+    """
+    features = {
+        name.strip(): value.strip()
+        for part in system_info.split("|")
+        if "=" in part
+        for name, value in [part.split(":")[-1].split("=", 1)]
+    }
+    amx = sorted(
+        name for name, value in features.items() if name.startswith("AMX") and value == "1"
+    )
+    if not amx:
+        return None
+    return (
+        f"llama-cpp-python was compiled for this machine's CPU with {', '.join(amx)} "
+        "(-march=native), whose kernels crash at the first prompt on this CPU "
+        f"(llama.cpp issue 20824). Rebuild it portably: {REBUILD_LLAMA}"
+    )
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+@dataclass(frozen=True)
+class ServerDeath:
+    """How the local model server ended, where it crashed, what it said last, what to do."""
+
+    returncode: int
+    log_tail: list[str]
+    site: CrashSite | None = None
+    log_file: Path | None = None
+
+    @property
+    def signal_name(self) -> str | None:
+        """``SIGSEGV`` and the like when a signal killed it, else None."""
+        return _signal_name(-self.returncode) if self.returncode < 0 else None
+
+    @property
+    def how(self) -> str:
+        """``killed by signal 11 (SIGSEGV)`` or ``exited with status 78``."""
+        if self.returncode < 0:
+            return f"killed by signal {-self.returncode} ({self.signal_name})"
+        return f"exited with status {self.returncode}"
+
+    @property
+    def remedy(self) -> str:
+        """What the user can do about it."""
+        function = (self.site.function or "").lower() if self.site else ""
+        if self.returncode == EXIT_UNPORTABLE or "amx" in function:
+            return f"rebuild llama-cpp-python portably: {REBUILD_LLAMA}"
+        if self.returncode == -signal.SIGILL:
+            return (
+                "llama.cpp uses an instruction this CPU lacks; rebuild it portably: "
+                f"{REBUILD_LLAMA}"
+            )
+        return (
+            "it is restarted for the next call; if it dies again, run `memory-agent doctor` "
+            "or set MODEL to a hosted model"
+        )
+
+    def describe(self) -> str:
+        """One paragraph for an error, a notice or a run's error."""
+        where = f" with a {self.site}" if self.site else ""
+        tail = " | ".join(self.log_tail) or "(nothing)"
+        return (
+            f"the local model server (llama.cpp) {self.how}{where}. Its last log lines: "
+            f"{tail}. Remedy: {self.remedy}." + (f" Log: {self.log_file}" if self.log_file else "")
+        )
 
 
 class ModelServerError(RuntimeError):
@@ -42,8 +135,12 @@ class LocalModelServer:
     n_threads_batch: int = field(default_factory=lambda: os.cpu_count() or 1)
     port: int = 0
     restarts: int = 0
+    death: ServerDeath | None = None
+    """How the last child ended (None while it runs, or before the first start)."""
     _death_reported: bool = False
     _proc: subprocess.Popen[bytes] | None = None
+    _started_at: float = 0.0  # time.monotonic() at the child's start
+    _log_offset: int = 0  # where the child's own lines start in the shared log
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -105,20 +202,39 @@ class LocalModelServer:
 
     def _report_death(self) -> None:
         proc = self._proc
-        if proc is None or self._death_reported:
+        if proc is None or self._death_reported or proc.returncode is None:
             return
         self._death_reported = True
-        code = proc.returncode
-        how = f"signal {-code}" if code is not None and code < 0 else f"exit {code}"
+        self.death = self._death_of(proc.returncode)
+        cause = self.death.signal_name or "exit"
+        metrics.MODEL_SERVER_DEATHS.labels(
+            cause=cause if cause in metrics.DEATH_CAUSES else "other"
+        ).inc()
         message = (
-            f"the local model server crashed ({how}): the call failed like any model error "
-            "(memory work falls back to raw text; nothing is lost) and the server is "
-            f"restarted for the next call. Log: {self.log_file}"
+            f"local model server crashed: {self.death.describe()} The call failed like any "
+            "model error (memory work falls back to raw text; nothing is lost)."
         )
         log.warning(message)
         from memory_graph_agent.storage.outages import outages
 
         outages.notify(message)
+
+    def _death_of(self, returncode: int) -> ServerDeath:
+        """Read how the child ended: the kernel's crash line and its log's last lines."""
+        site = None
+        if returncode < 0 and returncode != -signal.SIGKILL:  # SIGKILL leaves no trap line
+            site = crash_site(self._started_at, _library_folders())
+        return ServerDeath(returncode, self._log_tail(), site, self.log_file)
+
+    def _log_tail(self) -> list[str]:
+        try:
+            with self.log_file.open("rb") as fh:
+                fh.seek(self._log_offset)
+                text = fh.read()[-16_000:].decode(errors="replace")
+        except OSError:
+            return []
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        return lines[-LOG_TAIL_LINES:]
 
     def _start(self) -> None:
         from memory_graph_agent.local.embedded import logs
@@ -138,7 +254,10 @@ class LocalModelServer:
         ]  # fmt: skip
         self.port = int(cmd[cmd.index("--port") + 1])
         self._death_reported = False
+        self.death = None
+        self._started_at = time.monotonic()
         with self.log_file.open("ab") as out:
+            self._log_offset = out.tell()
             self._proc = subprocess.Popen(
                 cmd,
                 stdin=subprocess.DEVNULL,
@@ -150,10 +269,9 @@ class LocalModelServer:
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                raise ModelServerError(
-                    f"the local model server exited at start (exit {self._proc.returncode}); "
-                    f"see {self.log_file}"
-                )
+                self._report_death()
+                assert self.death is not None
+                raise ModelServerError(f"at its start, {self.death.describe()}")
             try:
                 if httpx.get(f"{self.base_url}/models", timeout=1).status_code == 200:
                     log.info("local model server %s on %s", self.alias, self.base_url)
@@ -165,6 +283,13 @@ class LocalModelServer:
         raise ModelServerError(
             f"the local model server did not answer in time; see {self.log_file}"
         )
+
+
+def _library_folders() -> list[Path]:
+    """Where llama-cpp-python keeps its shared libraries (to name a crash's function)."""
+    spec = importlib.util.find_spec("llama_cpp")
+    roots = list(spec.submodule_search_locations or []) if spec else []
+    return [Path(root) / "lib" for root in roots]
 
 
 def _free_port() -> int:
@@ -205,6 +330,11 @@ def main() -> None:
 
     parent = int(sys.argv[1])
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+    import llama_cpp
+
+    if refused := unportable_build(llama_cpp.llama_print_system_info().decode(errors="replace")):
+        print(f"refusing to start: {refused}", file=sys.stderr, flush=True)
+        sys.exit(EXIT_UNPORTABLE)
     sys.argv = ["llama_cpp.server", *sys.argv[2:]]
     runpy.run_module("llama_cpp.server", run_name="__main__")
 

@@ -17,6 +17,7 @@ import uuid
 import pydantic
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from prometheus_client import REGISTRY
 
 from memory_graph_agent.formation.llm import invoke_structured
 from memory_graph_agent.formation.schemas import (
@@ -121,11 +122,19 @@ async def test_a_real_server_crash_fails_the_call_and_the_next_call_restarts_it(
             }
         }
     )
-    with pytest.raises(LocalModelUnavailable):
+    deaths = _deaths("SIGSEGV")
+    with pytest.raises(LocalModelUnavailable) as raised:
         await crashing.ainvoke("Decide.")
     assert server._proc.returncode == -signal.SIGSEGV
+    # the error says what died and how, what it said last and what to do (not "Connection error")
+    message = str(raised.value)
+    assert "local model server (llama.cpp) killed by signal 11 (SIGSEGV)" in message
+    assert "Its last log lines: " in message and "Remedy: " in message
+    assert "Connection error" not in message
+    assert server.death is not None and server.death.log_tail, "the server's own last lines"
+    assert _deaths("SIGSEGV") == deaths + 1, "counted in the metrics"
     notices = outages.take_notices()
-    assert len(notices) == 1 and "crashed (signal 11)" in notices[0]
+    assert len(notices) == 1 and "killed by signal 11 (SIGSEGV)" in notices[0]
     assert "local-model.log" in notices[0]
 
     reply = await llm.ainvoke("Say hello.")  # a new server process answers
@@ -151,10 +160,15 @@ async def test_a_dead_server_is_restarted_and_the_turn_says_so_once(
     assert state["messages"][-1].type == "ai" and str(state["messages"][-1].content).strip()
     notices = [e["text"] for e in state["memory_events"] if e["kind"] == "notice"]
     crash_events = [n for n in notices if "local model server crashed" in n]
-    assert len(crash_events) == 1 and "signal 9" in crash_events[0]
+    assert len(crash_events) == 1 and "killed by signal 9 (SIGKILL)" in crash_events[0]
 
     state = await say(agent, ctx, thread, "Good.")
     assert [e for e in state["memory_events"] if e["kind"] == "notice"] == []
+
+
+def _deaths(cause: str) -> float:
+    found = REGISTRY.get_sample_value("agent_memory_model_server_deaths_total", {"cause": cause})
+    return found or 0.0
 
 
 def _missing(monkeypatch: pytest.MonkeyPatch, package: str) -> None:
@@ -221,7 +235,7 @@ async def test_a_server_crash_during_summarizing_loses_nothing_and_is_told_once(
     summaries = await services.memories.list(ctx.user_id, kind="summary")
     assert summaries and all(s.importance == 0.3 for s in summaries), "raw-text fallback"
     assert "Lisbon" in " ".join(s.text for s in summaries)
-    crashes = [e for e in events if "local model server crashed (signal 11)" in e]
+    crashes = [e for e in events if "local model server crashed" in e and "(SIGSEGV)" in e]
     assert len(crashes) == len(summaries), "each crash told once"
     assert server.restarts >= restarts + len(summaries) - 1
     await _assert_exactly_once(services, ctx.user_id, thread)
