@@ -67,21 +67,23 @@ class LoopThread:
                 self.loop.call_soon_threadsafe(lambda: [t.cancel() for t in tasks])
             raise
 
+    def cancel_rest(self) -> None:
+        """Cancel every task still running on the loop and wait until they have ended."""
+        self.run(_cancel_others())
+
     def close(self) -> None:
         """Cancel what still runs on the loop, then stop the loop and its thread."""
         if self.loop.is_running():
-            self.run(_wind_down())
+            self.cancel_rest()
+            self.run(self.loop.shutdown_asyncgens())
+            self.run(self.loop.shutdown_default_executor())
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join()
         self.loop.close()
 
 
-async def _wind_down() -> None:
-    """Cancel the loop's other tasks and wait for them; close its generators and executor."""
+async def _cancel_others() -> None:
     rest = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
     for task in rest:
         task.cancel()
     await asyncio.gather(*rest, return_exceptions=True)
-    loop = asyncio.get_running_loop()
-    await loop.shutdown_asyncgens()
-    await loop.shutdown_default_executor()

@@ -167,8 +167,9 @@ def services_session_sync(embedding_model: str | None = None) -> Iterator[Servic
     """`services_session` for sync code: the services open on a loop thread of their own.
 
     Sync callers reach them through `Services.run` (``MemoryMiddleware``'s sync hooks, for
-    ``agent.invoke`` and ``agent.stream``, do). On exit the services close, then what
-    still runs on their loop is cancelled: drain memory runs first (``drain_sync``).
+    ``agent.invoke`` and ``agent.stream``, do). On exit what still runs on their loop is
+    cancelled, then they close: drain memory runs first (``drain_sync``); a cancelled
+    memory run leaves its batch leased in Redis for a later run.
     """
     runner = LoopThread("memory-services")
     try:
@@ -177,6 +178,7 @@ def services_session_sync(embedding_model: str | None = None) -> Iterator[Servic
         try:
             yield services
         finally:
+            runner.cancel_rest()
             runner.run(services.aclose())
     finally:
         runner.close()

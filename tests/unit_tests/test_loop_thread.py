@@ -52,15 +52,19 @@ def test_waiting_from_the_loops_own_thread_is_refused_not_a_deadlock() -> None:
         runner.close()
 
 
-def test_closing_cancels_what_still_runs_on_the_loop() -> None:
+def test_closing_cancels_what_still_runs_on_the_loop_and_waits_for_it() -> None:
     runner = LoopThread()
-    started = threading.Event()
+    started, ended = threading.Event(), []
 
     async def forever() -> None:
         started.set()
-        await asyncio.sleep(3600)
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            ended.append("cancelled")
+            raise
 
     runner.loop.call_soon_threadsafe(lambda: runner.loop.create_task(forever()))
     assert started.wait(5)
     runner.close()
-    assert runner.loop.is_closed()
+    assert ended == ["cancelled"] and runner.loop.is_closed()
