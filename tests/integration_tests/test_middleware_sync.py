@@ -97,7 +97,13 @@ def test_invoke_and_stream_remember_across_threads_and_drain_the_memory_runs(
     _say(agent, f"other-{uuid.uuid4().hex[:8]}", _thread(), "Where do I live?")
     system = model.system_prompts()[-1]
     assert "Berlin" not in system and "Zhang" not in system
-    memory.drain_sync()
+
+    calls = len(model.system_prompts())  # a session end jumps past the model
+    config = {"configurable": {"thread_id": old}}
+    ended = agent.invoke({"end_session": True}, config, context={"user_id": user_id})
+    assert len(model.system_prompts()) == calls and ended["messages"] == []
+    assert services.run(services.window.window(user_id, old)) == []
+    services.run(_assert_exactly_once(services, user_id, old))
 
 
 def test_the_memory_tools_run_in_a_sync_run_for_the_runs_own_user(sync_services, saver, user_id):
