@@ -150,6 +150,9 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
             await memory.drain()  # before closing the services
         ```
 
+        Sync code (``agent.invoke``, ``agent.stream``) opens the services with
+        ``services_session_sync()`` instead and ends with ``memory.drain_sync()``.
+
     Args:
         services: Our stores (`services_session`). ``None``: a LangGraph server's, opened
             on first use, with memory runs on its ``memory_agent`` graph.
