@@ -19,6 +19,11 @@ is not called (``abefore_agent`` jumps to the end); the thread's memory runs of 
 finish first, then the whole window moves to pending and is summarized within the run, and
 the thread's messages leave the agent's state.
 
+Each hook has its sync twin (``before_agent``, ``wrap_model_call``, ``after_agent``), for
+``agent.invoke`` and ``agent.stream``: the memory work runs on the services' own loop
+thread (`services_session_sync`, `Services.run`) and the sync run waits for it; the model
+is called in the run's thread. ``drain_sync`` waits for the memory runs there.
+
 The user is the run's: ``context.user_id`` (an object or a dict), or the authenticated
 identity of a LangGraph server run. Without one the turn is refused with `MissingUserError`;
 nothing is ever written under a default user.
@@ -27,10 +32,10 @@ nothing is ever written under a default user.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import fields
 from functools import partial
-from typing import Annotated, Any, NotRequired
+from typing import Annotated, Any, NotRequired, TypeVar
 
 from langchain.agents.middleware import (
     AgentMiddleware,
@@ -49,8 +54,8 @@ from langgraph.runtime import Runtime
 from graph.background import LocalScheduler, ServerScheduler, memory_run
 from graph.builder import GRAPH_NAME, build_graph
 from graph.context import Context, MemoryScheduler, current_thread_id
+from graph.middleware_tools import DeferredProvider, middleware_tools
 from graph.prompts import memory_prompt
-from graph.tools import memory_tools
 from memory_graph_agent.core.records import MemoryEvent, ProfileChange, RecalledItem, event
 from memory_graph_agent.core.turns import ends_session
 from memory_graph_agent.providers.base import MemoryProvider, ProfileView
@@ -70,9 +75,16 @@ HOW_TO_PASS_THE_USER = (
     "{'user_id': 'ada'} works too), or serve the agent with authentication on a LangGraph "
     "server, where the user is the authenticated identity. Nothing was written."
 )
+HOW_TO_RUN_SYNC = (
+    "MemoryMiddleware's sync hooks (agent.invoke, agent.stream) need services opened for "
+    "sync code: services_session_sync(), on a loop thread of their own. These services live "
+    "in an event loop (services_session) that a sync call would block: in async code, call "
+    "agent.ainvoke or agent.astream."
+)
 UNSET_USER = next((f.default for f in fields(Context) if f.name == "user_id"), None)
 """`Context`'s placeholder user: refused, so that nothing lands under a shared default."""
 RESERVED = ("user_id", "memory_of")
+T = TypeVar("T")
 
 
 class MissingUserError(InvalidInputError):
@@ -138,6 +150,9 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
             await memory.drain()  # before closing the services
         ```
 
+        Sync code (``agent.invoke``, ``agent.stream``) opens the services with
+        ``services_session_sync()`` instead and ends with ``memory.drain_sync()``.
+
     Args:
         services: Our stores (`services_session`). ``None``: a LangGraph server's, opened
             on first use, with memory runs on its ``memory_agent`` graph.
@@ -179,8 +194,8 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
             scheduler = LocalScheduler()
             scheduler.bind(build_graph(services, scheduler=scheduler))
         self.scheduler = scheduler or ServerScheduler(GRAPH_NAME)
-        deferred = _Deferred(self)
-        self.tools = memory_tools(provider=deferred, settings_of=self.settings) if tools else []
+        deferred = DeferredProvider(provider, self.open)
+        self.tools = middleware_tools(deferred, self.settings, self._wait) if tools else []
 
     def settings(self, runtime: Runtime[Any] | ToolRuntime[Any]) -> Context:
         """The run's `Context`: its user (`user_of`) and the middleware's knobs."""
@@ -197,6 +212,33 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
         """Wait for this process's memory runs (call it before closing the services)."""
         if isinstance(self.scheduler, LocalScheduler):
             await self.scheduler.drain()
+
+    def drain_sync(self) -> None:
+        """`drain` for sync code, whose services are `services_session_sync`'s."""
+        if isinstance(self.scheduler, LocalScheduler):
+            self._wait(self.scheduler.drain())
+
+    def _wait(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run an async hook on the services' loop thread and wait for it (a sync run)."""
+        if self.services is None or self.services.loop_thread is None:
+            coroutine.close()
+            raise RuntimeError(HOW_TO_RUN_SYNC)
+        return self.services.run(coroutine)
+
+    @hook_config(can_jump_to=["end"])
+    def before_agent(self, state: MemoryAgentState, runtime: Runtime[Any]) -> dict[str, Any]:
+        """`abefore_agent` for ``agent.invoke`` and ``agent.stream``."""
+        return self._wait(self.abefore_agent(state, runtime))
+
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelResponse:
+        """`awrap_model_call` for sync runs: the model is called in the run's thread."""
+        return handler(self._with_memory(request))
+
+    def after_agent(self, state: MemoryAgentState, runtime: Runtime[Any]) -> dict[str, Any]:
+        """`aafter_agent` for ``agent.invoke`` and ``agent.stream``."""
+        return self._wait(self.aafter_agent(state, runtime))
 
     @hook_config(can_jump_to=["end"])
     async def abefore_agent(self, state: MemoryAgentState, runtime: Runtime[Any]) -> dict[str, Any]:
@@ -265,11 +307,15 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse:
         """Call the model with the memory blocks after the agent's own system prompt."""
+        return await handler(self._with_memory(request))
+
+    def _with_memory(self, request: ModelRequest) -> ModelRequest:
+        """The model request with the memory blocks after the agent's own system prompt."""
         ctx = self.settings(request.runtime)
         blocks = memory_prompt(_shown(request.state), ctx.profile_token_budget)
         own = request.system_message.text if request.system_message is not None else ""
         system = SystemMessage(f"{own}\n\n{blocks}" if own else blocks)
-        return await handler(request.override(system_message=system))
+        return request.override(system_message=system)
 
     async def aafter_agent(self, state: MemoryAgentState, runtime: Runtime[Any]) -> dict[str, Any]:
         """End the turn: window, overflow to pending, then a memory run when one is due."""
@@ -325,40 +371,3 @@ async def _or_empty(read: Awaitable[Any], empty: Any) -> Any:
 
 async def _untouched(items: list[Any]) -> None:
     """A provider without ``touch`` counts no access."""
-
-
-class _Deferred:
-    """The middleware's provider for its tools, resolved when a tool first runs.
-
-    On a LangGraph server the services (and so a named provider) open in the server's
-    event loop, after the agent is built.
-    """
-
-    def __init__(self, middleware: MemoryMiddleware) -> None:
-        self.middleware = middleware
-        spec = middleware._provider_spec
-        if isinstance(spec, str) or hasattr(spec, "set_pinned"):
-            self.set_pinned = self._set_pinned
-        if isinstance(spec, str) or hasattr(spec, "touch"):
-            self.touch = self._touch
-
-    async def _get(self) -> Any:
-        return (await self.middleware.open())[1]
-
-    async def profile(self, settings: Any) -> ProfileView:
-        return await (await self._get()).profile(settings)
-
-    async def recall(self, settings: Any, thread_id: str, query: str, budget: int) -> list:
-        return await (await self._get()).recall(settings, thread_id, query, budget)
-
-    async def remember(self, settings: Any, *args: Any) -> str:
-        return await (await self._get()).remember(settings, *args)
-
-    async def forget(self, settings: Any, ref: str) -> str:
-        return await (await self._get()).forget(settings, ref)
-
-    async def _set_pinned(self, settings: Any, ref: str, pinned: bool) -> str:
-        return await (await self._get()).set_pinned(settings, ref, pinned)
-
-    async def _touch(self, settings: Any, items: list[Any]) -> None:
-        await (await self._get()).touch(settings, items)

@@ -11,9 +11,10 @@ import asyncio
 import logging
 import os
 import weakref
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from langchain_core.embeddings import Embeddings
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -23,6 +24,7 @@ from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
+from memory_graph_agent.core.loop_thread import LoopThread
 from memory_graph_agent.local.embedded import (
     EmbeddedServiceError,
     crash_notice,
@@ -45,6 +47,7 @@ from memory_graph_agent.storage.threads import ThreadOwners
 from memory_graph_agent.storage.window import WindowStore
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(eq=False)  # compared and hashed by identity: one set of open connections
@@ -68,9 +71,25 @@ class Services:
     database_url: str
     query_vectors: QueryVectors = field(init=False)
     """Query embeddings started ahead of recall (`services.query_vectors`)."""
+    loop_thread: LoopThread | None = field(default=None, init=False)
+    """The loop they live on when opened for sync code (`services_session_sync`), else None."""
 
     def __post_init__(self) -> None:
         self.query_vectors = QueryVectors(self.embeddings)
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine`` on the services' loop thread and wait for its result (sync code).
+
+        Only for services of `services_session_sync`: others live in the event loop that
+        opened them, and a call from sync code there would block that very loop.
+        """
+        if self.loop_thread is None:
+            coroutine.close()
+            raise RuntimeError(
+                "these services were opened in an event loop (services_session): await "
+                "them there, or open them with services_session_sync() for sync code"
+            )
+        return self.loop_thread.run(coroutine)
 
     async def aclose(self) -> None:
         """Close the Redis client and the Postgres pool."""
@@ -141,6 +160,28 @@ async def services_session(embedding_model: str | None = None) -> AsyncIterator[
         yield services
     finally:
         await services.aclose()
+
+
+@contextmanager
+def services_session_sync(embedding_model: str | None = None) -> Iterator[Services]:
+    """`services_session` for sync code: the services open on a loop thread of their own.
+
+    Sync callers reach them through `Services.run` (``MemoryMiddleware``'s sync hooks, for
+    ``agent.invoke`` and ``agent.stream``, do). On exit what still runs on their loop is
+    cancelled, then they close: drain memory runs first (``drain_sync``); a cancelled
+    memory run leaves its batch leased in Redis for a later run.
+    """
+    runner = LoopThread("memory-services")
+    try:
+        services = runner.run(open_services(embedding_model))
+        services.loop_thread = runner
+        try:
+            yield services
+        finally:
+            runner.cancel_rest()
+            runner.run(services.aclose())
+    finally:
+        runner.close()
 
 
 _server: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[Services]] = (
