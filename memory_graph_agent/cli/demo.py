@@ -8,7 +8,6 @@ happens within a dozen turns (a couple of minutes with the local CPU model).
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from dataclasses import dataclass
@@ -19,14 +18,9 @@ from rich.markup import escape
 from graph.context import Context
 from graph.prompts import system_prompt
 from memory_graph_agent.cli.console import ReplyPrinter, console
+from memory_graph_agent.cli.doctor import print_results, run_checks
 from memory_graph_agent.cli.session import end_session, open_agent, run_turn
 from memory_graph_agent.core.kinds import MemoryKind
-from memory_graph_agent.local.embedded import (
-    EmbeddedServiceError,
-    embedded_log,
-    ensure_services,
-    vector_selfcheck,
-)
 from memory_graph_agent.storage.memories import Memory
 
 INTRODUCTION = [
@@ -86,16 +80,9 @@ def _storage_failure(events: list[dict[str, Any]]) -> str | None:
     return None
 
 
-async def _preflight() -> str | None:
-    """Check that memory can be stored before the turns: a vector round trip."""
-    try:
-        urls = await asyncio.to_thread(ensure_services)
-        await asyncio.to_thread(
-            vector_selfcheck, urls.database_url, embedded_log(urls.database_url)
-        )
-    except EmbeddedServiceError as exc:
-        return str(exc)
-    return None
+async def _preflight(model: str) -> bool:
+    """Before the turns, every part does its real work once (`memory-agent doctor`)."""
+    return print_results(await run_checks(model or None))
 
 
 def _block(prompt: str, tag: str) -> str:
@@ -167,8 +154,8 @@ async def run_demo(turns: int = 6, window_size: int = 6) -> int:
         f"reflection after {zhang.reflect_after} summaries"
     )
     console.print(PLAN.format(window=zhang.window_size))
-    if problem := await _preflight():
-        console.print(f"[red]memory cannot be stored, stopping the demo:[/] {escape(problem)}")
+    if not await _preflight(zhang.model):
+        console.print("[red]a part of memory does not work here, stopping the demo[/]")
         return 1
     script = INTRODUCTION + (SMALL_TALK * (turns // len(SMALL_TALK) + 1))[:turns]
     started = time.perf_counter()

@@ -1,7 +1,7 @@
 """The ``memory-agent`` console script.
 
-Commands: ``chat``, ``send``, ``demo``, ``memory show|graph|redrive``, ``forget``, ``maintain``,
-``services up|down|status``, ``metrics``. ``chat`` and ``demo`` take
+Commands: ``chat``, ``send``, ``demo``, ``doctor``, ``memory show|graph|redrive``, ``forget``,
+``maintain``, ``services up|down|status``, ``metrics``. ``chat`` and ``demo`` take
 ``--metrics-port N`` to serve Prometheus metrics on ``http://127.0.0.1:N/metrics``
 while they run. Bad arguments or input print ``error: ...`` and exit with status 2.
 """
@@ -20,6 +20,7 @@ from rich.markup import escape
 
 from memory_graph_agent.cli.console import console
 from memory_graph_agent.cli.conversation import _chat, _send, unavailable_note
+from memory_graph_agent.cli.doctor import _doctor
 from memory_graph_agent.cli.memory import (
     _forget,
     _maintain,
@@ -30,7 +31,13 @@ from memory_graph_agent.cli.memory import (
 from memory_graph_agent.drawing.model import MAX_MEMORIES, MAX_TURNS
 
 METRICS_PORT_HELP = "serve Prometheus metrics on http://127.0.0.1:PORT/metrics"
-COMMANDS = {"chat": _chat, "send": _send, "forget": _forget, "maintain": _maintain}
+COMMANDS = {
+    "chat": _chat,
+    "send": _send,
+    "forget": _forget,
+    "maintain": _maintain,
+    "doctor": _doctor,
+}
 MEMORY_COMMANDS = {"show": _memory_show, "graph": _memory_graph, "redrive": _memory_redrive}
 
 
@@ -118,6 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--turns", type=int, default=6, help="unrelated turns after the introduction")
     demo.add_argument("--window-size", type=int, default=6, help="messages kept in the window")
     demo.add_argument("--metrics-port", type=int, default=None, help=METRICS_PORT_HELP)
+    doctor = sub.add_parser(
+        "doctor",
+        help="check that the stores, the embeddings and the chat model each do real work "
+        "(exit 1 if one fails, naming what died and what to do)",
+    )
+    doctor.add_argument("--model", default=None, help="chat model to check (default: the agent's)")
+    doctor.add_argument("--json", action="store_true")
     memory = sub.add_parser("memory", help="inspect stored memory")
     msub = memory.add_subparsers(dest="memory_command", required=True)
     show = msub.add_parser("show", help="profile, summaries and reflections with provenance")

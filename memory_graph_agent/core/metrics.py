@@ -115,6 +115,7 @@ ALL_METRICS = (
     VECTOR_SIMILARITY,
     REDIS_FAILURES,
     SUMMARIES,
+    MODEL_SERVER_DEATHS,
 )
 
 MEMORY_REGISTRY = CollectorRegistry(auto_describe=True)

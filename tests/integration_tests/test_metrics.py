@@ -41,6 +41,7 @@ NAMES = (
     "agent_memory_summaries_total",
     "agent_memory_llm_calls_total",
     "agent_memory_llm_tokens_total",
+    "agent_memory_model_server_deaths_total",
 )
 
 # (sample name, labels) read before/after and compared across the scrape paths

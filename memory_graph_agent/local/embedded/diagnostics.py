@@ -29,27 +29,31 @@ _crash_offsets: dict[Path, tuple[int, tuple[int, int] | None]] = {}
 rotated copy of it (`_copy_of`) there was then: another one means it was rotated since."""
 
 
-def vector_selfcheck(url: str, log_file: Path | None = None) -> None:
+def vector_selfcheck(
+    url: str, log_file: Path | None = None, probe: list[float] | None = None
+) -> None:
     """Check that an HNSW index finds a stored vector as its own nearest neighbour, or raise.
 
-    The ``vector`` extension is created first if the database has none yet.
+    The ``vector`` extension is created first if the database has none yet. ``probe`` (a
+    real embedding) is stored among the generated vectors of its size and must be found.
 
     ``log_file``, the embedded server's log, lets the error name a crash (signal, CPU, binary).
     """
+    dim = len(probe) if probe is not None else SELFCHECK_DIM
     rows = [
-        (i, f"[{','.join(f'{math.sin(i * 1.7 + j * 0.31):.5f}' for j in range(SELFCHECK_DIM))}]")
+        (i, f"[{','.join(f'{math.sin(i * 1.7 + j * 0.31):.5f}' for j in range(dim))}]")
         for i in range(SELFCHECK_ROWS)
     ]
-    probe = rows[SELFCHECK_ROWS // 2]
+    if probe is not None:
+        rows.append((SELFCHECK_ROWS, f"[{','.join(f'{x:.6f}' for x in probe)}]"))
+    probe_row = rows[-1] if probe is not None else rows[SELFCHECK_ROWS // 2]
     try:
         with psycopg.connect(
             url, connect_timeout=10, autocommit=True, application_name=SELFCHECK_APP
         ) as conn:
             # a fresh database has none until the stores open; they create it the same way
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            conn.execute(
-                f"CREATE TEMP TABLE memory_agent_selfcheck (id int, v vector({SELFCHECK_DIM}))"
-            )
+            conn.execute(f"CREATE TEMP TABLE memory_agent_selfcheck (id int, v vector({dim}))")
             with conn.cursor() as cur:
                 cur.executemany("INSERT INTO memory_agent_selfcheck VALUES (%s, %s::vector)", rows)
             conn.execute("CREATE INDEX ON memory_agent_selfcheck USING hnsw (v vector_cosine_ops)")
@@ -58,15 +62,15 @@ def vector_selfcheck(url: str, log_file: Path | None = None) -> None:
                 found = conn.execute(
                     "SELECT id, v <=> %s::vector FROM memory_agent_selfcheck "
                     "ORDER BY v <=> %s::vector LIMIT 1",
-                    (probe[1], probe[1]),
+                    (probe_row[1], probe_row[1]),
                 ).fetchone()
             conn.execute("DROP TABLE memory_agent_selfcheck")
     except psycopg.Error as exc:
         raise EmbeddedServiceError(_selfcheck_failure(exc, log_file)) from exc
-    if not found or found[0] != probe[0] or abs(found[1]) > 1e-4:
+    if not found or found[0] != probe_row[0] or abs(found[1]) > 1e-4:
         raise EmbeddedServiceError(
             f"pgvector self-check failed: the HNSW index returned {found} (id, distance) for "
-            f"the vector of row {probe[0]}; the vector extension is broken."
+            f"the vector of row {probe_row[0]}; the vector extension is broken."
         )
 
 
