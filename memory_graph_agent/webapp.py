@@ -1,4 +1,4 @@
-"""HTTP routes served next to the graph by ``langgraph dev`` / the LangGraph server.
+"""HTTP routes served next to the graph by ``langgraph dev``, the LangGraph server and Aegra.
 
 ``GET /metrics`` serves the default Prometheus registry (the server's own ``/metrics``
 shadows it and serves the same registry); ``GET /memory/metrics`` serves only the
@@ -7,6 +7,12 @@ shadows it and serves the same registry); ``GET /memory/metrics`` serves only th
 ``enable_custom_route_auth`` in ``langgraph.json`` the server authenticates these routes
 with the same `Auth` handler as its own, so ``request.user`` is the caller. The lifespan
 closes the server's services.
+
+The app is a FastAPI one: Aegra takes only FastAPI apps, and authenticates only routes
+registered as FastAPI routes (plain Starlette routes were served to anyone). Importing it
+loads the `Auth` configuration too, so a deployment whose auth cannot load (a key shorter
+than 16 characters, say) refuses to start on every engine: Aegra loads the auth module at
+the first request and served everyone as ``anonymous`` when it failed.
 """
 
 from __future__ import annotations
@@ -14,12 +20,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from fastapi import FastAPI
 from prometheus_client import CONTENT_TYPE_LATEST
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
+from memory_graph_agent.auth import handlers  # noqa: F401 - a broken auth config stops the server
 from memory_graph_agent.auth.policy import Forbidden, check_forget
 from memory_graph_agent.core.ids import InvalidIdError, validate_id
 from memory_graph_agent.core.metrics import exposition
@@ -56,17 +62,13 @@ async def forget(request: Request) -> Response:
 
 
 @asynccontextmanager
-async def lifespan(app: Starlette) -> AsyncIterator[None]:
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     """Close the services the graph factories opened when the server shuts down."""
     yield
     await close_server_services()
 
 
-app = Starlette(
-    lifespan=lifespan,
-    routes=[
-        Route("/metrics", metrics, methods=["GET"]),
-        Route("/memory/metrics", memory_metrics, methods=["GET"]),
-        Route("/memory/users/{user_id}", forget, methods=["DELETE"]),
-    ],
-)
+app = FastAPI(title="memory-graph-agent", lifespan=lifespan, openapi_url=None, docs_url=None)
+app.add_api_route("/metrics", metrics, methods=["GET"], include_in_schema=False)
+app.add_api_route("/memory/metrics", memory_metrics, methods=["GET"], include_in_schema=False)
+app.add_api_route("/memory/users/{user_id}", forget, methods=["DELETE"], include_in_schema=False)

@@ -147,8 +147,8 @@ class Verifier:
         """Roles the API keys give ``user_id`` (a cron's run only carries its user id)."""
         return self._roles.get(user_id, frozenset())
 
-    def identify(self, headers: Mapping[bytes, bytes]) -> Identity:
-        """The identity of a request's ASGI headers, or `AuthFailed`."""
+    def identify(self, headers: Mapping[bytes, bytes] | Mapping[str, str]) -> Identity:
+        """The identity of a request's headers (bytes or str), or `AuthFailed`."""
         credential = _credential(headers)
         if credential is None:
             raise AuthFailed("missing credentials: send 'Authorization: Bearer <key>'")
@@ -181,12 +181,21 @@ class Verifier:
             raise AuthFailed(f"invalid token: {exc}") from None
 
 
-def _credential(headers: Mapping[bytes, bytes]) -> str | None:
-    if raw := headers.get(b"authorization"):
-        scheme, _, value = raw.decode("latin-1").strip().partition(" ")
+def _header(headers: Mapping[bytes, bytes] | Mapping[str, str], name: str) -> str | None:
+    """A header's value, whichever shape the engine passes (LangGraph: bytes, Aegra: str)."""
+    for key, value in headers.items():
+        text = key.decode("latin-1") if isinstance(key, bytes) else key
+        if text.lower() == name:
+            return value.decode("latin-1") if isinstance(value, bytes) else value
+    return None
+
+
+def _credential(headers: Mapping[bytes, bytes] | Mapping[str, str]) -> str | None:
+    if raw := _header(headers, "authorization"):
+        scheme, _, value = raw.strip().partition(" ")
         if scheme.lower() != "bearer" or not value.strip():
             raise AuthFailed("the Authorization header must be 'Bearer <key or token>'")
         return value.strip()
-    if raw := headers.get(b"x-api-key"):
-        return raw.decode("latin-1").strip() or None
+    if raw := _header(headers, "x-api-key"):
+        return raw.strip() or None
     return None

