@@ -89,7 +89,7 @@ def render_locomo_grid(root: Path) -> str:
 
 
 def render_locomo_levers(root: Path) -> str:
-    """The levers `bench.locomo_loop` tried on one replay: recall per category, tokens."""
+    """The levers tried on one LoCoMo replay (``locomo_levers.json``): recall per category."""
     d = load(root, "locomo_levers")
     config = load(root, "locomo")["config"]
     cats, names = [str(c) for c in config["scored_categories"]], config["categories"]
