@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from bench.stats import fmt, pyplot
+from bench.stats import fmt
 
 METRICS = ("ttft", "time_to_reply", "run_end", "next_turn_waits")
 LABELS = {
@@ -16,9 +15,8 @@ LABELS = {
 }
 
 
-def plot_latency(data: dict[str, Any], path: Path) -> None:
+def plot_latency(data: dict[str, Any], plt: Any) -> Any:
     """One panel per metric: p50 bars and p95 ticks, per agent and turn kind."""
-    plt = pyplot()
     modes = list(data["modes"])
     groups = [(m, kind) for m in modes for kind in ("memory_turns", "other_turns")]
     groups = [(m, k) for m, k in groups if data["modes"][m][k]["n"]]
@@ -42,10 +40,7 @@ def plot_latency(data: dict[str, Any], path: Path) -> None:
         f"{cfg['tokens_per_s']:.0f} tokens/s",
         fontsize=10,
     )
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
 
 
 def print_latency(data: dict[str, Any]) -> None:

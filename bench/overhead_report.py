@@ -8,10 +8,9 @@ without the embeddings and the fake model's calls; `summarize_full` /
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from bench.stats import fmt, ms_stats, pyplot
+from bench.stats import fmt, ms_stats
 from bench.timing import TurnRecord, on_path
 
 PEERS_SEARCH_P50_MS = {
@@ -206,9 +205,8 @@ def print_summary(data: dict[str, Any]) -> None:
         )
 
 
-def plot_overhead(data: dict[str, Any], path: Path) -> None:
+def plot_overhead(data: dict[str, Any], plt: Any) -> Any:
     """Four panels: per-node time, turn latency, search growth, memory work vs peers."""
-    plt = pyplot()
     rs = data["sizes"]
     sizes = [r["size"] for r in rs]
     fig, axes = plt.subplots(2, 2, figsize=(13, 9))
@@ -304,6 +302,4 @@ def plot_overhead(data: dict[str, Any], path: Path) -> None:
         f"Python {m['python']}, pgvector {m['pgvector']}",
         fontsize=10,
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig

@@ -37,7 +37,7 @@ prefix, dropped at the end.
 
 from __future__ import annotations
 
-import asyncio
+import argparse
 import contextlib
 import functools
 import os
@@ -57,6 +57,8 @@ from langchain_core.messages import HumanMessage
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
+from bench.harness import main, write_results
+from bench.knobs import Context, run_context
 from bench.peer_fill import check_layout, fill
 from bench.peer_stores import (
     LookupEmbeddings,
@@ -75,10 +77,8 @@ from bench.peers_report import (
     summarize_size,
 )
 from bench.seeding import VectorSource, embed_batched, seed_size
-from bench.stats import bench_parser, parse_ints, quiet_logs, write_outputs
 from bench.timing import CURRENT_TURN, TurnRecord, instrument, timed_node
 from graph.builder import build_builder
-from graph.context import Context
 from graph.prefetch import with_query_prefetch
 from memory_graph_agent.services.stores import open_checkpointer, services_session
 
@@ -230,7 +230,7 @@ async def run_peers(
         stack.enter_context(instrument(services))
         home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-peers-")))
         spec, _model = register_instant_model()
-        ctx = Context(user_id=user, model=spec, summary_mode="raw")
+        ctx = run_context(user_id=user, model=spec, summary_mode="raw")
         k = ctx.recall_k
         if checkpointer == "postgres":
             saver = await stack.enter_async_context(open_checkpointer(url))
@@ -368,47 +368,32 @@ async def run_peers(
             "layout_check": layout,
             "sizes": results,
         }
-    paths = write_outputs(out, "peers", data, plot_peers)
+    paths = write_results(out, "peers", data, plot_peers)
     print_table(data)
     _say(quiet, f"[peers] wrote {' and '.join(map(str, paths))}")
     return data
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse flags and run."""
-    p = bench_parser("python -m bench.peers", __doc__)
-    p.add_argument("--sizes", default="1000,10000,100000", help="memories of the benchmark user")
+COMMON = ("out", "seed", "seeded", "vectors")
+
+
+def flags(p: argparse.ArgumentParser) -> None:
+    """The flags of `bench.peers` beside the common ones."""
     p.add_argument("--queries", type=int, default=200, help="measured queries per system")
-    p.add_argument("--out", default="bench/out", help="output folder (JSON + PNG)")
     p.add_argument("--warmup", type=int, default=10, help="unmeasured queries per size")
-    p.add_argument("--other-users", type=int, default=9)
-    p.add_argument("--per-other-user", type=int, default=1000)
-    p.add_argument("--vectors", choices=("perturbed", "real", "random"), default="perturbed")
-    p.add_argument("--pool", type=int, default=2048, help="embedded texts (perturbed vectors)")
-    p.add_argument("--peers", default=",".join(PEER_NAMES), help="peers to run")
-    p.add_argument("--checkpointer", choices=("postgres", "memory"), default="postgres")
-    p.add_argument("--maintenance-work-mem", default="1GB")
-    p.add_argument("--seed", type=int, default=7)
-    a = p.parse_args(argv)
-    quiet_logs()
-    asyncio.run(
-        run_peers(
-            parse_ints(a.sizes),
-            a.queries,
-            a.out,
-            warmup=a.warmup,
-            other_users=a.other_users,
-            per_other_user=a.per_other_user,
-            vectors=a.vectors,
-            pool=a.pool,
-            peers=tuple(x.strip() for x in a.peers.split(",") if x.strip()),
-            checkpointer=a.checkpointer,
-            maintenance_work_mem=a.maintenance_work_mem,
-            seed=a.seed,
-        )
+    p.add_argument(
+        "--peers",
+        type=lambda text: tuple(x.strip() for x in text.split(",") if x.strip()),
+        default=",".join(PEER_NAMES),
+        help="peers to run",
     )
-    return 0
+    p.add_argument("--checkpointer", choices=("postgres", "memory"), default="postgres")
+
+
+async def run(a: argparse.Namespace) -> None:
+    """Run with the parsed flags (they are `run_peers`'s parameters)."""
+    await run_peers(**vars(a))
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main("peers"))

@@ -8,10 +8,9 @@ is the peer table of docs/benchmarks.md.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from bench.stats import fmt, ms_stats, pyplot
+from bench.stats import fmt, ms_stats
 from graph.durability import TURN_DURABILITY
 
 FLOOR = "floor"
@@ -183,9 +182,8 @@ def print_table(data: dict[str, Any]) -> None:
     print(markdown_table(data))
 
 
-def plot_peers(data: dict[str, Any], path: Path) -> None:
+def plot_peers(data: dict[str, Any], plt: Any) -> Any:
     """Two panels: p50 (bars) with p95 whiskers per size, with embedding and pre-embedded."""
-    plt = pyplot()
     rs = data["sizes"]
     names = [n for n in _order(rs[-1]["systems"]) if n != "query embedding"]
     fig, axes = plt.subplots(1, 2, figsize=(14, 5.5))
@@ -221,6 +219,4 @@ def plot_peers(data: dict[str, Any], path: Path) -> None:
         f"{m['cores']} cores, load {m['loadavg_at_start'][0]:.1f} at start",
         fontsize=10,
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig

@@ -34,12 +34,13 @@ from langchain_core.messages import HumanMessage
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
-from bench.stats import fmt, ms_stats, parse_ints, pyplot, quiet_logs, write_json
+from bench.harness import main, parse_ints, write_results
+from bench.knobs import Context, run_context
+from bench.stats import fmt, ms_stats
 from bench.timing import CURRENT_TURN, TurnRecord, instrument
 from bench.verify import verify_conversation
 from graph.background import LocalScheduler
 from graph.builder import build_graph
-from graph.context import Context
 from memory_graph_agent.services.stores import services_session
 
 VERIFY_KEYS = (
@@ -158,7 +159,7 @@ async def run_throughput(
         spec, _model = register_instant_model()
 
         def context(user: str) -> Context:
-            return Context(
+            return run_context(
                 user_id=user, model=spec, summary_mode=summary_mode, memory_mode=memory_mode
             )
 
@@ -256,9 +257,7 @@ async def run_throughput(
             },
             "levels": levels,
         }
-    out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "throughput.json", data)
-    plot_throughput(data, out / "throughput.png")
+    write_results(out, "throughput", data, plot_throughput)
     _print_table(data)
     _say(quiet, f"[throughput] wrote {out / 'throughput.json'} and {out / 'throughput.png'}")
     return data
@@ -310,9 +309,8 @@ def _print_table(data: dict[str, Any]) -> None:
     )
 
 
-def plot_throughput(data: dict[str, Any], path: Path) -> None:
+def plot_throughput(data: dict[str, Any], plt: Any) -> Any:
     """turns/s (bars) and p50/p95 turn latency (lines) per concurrency level."""
-    plt = pyplot()
     lv = data["levels"]
     labels = [str(x["concurrency"]) for x in lv]
     fig, ax = plt.subplots(figsize=(8, 5))
@@ -350,25 +348,21 @@ def plot_throughput(data: dict[str, Any], path: Path) -> None:
         f"pgvector {m['pgvector']}",
         fontsize=9,
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse flags and run."""
-    p = argparse.ArgumentParser(
-        prog="python -m bench.throughput",
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+COMMON = ("out", "seed", "database", "redis")
+
+
+def flags(p: argparse.ArgumentParser) -> None:
+    """The flags of `bench.throughput` beside the common ones."""
     p.add_argument(
         "--concurrency",
+        type=parse_ints,
         default="1,10,50",
         help="concurrent conversations per level, comma-separated",
     )
     p.add_argument("--turns", type=int, default=100, help="turns per conversation")
-    p.add_argument("--out", default="bench/out", help="output folder (JSON + PNG)")
     p.add_argument("--checkpointer", choices=("postgres", "memory"), default="postgres")
     p.add_argument(
         "--pool-size",
@@ -384,35 +378,13 @@ def main(argv: list[str] | None = None) -> int:
         help="background: a turn's latency ends with its reply and trim_window (as shipped)",
     )
     p.add_argument("--warmup", type=int, default=3, help="unmeasured warm-up turns")
-    p.add_argument("--seed", type=int, default=7)
-    p.add_argument(
-        "--database-url",
-        default=None,
-        help="use this database as is (default: a fresh one, dropped afterwards)",
-    )
-    p.add_argument("--redis-url", default=None)
-    p.add_argument("--key-prefix", default=None)
-    a = p.parse_args(argv)
-    quiet_logs()
-    data = asyncio.run(
-        run_throughput(
-            parse_ints(a.concurrency),
-            a.turns,
-            a.out,
-            checkpointer=a.checkpointer,
-            pool_size=a.pool_size,
-            summary_mode=a.summary_mode,
-            memory_mode=a.memory_mode,
-            warmup=a.warmup,
-            seed=a.seed,
-            database_url=a.database_url,
-            redis_url=a.redis_url,
-            key_prefix=a.key_prefix,
-        )
-    )
-    ok = all(lv["verification"]["ok"] and not lv["errors"] for lv in data["levels"])
-    return 0 if ok else 1
+
+
+async def run(a: argparse.Namespace) -> bool:
+    """Run with the parsed flags; true when every level lost and duplicated nothing."""
+    data = await run_throughput(**vars(a))
+    return all(lv["verification"]["ok"] and not lv["errors"] for lv in data["levels"])
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main("throughput"))

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.latency import MODES, baseline_of, main, parse_modes
+from bench.harness import main
+from bench.latency import MODES, baseline_of, parse_modes
 from bench.render import speed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +27,7 @@ def test_modes_are_chosen_on_the_command_line_and_run_in_a_fixed_order() -> None
     with pytest.raises(argparse.ArgumentTypeError, match="no mode"):
         parse_modes(" , ")
     with pytest.raises(SystemExit):
-        main(["--modes", "everything"])
+        main("latency", ["--modes", "everything"])
 
 
 def test_memory_is_measured_against_its_own_memory_less_twin() -> None:
