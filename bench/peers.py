@@ -73,9 +73,9 @@ from bench.peers_report import (
     READ_PATHS,
     plot_peers,
     print_size,
-    print_table,
     summarize_size,
 )
+from bench.render.speed import render_peers_table
 from bench.seeding import VectorSource, embed_batched, seed_size
 from bench.timing import CURRENT_TURN, TurnRecord, instrument, timed_node
 from graph.builder import build_builder
@@ -369,7 +369,7 @@ async def run_peers(
             "sizes": results,
         }
     paths = write_results(out, "peers", data, plot_peers)
-    print_table(data)
+    print(render_peers_table(Path(out)))
     _say(quiet, f"[peers] wrote {' and '.join(map(str, paths))}")
     return data
 

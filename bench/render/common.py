@@ -8,8 +8,9 @@ from typing import Any
 
 
 def load(root: Path, name: str) -> dict[str, Any]:
-    """One results file, ``bench/results/<name>.json``, parsed."""
-    return json.loads((root / "bench" / "results" / f"{name}.json").read_text())
+    """``<name>.json`` parsed, from the repository's ``bench/results`` or a run's folder."""
+    folder = root / "bench" / "results" if (root / "bench").is_dir() else root
+    return json.loads((folder / f"{name}.json").read_text())
 
 
 def num(value: float | None, digits: int = 1) -> str:
