@@ -42,7 +42,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.harness import main, write_results
 from bench.knobs import Context, run_context
-from bench.stats import fmt, ms_stats
+from bench.stats import ms_stats
 from graph.builder import build_builder
 from memory_graph_agent.services.stores import open_checkpointer, services_session
 
@@ -180,25 +180,11 @@ async def run_graph_floor(
             for label, kind, durability in VARIANTS
         ],
     }
-    json_path, png_path = write_results(out, "graph_floor", data, plot_graph_floor)
+    show = () if quiet else ("graph-floor-table",)
+    json_path, png_path = write_results(out, "graph_floor", data, plot_graph_floor, show=show)
     if not quiet:
-        print_graph_floor(data)
         print(f"wrote {json_path} and {png_path}", file=sys.stderr)
     return data
-
-
-def print_graph_floor(data: dict[str, Any]) -> None:
-    """The table: ms from ``ainvoke`` to ``respond``, and of the whole run."""
-    cfg = data["config"]
-    print(
-        f"LangGraph's own floor: stand-in nodes, a window of {cfg['window']} messages, "
-        f"{cfg['items']} recalled items, {cfg['turns']} turns per variant"
-    )
-    print(f"{'variant':30s} {'to respond p50 / p95 / p99 ms':>31s} {'whole run p50 ms':>17s}")
-    for v in data["variants"]:
-        r, run = v["to_respond"], v["run"]
-        to = f"{fmt(r['p50'])} / {fmt(r['p95'])} / {fmt(r['p99'])}"
-        print(f"{v['label']:30s} {to:>31s} {fmt(run['p50']):>17s}")
 
 
 def plot_graph_floor(data: dict[str, Any], plt: Any) -> Any:

@@ -249,37 +249,6 @@ def total_per_user(sample: dict[str, Any], users: int) -> float:
     return (sum(sample["redis"].values()) + sum(sample["postgres"].values())) / users
 
 
-def print_growth(data: dict[str, Any]) -> None:
-    """The table of bytes per user per 1,000 turns, and the read path at start and end."""
-    users, days = data["users"], data.get("days_per_pass", 0)
-    print(
-        f"growth: {users} users x {data['turns']} turns, maintenance every {data['every']}, "
-        + (f"{days:g} simulated days per pass" if days else "no simulated time")
-    )
-    for run in data["runs"]:
-        rate = per_user_per_1k(run, users)
-        print(f"\ncheckpoint_retention={run['retention']}: bytes per user per 1,000 turns")
-        for store, groups in rate.items():
-            cells = ", ".join(f"{k} {v:,}" for k, v in groups.items())
-            print(f"  {store}: {cells}")
-        first, last = run["samples"][0], run["samples"][-1]
-        print(
-            f"  total per user: {total_per_user(first, users) / 1024:,.0f} KiB after "
-            f"{first['turns_per_user']} turns, {total_per_user(last, users) / 1024:,.0f} KiB "
-            f"after {last['turns_per_user']}"
-        )
-        for s in run["samples"]:
-            mems, gone = s.get("memories_per_user"), s.get("maintenance")
-            if mems and gone:
-                removed = ", ".join(f"{k} {gone[k]}" for k in REMOVALS)
-                print(
-                    f"  day {s['day']:g} ({s['turns_per_user']} turns): memories per user "
-                    f"{mems['active']:g} active of {mems['rows']:g} rows; pass: {removed}"
-                )
-        for when, s in run["read_path_ms"].items():
-            print(f"  read path at the {when}: p50 {s['p50']} ms, p95 {s['p95']} ms")
-
-
 def plot(data: dict[str, Any], plt: Any) -> Any:
     """Per user against turns (and simulated days): all bytes, checkpoints, active memories."""
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
@@ -351,9 +320,7 @@ async def run_growth(
         "machine": runs[-1].pop("machine"),
     }
     runs[0].pop("machine")
-    write_results(out, "growth", data, plot)
-    if not quiet:
-        print_growth(data)
+    write_results(out, "growth", data, plot, show=() if quiet else ("growth-table",))
     return data
 
 

@@ -159,11 +159,20 @@ def write_results(
     data: Any,
     figure: Callable[[Any, Any], Any] | None = None,
     dpi: int = 110,
+    show: tuple[str, ...] = (),
 ) -> tuple[Path, Path | None]:
-    """``<out>/<name>.json``, and ``<out>/<name>.png`` drawn by ``figure(data, plt)``."""
+    """``<out>/<name>.json``, and ``<out>/<name>.png`` drawn by ``figure(data, plt)``.
+
+    ``show`` names the docs' regions (`bench.render_docs`) to print, rendered from ``out``
+    as the docs will be once the JSON is committed.
+    """
     out = Path(out)
     json_path = out / f"{name}.json"
     write_json(json_path, data)
+    if show:
+        from bench.render_docs import RENDERERS
+
+        print("\n\n".join(RENDERERS[region](out) for region in show))
     if figure is None:
         return json_path, None
     plt = pyplot()

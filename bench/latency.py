@@ -56,7 +56,7 @@ from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model, register_paced_model
 from bench.harness import main, write_results
 from bench.knobs import run_context
-from bench.latency_report import plot_latency, print_latency
+from bench.latency_report import plot_latency
 from bench.locomo import DEFAULT_DATA
 from bench.locomo_data import load_locomo
 from bench.stats import ms_stats
@@ -242,8 +242,8 @@ async def run_latency(
         "modes": {m: results[m] for m in modes},
         "memory_cost_per_turn": results["memory_cost_per_turn"],
     }
-    write_results(out, "latency", data, plot_latency)
-    print_latency(data)
+    show = ("latency-table", "latency-adds", "latency-cost")
+    write_results(out, "latency", data, plot_latency, show=show)
     return data
 
 

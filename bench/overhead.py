@@ -60,7 +60,6 @@ from bench.overhead_report import (
     PEERS_SEARCH_P50_MS,
     plot_overhead,
     print_size,
-    print_summary,
     summarize_baseline,
     summarize_full,
 )
@@ -282,8 +281,7 @@ async def run_overhead(
             "peers_search_p50_ms": PEERS_SEARCH_P50_MS,
             "sizes": results,
         }
-    write_results(out, "overhead", data, plot_overhead)
-    print_summary(data)
+    write_results(out, "overhead", data, plot_overhead, show=("overhead-table",))
     _say(quiet, f"[overhead] wrote {out / 'overhead.json'} and {out / 'overhead.png'}")
     return data
 

@@ -257,8 +257,7 @@ async def run_throughput(
             },
             "levels": levels,
         }
-    write_results(out, "throughput", data, plot_throughput)
-    _print_table(data)
+    write_results(out, "throughput", data, plot_throughput, show=("throughput-table",))
     _say(quiet, f"[throughput] wrote {out / 'throughput.json'} and {out / 'throughput.png'}")
     return data
 
@@ -274,38 +273,6 @@ def _print_level(level: dict[str, Any]) -> None:
         f"{v['summarized']} in summaries, {v['pending']} pending, "
         f"{v['lost']} lost, {v['duplicated']} duplicated [{status}]",
         flush=True,
-    )
-
-
-def _print_table(data: dict[str, Any]) -> None:
-    print(
-        f"\n== throughput ({data['config']['checkpointer']} checkpointer, instant model, "
-        f"{data['machine']['cores']} cores) =="
-    )
-    print(
-        f"{'conc':>5} {'turns':>6} {'turns/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
-        f"{'emb p50':>8} {'emb p95':>8} {'emb busy':>8} {'errors':>6} {'lost':>5} {'dup':>4}"
-    )
-    for lv in data["levels"]:
-        lat, emb, v = lv["latency"], lv["embed_query_call"], lv["verification"]
-        print(
-            f"{lv['concurrency']:>5} {lv['turns']:>6} {fmt(lv['turns_per_s']):>8} "
-            f"{fmt(lat['p50']):>8} {fmt(lat['p95']):>8} {fmt(lat['p99']):>8} "
-            f"{fmt(emb['p50']):>8} {fmt(emb['p95']):>8} "
-            f"{fmt(100 * (lv['embedding_busy_fraction'] or 0), 0) + '%':>8} "
-            f"{lv['errors']:>6} {v['lost']:>5} "
-            f"{v['duplicated']:>4}"
-        )
-    bad = [lv["concurrency"] for lv in data["levels"] if not lv["verification"]["ok"]]
-    total_lost = sum(lv["verification"]["lost"] for lv in data["levels"])
-    total_dup = sum(lv["verification"]["duplicated"] for lv in data["levels"])
-    print(
-        f"verification: {total_lost} lost / {total_dup} duplicated"
-        + (
-            f" -- FAILED at concurrency {bad}"
-            if bad
-            else " (every evicted message is in exactly one summary or still pending)"
-        )
     )
 
 
