@@ -21,6 +21,7 @@ import importlib
 import inspect
 import json
 import logging
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -182,6 +183,12 @@ def write_results(
     fig.savefig(png_path, dpi=dpi)
     plt.close(fig)
     return json_path, png_path
+
+
+def say(quiet: bool, *args: Any) -> None:
+    """Progress on stderr, unless ``quiet``."""
+    if not quiet:
+        print(*args, file=sys.stderr, flush=True)
 
 
 def pyplot():  # noqa: ANN201

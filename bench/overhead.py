@@ -41,7 +41,6 @@ import argparse
 import contextlib
 import os
 import random
-import sys
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -54,7 +53,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
-from bench.harness import main, write_results
+from bench.harness import main, say, write_results
 from bench.knobs import Context, run_context
 from bench.overhead_report import (
     PEERS_SEARCH_P50_MS,
@@ -98,11 +97,6 @@ async def _checkpointer(kind: str, database_url: str, stack: Any) -> Any:
     raise ValueError(f"checkpointer must be none|memory|postgres, got {kind!r}")
 
 
-def _say(quiet: bool, *args: Any) -> None:
-    if not quiet:
-        print(*args, file=sys.stderr, flush=True)
-
-
 async def run_overhead(
     sizes: list[int] | tuple[int, ...] = (1000, 10000, 100000),
     turns: int = 200,
@@ -141,9 +135,7 @@ async def run_overhead(
         env = await stack.enter_async_context(
             isolated_services(database_url, redis_url, key_prefix, tag="bench_overhead")
         )
-        _say(
-            quiet, f"[overhead] database {env.database_url.split('?')[0]}, prefix {env.key_prefix}"
-        )
+        say(quiet, f"[overhead] database {env.database_url.split('?')[0]}, prefix {env.key_prefix}")
         # opened after the environment points at the run's database; closed before it is
         # dropped (the stack unwinds in reverse). Opening creates the memory tables.
         services = await stack.enter_async_context(services_session(EMBEDDING))
@@ -173,7 +165,7 @@ async def run_overhead(
                     source,
                     anchor,
                     maintenance_work_mem,
-                    say=lambda m: _say(quiet, f"[overhead] {m}"),
+                    say=lambda m: say(quiet, f"[overhead] {m}"),
                 )
                 seeded = size
             else:
@@ -195,7 +187,7 @@ async def run_overhead(
                 search_s.append(time.perf_counter() - start)
                 hits.append(len(found))
 
-            _say(quiet, f"[overhead] size {size}: {warmup} warm-up + {turns} turns per graph")
+            say(quiet, f"[overhead] size {size}: {warmup} warm-up + {turns} turns per graph")
             full_thread = f"full-{size}-{tag}"
             rotate = max(1, ctx.window_size // 2)
             full_recs: list[tuple[TurnRecord, float]] = []
@@ -282,7 +274,7 @@ async def run_overhead(
             "sizes": results,
         }
     write_results(out, "overhead", data, plot_overhead, show=("overhead-table",))
-    _say(quiet, f"[overhead] wrote {out / 'overhead.json'} and {out / 'overhead.png'}")
+    say(quiet, f"[overhead] wrote {out / 'overhead.json'} and {out / 'overhead.png'}")
     return data
 
 

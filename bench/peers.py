@@ -42,7 +42,6 @@ import contextlib
 import functools
 import os
 import random
-import sys
 import tempfile
 import time
 import uuid
@@ -57,7 +56,7 @@ from langchain_core.messages import HumanMessage
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
-from bench.harness import main, write_results
+from bench.harness import main, say, write_results
 from bench.knobs import Context, run_context
 from bench.peer_fill import check_layout, fill
 from bench.peer_stores import (
@@ -146,11 +145,6 @@ async def _read_path(
     }
 
 
-def _say(quiet: bool, *args: Any) -> None:
-    if not quiet:
-        print(*args, file=sys.stderr, flush=True)
-
-
 async def _open_peers(
     which: tuple[str, ...],
     stack: contextlib.AsyncExitStack,
@@ -224,7 +218,7 @@ async def run_peers(
             isolated_services(database_url, redis_url, key_prefix, tag="bench_peers")
         )
         url = env.database_url
-        _say(quiet, f"[peers] database {url.split('?')[0]}, prefix {env.key_prefix}")
+        say(quiet, f"[peers] database {url.split('?')[0]}, prefix {env.key_prefix}")
         services = await stack.enter_async_context(services_session(EMBEDDING))
         info = await machine_info(url)
         stack.enter_context(instrument(services))
@@ -295,15 +289,15 @@ async def run_peers(
                 source,
                 anchor,
                 maintenance_work_mem,
-                say=lambda m: _say(quiet, f"[peers] {m}"),
+                say=lambda m: say(quiet, f"[peers] {m}"),
             )
             seeded = size
-            _say(quiet, "[peers] filling the peers' tables")
+            say(quiet, "[peers] filling the peers' tables")
             peer_fill = await fill(url, others_peers, maintenance_work_mem)
             if size_index == 0:
                 layout = await check_layout(url, others_peers, user)
 
-            _say(quiet, f"[peers] size {size}: {warmup} warm-up + {queries} queries per system")
+            say(quiet, f"[peers] size {size}: {warmup} warm-up + {queries} queries per system")
             thread = f"peers-{size}-{tag}"
             samples: dict[tuple[str, str], list[tuple[float, int]]] = {}
             read_paths: dict[str, list[dict[str, float]]] = {name: [] for name in READ_PATHS}
@@ -370,7 +364,7 @@ async def run_peers(
         }
     paths = write_results(out, "peers", data, plot_peers)
     print(render_peers_table(Path(out)))
-    _say(quiet, f"[peers] wrote {' and '.join(map(str, paths))}")
+    say(quiet, f"[peers] wrote {' and '.join(map(str, paths))}")
     return data
 
 

@@ -34,7 +34,6 @@ import asyncio
 import contextlib
 import random
 import signal
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -45,7 +44,7 @@ from langchain_core.messages import HumanMessage
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_faulty_model
-from bench.harness import main, parser, write_results
+from bench.harness import main, parser, say, write_results
 from bench.knobs import Context, run_context
 from bench.soak_faults import Servers, WorkerKill, inject, private_home, schedule
 from bench.soak_maintenance import Maintainer, checkpoint_storage
@@ -66,11 +65,6 @@ from graph.builder import build_graph
 from memory_graph_agent.services.stores import open_checkpointer, services_session
 
 RATES = {"reply_error": 0.02, "reply_timeout": 0.01, "memory_error": 0.05, "memory_timeout": 0.02}
-
-
-def _say(quiet: bool, *args: Any) -> None:
-    if not quiet:
-        print(*args, file=sys.stderr, flush=True)
 
 
 class Soak:
@@ -151,7 +145,7 @@ class Soak:
             while self.done < point["at_share"] * total and not self.finished:
                 await asyncio.sleep(0.1)
             async with self.fault_lock:
-                _say(self.a.quiet, f"[soak] {point['kind']} after {self.done} turns")
+                say(self.a.quiet, f"[soak] {point['kind']} after {self.done} turns")
                 self.faults.append(await inject(point["kind"], servers, self.a.down_s))
 
     async def watch_lease(self) -> None:
@@ -188,7 +182,7 @@ class Soak:
                 await sample_growth(self.services, self.services.database_url, t0, self.done)
             )
             failed = sum(not r["ok"] for r in self.records)
-            _say(
+            say(
                 self.a.quiet, f"[soak] {samples[-1]['t']:.0f} s: {self.done} turns, {failed} failed"
             )
             await asyncio.sleep(self.a.sample_s)
@@ -223,7 +217,7 @@ async def run_soak(a: argparse.Namespace, home: Path | None = None) -> dict[str,
 
 async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
     rng = random.Random(a.seed)
-    _say(a.quiet, f"[soak] private home {home}, database {env.database_url.split('?')[0]}")
+    say(a.quiet, f"[soak] private home {home}, database {env.database_url.split('?')[0]}")
     info = await machine_info(env.database_url)
     info["uptime_at_start"] = uptime()
     spec, model = register_faulty_model(
@@ -266,7 +260,7 @@ async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
             background.append(asyncio.create_task(upkeep.loop(done, a.quiet)))
         # the dead worker's batch may wait for the settling turns: watched until the end
         watch = asyncio.create_task(soak.watch_lease())
-        _say(a.quiet, f"[soak] {a.users} users x {a.turns} turns, faults {points}")
+        say(a.quiet, f"[soak] {a.users} users x {a.turns} turns, faults {points}")
         await asyncio.gather(*(soak.conversation(ctx[u]) for u in soak.convs))
         workload_s = time.time() - t0
         soak.finished = True
@@ -279,7 +273,7 @@ async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
         ends += [soak.worker.report.get("at", 0.0)] if soak.worker else []
         last = max(ends, default=0.0)
         await asyncio.sleep(max(0.0, last + a.lease_seconds + 1 - time.time()))
-        _say(a.quiet, f"[soak] {soak.done} turns in {workload_s:.0f} s; settling")
+        say(a.quiet, f"[soak] {soak.done} turns in {workload_s:.0f} s; settling")
         await asyncio.gather(*(soak.settle(ctx[u], a.turns) for u in soak.convs))
         await memory.drain()
         with contextlib.suppress(TimeoutError):  # not reclaimed: verification shows the loss

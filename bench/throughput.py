@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import contextlib
 import random
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -34,7 +33,7 @@ from langchain_core.messages import HumanMessage
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
-from bench.harness import main, parse_ints, write_results
+from bench.harness import main, parse_ints, say, write_results
 from bench.knobs import Context, run_context
 from bench.stats import fmt, ms_stats
 from bench.timing import CURRENT_TURN, TurnRecord, instrument
@@ -53,11 +52,6 @@ VERIFY_KEYS = (
     "duplicated",
     "foreign",
 )
-
-
-def _say(quiet: bool, *args: Any) -> None:
-    if not quiet:
-        print(*args, file=sys.stderr, flush=True)
 
 
 async def _open_checkpointer(
@@ -144,7 +138,7 @@ async def run_throughput(
         env = await stack.enter_async_context(
             isolated_services(database_url, redis_url, key_prefix, tag="bench_throughput")
         )
-        _say(
+        say(
             quiet,
             f"[throughput] database {env.database_url.split('?')[0]}, prefix {env.key_prefix}",
         )
@@ -164,7 +158,7 @@ async def run_throughput(
             )
 
         if warmup:
-            _say(quiet, f"[throughput] {warmup} warm-up turns")
+            say(quiet, f"[throughput] {warmup} warm-up turns")
             await _conversation(
                 agent,
                 context(f"warm-{tag}"),
@@ -177,7 +171,7 @@ async def run_throughput(
             )
 
         for c in concurrency:
-            _say(quiet, f"[throughput] concurrency {c}: {c} conversations x {turns} turns")
+            say(quiet, f"[throughput] concurrency {c}: {c} conversations x {turns} turns")
             latencies: list[float] = []
             records: list[TurnRecord] = []
             errors: list[str] = []
@@ -258,7 +252,7 @@ async def run_throughput(
             "levels": levels,
         }
     write_results(out, "throughput", data, plot_throughput, show=("throughput-table",))
-    _say(quiet, f"[throughput] wrote {out / 'throughput.json'} and {out / 'throughput.png'}")
+    say(quiet, f"[throughput] wrote {out / 'throughput.json'} and {out / 'throughput.png'}")
     return data
 
 
