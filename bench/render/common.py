@@ -8,9 +8,11 @@ from typing import Any
 
 
 def load(root: Path, name: str) -> dict[str, Any]:
-    """``<name>.json`` parsed, from the repository's ``bench/results`` or a run's folder."""
-    folder = root / "bench" / "results" if (root / "bench").is_dir() else root
-    return json.loads((folder / f"{name}.json").read_text())
+    """``<name>.json`` parsed, from a run's folder ``root`` or the repository's results."""
+    path = root / f"{name}.json"
+    if not path.exists():
+        path = root / "bench" / "results" / f"{name}.json"
+    return json.loads(path.read_text())
 
 
 def num(value: float | None, digits: int = 1) -> str:
