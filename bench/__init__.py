@@ -1,1 +1,1 @@
-"""Benchmarks of the memory graph (overhead, throughput, LoCoMo)."""
+"""Benchmarks of the memory graph: `python -m bench <scenario>` runs one (`bench.harness`)."""

@@ -19,6 +19,7 @@ turn), rotating between the counts every `BLOCK` queries. Writes ``embedding.jso
 
 from __future__ import annotations
 
+import argparse
 import os
 import threading
 import time
@@ -28,9 +29,10 @@ from typing import Any
 import numpy as np
 
 from bench.env import cpu_id, cpu_model
+from bench.harness import main, write_results
 from bench.locomo import DEFAULT_DATA
 from bench.locomo_data import load_locomo
-from bench.stats import bench_parser, fmt, ms_stats, pyplot, quiet_logs, write_outputs
+from bench.stats import fmt, ms_stats
 from memory_graph_agent.services.models import OnnxEmbeddings, local_embeddings
 
 RUNTIMES = ("torch", "onnx")
@@ -157,9 +159,8 @@ def thread_latency(path: Path, queries: int, threads: list[int]) -> dict[str, An
     }
 
 
-def plot(data: dict[str, Any], path: Path) -> None:
+def plot(data: dict[str, Any], plt: Any) -> Any:
     """Query latency per query model, then per ONNX thread count alone and beside batches."""
-    plt = pyplot()
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.5))
     lat = data["query_ms"]
     x = np.arange(len(lat))
@@ -194,20 +195,18 @@ def plot(data: dict[str, Any], path: Path) -> None:
     bx.set_xticks(x, labels, fontsize=7)
     bx.set_title("ONNX Runtime query, by intra-op threads (spinning off)", fontsize=8)
     bx.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse flags and run."""
-    p = bench_parser("python -m bench.embedding", __doc__)
+def flags(p: argparse.ArgumentParser) -> None:
+    """The flags of `bench.embedding` beside ``--out``."""
     p.add_argument("--queries", type=int, default=300, help="questions timed per runtime")
     p.add_argument("--locomo", type=Path, default=Path(DEFAULT_DATA))
-    p.add_argument("--out", type=Path, default=Path("bench/out"))
     p.add_argument("--threads", default="1,2", help="ONNX intra-op thread counts compared")
-    a = p.parse_args(argv)
-    quiet_logs()
+
+
+def run(a: argparse.Namespace) -> None:
+    """Time and compare the runtimes; write ``embedding.json`` / ``.png``."""
     runtimes = {name: local_embeddings(name) for name in RUNTIMES}  # each loaded once
     int8 = OnnxEmbeddings(query_precision="int8")
     query_models = {
@@ -234,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     counts = [int(n) for n in a.threads.split(",")]
     data["onnx_threads"] = thread_latency(a.locomo, a.queries, counts)
     data["machine"]["loadavg_at_end"] = list(os.getloadavg())
-    write_outputs(a.out, "embedding", data, plot)
+    write_results(a.out, "embedding", data, plot, dpi=120)
     lat = data["query_ms"]
     print(f"neighbours: {data['neighbours']}")
     for name in QUERY_MODELS:
@@ -246,8 +245,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{fmt(beside['p50'])} / {fmt(beside['p95'])} ms beside batches "
             f"({cell['batch_texts_per_s_beside_queries']} texts/s)"
         )
-    return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main("embedding"))

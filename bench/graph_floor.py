@@ -25,7 +25,7 @@ benchmarks; Redis and the embeddings are opened only because `build_builder` bin
 
 from __future__ import annotations
 
-import asyncio
+import argparse
 import contextlib
 import functools
 import sys
@@ -40,9 +40,10 @@ from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from bench.env import EMBEDDING, isolated_services, machine_info
-from bench.stats import bench_parser, fmt, ms_stats, pyplot, quiet_logs, write_outputs
+from bench.harness import main, write_results
+from bench.knobs import Context, run_context
+from bench.stats import ms_stats
 from graph.builder import build_builder
-from graph.context import Context
 from memory_graph_agent.services.stores import open_checkpointer, services_session
 
 VARIANTS = (
@@ -155,7 +156,7 @@ async def run_graph_floor(
         savers = {"postgres": saver, "memory": InMemorySaver()}
         builder = build_builder(services, wrap=stand_ins(items, window))
         graphs = {kind: builder.compile(checkpointer=s) for kind, s in savers.items()}
-        ctx = Context(user_id=f"floor-{tag}")
+        ctx = run_context(user_id=f"floor-{tag}")
         samples: dict[str, list[tuple[float, float]]] = {label: [] for label, *_ in VARIANTS}
         for i in range(warmup + turns):
             shift = i % len(VARIANTS)
@@ -179,30 +180,15 @@ async def run_graph_floor(
             for label, kind, durability in VARIANTS
         ],
     }
-    json_path, png_path = write_outputs(Path(out), "graph_floor", data, plot_graph_floor)
+    show = () if quiet else ("graph-floor-table",)
+    json_path, png_path = write_results(out, "graph_floor", data, plot_graph_floor, show=show)
     if not quiet:
-        print_graph_floor(data)
         print(f"wrote {json_path} and {png_path}", file=sys.stderr)
     return data
 
 
-def print_graph_floor(data: dict[str, Any]) -> None:
-    """The table: ms from ``ainvoke`` to ``respond``, and of the whole run."""
-    cfg = data["config"]
-    print(
-        f"LangGraph's own floor: stand-in nodes, a window of {cfg['window']} messages, "
-        f"{cfg['items']} recalled items, {cfg['turns']} turns per variant"
-    )
-    print(f"{'variant':30s} {'to respond p50 / p95 / p99 ms':>31s} {'whole run p50 ms':>17s}")
-    for v in data["variants"]:
-        r, run = v["to_respond"], v["run"]
-        to = f"{fmt(r['p50'])} / {fmt(r['p95'])} / {fmt(r['p99'])}"
-        print(f"{v['label']:30s} {to:>31s} {fmt(run['p50']):>17s}")
-
-
-def plot_graph_floor(data: dict[str, Any], path: Path) -> None:
+def plot_graph_floor(data: dict[str, Any], plt: Any) -> Any:
     """Bars: p50 and p95 to ``respond``'s start, per variant."""
-    plt = pyplot()
     labels = [v["label"] for v in data["variants"]]
     p50 = [v["to_respond"]["p50"] or 0.0 for v in data["variants"]]
     p95 = [v["to_respond"]["p95"] or 0.0 for v in data["variants"]]
@@ -214,30 +200,26 @@ def plot_graph_floor(data: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("ms from ainvoke to respond")
     ax.set_title("LangGraph's own cost on the read path (stand-in nodes)")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse flags and run."""
-    p = bench_parser("python -m bench.graph_floor", __doc__)
+COMMON = ("out",)
+
+
+def flags(p: argparse.ArgumentParser) -> None:
+    """The flags of `bench.graph_floor` beside ``--out``."""
     p.add_argument("--turns", type=int, default=200, help="measured turns per variant")
     p.add_argument("--window", type=int, default=20, help="messages each thread keeps")
     p.add_argument("--items", type=int, default=23, help="recalled items written per turn")
     p.add_argument("--warmup", type=int, default=15, help="unmeasured turns per variant")
-    p.add_argument("--out", default="bench/out", help="output folder (JSON + PNG)")
-    args = p.parse_args(argv)
-    if min(args.turns, args.window, args.warmup + 1) < 1 or args.items < 0:
-        p.error("--turns and --window must be >= 1, --warmup and --items >= 0")
-    quiet_logs()
-    asyncio.run(
-        run_graph_floor(
-            args.turns, args.out, window=args.window, items=args.items, warmup=args.warmup
-        )
-    )
-    return 0
+
+
+async def run(a: argparse.Namespace) -> None:
+    """Run with the parsed flags."""
+    if min(a.turns, a.window, a.warmup + 1) < 1 or a.items < 0:
+        raise SystemExit("--turns and --window must be >= 1, --warmup and --items >= 0")
+    await run_graph_floor(a.turns, a.out, window=a.window, items=a.items, warmup=a.warmup)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main("graph_floor"))

@@ -42,7 +42,7 @@ p50/p95 of the read path (`retrieve`, the recall node's search, embedding includ
 
 from __future__ import annotations
 
-import asyncio
+import argparse
 import random
 import sys
 import time
@@ -58,10 +58,11 @@ from bench.clock import age_stores
 from bench.content import memory_text, user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
-from bench.stats import bench_parser, ms_stats, pyplot, quiet_logs, write_outputs
+from bench.harness import main, write_results
+from bench.knobs import Context, run_context
+from bench.stats import ms_stats
 from graph.background import LocalScheduler
 from graph.builder import build_graph
-from graph.context import Context
 from graph.maintenance import build_maintenance_graph
 from memory_graph_agent.recall.retrieval import retrieve
 from memory_graph_agent.services.stores import open_checkpointer, services_session
@@ -182,7 +183,7 @@ async def run_one(
         agent = memory.bind(build_graph(services, saver, scheduler=memory))
         maintenance = build_maintenance_graph(services, SaverCheckpoints(saver))
         contexts = [
-            Context(
+            run_context(
                 user_id=f"growth-u{u:03d}",
                 model=spec,
                 memory_delay_s=0,
@@ -248,40 +249,8 @@ def total_per_user(sample: dict[str, Any], users: int) -> float:
     return (sum(sample["redis"].values()) + sum(sample["postgres"].values())) / users
 
 
-def print_growth(data: dict[str, Any]) -> None:
-    """The table of bytes per user per 1,000 turns, and the read path at start and end."""
-    users, days = data["users"], data.get("days_per_pass", 0)
-    print(
-        f"growth: {users} users x {data['turns']} turns, maintenance every {data['every']}, "
-        + (f"{days:g} simulated days per pass" if days else "no simulated time")
-    )
-    for run in data["runs"]:
-        rate = per_user_per_1k(run, users)
-        print(f"\ncheckpoint_retention={run['retention']}: bytes per user per 1,000 turns")
-        for store, groups in rate.items():
-            cells = ", ".join(f"{k} {v:,}" for k, v in groups.items())
-            print(f"  {store}: {cells}")
-        first, last = run["samples"][0], run["samples"][-1]
-        print(
-            f"  total per user: {total_per_user(first, users) / 1024:,.0f} KiB after "
-            f"{first['turns_per_user']} turns, {total_per_user(last, users) / 1024:,.0f} KiB "
-            f"after {last['turns_per_user']}"
-        )
-        for s in run["samples"]:
-            mems, gone = s.get("memories_per_user"), s.get("maintenance")
-            if mems and gone:
-                removed = ", ".join(f"{k} {gone[k]}" for k in REMOVALS)
-                print(
-                    f"  day {s['day']:g} ({s['turns_per_user']} turns): memories per user "
-                    f"{mems['active']:g} active of {mems['rows']:g} rows; pass: {removed}"
-                )
-        for when, s in run["read_path_ms"].items():
-            print(f"  read path at the {when}: p50 {s['p50']} ms, p95 {s['p95']} ms")
-
-
-def plot(data: dict[str, Any], path: Path) -> None:
+def plot(data: dict[str, Any], plt: Any) -> Any:
     """Per user against turns (and simulated days): all bytes, checkpoints, active memories."""
-    plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
     users = data["users"]
     for run in data["runs"]:
@@ -313,9 +282,7 @@ def plot(data: dict[str, Any], path: Path) -> None:
                 "top", functions=(lambda t: t * days / every, lambda d: d * every / days)
             )
             top.set_xlabel("simulated days")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
 
 
 async def run_growth(
@@ -353,15 +320,15 @@ async def run_growth(
         "machine": runs[-1].pop("machine"),
     }
     runs[0].pop("machine")
-    write_outputs(Path(out), "growth", data, plot)
-    if not quiet:
-        print_growth(data)
+    write_results(out, "growth", data, plot, show=() if quiet else ("growth-table",))
     return data
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse flags and run."""
-    p = bench_parser("python -m bench.growth", __doc__)
+COMMON = ("out", "seed")
+
+
+def flags(p: argparse.ArgumentParser) -> None:
+    """The flags of `bench.growth` beside ``--out`` and ``--seed``."""
     p.add_argument("--users", type=int, default=20)
     p.add_argument("--turns", type=int, default=3000, help="turns per user")
     p.add_argument("--every", type=int, default=250, help="turns per user between passes")
@@ -373,12 +340,12 @@ def main(argv: list[str] | None = None) -> int:
         help="simulated days that go by before each maintenance pass (0: none)",
     )
     p.add_argument("--queries", type=int, default=50, help="read-path questions per probe")
-    p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--out", default="bench/out", help="output folder (JSON + PNG)")
-    quiet_logs()
-    asyncio.run(run_growth(**vars(p.parse_args(argv))))  # the flags are its parameters
-    return 0
+
+
+async def run(a: argparse.Namespace) -> None:
+    """Run with the parsed flags (they are `run_growth`'s parameters)."""
+    await run_growth(**vars(a))
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main("growth"))

@@ -20,7 +20,7 @@ reflections, indexed turns). Writes ``<out>/ingestion.json``.
 
 from __future__ import annotations
 
-import asyncio
+import argparse
 import time
 import uuid
 from dataclasses import replace
@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.env import EMBEDDING, isolated_services, machine_info
+from bench.harness import main, write_results
+from bench.knobs import Context, override, run_context
 from bench.locomo_pipeline import GuardChatModel, build_replay_graph, replay_context
 from bench.longmemeval import DEFAULT_DATA, replay_haystack
 from bench.longmemeval_data import Haystack, Session, load_longmemeval
-from bench.stats import bench_parser, quiet_logs, write_json
-from graph.context import Context
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.services.stores import services_session
 
@@ -59,8 +59,8 @@ def mode_context(hay: Haystack, mode: str, model: str, guard: str) -> Context:
     raw = replay_context(hay, guard)  # type: ignore[arg-type]
     if mode == "raw":
         return raw
-    defaults = Context(user_id=hay.user_id)
-    return replace(
+    defaults = run_context(user_id=hay.user_id)
+    return override(
         raw,
         model=model,
         summary_mode="llm",
@@ -109,27 +109,26 @@ async def run_benchmark(
         "machine": machine,
         "runs": runs,
     }
-    write_json(Path(out) / "ingestion.json", report)
-    for run in runs:
+    write_results(out, "ingestion", report)
+    for r in runs:
         print(
-            f"{run['mode']:5} {run['model'] or '':16} {run['turns']} turns in "
-            f"{run['seconds']:.0f} s: {run['turns_per_s']:.2f} turns/s, stored {run['stored']}"
+            f"{r['mode']:5} {r['model'] or '':16} {r['turns']} turns in "
+            f"{r['seconds']:.0f} s: {r['turns_per_s']:.2f} turns/s, stored {r['stored']}"
         )
     return report
 
 
-def main(argv: list[str] | None = None) -> int:
-    """CLI entry point."""
-    parser = bench_parser("python -m bench.ingestion", __doc__)
-    parser.add_argument("--data", default=str(DEFAULT_DATA), help="LongMemEval-format JSON")
-    parser.add_argument("--out", default="bench/out", help="output folder (JSON)")
-    parser.add_argument("--turns", type=int, default=200, help="turns replayed per mode")
-    parser.add_argument("--model", default="local:smollm2", help="the model mode's chat model")
-    args = parser.parse_args(argv)
-    quiet_logs()
-    asyncio.run(run_benchmark(args.data, args.out, args.turns, args.model))
-    return 0
+def flags(p: argparse.ArgumentParser) -> None:
+    """The flags of `bench.ingestion` beside ``--out``."""
+    p.add_argument("--data", default=str(DEFAULT_DATA), help="LongMemEval-format JSON")
+    p.add_argument("--turns", type=int, default=200, help="turns replayed per mode")
+    p.add_argument("--model", default="local:smollm2", help="the model mode's chat model")
+
+
+async def run(a: argparse.Namespace) -> None:
+    """Run with the parsed flags."""
+    await run_benchmark(a.data, a.out, a.turns, a.model)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main("ingestion"))

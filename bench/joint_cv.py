@@ -9,7 +9,7 @@ out. The held-out scores of each dataset together are its cross-validated figure
 that helps one dataset and hurts the other loses on the mean, so it is not chosen.
 
     .venv/bin/python -m bench.joint_cv [--locomo bench/results/locomo.json]
-        [--longmemeval bench/results/longmemeval.json] [--out bench/results/joint_cv.json]
+        [--longmemeval bench/results/longmemeval.json] [--out bench/results]
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from bench.harness import main, write_results
 from bench.locomo_cv import default_key
 from bench.locomo_data import SCORED_CATEGORIES
-from bench.stats import write_json
 
 
 def _locomo_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -104,20 +104,21 @@ def cross_validate(
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Read both benchmarks' JSON, cross-validate, print and write the result."""
-    p = argparse.ArgumentParser(prog="python -m bench.joint_cv", description=__doc__)
+def flags(p: argparse.ArgumentParser) -> None:
+    """Both benchmarks' JSON; ``--out`` is where ``joint_cv.json`` goes."""
+    p.set_defaults(out=Path("bench/results"))
     p.add_argument("--locomo", default="bench/results/locomo.json")
     p.add_argument("--longmemeval", default="bench/results/longmemeval.json")
-    p.add_argument("--out", default="bench/results/joint_cv.json")
-    a = p.parse_args(argv)
+
+
+def run(a: argparse.Namespace) -> None:
+    """Read both benchmarks' JSON, cross-validate, print and write the result."""
     locomo = _locomo_rows(json.loads(Path(a.locomo).read_text()))
     lme = _lme_rows(json.loads(Path(a.longmemeval).read_text()))
     result = cross_validate(locomo, lme, default_key())
-    write_json(Path(a.out), result)
+    write_results(a.out, "joint_cv", result)
     print(json.dumps({k: v for k, v in result.items() if k != "points"}, indent=2))
-    return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main("joint_cv"))

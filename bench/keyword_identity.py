@@ -13,10 +13,10 @@ Prints how many questions get the same turns, in the same order, with the same s
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 
 from bench.env import isolated_services
+from bench.harness import main
 from bench.locomo import DEFAULT_DATA
 from bench.locomo_data import load_locomo
 from memory_graph_agent.storage.episodes import EpisodeLog
@@ -102,16 +102,21 @@ async def compare(data: str, k: int) -> tuple[int, int]:
     return same, total
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse flags, compare, print."""
-    p = argparse.ArgumentParser(prog="python -m bench.keyword_identity", description=__doc__)
+COMMON = ()
+
+
+def flags(p: argparse.ArgumentParser) -> None:
+    """The data and how many turns each question ranks."""
     p.add_argument("--data", default=DEFAULT_DATA, help="LoCoMo-format JSON file")
     p.add_argument("--k", type=int, default=60, help="turns per question")
-    a = p.parse_args(argv)
-    same, total = asyncio.run(compare(a.data, a.k))
+
+
+async def run(a: argparse.Namespace) -> bool:
+    """Compare and print; true when every question ranks the same both ways."""
+    same, total = await compare(a.data, a.k)
     print(f"identical ranked turns and scores for {same} of {total} questions (k = {a.k})")
-    return 0 if same == total else 1
+    return same == total
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main("keyword_identity"))

@@ -43,7 +43,6 @@ purpose, from the per-user totals (`memory_graph_agent.storage.costs`).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import time
 import uuid
 from collections.abc import Sequence
@@ -55,16 +54,17 @@ from langchain_core.messages import HumanMessage
 
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model, register_paced_model
-from bench.latency_report import plot_latency, print_latency
+from bench.harness import main, write_results
+from bench.knobs import run_context
+from bench.latency_report import plot_latency
 from bench.locomo import DEFAULT_DATA
 from bench.locomo_data import load_locomo
-from bench.stats import ms_stats, quiet_logs, write_json
+from bench.stats import ms_stats
 from bench.timed_graph import build_baseline_graph
 from bench.timing import CURRENT_TURN, TurnRecord, instrument
 from bench.verify import verify_conversation
 from graph.background import LocalScheduler
 from graph.builder import build_graph
-from graph.context import Context
 from graph.middleware import MemoryMiddleware
 from graph.prompts import ASSISTANT_PROMPT
 from memory_graph_agent.services.stores import open_checkpointer, services_session
@@ -210,7 +210,7 @@ async def run_latency(
                     spec, model = register_paced_model(**speed)
                     user = f"lat-{mode.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
                     memory_mode = "inline" if mode == "inline" else "background"
-                    ctx = Context(user_id=user, model=spec, memory_mode=memory_mode)
+                    ctx = run_context(user_id=user, model=spec, memory_mode=memory_mode)
                     agent, context = graphs.get(mode), ctx
                     if mode in AGENTS:  # the middleware's knobs are its own; the user the run's
                         agent = _agent(services, saver, memory, mode, spec, model)
@@ -242,9 +242,8 @@ async def run_latency(
         "modes": {m: results[m] for m in modes},
         "memory_cost_per_turn": results["memory_cost_per_turn"],
     }
-    write_json(out / "latency.json", data)
-    plot_latency(data, out / "latency.png")
-    print_latency(data)
+    show = ("latency-table", "latency-adds", "latency-cost")
+    write_results(out, "latency", data, plot_latency, show=show)
     return data
 
 
@@ -268,7 +267,7 @@ async def _cost_replay(services: Any, saver: Any, locomo: Path, conversations: i
     per_conversation = []
     for texts in _texts(locomo, conversations):
         spec, _ = register_instant_model()
-        ctx = Context(user_id=f"cost-{uuid.uuid4().hex[:8]}", model=spec, memory_mode="inline")
+        ctx = run_context(user_id=f"cost-{uuid.uuid4().hex[:8]}", model=spec, memory_mode="inline")
         thread = f"cost-{uuid.uuid4().hex[:8]}"
         config = {"configurable": {"thread_id": thread}, "recursion_limit": 500}
         for text in texts:
@@ -288,13 +287,8 @@ async def _cost_replay(services: Any, saver: Any, locomo: Path, conversations: i
     return {"conversations": per_conversation, "model": model}
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse flags and run."""
-    p = argparse.ArgumentParser(
-        prog="python -m bench.latency",
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+def flags(p: argparse.ArgumentParser) -> None:
+    """The flags of `bench.latency` beside ``--out``."""
     p.add_argument("--turns", type=int, default=120, help="turns per agent (>= 100)")
     p.add_argument("--first-token", type=float, default=0.3, help="seconds to the first token")
     p.add_argument("--tokens-per-s", type=float, default=40.0, help="streaming speed")
@@ -306,17 +300,15 @@ def main(argv: list[str] | None = None) -> int:
         default=MODES,
         help=f"comma-separated agents to run, of {','.join(MODES)}",
     )
-    p.add_argument("--out", type=Path, default=Path("bench/out"))
-    a = p.parse_args(argv)
-    quiet_logs()
-    data = asyncio.run(
-        run_latency(
-            a.turns, a.out, a.first_token, a.tokens_per_s, a.cost_conversations, a.locomo, a.modes
-        )
+
+
+async def run(a: argparse.Namespace) -> bool:
+    """Run with the parsed flags; true when no message was lost or duplicated."""
+    data = await run_latency(
+        a.turns, a.out, a.first_token, a.tokens_per_s, a.cost_conversations, a.locomo, a.modes
     )
-    ok = all(m["verification"]["ok"] for m in data["modes"].values() if "verification" in m)
-    return 0 if ok else 1
+    return all(m["verification"]["ok"] for m in data["modes"].values() if "verification" in m)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main("latency"))

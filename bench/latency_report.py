@@ -1,11 +1,8 @@
-"""Plot and table of `bench.latency`: p50/p95 per agent, memory-forming turns apart."""
+"""The plot of `bench.latency`: p50/p95 per agent, memory-forming turns apart."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
-
-from bench.stats import fmt, pyplot
 
 METRICS = ("ttft", "time_to_reply", "run_end", "next_turn_waits")
 LABELS = {
@@ -16,9 +13,8 @@ LABELS = {
 }
 
 
-def plot_latency(data: dict[str, Any], path: Path) -> None:
+def plot_latency(data: dict[str, Any], plt: Any) -> Any:
     """One panel per metric: p50 bars and p95 ticks, per agent and turn kind."""
-    plt = pyplot()
     modes = list(data["modes"])
     groups = [(m, kind) for m in modes for kind in ("memory_turns", "other_turns")]
     groups = [(m, k) for m, k in groups if data["modes"][m][k]["n"]]
@@ -42,44 +38,4 @@ def plot_latency(data: dict[str, Any], path: Path) -> None:
         f"{cfg['tokens_per_s']:.0f} tokens/s",
         fontsize=10,
     )
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def print_latency(data: dict[str, Any]) -> None:
-    """The p50/p95 table, memory's added TTFT and its model cost per turn."""
-    print(f"{'agent':<24}{'turns':<14}" + "".join(f"{LABELS[m]:>26}" for m in METRICS))
-    for mode, result in data["modes"].items():
-        for kind in ("memory_turns", "other_turns"):
-            row = result[kind]
-            if not row["n"]:
-                continue
-            cells = "".join(
-                f"{fmt(row[m]['p50'], 0) + ' / ' + fmt(row[m]['p95'], 0) + ' ms':>26}"
-                for m in METRICS
-            )
-            label = f"{kind.split('_')[0]} ({row['n']})"
-            print(f"{mode:<24}{label:<14}{cells}")
-    for mode, result in data["modes"].items():
-        added = result.get("memory_adds_to_ttft_excluding_embedding")
-        if added:
-            print(
-                f"{mode}: memory adds {fmt(added['p50'], 1)} ms p50 / {fmt(added['p95'], 1)} ms "
-                f"p95 to TTFT without the query embedding (which takes "
-                f"{fmt(result['query_embedding']['p50'], 1)} ms p50; with it: "
-                f"{_whole(result)}); background drain {result['drain_after_last_turn_s']} s; "
-                f"check {result.get('verification')}"
-            )
-    for conv in data["memory_cost_per_turn"].get("conversations", []):
-        print(
-            f"memory cost over {conv['turns']} LoCoMo turns: {conv['calls_per_turn']:.2f} "
-            f"calls, {conv['input_tokens_per_turn']:.0f} input + "
-            f"{conv['output_tokens_per_turn']:.0f} output tokens per turn"
-        )
-
-
-def _whole(result: dict) -> str:
-    whole = result.get("memory_adds_to_ttft")  # absent from runs before it was reported
-    return f"{fmt(whole['p50'], 1)} / {fmt(whole['p95'], 1)} ms" if whole else "not reported"
+    return fig

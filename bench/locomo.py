@@ -69,7 +69,6 @@ baselines), `bench.locomo_pipeline` (replay and recall through the project's nod
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import time
 import uuid
@@ -78,6 +77,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.env import EMBEDDING, isolated_services, machine_info
+from bench.harness import main, write_results
+from bench.knobs import Context, override
 from bench.locomo_cv import cross_validate, default_key, grid_points, point_key
 from bench.locomo_data import Conversation, Question, load_locomo
 from bench.locomo_pipeline import (
@@ -113,9 +114,6 @@ from bench.locomo_scoring import (
     evidence_recall,
 )
 from bench.seeding import embed_batched
-from bench.stats import quiet_logs, write_json
-from graph.context import Context
-from memory_graph_agent.core.knobs import with_knobs
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.services.stores import Services, services_session
 
@@ -156,7 +154,7 @@ async def evaluate_conversation(
     replayed = ctx.recall_weights.turn_context_weight  # what the replay indexed with
     for point in grid_points():
         weight = point.get("turn_context_weight", replayed)
-        by_weight.setdefault(weight, {})[point_key(point)] = with_knobs(fit_ctx, **point)
+        by_weight.setdefault(weight, {})[point_key(point)] = override(fit_ctx, **point)
     bar.update(tasks["questions"], description=f"questions {conv.sample_id}")
     t0 = time.perf_counter()
     probes_of: dict[int, dict[str, tuple[set[str], int]]] = {q.index: {} for q in scored}
@@ -295,43 +293,35 @@ async def run_benchmark(
     }
     for r in records:  # the grid's tokens are summed up by cross_validated; its recall
         r.pop("grid_tokens")  # stays per question, for bench.joint_cv
-    write_json(out / "locomo.json", report)
-    plot(report, out / "locomo.png")
+    write_results(out, "locomo", report, plot)
     if not quiet:
         print_table(report)
     return report
 
 
-# ------------------------------------------------------------------------------- CLI
+COMMON = ("out",)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse flags and run."""
-    p = argparse.ArgumentParser(
-        prog="python -m bench.locomo",
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+def flags(p: argparse.ArgumentParser) -> None:
+    """The flags of `bench.locomo` beside ``--out``."""
     p.add_argument("--data", default=DEFAULT_DATA, help="LoCoMo-format JSON file")
-    p.add_argument("--out", default="bench/out", help="output folder (JSON + PNG)")
     p.add_argument("--limit", type=int, default=None, help="first N conversations only")
     p.add_argument("--budget", type=int, default=1800, help="context token budget")
     p.add_argument("--recall-k", type=int, default=RECALL_K, help="recall_k of the recall node")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    a = p.parse_args(argv)
-    quiet_logs()
-    asyncio.run(
-        run_benchmark(
-            a.data,
-            a.out,
-            limit=a.limit,
-            budget=a.budget,
-            recall_k=a.recall_k,
-            progress=not a.no_progress,
-        )
+
+
+async def run(a: argparse.Namespace) -> None:
+    """Run with the parsed flags."""
+    await run_benchmark(
+        a.data,
+        a.out,
+        limit=a.limit,
+        budget=a.budget,
+        recall_k=a.recall_k,
+        progress=not a.no_progress,
     )
-    return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main("locomo"))

@@ -24,9 +24,10 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
+from bench.knobs import Context, override, run_context
 from bench.locomo_data import Conversation, Question
 from bench.locomo_scoring import message_tokens
-from graph.context import Context, current_thread_id
+from graph.context import current_thread_id
 from graph.routing import route_after_consolidate, route_after_summarize, route_after_trim
 from graph.state import State
 from memory_graph_agent.services.stores import Services
@@ -135,7 +136,7 @@ def build_recall_graph(services: Services) -> CompiledStateGraph:
 
 def replay_context(conv: Conversation, model: str) -> Context:
     """Raw summaries, no reflection: the replay needs no model."""
-    return Context(
+    return run_context(
         user_id=conv.user_id,
         model=model,
         summary_mode="raw",
@@ -146,7 +147,7 @@ def replay_context(conv: Conversation, model: str) -> Context:
 
 def recall_context(conv: Conversation, model: str, budget: int, recall_k: int) -> Context:
     """The recall node's knobs for the questions (``min_similarity`` left at its default)."""
-    return replace(
+    return override(
         replay_context(conv, model), recall_k=recall_k, memory_token_budget=max(0, budget)
     )
 

@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.env import EMBEDDING
+from bench.knobs import as_dict
 from bench.locomo_data import CATEGORIES, SCORED_CATEGORIES, Conversation
 from bench.locomo_pipeline import recall_context, replay_context
 from bench.locomo_scoring import BM25_B, BM25_K1, CHUNK_TURNS, METHODS, RRF_K
-from bench.stats import pyplot
-from memory_graph_agent.core.knobs import knob_values
 
 REFERENCE = {
     "window": 0.02,
@@ -108,8 +107,8 @@ def run_config(budget: int, recall_k: int, conversations: Sequence[Conversation]
     """Everything that defines the numbers."""
     sample = conversations[0] if conversations else Conversation("sample", [], [], 0)
     # flat, with the members of the recall weights' group (the shape of earlier results)
-    replay_ctx = knob_values(replay_context(sample, "registered:locomo-guard"))
-    recall_ctx = knob_values(recall_context(sample, "registered:locomo-guard", budget, recall_k))
+    replay_ctx = as_dict(replay_context(sample, "registered:locomo-guard"))
+    recall_ctx = as_dict(recall_context(sample, "registered:locomo-guard", budget, recall_k))
     for c in (replay_ctx, recall_ctx):
         c["user_id"] = "locomo-<sample_id>"
     return {
@@ -200,9 +199,8 @@ def print_table(report: dict[str, Any]) -> None:
     )
 
 
-def plot(report: dict[str, Any], path: Path) -> None:
+def plot(report: dict[str, Any], plt: Any) -> Any:
     """Grouped bars of evidence recall per category and method, plus context tokens."""
-    plt = pyplot()
     results = dict(report["results"])
     if report.get("cross_validated"):
         results["memory_in_budget (cv)"] = report["cross_validated"]
@@ -233,7 +231,4 @@ def plot(report: dict[str, Any], path: Path) -> None:
         ax_tokens.text(t, y, f" {t:,.0f} | {_fmt(results[m]['overall_1_4'])}", va="center")
     ax_tokens.set_title("context tokens per question | recall 1-4")
     ax_tokens.set_xlim(right=max(tokens + [1]) * 8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig

@@ -34,7 +34,7 @@ Writes ``<out>/longmemeval.json`` and ``<out>/longmemeval.png`` and prints a tab
 
 from __future__ import annotations
 
-import asyncio
+import argparse
 import os
 import time
 import uuid
@@ -50,6 +50,8 @@ from langchain_core.messages import HumanMessage
 from langgraph.graph.state import CompiledStateGraph
 
 from bench.env import EMBEDDING, isolated_services, machine_info
+from bench.harness import main, write_results
+from bench.knobs import Context, as_dict, override, parse_grid
 from bench.locomo_cv import GRID, grid_points, point_key
 from bench.locomo_pipeline import (
     RECALL_K,
@@ -74,10 +76,8 @@ from bench.locomo_scoring import (
     rrf,
 )
 from bench.longmemeval_data import QUESTION_TYPES, Haystack, load_longmemeval
+from bench.longmemeval_report import plot, print_table
 from bench.seeding import embed_batched
-from bench.stats import bench_parser, pyplot, quiet_logs, write_json
-from graph.context import KNOB_FIELDS, Context
-from memory_graph_agent.core.knobs import coerce, knob_values, with_knobs
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.services.stores import Services, services_session
 
@@ -226,7 +226,7 @@ async def evaluate(
     replayed = ctx.recall_weights.turn_context_weight  # what the replay indexed with
     for point in grid_points(knobs):
         weight = point.get("turn_context_weight", replayed)
-        by_weight.setdefault(weight, {})[point_key(point)] = with_knobs(fit, **point)
+        by_weight.setdefault(weight, {})[point_key(point)] = override(fit, **point)
     for weight in [w for w in by_weight if w != replayed]:
         await reindex(services, hay, weight)
         await probe(by_weight[weight])
@@ -285,45 +285,6 @@ def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             measure: {g: _mean(v) for g, v in groups.items()} for measure, groups in by.items()
         }
     return out
-
-
-def print_table(report: dict[str, Any]) -> None:
-    """Turn recall per question type, session recall and tokens overall."""
-    results = report["results"]
-    types = [t for t in QUESTION_TYPES if t in results["memory_in_budget"]["turn_recall"]]
-    head = ["method", *[t[:14] for t in types], "turn", "session", "tokens"]
-    print(" | ".join(f"{h:>14}" for h in head))
-    for method, r in results.items():
-        cells = [r["turn_recall"].get(t) for t in types]
-        cells += [r["turn_recall"]["overall"], r["session_recall"]["overall"]]
-        row = [f"{c:.3f}" if c is not None else "-" for c in cells]
-        row.append(f"{r['tokens']['overall']:.0f}")
-        print(" | ".join(f"{x:>14}" for x in [method, *row]))
-    t = report["ingestion"]
-    print(f"ingestion: {t['turns']} turns in {t['replay_s']:.0f} s, {t['turns_per_s']:.1f} turns/s")
-
-
-def plot(report: dict[str, Any], path: Path) -> None:
-    """Turn-level recall per question type, one bar per method."""
-    plt = pyplot()
-    results = report["results"]
-    types = [t for t in QUESTION_TYPES if t in results["memory_in_budget"]["turn_recall"]]
-    groups = [*types, "overall"]
-    fig, ax = plt.subplots(figsize=(12, 4.5))
-    width = 0.8 / len(results)
-    for n, (method, r) in enumerate(results.items()):
-        values = [r["turn_recall"].get(g) or 0.0 for g in groups]
-        ax.bar(np.arange(len(groups)) + n * width, values, width, label=method)
-    ax.set_xticks(np.arange(len(groups)) + 0.4 - width / 2, groups, rotation=15, fontsize=8)
-    ax.set_ylabel("turn-level evidence recall")
-    ax.set_title(
-        f"LongMemEval dev: {report['data']['questions']} questions, budget "
-        f"{report['config']['budget_tokens']} tokens (window included)"
-    )
-    ax.legend(fontsize=7, ncol=4)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 async def run_benchmark(
@@ -389,7 +350,7 @@ async def run_benchmark(
             "methods": METHODS,
             "context": {  # flat, with the members of the recall weights' group
                 k: v
-                for k, v in knob_values(replay_context(haystacks[0], spec)).items()  # type: ignore[arg-type]
+                for k, v in as_dict(replay_context(haystacks[0], spec)).items()  # type: ignore[arg-type]
                 if k not in ("user_id", "model")
             },
         },
@@ -405,49 +366,33 @@ async def run_benchmark(
         "haystacks": infos,
         "questions": records,
     }
-    write_json(out / "longmemeval.json", report)
-    plot(report, out / "longmemeval.png")
+    write_results(out, "longmemeval", report, plot)
     if not quiet:
         print_table(report)
     return report
 
 
-def parse_grid(text: str) -> dict[str, tuple[Any, ...]]:
-    """``'a=0,0.5;b=5'`` as ``{"a": (0.0, 0.5), "b": (5,)}``, typed like the `Context` field."""
-    grid: dict[str, tuple[Any, ...]] = {}
-    for part in filter(None, (p.strip() for p in text.split(";"))):
-        name, _, values = part.partition("=")
-        if name not in KNOB_FIELDS:  # a recall weight by its own name (`RecallWeights`)
-            raise ValueError(f"unknown knob {name!r}")
-        kind = type(KNOB_FIELDS[name].default)  # typed as the environment types it
-        grid[name] = tuple(coerce(v.strip(), kind, name) for v in values.split(","))
-    return grid
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Parse flags and run."""
-    p = bench_parser("python -m bench.longmemeval", __doc__)
+def flags(p: argparse.ArgumentParser) -> None:
+    """The flags of `bench.longmemeval` beside ``--out``."""
     p.add_argument("--data", default=DEFAULT_DATA, help="LongMemEval-format JSON file")
-    p.add_argument("--out", default="bench/out", help="output folder (JSON + PNG)")
     p.add_argument("--per-type", type=int, default=None, help="N questions of each type")
     p.add_argument("--offset", type=int, default=0, help="skip the first K of each type")
     p.add_argument("--budget", type=int, default=1800, help="context token budget")
     p.add_argument(
         "--grid",
-        default=None,
+        type=parse_grid,
+        default=GRID,
         help="knobs to probe, e.g. 'neighbour_weight=0,0.5;recall_rrf_k=5,60' "
         "(default: bench.locomo_cv.GRID)",
     )
-    a = p.parse_args(argv)
-    quiet_logs()
-    grid = parse_grid(a.grid) if a.grid else GRID
-    asyncio.run(
-        run_benchmark(
-            a.data, a.out, per_type=a.per_type, offset=a.offset, budget=a.budget, grid=grid
-        )
+
+
+async def run(a: argparse.Namespace) -> None:
+    """Run with the parsed flags."""
+    await run_benchmark(
+        a.data, a.out, per_type=a.per_type, offset=a.offset, budget=a.budget, grid=a.grid
     )
-    return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main("longmemeval"))

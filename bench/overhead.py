@@ -38,11 +38,9 @@ Everything is written under a fresh database and Redis key prefix, dropped at th
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import os
 import random
-import sys
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -55,20 +53,20 @@ from langgraph.checkpoint.memory import InMemorySaver
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
+from bench.harness import main, say, write_results
+from bench.knobs import Context, run_context
 from bench.overhead_report import (
     PEERS_SEARCH_P50_MS,
     plot_overhead,
     print_size,
-    print_summary,
     summarize_baseline,
     summarize_full,
 )
 from bench.seeding import VectorSource, embed_batched, seed_size
 from bench.sql import explain_recall, prepared_recall_plans
-from bench.stats import ms_stats, parse_ints, quiet_logs, write_json
+from bench.stats import ms_stats
 from bench.timed_graph import build_baseline_graph, build_timed_graph
 from bench.timing import CURRENT_TURN, TurnRecord, instrument
-from graph.context import Context
 from memory_graph_agent.services.stores import open_checkpointer, services_session
 
 # -------------------------------------------------------------------------------- run
@@ -97,11 +95,6 @@ async def _checkpointer(kind: str, database_url: str, stack: Any) -> Any:
     if kind == "postgres":
         return await stack.enter_async_context(open_checkpointer(database_url))
     raise ValueError(f"checkpointer must be none|memory|postgres, got {kind!r}")
-
-
-def _say(quiet: bool, *args: Any) -> None:
-    if not quiet:
-        print(*args, file=sys.stderr, flush=True)
 
 
 async def run_overhead(
@@ -142,9 +135,7 @@ async def run_overhead(
         env = await stack.enter_async_context(
             isolated_services(database_url, redis_url, key_prefix, tag="bench_overhead")
         )
-        _say(
-            quiet, f"[overhead] database {env.database_url.split('?')[0]}, prefix {env.key_prefix}"
-        )
+        say(quiet, f"[overhead] database {env.database_url.split('?')[0]}, prefix {env.key_prefix}")
         # opened after the environment points at the run's database; closed before it is
         # dropped (the stack unwinds in reverse). Opening creates the memory tables.
         services = await stack.enter_async_context(services_session(EMBEDDING))
@@ -174,14 +165,14 @@ async def run_overhead(
                     source,
                     anchor,
                     maintenance_work_mem,
-                    say=lambda m: _say(quiet, f"[overhead] {m}"),
+                    say=lambda m: say(quiet, f"[overhead] {m}"),
                 )
                 seeded = size
             else:
                 seeding, index = {}, {}
             seeding["vectors"] = vectors
 
-            ctx = Context(user_id=bench_user, model=spec, summary_mode=summary_mode)
+            ctx = run_context(user_id=bench_user, model=spec, summary_mode=summary_mode)
             explain = await explain_recall(services, bench_user, query_vecs[0], ctx.recall_k)
 
             # search only, pre-embedded queries (what the peers' numbers measure)
@@ -196,7 +187,7 @@ async def run_overhead(
                 search_s.append(time.perf_counter() - start)
                 hits.append(len(found))
 
-            _say(quiet, f"[overhead] size {size}: {warmup} warm-up + {turns} turns per graph")
+            say(quiet, f"[overhead] size {size}: {warmup} warm-up + {turns} turns per graph")
             full_thread = f"full-{size}-{tag}"
             rotate = max(1, ctx.window_size // 2)
             full_recs: list[tuple[TurnRecord, float]] = []
@@ -282,44 +273,18 @@ async def run_overhead(
             "peers_search_p50_ms": PEERS_SEARCH_P50_MS,
             "sizes": results,
         }
-    out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "overhead.json", data)
-    plot_overhead(data, out / "overhead.png")
-    print_summary(data)
-    _say(quiet, f"[overhead] wrote {out / 'overhead.json'} and {out / 'overhead.png'}")
+    write_results(out, "overhead", data, plot_overhead, show=("overhead-table",))
+    say(quiet, f"[overhead] wrote {out / 'overhead.json'} and {out / 'overhead.png'}")
     return data
 
 
-# -------------------------------------------------------------------------------- CLI
+COMMON = ("out", "seed", "seeded", "vectors", "database", "redis")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse flags and run."""
-    p = argparse.ArgumentParser(
-        prog="python -m bench.overhead",
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    p.add_argument(
-        "--sizes",
-        default="1000,10000,100000",
-        help="stored memories of the benchmark user, comma-separated (1k, 1e5 ok)",
-    )
+def flags(p: argparse.ArgumentParser) -> None:
+    """The flags of `bench.overhead` beside the common ones."""
     p.add_argument("--turns", type=int, default=200, help="measured turns per graph and size")
-    p.add_argument("--out", default="bench/out", help="output folder (JSON + PNG)")
     p.add_argument("--warmup", type=int, default=5, help="unmeasured turns per size")
-    p.add_argument("--other-users", type=int, default=9)
-    p.add_argument("--per-other-user", type=int, default=1000, help="memories of each other user")
-    p.add_argument(
-        "--vectors",
-        choices=("perturbed", "real", "random"),
-        default="perturbed",
-        help="seeded vectors: pooled MiniLM embeddings + noise, every row "
-        "embedded, or random unit vectors",
-    )
-    p.add_argument(
-        "--pool", type=int, default=2048, help="texts embedded for --vectors perturbed/random"
-    )
     p.add_argument(
         "--search-queries", type=int, default=200, help="pre-embedded search-only queries per size"
     )
@@ -335,41 +300,12 @@ def main(argv: list[str] | None = None) -> int:
         default="memory",
         help="checkpointer of both graphs",
     )
-    p.add_argument(
-        "--maintenance-work-mem", default="1GB", help="session setting for the HNSW build"
-    )
-    p.add_argument("--seed", type=int, default=7)
-    p.add_argument(
-        "--database-url",
-        default=None,
-        help="use this database as is (default: a fresh one, dropped afterwards)",
-    )
-    p.add_argument("--redis-url", default=None)
-    p.add_argument("--key-prefix", default=None)
-    a = p.parse_args(argv)
-    quiet_logs()
-    asyncio.run(
-        run_overhead(
-            parse_ints(a.sizes),
-            a.turns,
-            a.out,
-            warmup=a.warmup,
-            other_users=a.other_users,
-            per_other_user=a.per_other_user,
-            vectors=a.vectors,
-            pool=a.pool,
-            search_queries=a.search_queries,
-            summary_mode=a.summary_mode,
-            checkpointer=a.checkpointer,
-            maintenance_work_mem=a.maintenance_work_mem,
-            seed=a.seed,
-            database_url=a.database_url,
-            redis_url=a.redis_url,
-            key_prefix=a.key_prefix,
-        )
-    )
-    return 0
+
+
+async def run(a: argparse.Namespace) -> None:
+    """Run with the parsed flags (they are `run_overhead`'s parameters)."""
+    await run_overhead(**vars(a))
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main("overhead"))

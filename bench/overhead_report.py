@@ -8,10 +8,9 @@ without the embeddings and the fake model's calls; `summarize_full` /
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from bench.stats import fmt, ms_stats, pyplot
+from bench.stats import fmt, ms_stats
 from bench.timing import TurnRecord, on_path
 
 PEERS_SEARCH_P50_MS = {
@@ -183,32 +182,8 @@ def print_size(r: dict[str, Any]) -> None:
     )
 
 
-def print_summary(data: dict[str, Any]) -> None:
-    """Growth with size and the comparison with the peers' search."""
-    peers = ", ".join(f"{k} {v} ms" for k, v in PEERS_SEARCH_P50_MS.items())
-    print(f"\n== summary (ms; peers' search-only p50: {peers}) ==")
-    print(
-        f"{'size':>8} {'rows':>8} {'search p50':>11} {'p95':>7} {'in-graph p50':>13} "
-        f"{'p95':>7} {'emb q p50':>10} {'mem-emb p50':>12} {'p95':>7} {'mean':>7} "
-        f"{'diff p50':>9} {'HNSW':>5}"
-    )
-    for r in data["sizes"]:
-        f = r["full"]
-        s = r["search_only_pre_embedded"]
-        g = f["calls"].get("search", {})
-        m = f["memory_excl_embedding"]
-        print(
-            f"{r['size']:>8} {r['index'].get('table_rows', '-'):>8} {fmt(s['p50']):>11} "
-            f"{fmt(s['p95']):>7} {fmt(g.get('p50')):>13} {fmt(g.get('p95')):>7} "
-            f"{fmt(f['embed_query']['p50']):>10} {fmt(m['p50']):>12} {fmt(m['p95']):>7} "
-            f"{fmt(m['mean']):>7} {fmt(r['difference_ms']['p50']):>9} "
-            f"{'yes' if r['explain'].get('custom_plan', {}).get('uses_hnsw') else 'no':>5}"
-        )
-
-
-def plot_overhead(data: dict[str, Any], path: Path) -> None:
+def plot_overhead(data: dict[str, Any], plt: Any) -> Any:
     """Four panels: per-node time, turn latency, search growth, memory work vs peers."""
-    plt = pyplot()
     rs = data["sizes"]
     sizes = [r["size"] for r in rs]
     fig, axes = plt.subplots(2, 2, figsize=(13, 9))
@@ -304,6 +279,4 @@ def plot_overhead(data: dict[str, Any], path: Path) -> None:
         f"Python {m['python']}, pgvector {m['pgvector']}",
         fontsize=10,
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig

@@ -37,12 +37,11 @@ prefix, dropped at the end.
 
 from __future__ import annotations
 
-import asyncio
+import argparse
 import contextlib
 import functools
 import os
 import random
-import sys
 import tempfile
 import time
 import uuid
@@ -57,6 +56,8 @@ from langchain_core.messages import HumanMessage
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
+from bench.harness import main, say, write_results
+from bench.knobs import Context, run_context
 from bench.peer_fill import check_layout, fill
 from bench.peer_stores import (
     LookupEmbeddings,
@@ -71,14 +72,12 @@ from bench.peers_report import (
     READ_PATHS,
     plot_peers,
     print_size,
-    print_table,
     summarize_size,
 )
+from bench.render.speed import render_peers_table
 from bench.seeding import VectorSource, embed_batched, seed_size
-from bench.stats import bench_parser, parse_ints, quiet_logs, write_outputs
 from bench.timing import CURRENT_TURN, TurnRecord, instrument, timed_node
 from graph.builder import build_builder
-from graph.context import Context
 from graph.prefetch import with_query_prefetch
 from memory_graph_agent.services.stores import open_checkpointer, services_session
 
@@ -144,11 +143,6 @@ async def _read_path(
         "read_path_excl_embedding": read - rec.total("embed_wait"),
         "graph_overhead": read - max(nodes.get("load_profile", 0.0), nodes.get("recall", 0.0)),
     }
-
-
-def _say(quiet: bool, *args: Any) -> None:
-    if not quiet:
-        print(*args, file=sys.stderr, flush=True)
 
 
 async def _open_peers(
@@ -224,13 +218,13 @@ async def run_peers(
             isolated_services(database_url, redis_url, key_prefix, tag="bench_peers")
         )
         url = env.database_url
-        _say(quiet, f"[peers] database {url.split('?')[0]}, prefix {env.key_prefix}")
+        say(quiet, f"[peers] database {url.split('?')[0]}, prefix {env.key_prefix}")
         services = await stack.enter_async_context(services_session(EMBEDDING))
         info = await machine_info(url)
         stack.enter_context(instrument(services))
         home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-peers-")))
         spec, _model = register_instant_model()
-        ctx = Context(user_id=user, model=spec, summary_mode="raw")
+        ctx = run_context(user_id=user, model=spec, summary_mode="raw")
         k = ctx.recall_k
         if checkpointer == "postgres":
             saver = await stack.enter_async_context(open_checkpointer(url))
@@ -295,15 +289,15 @@ async def run_peers(
                 source,
                 anchor,
                 maintenance_work_mem,
-                say=lambda m: _say(quiet, f"[peers] {m}"),
+                say=lambda m: say(quiet, f"[peers] {m}"),
             )
             seeded = size
-            _say(quiet, "[peers] filling the peers' tables")
+            say(quiet, "[peers] filling the peers' tables")
             peer_fill = await fill(url, others_peers, maintenance_work_mem)
             if size_index == 0:
                 layout = await check_layout(url, others_peers, user)
 
-            _say(quiet, f"[peers] size {size}: {warmup} warm-up + {queries} queries per system")
+            say(quiet, f"[peers] size {size}: {warmup} warm-up + {queries} queries per system")
             thread = f"peers-{size}-{tag}"
             samples: dict[tuple[str, str], list[tuple[float, int]]] = {}
             read_paths: dict[str, list[dict[str, float]]] = {name: [] for name in READ_PATHS}
@@ -368,47 +362,32 @@ async def run_peers(
             "layout_check": layout,
             "sizes": results,
         }
-    paths = write_outputs(out, "peers", data, plot_peers)
-    print_table(data)
-    _say(quiet, f"[peers] wrote {' and '.join(map(str, paths))}")
+    paths = write_results(out, "peers", data, plot_peers)
+    print(render_peers_table(Path(out)))
+    say(quiet, f"[peers] wrote {' and '.join(map(str, paths))}")
     return data
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse flags and run."""
-    p = bench_parser("python -m bench.peers", __doc__)
-    p.add_argument("--sizes", default="1000,10000,100000", help="memories of the benchmark user")
+COMMON = ("out", "seed", "seeded", "vectors")
+
+
+def flags(p: argparse.ArgumentParser) -> None:
+    """The flags of `bench.peers` beside the common ones."""
     p.add_argument("--queries", type=int, default=200, help="measured queries per system")
-    p.add_argument("--out", default="bench/out", help="output folder (JSON + PNG)")
     p.add_argument("--warmup", type=int, default=10, help="unmeasured queries per size")
-    p.add_argument("--other-users", type=int, default=9)
-    p.add_argument("--per-other-user", type=int, default=1000)
-    p.add_argument("--vectors", choices=("perturbed", "real", "random"), default="perturbed")
-    p.add_argument("--pool", type=int, default=2048, help="embedded texts (perturbed vectors)")
-    p.add_argument("--peers", default=",".join(PEER_NAMES), help="peers to run")
-    p.add_argument("--checkpointer", choices=("postgres", "memory"), default="postgres")
-    p.add_argument("--maintenance-work-mem", default="1GB")
-    p.add_argument("--seed", type=int, default=7)
-    a = p.parse_args(argv)
-    quiet_logs()
-    asyncio.run(
-        run_peers(
-            parse_ints(a.sizes),
-            a.queries,
-            a.out,
-            warmup=a.warmup,
-            other_users=a.other_users,
-            per_other_user=a.per_other_user,
-            vectors=a.vectors,
-            pool=a.pool,
-            peers=tuple(x.strip() for x in a.peers.split(",") if x.strip()),
-            checkpointer=a.checkpointer,
-            maintenance_work_mem=a.maintenance_work_mem,
-            seed=a.seed,
-        )
+    p.add_argument(
+        "--peers",
+        type=lambda text: tuple(x.strip() for x in text.split(",") if x.strip()),
+        default=",".join(PEER_NAMES),
+        help="peers to run",
     )
-    return 0
+    p.add_argument("--checkpointer", choices=("postgres", "memory"), default="postgres")
+
+
+async def run(a: argparse.Namespace) -> None:
+    """Run with the parsed flags (they are `run_peers`'s parameters)."""
+    await run_peers(**vars(a))
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main("peers"))

@@ -8,10 +8,9 @@ is the peer table of docs/benchmarks.md.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from bench.stats import fmt, ms_stats, pyplot
+from bench.stats import fmt, ms_stats
 from graph.durability import TURN_DURABILITY
 
 FLOOR = "floor"
@@ -145,47 +144,8 @@ def _returned_cell(name: str, ret: dict[str, Any] | None) -> str:
     return f"{ret['mean']:.2f} / {ret['k']}"
 
 
-def markdown_table(data: dict[str, Any]) -> str:
-    """Peer table of docs/benchmarks.md: a row per system, a column per size, pre-embedded p50.
-
-    A cell is p50 / p95 ms with the query embedding (× the floor's p50, returned / k).
-    """
-    rs = data["sizes"]
-    sizes = " / ".join(f"{r['size']:,}" for r in rs)
-    head = [f"{r['size']:,}: p50 / p95 ms (× floor, returned)" for r in rs]
-    lines = [
-        "| system | " + " | ".join(head) + f" | pre-embedded p50 ms, {sizes} |",
-        "|---" * (len(rs) + 2) + "|",
-    ]
-    for name in _order(rs[-1]["systems"]):
-        if name == "query embedding":
-            continue
-        cells = [f"**{name}**" if name in READ_PATHS else name]
-        for r in rs:
-            w = r["systems"].get(name, {}).get(WITH)
-            if not w:
-                cells.append("-")
-                continue
-            ret = _returned_cell(name, w.get("returned")).replace(" (token budget)", "")
-            cells.append(
-                f"{fmt(w['latency']['p50'], 1)} / {fmt(w['latency']['p95'], 1)} "
-                f"({w.get('x_floor_p50', 0):.2f}×, {ret})"
-            )
-        pre = [r["systems"].get(name, {}).get(PRE) for r in rs]
-        cells.append(" / ".join(fmt(e["latency"]["p50"]) if e else "-" for e in pre))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def print_table(data: dict[str, Any]) -> None:
-    """The markdown peer table of the whole run."""
-    print("\n== peer table (markdown) ==")
-    print(markdown_table(data))
-
-
-def plot_peers(data: dict[str, Any], path: Path) -> None:
+def plot_peers(data: dict[str, Any], plt: Any) -> Any:
     """Two panels: p50 (bars) with p95 whiskers per size, with embedding and pre-embedded."""
-    plt = pyplot()
     rs = data["sizes"]
     names = [n for n in _order(rs[-1]["systems"]) if n != "query embedding"]
     fig, axes = plt.subplots(1, 2, figsize=(14, 5.5))
@@ -221,6 +181,4 @@ def plot_peers(data: dict[str, Any], path: Path) -> None:
         f"{m['cores']} cores, load {m['loadavg_at_start'][0]:.1f} at start",
         fontsize=10,
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig

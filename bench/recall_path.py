@@ -25,6 +25,7 @@ versions can be timed in turns on the very same rows.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import cProfile
@@ -43,10 +44,10 @@ from typing import Any
 
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
+from bench.harness import main, write_results
+from bench.knobs import Context, as_dict, run_context
 from bench.seeding import VectorSource, embed_batched, seed_size
-from bench.stats import bench_parser, fmt, ms_stats, parse_ints, pyplot, quiet_logs, write_outputs
-from graph.context import Context
-from memory_graph_agent.core.knobs import knob_values
+from bench.stats import fmt, ms_stats
 from memory_graph_agent.recall import linking, ranking, retrieval
 from memory_graph_agent.services.stores import services_session
 
@@ -193,9 +194,8 @@ def print_size(row: dict[str, Any]) -> None:
         print(f"   {name:<28} p50 {fmt(s['p50'], 3):>8}  p95 {fmt(s['p95'], 3):>8}  n={s['n']}")
 
 
-def plot(data: dict[str, Any], path: Path) -> None:
+def plot(data: dict[str, Any], plt: Any) -> Any:
     """p50 and p95 of `retrieve` after the embedding, per size."""
-    plt = pyplot()
     rows = data["sizes"]
     fig, ax = plt.subplots(figsize=(6, 4))
     xs = [r["size"] for r in rows]
@@ -207,9 +207,7 @@ def plot(data: dict[str, Any], path: Path) -> None:
     ax.set_title("recall after the query embedding")
     ax.legend()
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
 
 
 async def run_recall_path(
@@ -264,7 +262,7 @@ async def run_recall_path(
                     say=say,
                 )
                 have, first = size, False
-            ctx = Context(user_id=user)
+            ctx = run_context(user_id=user)
             turns = await services.db.query(
                 'SELECT count(*) AS n FROM "episode_vectors_384" WHERE user_id = :u', {"u": user}
             )
@@ -292,7 +290,7 @@ async def run_recall_path(
             "seed": seed,
             "embedding_model": EMBEDDING,
             "context": {
-                k: knob_values(Context(user_id=user))[k]
+                k: as_dict(run_context(user_id=user))[k]
                 for k in (
                     "recall_k",
                     "min_similarity",
@@ -307,44 +305,25 @@ async def run_recall_path(
         },
         "sizes": results,
     }
-    json_path, _png = write_outputs(Path(out), "recall_path", data, plot)
+    json_path, _png = write_results(out, "recall_path", data, plot, dpi=120)
     say(f"wrote {json_path}")
     return data
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse flags and run."""
-    p = bench_parser("python -m bench.recall_path", __doc__)
-    p.add_argument("--sizes", default="1000,10000,100000", help="memories of the user")
+COMMON = ("out", "seed", "seeded", "database")
+
+
+def flags(p: argparse.ArgumentParser) -> None:
+    """The flags of `bench.recall_path` beside the common ones."""
     p.add_argument("--queries", type=int, default=200, help="questions per size and pass")
-    p.add_argument("--out", default="bench/out", help="output folder (JSON + PNG)")
-    p.add_argument("--other-users", type=int, default=9)
-    p.add_argument("--per-other-user", type=int, default=1000)
-    p.add_argument("--pool", type=int, default=2048, help="texts embedded for the vectors")
     p.add_argument("--profile-queries", type=int, default=50)
-    p.add_argument("--seed", type=int, default=7)
     p.add_argument("--user", default="bench-recall", help="the benchmark user's id")
-    p.add_argument(
-        "--database-url", default=None, help="reuse this database (default: a fresh one)"
-    )
-    a = p.parse_args(argv)
-    quiet_logs()
-    asyncio.run(
-        run_recall_path(
-            parse_ints(a.sizes),
-            a.queries,
-            a.out,
-            other_users=a.other_users,
-            per_other_user=a.per_other_user,
-            pool=a.pool,
-            profile_queries=a.profile_queries,
-            seed=a.seed,
-            user=a.user,
-            database_url=a.database_url,
-        )
-    )
-    return 0
+
+
+async def run(a: argparse.Namespace) -> None:
+    """Run with the parsed flags (they are `run_recall_path`'s parameters)."""
+    await run_recall_path(**vars(a))
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main("recall_path"))

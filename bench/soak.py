@@ -34,7 +34,6 @@ import asyncio
 import contextlib
 import random
 import signal
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -45,6 +44,8 @@ from langchain_core.messages import HumanMessage
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_faulty_model
+from bench.harness import main, parser, say, write_results
+from bench.knobs import Context, run_context
 from bench.soak_faults import Servers, WorkerKill, inject, private_home, schedule
 from bench.soak_maintenance import Maintainer, checkpoint_storage
 from bench.soak_report import (
@@ -58,18 +59,12 @@ from bench.soak_report import (
     uptime,
     verify_soak,
 )
-from bench.stats import ms_stats, quiet_logs, write_json
+from bench.stats import ms_stats
 from graph.background import LocalScheduler
 from graph.builder import build_graph
-from graph.context import Context
 from memory_graph_agent.services.stores import open_checkpointer, services_session
 
 RATES = {"reply_error": 0.02, "reply_timeout": 0.01, "memory_error": 0.05, "memory_timeout": 0.02}
-
-
-def _say(quiet: bool, *args: Any) -> None:
-    if not quiet:
-        print(*args, file=sys.stderr, flush=True)
 
 
 class Soak:
@@ -150,7 +145,7 @@ class Soak:
             while self.done < point["at_share"] * total and not self.finished:
                 await asyncio.sleep(0.1)
             async with self.fault_lock:
-                _say(self.a.quiet, f"[soak] {point['kind']} after {self.done} turns")
+                say(self.a.quiet, f"[soak] {point['kind']} after {self.done} turns")
                 self.faults.append(await inject(point["kind"], servers, self.a.down_s))
 
     async def watch_lease(self) -> None:
@@ -187,7 +182,7 @@ class Soak:
                 await sample_growth(self.services, self.services.database_url, t0, self.done)
             )
             failed = sum(not r["ok"] for r in self.records)
-            _say(
+            say(
                 self.a.quiet, f"[soak] {samples[-1]['t']:.0f} s: {self.done} turns, {failed} failed"
             )
             await asyncio.sleep(self.a.sample_s)
@@ -222,7 +217,7 @@ async def run_soak(a: argparse.Namespace, home: Path | None = None) -> dict[str,
 
 async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
     rng = random.Random(a.seed)
-    _say(a.quiet, f"[soak] private home {home}, database {env.database_url.split('?')[0]}")
+    say(a.quiet, f"[soak] private home {home}, database {env.database_url.split('?')[0]}")
     info = await machine_info(env.database_url)
     info["uptime_at_start"] = uptime()
     spec, model = register_faulty_model(
@@ -237,7 +232,7 @@ async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
         memory = LocalScheduler()
         agent = memory.bind(build_graph(services, saver, scheduler=memory))
         soak = Soak(agent, memory, services, a)
-        ctx = {u: Context(user_id=u, model=spec, **settings) for u in soak.convs}
+        ctx = {u: run_context(user_id=u, model=spec, **settings) for u in soak.convs}
         points = schedule(rng, a.redis_kills, a.postgres_restarts)
         if a.worker_users:
             at = rng.randint(a.turns // 5, max(a.turns // 5, a.turns // 2 - a.worker_turns))
@@ -257,7 +252,7 @@ async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
             upkeep = Maintainer(
                 services,
                 saver,
-                Context(model=spec, **settings),
+                run_context(model=spec, **settings),
                 a.maintain_every,
                 a.maintain_timeout,
                 t0,
@@ -265,7 +260,7 @@ async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
             background.append(asyncio.create_task(upkeep.loop(done, a.quiet)))
         # the dead worker's batch may wait for the settling turns: watched until the end
         watch = asyncio.create_task(soak.watch_lease())
-        _say(a.quiet, f"[soak] {a.users} users x {a.turns} turns, faults {points}")
+        say(a.quiet, f"[soak] {a.users} users x {a.turns} turns, faults {points}")
         await asyncio.gather(*(soak.conversation(ctx[u]) for u in soak.convs))
         workload_s = time.time() - t0
         soak.finished = True
@@ -278,7 +273,7 @@ async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
         ends += [soak.worker.report.get("at", 0.0)] if soak.worker else []
         last = max(ends, default=0.0)
         await asyncio.sleep(max(0.0, last + a.lease_seconds + 1 - time.time()))
-        _say(a.quiet, f"[soak] {soak.done} turns in {workload_s:.0f} s; settling")
+        say(a.quiet, f"[soak] {soak.done} turns in {workload_s:.0f} s; settling")
         await asyncio.gather(*(soak.settle(ctx[u], a.turns) for u in soak.convs))
         await memory.drain()
         with contextlib.suppress(TimeoutError):  # not reclaimed: verification shows the loss
@@ -332,26 +327,22 @@ async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
     }
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "soak.json", data)
-    write_json(out / "soak_turns.json", records)  # every turn: when, ok, degraded by what
-    plot_soak(data, records, out / "soak.png")
+    write_results(out, "soak", data, lambda d, plt: plot_soak(d, records, plt), dpi=100)
+    write_results(out, "soak_turns", records)  # every turn: when, ok, degraded by what
     print_soak(data)
     return data
 
 
-def parser() -> argparse.ArgumentParser:
-    """The soak's flags."""
-    p = argparse.ArgumentParser(
-        prog="python -m bench.soak",
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+COMMON = ("out", "seed")
+
+
+def flags(p: argparse.ArgumentParser) -> None:
+    """The soak's flags beside ``--out`` and ``--seed``."""
+    p.set_defaults(seed=13)
     add = p.add_argument
     add("--users", type=int, default=20, help="users, one thread each")
     add("--turns", type=int, default=300, help="turns per user")
     add("--concurrency", type=int, default=10, help="turns running at once")
-    add("--out", default="bench/out", help="output folder (JSON + PNG)")
-    add("--seed", type=int, default=13)
     add("--redis-kills", type=int, default=2, help="kill -9 of Redis during the run")
     add("--postgres-restarts", type=int, default=2, help="PostgreSQL stops + starts")
     add("--down-s", type=float, default=5.0, help="seconds a killed server stays down")
@@ -375,24 +366,23 @@ def parser() -> argparse.ArgumentParser:
     for name, rate in RATES.items():
         add(f"--{name.replace('_', '-')}-rate", type=float, default=rate, dest=name)
     add("--quiet", action="store_true")
-    return p
 
 
 def options(argv: list[str] | None = None, **overrides: Any) -> argparse.Namespace:
     """Parsed flags (``overrides`` by name, for tests), with ``rates`` gathered."""
-    a = parser().parse_args(argv or [])
+    a = parser("soak").parse_args(argv or [])
     for k, v in overrides.items():
         setattr(a, k, v)
     a.rates = {name: getattr(a, name) for name in RATES}
     return a
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse flags and run; exit 1 if a message was lost or duplicated."""
-    quiet_logs()
-    data = asyncio.run(run_soak(options(argv if argv is not None else sys.argv[1:])))
-    return 0 if data["verification"]["ok"] else 1
+async def run(a: argparse.Namespace) -> bool:
+    """Run the soak; true when no message was lost or duplicated."""
+    a.rates = {name: getattr(a, name) for name in RATES}
+    data = await run_soak(a)
+    return data["verification"]["ok"]
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main("soak"))

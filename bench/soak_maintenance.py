@@ -26,7 +26,7 @@ from typing import Any
 
 import psycopg
 
-from graph.context import Context
+from bench.knobs import Context
 from graph.maintenance import build_maintenance_graph
 from memory_graph_agent.storage.checkpoints import SaverCheckpoints
 

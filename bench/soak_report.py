@@ -15,12 +15,10 @@ from __future__ import annotations
 import subprocess
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from bench.stats import pyplot
 from bench.verify import verify_conversation
 
 DEGRADED = {"buffered", "eviction_deferred", "unavailable"}
@@ -211,9 +209,8 @@ def uptime() -> str:
         return ""
 
 
-def plot_soak(data: dict[str, Any], records: list[dict], path: Path) -> None:
+def plot_soak(data: dict[str, Any], records: list[dict], plt: Any) -> Any:
     """Turns per bucket (completed / failed) with the faults; Redis and Postgres growth."""
-    plt = pyplot()
     fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(10, 10), sharex=True)
     t0 = min(r["start"] for r in records)
     span = max(r["end"] for r in records) - t0
@@ -257,9 +254,7 @@ def plot_soak(data: dict[str, Any], records: list[dict], path: Path) -> None:
         f"{' '.join(f'{x:.2f}' for x in m['loadavg_at_start'])}",
         fontsize=9,
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return fig
 
 
 def print_soak(data: dict[str, Any]) -> None:

@@ -22,9 +22,9 @@ from langchain_core.messages import HumanMessage
 
 from bench.env import EMBEDDING
 from bench.fake_model import register_faulty_model
+from bench.knobs import Context, run_context
 from graph.background import LocalScheduler
 from graph.builder import build_graph
-from graph.context import Context
 from memory_graph_agent.services.stores import open_checkpointer, services_session
 
 
@@ -59,7 +59,7 @@ async def main(spec_path: str) -> None:
             await asyncio.gather(
                 *(
                     _conversation(
-                        agent, Context(user_id=c["user"], model=model, **spec["context"]), c
+                        agent, run_context(user_id=c["user"], model=model, **spec["context"]), c
                     )
                     for c in spec["convs"]
                 )

@@ -1,13 +1,8 @@
-"""Numbers and output of the benchmarks: percentiles, CLI parsing, JSON, plots, logs."""
+"""Numbers of the benchmarks: percentiles, and a number for a printed table."""
 
 from __future__ import annotations
 
-import argparse
-import json
-import logging
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -36,67 +31,6 @@ def ms_stats(seconds: Sequence[float]) -> dict[str, float | int | None]:
     }
 
 
-def parse_ints(text: str) -> list[int]:
-    """``"1000,10k,1e5"`` → ``[1000, 10000, 100000]``."""
-    out = []
-    for raw in text.split(","):
-        raw = raw.strip().lower()
-        if not raw:
-            continue
-        mult = 1
-        if raw.endswith("k"):
-            raw, mult = raw[:-1], 1000
-        elif raw.endswith("m"):
-            raw, mult = raw[:-1], 1_000_000
-        out.append(int(float(raw) * mult))
-    if not out or any(v < 1 for v in out):
-        raise ValueError(f"expected a comma-separated list of positive integers, got {text!r}")
-    return out
-
-
 def fmt(value: float | None, digits: int = 2) -> str:
     """A number for the printed table ('-' when missing)."""
     return "-" if value is None else f"{value:.{digits}f}"
-
-
-def write_json(path: Path, data: Any) -> None:
-    """Write indented JSON (creating the folder)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
-
-
-def write_outputs(
-    out: Path, name: str, data: Any, plot: Callable[[Any, Path], None]
-) -> tuple[Path, Path]:
-    """``<out>/<name>.json`` and ``<out>/<name>.png`` (drawn by ``plot``); their paths."""
-    out.mkdir(parents=True, exist_ok=True)
-    json_path, png_path = out / f"{name}.json", out / f"{name}.png"
-    write_json(json_path, data)
-    plot(data, png_path)
-    return json_path, png_path
-
-
-def bench_parser(prog: str, doc: str) -> argparse.ArgumentParser:
-    """A benchmark's CLI parser: described by its module docstring's first paragraph."""
-    return argparse.ArgumentParser(
-        prog=prog,
-        description=doc.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-
-
-def pyplot():  # noqa: ANN201
-    """matplotlib.pyplot with the Agg backend (no display needed)."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def quiet_logs() -> None:
-    """Keep the benchmark output to its tables (warnings of the memory nodes still show)."""
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    for name in ("httpx", "sentence_transformers", "urllib3"):
-        logging.getLogger(name).setLevel(logging.WARNING)

@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import contextlib
 import random
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -34,12 +33,13 @@ from langchain_core.messages import HumanMessage
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
-from bench.stats import fmt, ms_stats, parse_ints, pyplot, quiet_logs, write_json
+from bench.harness import main, parse_ints, say, write_results
+from bench.knobs import Context, run_context
+from bench.stats import fmt, ms_stats
 from bench.timing import CURRENT_TURN, TurnRecord, instrument
 from bench.verify import verify_conversation
 from graph.background import LocalScheduler
 from graph.builder import build_graph
-from graph.context import Context
 from memory_graph_agent.services.stores import services_session
 
 VERIFY_KEYS = (
@@ -52,11 +52,6 @@ VERIFY_KEYS = (
     "duplicated",
     "foreign",
 )
-
-
-def _say(quiet: bool, *args: Any) -> None:
-    if not quiet:
-        print(*args, file=sys.stderr, flush=True)
 
 
 async def _open_checkpointer(
@@ -143,7 +138,7 @@ async def run_throughput(
         env = await stack.enter_async_context(
             isolated_services(database_url, redis_url, key_prefix, tag="bench_throughput")
         )
-        _say(
+        say(
             quiet,
             f"[throughput] database {env.database_url.split('?')[0]}, prefix {env.key_prefix}",
         )
@@ -158,12 +153,12 @@ async def run_throughput(
         spec, _model = register_instant_model()
 
         def context(user: str) -> Context:
-            return Context(
+            return run_context(
                 user_id=user, model=spec, summary_mode=summary_mode, memory_mode=memory_mode
             )
 
         if warmup:
-            _say(quiet, f"[throughput] {warmup} warm-up turns")
+            say(quiet, f"[throughput] {warmup} warm-up turns")
             await _conversation(
                 agent,
                 context(f"warm-{tag}"),
@@ -176,7 +171,7 @@ async def run_throughput(
             )
 
         for c in concurrency:
-            _say(quiet, f"[throughput] concurrency {c}: {c} conversations x {turns} turns")
+            say(quiet, f"[throughput] concurrency {c}: {c} conversations x {turns} turns")
             latencies: list[float] = []
             records: list[TurnRecord] = []
             errors: list[str] = []
@@ -256,11 +251,8 @@ async def run_throughput(
             },
             "levels": levels,
         }
-    out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "throughput.json", data)
-    plot_throughput(data, out / "throughput.png")
-    _print_table(data)
-    _say(quiet, f"[throughput] wrote {out / 'throughput.json'} and {out / 'throughput.png'}")
+    write_results(out, "throughput", data, plot_throughput, show=("throughput-table",))
+    say(quiet, f"[throughput] wrote {out / 'throughput.json'} and {out / 'throughput.png'}")
     return data
 
 
@@ -278,41 +270,8 @@ def _print_level(level: dict[str, Any]) -> None:
     )
 
 
-def _print_table(data: dict[str, Any]) -> None:
-    print(
-        f"\n== throughput ({data['config']['checkpointer']} checkpointer, instant model, "
-        f"{data['machine']['cores']} cores) =="
-    )
-    print(
-        f"{'conc':>5} {'turns':>6} {'turns/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
-        f"{'emb p50':>8} {'emb p95':>8} {'emb busy':>8} {'errors':>6} {'lost':>5} {'dup':>4}"
-    )
-    for lv in data["levels"]:
-        lat, emb, v = lv["latency"], lv["embed_query_call"], lv["verification"]
-        print(
-            f"{lv['concurrency']:>5} {lv['turns']:>6} {fmt(lv['turns_per_s']):>8} "
-            f"{fmt(lat['p50']):>8} {fmt(lat['p95']):>8} {fmt(lat['p99']):>8} "
-            f"{fmt(emb['p50']):>8} {fmt(emb['p95']):>8} "
-            f"{fmt(100 * (lv['embedding_busy_fraction'] or 0), 0) + '%':>8} "
-            f"{lv['errors']:>6} {v['lost']:>5} "
-            f"{v['duplicated']:>4}"
-        )
-    bad = [lv["concurrency"] for lv in data["levels"] if not lv["verification"]["ok"]]
-    total_lost = sum(lv["verification"]["lost"] for lv in data["levels"])
-    total_dup = sum(lv["verification"]["duplicated"] for lv in data["levels"])
-    print(
-        f"verification: {total_lost} lost / {total_dup} duplicated"
-        + (
-            f" -- FAILED at concurrency {bad}"
-            if bad
-            else " (every evicted message is in exactly one summary or still pending)"
-        )
-    )
-
-
-def plot_throughput(data: dict[str, Any], path: Path) -> None:
+def plot_throughput(data: dict[str, Any], plt: Any) -> Any:
     """turns/s (bars) and p50/p95 turn latency (lines) per concurrency level."""
-    plt = pyplot()
     lv = data["levels"]
     labels = [str(x["concurrency"]) for x in lv]
     fig, ax = plt.subplots(figsize=(8, 5))
@@ -350,25 +309,21 @@ def plot_throughput(data: dict[str, Any], path: Path) -> None:
         f"pgvector {m['pgvector']}",
         fontsize=9,
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse flags and run."""
-    p = argparse.ArgumentParser(
-        prog="python -m bench.throughput",
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+COMMON = ("out", "seed", "database", "redis")
+
+
+def flags(p: argparse.ArgumentParser) -> None:
+    """The flags of `bench.throughput` beside the common ones."""
     p.add_argument(
         "--concurrency",
+        type=parse_ints,
         default="1,10,50",
         help="concurrent conversations per level, comma-separated",
     )
     p.add_argument("--turns", type=int, default=100, help="turns per conversation")
-    p.add_argument("--out", default="bench/out", help="output folder (JSON + PNG)")
     p.add_argument("--checkpointer", choices=("postgres", "memory"), default="postgres")
     p.add_argument(
         "--pool-size",
@@ -384,35 +339,13 @@ def main(argv: list[str] | None = None) -> int:
         help="background: a turn's latency ends with its reply and trim_window (as shipped)",
     )
     p.add_argument("--warmup", type=int, default=3, help="unmeasured warm-up turns")
-    p.add_argument("--seed", type=int, default=7)
-    p.add_argument(
-        "--database-url",
-        default=None,
-        help="use this database as is (default: a fresh one, dropped afterwards)",
-    )
-    p.add_argument("--redis-url", default=None)
-    p.add_argument("--key-prefix", default=None)
-    a = p.parse_args(argv)
-    quiet_logs()
-    data = asyncio.run(
-        run_throughput(
-            parse_ints(a.concurrency),
-            a.turns,
-            a.out,
-            checkpointer=a.checkpointer,
-            pool_size=a.pool_size,
-            summary_mode=a.summary_mode,
-            memory_mode=a.memory_mode,
-            warmup=a.warmup,
-            seed=a.seed,
-            database_url=a.database_url,
-            redis_url=a.redis_url,
-            key_prefix=a.key_prefix,
-        )
-    )
-    ok = all(lv["verification"]["ok"] and not lv["errors"] for lv in data["levels"])
-    return 0 if ok else 1
+
+
+async def run(a: argparse.Namespace) -> bool:
+    """Run with the parsed flags; true when every level lost and duplicated nothing."""
+    data = await run_throughput(**vars(a))
+    return all(lv["verification"]["ok"] and not lv["errors"] for lv in data["levels"])
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main("throughput"))

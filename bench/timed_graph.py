@@ -12,9 +12,9 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
+from bench.knobs import Context
 from bench.timing import timed_node
 from graph.builder import build_builder
-from graph.context import Context
 from graph.prefetch import with_query_prefetch
 from graph.state import InputState, State
 from memory_graph_agent.services.stores import Services

@@ -25,10 +25,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.harness import main, write_results
 from bench.joint_cv import cross_validate
+from bench.knobs import shipped_default
 from bench.locomo_data import SCORED_CATEGORIES
-from bench.stats import write_json
-from graph.context import KNOB_FIELDS
 
 KNOB = "window_token_share"
 
@@ -51,7 +51,7 @@ def read_run(folder: Path) -> tuple[float, dict[str, Any], dict[str, Any]]:
 
 def summarize(runs: Sequence[tuple[float, dict[str, Any], dict[str, Any]]]) -> dict[str, Any]:
     """Per share, both datasets' figures; the share cross-validated over both."""
-    default = float(KNOB_FIELDS[KNOB].default)
+    default = float(shipped_default(KNOB))
     locomo_rows: dict[str, dict[str, Any]] = {}
     lme_rows: dict[str, dict[str, Any]] = {}
     shares: dict[str, Any] = {}
@@ -82,12 +82,14 @@ def summarize(runs: Sequence[tuple[float, dict[str, Any], dict[str, Any]]]) -> d
     return {"knob": KNOB, "shares": shares, "cross_validated": cv}
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Read the runs' folders, print and write the summary."""
-    p = argparse.ArgumentParser(prog="python -m bench.window_share", description=__doc__)
+def flags(p: argparse.ArgumentParser) -> None:
+    """The runs' folders; ``--out`` is where ``window_share.json`` goes."""
+    p.set_defaults(out=Path("bench/results"))
     p.add_argument("runs", nargs="+", help="folders with a locomo.json and a longmemeval.json")
-    p.add_argument("--out", default="bench/results/window_share.json")
-    a = p.parse_args(argv)
+
+
+def run(a: argparse.Namespace) -> None:
+    """Read the runs' folders, print and write the summary."""
     summary = summarize([read_run(Path(f)) for f in a.runs])
     for key, s in summary["shares"].items():
         print(
@@ -98,9 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     cv = summary["cross_validated"]
     print(f"chosen in folds: {cv['chosen_in_folds']}; cross-validated {cv['cross_validated']}")
-    write_json(Path(a.out), summary)
-    return 0
+    write_results(a.out, "window_share", summary)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main("window_share"))

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import render_docs
 from bench.clock import shift_fields, shift_iso
 from bench.growth import run_growth
+from bench.render import longrun
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,7 +55,7 @@ def test_a_growth_run_with_days_renders_them_and_its_memories(tmp_path: Path) ->
         for i, sample in enumerate(run["samples"]):
             sample["day"] = 20 * (i + 1)
             sample["memories_per_user"] = {"rows": 9 + i, "active": 3.5, "superseded": 1}
-    table = render_docs.render_growth_table(_results(tmp_path, data))
+    table = longrun.render_growth_table(_results(tmp_path, data))
     last = len(data["runs"][1]["samples"])
     assert f"(day 20 → {20 * last})" in table.splitlines()[0]
     assert f"| memories, active of all rows | 3.5 of 9 → 3.5 of {8 + last} |" in table
@@ -66,14 +66,14 @@ def test_a_growth_run_without_days_says_so_and_an_old_one_renders_as_before(
     tmp_path: Path,
 ) -> None:
     old = json.loads((ROOT / "bench" / "results" / "growth.json").read_text())
-    before = render_docs.render_growth_table(ROOT)
+    before = longrun.render_growth_table(ROOT)
     data = copy.deepcopy(old)
     data["days_per_pass"] = 0
     for run in data["runs"]:
         for sample in run["samples"]:
             sample["day"] = 0
             sample["memories_per_user"] = {"rows": 2, "active": 2, "superseded": 0}
-    table = render_docs.render_growth_table(_results(tmp_path, data))
+    table = longrun.render_growth_table(_results(tmp_path, data))
     assert "(day" not in table and "no simulated time" in table
     if "days_per_pass" not in old:  # the committed run predates simulated time
         assert "simulated" not in before and "memories" not in before

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import render_docs
-from bench.latency import MODES, baseline_of, main, parse_modes
+from bench.harness import main
+from bench.latency import MODES, baseline_of, parse_modes
+from bench.render import speed
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,7 +27,7 @@ def test_modes_are_chosen_on_the_command_line_and_run_in_a_fixed_order() -> None
     with pytest.raises(argparse.ArgumentTypeError, match="no mode"):
         parse_modes(" , ")
     with pytest.raises(SystemExit):
-        main(["--modes", "everything"])
+        main("latency", ["--modes", "everything"])
 
 
 def test_memory_is_measured_against_its_own_memory_less_twin() -> None:
@@ -49,10 +50,10 @@ def test_a_run_with_the_middleware_renders_in_the_docs_tables(tmp_path: Path) ->
     results = tmp_path / "bench" / "results"
     results.mkdir(parents=True)
     (results / "latency.json").write_text(json.dumps(data))
-    table = render_docs.render_latency_table(tmp_path)
+    table = speed.render_latency_table(tmp_path)
     assert "`create_agent` + `MemoryMiddleware` (background)" in table
     assert "`create_agent`, no middleware (no memory)" in table
-    adds = render_docs.render_latency_adds(tmp_path)
+    adds = speed.render_latency_adds(tmp_path)
     row = next(line for line in adds.splitlines() if "MemoryMiddleware" in line)
     assert "(against `create_agent`, no middleware (no memory))" in row and "987.6" in row
     assert "no middleware (no memory) |" not in adds  # a baseline adds nothing: no row

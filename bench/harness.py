@@ -1,0 +1,208 @@
+"""The one runner and the one writer of the benchmarks.
+
+``python -m bench <scenario> [flags]`` (or ``python -m bench.<scenario> [flags]``) builds the
+scenario's command line from the common flags it names in ``COMMON`` and its own ``flags``,
+then calls its ``run(args)`` (a coroutine is run to its end) and exits with what it returns
+(``None`` or a true value: 0). A scenario is a module of `bench` with::
+
+    COMMON = ("out", "seed")              # the shared flags it takes (default: ("out",))
+    def flags(p: ArgumentParser) -> None  # its own flags (optional)
+    async def run(a: Namespace) -> bool | int | None
+
+Results go through `write_results`: ``<out>/<name>.json`` and, when the scenario draws
+one, ``<out>/<name>.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import inspect
+import json
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+SCENARIOS = (
+    "locomo",
+    "longmemeval",
+    "joint_cv",
+    "window_share",
+    "ingestion",
+    "keyword_identity",
+    "latency",
+    "overhead",
+    "graph_floor",
+    "recall_path",
+    "throughput",
+    "embedding",
+    "peers",
+    "growth",
+    "soak",
+)
+"""Every benchmark, by module name in `bench`."""
+
+
+def _out(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", type=Path, default=Path("bench/out"), help="output folder")
+
+
+def _seed(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seed", type=int, default=7, help="random seed")
+
+
+def _database(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--database-url",
+        default=None,
+        help="use this database as is (default: a fresh one, dropped afterwards)",
+    )
+
+
+def _redis(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--redis-url", default=None, help="use this Redis (default: the embedded)")
+    p.add_argument("--key-prefix", default=None, help="Redis key prefix (default: a fresh one)")
+
+
+def _seeded(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--sizes",
+        type=parse_ints,
+        default="1000,10000,100000",
+        help="stored memories of the benchmark user, comma-separated (1k, 1e5 ok)",
+    )
+    p.add_argument("--other-users", type=int, default=9, help="users beside the benchmark's")
+    p.add_argument("--per-other-user", type=int, default=1000, help="memories of each of them")
+    p.add_argument("--pool", type=int, default=2048, help="texts embedded for the vectors")
+
+
+def _vectors(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--vectors",
+        choices=("perturbed", "real", "random"),
+        default="perturbed",
+        help="seeded vectors: pooled MiniLM embeddings + noise, every row "
+        "embedded, or random unit vectors",
+    )
+    p.add_argument(
+        "--maintenance-work-mem", default="1GB", help="session setting for the HNSW build"
+    )
+
+
+COMMON_FLAGS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
+    "out": _out,
+    "seed": _seed,
+    "database": _database,
+    "redis": _redis,
+    "seeded": _seeded,
+    "vectors": _vectors,
+}
+"""The flags several scenarios share, by group: written once."""
+
+
+def parse_ints(text: str) -> list[int]:
+    """``"1000,10k,1e5"`` → ``[1000, 10000, 100000]``."""
+    out = []
+    for raw in text.split(","):
+        raw = raw.strip().lower()
+        if not raw:
+            continue
+        mult = 1
+        if raw.endswith("k"):
+            raw, mult = raw[:-1], 1000
+        elif raw.endswith("m"):
+            raw, mult = raw[:-1], 1_000_000
+        out.append(int(float(raw) * mult))
+    if not out or any(v < 1 for v in out):
+        raise ValueError(f"expected a comma-separated list of positive integers, got {text!r}")
+    return out
+
+
+def parser(scenario: str) -> argparse.ArgumentParser:
+    """The command line of ``bench.<scenario>``: the common flags it names, then its own."""
+    module = importlib.import_module(f"bench.{scenario}")
+    p = argparse.ArgumentParser(
+        prog=f"python -m bench {scenario}",
+        description=(module.__doc__ or "").split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    for group in getattr(module, "COMMON", ("out",)):
+        COMMON_FLAGS[group](p)
+    if hasattr(module, "flags"):
+        module.flags(p)
+    return p
+
+
+def main(scenario: str, argv: list[str] | None = None) -> int:
+    """Parse ``argv`` for ``scenario``, run it, and map what it returns to an exit status."""
+    args = parser(scenario).parse_args(argv)
+    quiet_logs()
+    result = importlib.import_module(f"bench.{scenario}").run(args)
+    if inspect.iscoroutine(result):
+        result = asyncio.run(result)
+    if isinstance(result, bool) or result is None:
+        return 0 if result in (None, True) else 1
+    return int(result)
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write indented JSON (creating the folder)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def write_results(
+    out: Path | str,
+    name: str,
+    data: Any,
+    figure: Callable[[Any, Any], Any] | None = None,
+    dpi: int = 110,
+    show: tuple[str, ...] = (),
+) -> tuple[Path, Path | None]:
+    """``<out>/<name>.json``, and ``<out>/<name>.png`` drawn by ``figure(data, plt)``.
+
+    ``show`` names the docs' regions (`bench.render_docs`) to print, rendered from ``out``
+    as the docs will be once the JSON is committed.
+    """
+    out = Path(out)
+    json_path = out / f"{name}.json"
+    write_json(json_path, data)
+    if show:
+        from bench.render_docs import RENDERERS
+
+        print("\n\n".join(RENDERERS[region](out) for region in show))
+    if figure is None:
+        return json_path, None
+    plt = pyplot()
+    fig = figure(data, plt)
+    fig.tight_layout()
+    png_path = out / f"{name}.png"
+    fig.savefig(png_path, dpi=dpi)
+    plt.close(fig)
+    return json_path, png_path
+
+
+def say(quiet: bool, *args: Any) -> None:
+    """Progress on stderr, unless ``quiet``."""
+    if not quiet:
+        print(*args, file=sys.stderr, flush=True)
+
+
+def pyplot():  # noqa: ANN201
+    """matplotlib.pyplot with the Agg backend (no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def quiet_logs() -> None:
+    """Keep the benchmark output to its tables (warnings of the memory nodes still show)."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for name in ("httpx", "sentence_transformers", "urllib3"):
+        logging.getLogger(name).setLevel(logging.WARNING)

@@ -1,0 +1,56 @@
+"""What every renderer shares: a results file, its numbers, its machine, a markdown table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def load(root: Path, name: str) -> dict[str, Any]:
+    """``<name>.json`` parsed, from a run's folder ``root`` or the repository's results."""
+    path = root / f"{name}.json"
+    if not path.exists():
+        path = root / "bench" / "results" / f"{name}.json"
+    return json.loads(path.read_text())
+
+
+def num(value: float | None, digits: int = 1) -> str:
+    """``value`` with thousands separators and ``digits`` decimals; ``-`` for None."""
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def pair(stats: dict[str, Any] | None, digits: int = 1) -> str:
+    """``p50 / p95`` of a percentile record."""
+    if not stats or stats.get("p50") is None:
+        return "-"
+    return f"{num(stats['p50'], digits)} / {num(stats['p95'], digits)}"
+
+
+def machine(data: dict[str, Any]) -> str:
+    """The machine and date a results file records, in one phrase."""
+    m = data.get("machine", {})
+    text = f"a {m.get('cores', '?')}-core {m.get('cpu_model', 'unknown CPU')}"
+    cpu = m.get("cpu_id")
+    if cpu:
+        text += f" (family {cpu['family']} model {cpu['model']}"
+        text += ", AVX-512)" if cpu.get("avx512f") else ")"
+    when = m.get("timestamp") or data.get("created_at")
+    if when:
+        text += f", {when[:10]} {when[11:16]} UTC"
+    load_avg = m.get("loadavg_at_start")
+    if load_avg:
+        text += f", load average {load_avg[0]:.1f} at start"
+    return text
+
+
+def table(head: list[str], rows: list[list[str]]) -> str:
+    """A markdown table."""
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def cell(text: str) -> str:
+    """``text`` on one line, fit for a table cell."""
+    return " ".join(text.split()).replace("|", "\\|")

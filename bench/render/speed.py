@@ -1,0 +1,318 @@
+"""The speed regions: peers, latency, overhead, graph floor, throughput, recall, embedding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bench.render.common import load, machine, num, pair, table
+
+READ_PATH, READ_PATH_EXIT = "ours: read path", "ours: read path, CLI turn"
+PEER_FIRST, PEER_LAST = ["floor"], ["ours: MemoryStore.search", READ_PATH, READ_PATH_EXIT]
+
+
+def _peer_order(systems: dict[str, Any]) -> list[str]:
+    middle = sorted(n for n in systems if n not in PEER_FIRST + PEER_LAST + ["query embedding"])
+    return [n for n in PEER_FIRST + middle + PEER_LAST if n in systems]
+
+
+def render_peers_table(root: Path) -> str:
+    """Per system and size: p50 / p95 with the embedding (× floor, returned), pre-embedded p50."""
+    d = load(root, "peers")
+    sizes = d["sizes"]
+    head = ["system", *(f"{num(s['size'], 0)}: p50 / p95 ms (× floor, returned)" for s in sizes)]
+    head.append("pre-embedded p50 ms, " + " / ".join(num(s["size"], 0) for s in sizes))
+    rows = []
+    for name in _peer_order(sizes[-1]["systems"]):
+        cells = [f"**{name}**" if name in (READ_PATH, READ_PATH_EXIT) else name]
+        for s in sizes:
+            w = s["systems"].get(name, {}).get("with_embedding")
+            if not w:
+                cells.append("-")
+                continue
+            ret = w.get("returned") or {}
+            got = (
+                f"{ret['mean']:.1f} items"
+                if name in (READ_PATH, READ_PATH_EXIT)
+                else f"{ret.get('mean', 0):.2f} / {ret.get('k', '?')}"
+            )
+            cells.append(f"{pair(w['latency'])} ({w.get('x_floor_p50', 0):.2f}×, {got})")
+        pre = [s["systems"].get(name, {}).get("pre_embedded") for s in sizes]
+        cells.append(" / ".join(num(p["latency"]["p50"], 2) if p else "-" for p in pre))
+        rows.append(cells)
+    c = d["config"]
+    note = (
+        f"\n\n{c['queries']} questions per size, k = {c['k']}, the benchmark user among "
+        f"{c['other_users']} users of {num(c['per_other_user'], 0)} memories; on {machine(d)}, "
+        f"PostgreSQL {d['machine'].get('postgres')} + pgvector {d['machine'].get('pgvector')}."
+    )
+    return table(head, rows) + note
+
+
+PARTS = {
+    "read_path": "read path (from `ainvoke` to the model call)",
+    "read_path_excl_embedding": "read path without the embedding",
+    "embed_query": "the query embedding, started with the run",
+    "embed_wait": "what recall still waited for it",
+    "load_profile": "load_profile, beside recall",
+    "recall": "recall",
+    "search": "of which the searches",
+    "touch": "access stats, after the reply",
+    "graph_overhead": "the graph's own overhead",
+}
+
+
+def render_peers_parts(root: Path) -> str:
+    """The read path's parts at each size, p50 / p95 ms."""
+    d = load(root, "peers")
+    sizes = d["sizes"]
+    rows = []
+    for key, label in PARTS.items():
+        cells = [label]
+        for s in sizes:
+            cells.append(pair(s["systems"]["ours: read path"]["breakdown"].get(key), 1))
+        rows.append(cells)
+    return table(["part", *(f"{num(s['size'], 0)}: p50 / p95 ms" for s in sizes)], rows)
+
+
+def render_peers_headline(root: Path) -> str:
+    """One sentence: the read path at the largest size against the floor and the peers."""
+    d = load(root, "peers")
+    s = d["sizes"][-1]
+    sy = s["systems"]
+    rp, ours = sy["ours: read path"]["with_embedding"], sy["ours: MemoryStore.search"]
+    peers = [n for n in _peer_order(sy) if n not in PEER_FIRST + PEER_LAST]
+    best = min(peers, key=lambda n: sy[n]["with_embedding"]["latency"]["p50"])
+    search = ours["with_embedding"]["latency"]["p50"]
+    cli = sy.get(READ_PATH_EXIT, {}).get("with_embedding")
+    cli_part = (
+        f", {num(cli['latency']['p50'])} ms ({cli['x_floor_p50']:.2f}×) for a CLI turn "
+        "(its checkpoint written once, at its end)"
+        if cli
+        else ""
+    )
+    return (
+        f"Read path of a turn at {num(s['size'], 0)} memories of the user (profile, recall with "
+        f"its embedding, the graph's steps, up to the model call): "
+        f"**{num(rp['latency']['p50'])} ms p50** ({rp['x_floor_p50']:.2f}× a bare pgvector "
+        f"query with its embedding){cli_part}; our search alone {num(search)} ms, the fastest "
+        f"peer ({best}) {num(sy[best]['with_embedding']['latency']['p50'])} ms; "
+        f"on {machine(d)}."
+    )
+
+
+LATENCY_MODES = {
+    "respond_only": "respond only (no memory)",
+    "inline": "memory inline",
+    "background": "**memory in the background (default)**",
+    # measured while memory work gave way to turns' read paths (the default row then);
+    # give-way is removed since, and new results have no such mode
+    "background_no_give_way": "background, give-way off (then an option)",
+    "agent_only": "`create_agent`, no middleware (no memory)",
+    "middleware_background": "`create_agent` + `MemoryMiddleware` (background)",
+}
+LATENCY_BASELINES = ("respond_only", "agent_only")
+LATENCY_METRICS = ("ttft", "time_to_reply", "run_end", "next_turn_waits")
+
+
+def render_latency_table(root: Path) -> str:
+    """p50 / p95 ms per agent, turns that formed memory apart from the others."""
+    d = load(root, "latency")
+    rows = []
+    for mode, label in LATENCY_MODES.items():
+        m = d["modes"].get(mode)
+        if not m:
+            continue
+        for kind, name in (("memory_turns", "memory"), ("other_turns", "other")):
+            part = m[kind]
+            if not part["n"]:
+                continue
+            turns = f"{name}: {part['n']}" if m["memory_turns"]["n"] else str(part["n"])
+            rows.append([label, turns, *(pair(part[k], 0) for k in LATENCY_METRICS)])
+            label = ""
+    head = [
+        "agent",
+        "turns",
+        "time to first token",
+        "whole reply",
+        "end of the run",
+        "next turn waits",
+    ]
+    c = d["config"]
+    note = (
+        f"\n\nFake model: {c['first_token_s'] * 1000:.0f} ms to the first token, then "
+        f"{c['tokens_per_s']:.0f} tokens/s ({c['reply_tokens']}-token replies); "
+        f"{c['turns']} turns of one LoCoMo conversation; on {machine(d)}."
+    )
+    return table(head, rows) + note
+
+
+def render_latency_adds(root: Path) -> str:
+    """What memory adds to the time to first token, and the drain and check after the run."""
+    d = load(root, "latency")
+    rows = []
+    for mode, label in LATENCY_MODES.items():
+        m = d["modes"].get(mode)
+        if not m or mode in LATENCY_BASELINES or "memory_adds_to_ttft" not in m:
+            continue
+        v = m.get("verification") or {}
+        baseline = m.get("baseline", "respond_only")  # runs before it was recorded: respond
+        against = "" if baseline == "respond_only" else f" (against {LATENCY_MODES[baseline]})"
+        rows.append(
+            [
+                label + against,
+                pair(m["memory_adds_to_ttft"]),
+                pair(m["memory_adds_to_ttft_excluding_embedding"]),
+                f"{m['drain_after_last_turn_s']:.1f} s",
+                f"{v.get('summarized', '-')} of {v.get('left_window', '-')}; "
+                f"lost {v.get('lost', '-')}, duplicated {v.get('duplicated', '-')}",
+            ]
+        )
+    head = [
+        "agent",
+        "adds to TTFT, p50 / p95 ms",
+        "without the embedding",
+        "drain after last",
+        "messages summarized",
+    ]
+    return table(head, rows)
+
+
+def render_latency_cost(root: Path) -> str:
+    """Memory's own model calls and tokens per conversation turn."""
+    d = load(root, "latency")["memory_cost_per_turn"]
+    rows = [
+        [
+            num(c["turns"], 0),
+            f"{c['calls_per_turn']:.2f}",
+            num(c["input_tokens_per_turn"], 0),
+            num(c["output_tokens_per_turn"], 0),
+        ]
+        for c in d["conversations"]
+    ]
+    return table(
+        ["conversation turns", "calls / turn", "input tokens / turn", "output tokens / turn"], rows
+    )
+
+
+def render_latency_headline(root: Path) -> str:
+    """One sentence: the next turn's wait and what memory adds to the first token."""
+    d = load(root, "latency")
+    bg, inline = d["modes"]["background"], d["modes"]["inline"]
+    return (
+        f"With memory in the background the next turn waits "
+        f"**{pair(bg['memory_turns']['next_turn_waits'], 0)} ms** (p50 / p95) after a reply "
+        f"that formed memory, against {pair(inline['memory_turns']['next_turn_waits'], 0)} ms "
+        f"inline; memory adds {pair(bg['memory_adds_to_ttft_excluding_embedding'])} ms to the "
+        f"time to first token without the query embedding; on {machine(d)}."
+    )
+
+
+OVERHEAD_ROWS = {
+    "search_only_pre_embedded": "pgvector search only, pre-embedded",
+    "embed_query": "query embedding",
+    "embed_wait": "of which recall waited for",
+    "hot_path_excl_embedding": "load_profile ∥ recall without the embedding",
+    "graph_overhead": "graph and checkpoint overhead",
+    "memory_excl_embedding": "all memory work without the embedding (turns that summarize too)",
+    "turn": "whole turn (memory inline)",
+}
+
+
+def render_overhead_table(root: Path) -> str:
+    """Per size, p50 / p95 ms of each part of a turn (memory inline, instant fake model)."""
+    d = load(root, "overhead")
+    sizes = d["sizes"]
+    rows = []
+    for key, label in OVERHEAD_ROWS.items():
+        cells = [label]
+        for s in sizes:
+            stats = s[key] if key == "search_only_pre_embedded" else s["full"].get(key)
+            cells.append(pair(stats))
+        rows.append(cells)
+    head = [
+        "p50 / p95 ms",
+        *(f"{num(s['size'], 0)} memories ({num(s['index']['table_rows'], 0)} rows)" for s in sizes),
+    ]
+    return table(head, rows) + f"\n\n{d['config']['turns']} turns per size; on {machine(d)}."
+
+
+def render_graph_floor_table(root: Path) -> str:
+    """LangGraph's own time to the model node, per checkpointer and durability."""
+    d = load(root, "graph_floor")
+    rows = [[v["label"], pair(v["to_respond"]), num(v["run"]["p50"])] for v in d["variants"]]
+    c = d["config"]
+    note = (
+        f"\n\nStand-in nodes that do no work; a window of {c['window']} messages and "
+        f"{c['items']} recalled items; {c['turns']} turns per variant; on {machine(d)}."
+    )
+    return (
+        table(
+            ["checkpointer, durability", "to the model node p50 / p95 ms", "whole run p50 ms"], rows
+        )
+        + note
+    )
+
+
+def render_throughput_table(root: Path) -> str:
+    """Turns per second and turn latency per number of concurrent conversations."""
+    d = load(root, "throughput")
+    rows = []
+    for lv in d["levels"]:
+        v = lv["verification"]
+        lat = lv["latency"]
+        rows.append(
+            [
+                str(lv["concurrency"]),
+                num(lv["turns"], 0),
+                num(lv["turns_per_s"]),
+                f"{num(lat['p50'] / 1000, 2)} / {num(lat['p95'] / 1000, 2)} s",
+                f"{lv['embedding_busy_fraction'] * 100:.0f} %",
+                f"{v['lost']} / {v['duplicated']}",
+            ]
+        )
+    head = [
+        "conversations",
+        "turns",
+        "turns/s",
+        "turn p50 / p95",
+        "embedder busy",
+        "lost / duplicated",
+    ]
+    return table(head, rows) + f"\n\nOn {machine(d)}."
+
+
+def render_recall_path_table(root: Path) -> str:
+    """``retrieve`` after the embedding, this code beside the older code run at the same time."""
+    d = load(root, "recall_path")
+    older = {s["size"]: s for s in d.get("main_same_time", [])}
+    rows = []
+    for s in d["sizes"]:
+        o = older.get(s["size"], {})
+        rows.append(
+            [
+                f"{num(s['size'], 0)} ({num(s['bench_user_turns'], 0)} turns)",
+                pair(s["retrieve_after_embedding"]),
+                pair(o.get("retrieve_after_embedding")),
+                f"{s['mean_items']:.1f}",
+            ]
+        )
+    head = ["memories of the user", "p50 / p95 ms", "the code before, beside it", "items"]
+    return table(head, rows) + f"\n\nOn {machine(d)}."
+
+
+def render_embedding_table(root: Path) -> str:
+    """One query's time per runtime, and how far the vectors agree."""
+    d = load(root, "embedding")
+    rows = [[name, pair(q), num(q["p99"])] for name, q in d["query_ms"].items()]
+    nb = d["neighbours"]
+    int8 = nb["int8_queries"]
+    note = (
+        f"\n\nONNX fp32 against torch: top-20 neighbours identical for "
+        f"{num(nb['identical_top20_lists'], 0)} of {num(nb['questions'], 0)} LoCoMo questions "
+        f"(min cosine {nb['min_cosine_torch_vs_onnx_over_turns']}). int8 queries: "
+        f"{int8['mean_top20_overlap'] * 100:.1f} % of each top-20 the same, min cosine to torch "
+        f"{int8['min_cosine_vs_torch']}. Batches: {num(nb['batch_texts_per_s']['onnx'])} texts/s"
+        f" on ONNX, {num(nb['batch_texts_per_s']['torch'])} on torch; on {machine(d)}."
+    )
+    return table(["runtime", "one query p50 / p95 ms", "p99 ms"], rows) + note
