@@ -138,3 +138,16 @@ def bob(dev_server: DevServer, server_credentials: Credentials):
 def admin(dev_server: DevServer, server_credentials: Credentials):
     """An SDK client of the session's server with the admin's API key."""
     return client(dev_server.url, key=server_credentials.keys[server_credentials.admin])
+
+
+@pytest.fixture
+def webapp(monkeypatch: pytest.MonkeyPatch):
+    """The `/memory/*` app, imported as a server imports it: with its auth configured.
+
+    Importing it loads the auth (a deployment whose auth cannot load refuses to start),
+    so the test gives it a key, as the server's environment would.
+    """
+    import importlib
+
+    monkeypatch.setenv("MEMORY_AGENT_API_KEYS", f"webapp-test-key-{uuid.uuid4().hex}:someone")
+    return importlib.import_module("memory_graph_agent.webapp").app

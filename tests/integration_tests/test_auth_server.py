@@ -331,13 +331,11 @@ async def test_cron_runs_fire_as_their_creator(
     assert state["all_users"] is True and state["report"]["dry_run"] is True, state
 
 
-def test_the_forget_route_refuses_when_mounted_without_the_servers_auth() -> None:
+def test_the_forget_route_refuses_when_mounted_without_the_servers_auth(webapp) -> None:
     """Served without ``enable_custom_route_auth`` (no ``request.user``), it fails closed."""
     from starlette.testclient import TestClient
 
-    from memory_graph_agent.webapp import app
-
-    with TestClient(app) as http:
+    with TestClient(webapp) as http:
         assert http.delete("/memory/users/someone").status_code == 401
 
 

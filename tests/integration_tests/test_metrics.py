@@ -299,12 +299,10 @@ async def test_redis_failures_are_counted_per_op_and_reraised():
         await client.aclose()
 
 
-def test_webapp_serves_metrics():
+def test_webapp_serves_metrics(webapp):
     from starlette.testclient import TestClient
 
-    from memory_graph_agent.webapp import app
-
-    with TestClient(app) as client:
+    with TestClient(webapp) as client:
         full = client.get("/metrics")
         only = client.get("/memory/metrics")
     assert full.status_code == only.status_code == 200

