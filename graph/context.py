@@ -43,6 +43,7 @@ from memory_graph_agent.core.knobs import (
 )
 from memory_graph_agent.recall.weights import RecallWeights
 from memory_graph_agent.services.models import default_chat_model
+from memory_graph_agent.settings import parse_ttl_policy
 from memory_graph_agent.turn.validation import check_id
 
 
@@ -288,27 +289,6 @@ KNOB_FIELDS = knob_fields(Context)
 """Every knob's declaration by name, the recall weights' among them (a name is unique)."""
 SCHEDULER_KNOBS = names_in(Context, SCHEDULER)
 """What the memory scheduler sets on the memory runs it starts (``memory_of``)."""
-
-
-def parse_ttl_policy(policy: str) -> list[tuple[float, float | None]]:
-    """Parse ``"0.9:never,0.5:30,0:7"`` into rules sorted by threshold, highest first."""
-    rules: list[tuple[float, float | None]] = []
-    for part in policy.split(","):
-        if not part.strip():
-            continue
-        try:
-            threshold, days = part.split(":")
-            rule = (float(threshold), None if days.strip().lower() == "never" else float(days))
-        except ValueError as exc:
-            raise ValueError(
-                f"ttl_policy must look like '0.9:never,0.5:30,0:7', got {policy!r}"
-            ) from exc
-        if rule[1] is not None and rule[1] <= 0:
-            raise ValueError(f"ttl_policy days must be > 0, got {part!r}")
-        rules.append(rule)
-    if not rules:
-        raise ValueError("ttl_policy needs at least one 'min_importance:days' rule")
-    return sorted(rules, key=lambda r: -r[0])
 
 
 DEFAULT_THREAD = "default"
