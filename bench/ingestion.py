@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.env import EMBEDDING, isolated_services, machine_info
-from bench.locomo_pipeline import GuardChatModel, build_replay_graph, replay_context
+from bench.locomo_pipeline import GuardChatModel, Run, build_replay_graph, replay_context
 from bench.longmemeval import DEFAULT_DATA, replay_haystack
 from bench.longmemeval_data import Haystack, Session, load_longmemeval
 from bench.stats import bench_parser, quiet_logs, write_json
-from graph.context import Context
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.services.stores import services_session
+from memory_graph_agent.settings import Settings
 
 
 def first_turns(hay: Haystack, turns: int) -> Haystack:
@@ -54,15 +54,13 @@ def first_turns(hay: Haystack, turns: int) -> Haystack:
     return replace(hay, sessions=tuple(kept))
 
 
-def mode_context(hay: Haystack, mode: str, model: str, guard: str) -> Context:
-    """Raw: the replay's own knobs (no model). Model: summaries and reflections by ``model``."""
+def mode_context(hay: Haystack, mode: str, model: str, guard: str) -> Run:
+    """Raw: the replay's own settings (no model). Model: summaries and reflections by ``model``."""
     raw = replay_context(hay, guard)  # type: ignore[arg-type]
     if mode == "raw":
         return raw
-    defaults = Context(user_id=hay.user_id)
-    return replace(
-        raw,
-        model=model,
+    defaults = Settings.from_env().formation
+    return Run(replace(raw.ctx, model=model), raw.settings).override(
         summary_mode="llm",
         reflect_after=defaults.reflect_after,
         reflect_importance_threshold=defaults.reflect_importance_threshold,

@@ -51,14 +51,14 @@ from bench.locomo_pipeline import (
 from bench.locomo_report import git_commit
 from bench.locomo_scoring import aggregate, evidence_recall, message_tokens
 from bench.stats import quiet_logs, write_json
-from graph.context import KNOB_FIELDS
-from memory_graph_agent.core.knobs import with_knobs
 from memory_graph_agent.local.embedded import ensure_services
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.services.stores import services_session
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.postgres import with_database
 
 RESULTS = Path("bench/results/locomo.json")
+DEFAULTS = Settings().by_name()
 
 
 def _state_file(db: str) -> Path:
@@ -66,11 +66,11 @@ def _state_file(db: str) -> Path:
 
 
 def parse_variant(text: str) -> dict[str, Any]:
-    """``"a=1,b=0.5"`` -> ``{"a": 1, "b": 0.5}``, typed like the `Context` field."""
+    """``"a=1,b=0.5"`` -> ``{"a": 1, "b": 0.5}``, typed like the setting."""
     out: dict[str, Any] = {}
     for part in filter(None, text.split(",")):
         key, _, value = part.partition("=")
-        out[key] = type(KNOB_FIELDS[key].default)(value)
+        out[key] = type(DEFAULTS[key])(value)
     return out
 
 
@@ -95,7 +95,7 @@ async def prepare(db: str, data: str, limit: int | None) -> None:
         "url": url,
         "redis": urls.redis_url,
         "prefix": prefix,
-        "turn_context_weight": KNOB_FIELDS["turn_context_weight"].default,
+        "turn_context_weight": DEFAULTS["turn_context_weight"],
     }
     _state_file(db).write_text(json.dumps(state))
 
@@ -144,7 +144,7 @@ async def ask(
                 for conv in conversations:
                     # the whole budget: the recall node leaves out the window it is shown
                     base = recall_context(conv, spec, budget, RECALL_K)
-                    ctx = with_knobs(base, **parse_variant(variant))
+                    ctx = base.override(**parse_variant(variant))
                     window = await services.window.window(conv.user_id, conv.thread_id)
                     window_tokens = message_tokens([m.to_message() for m in window])
                     for q in conv.questions:

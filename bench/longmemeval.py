@@ -47,13 +47,14 @@ from typing import Any
 
 import numpy as np
 from langchain_core.messages import HumanMessage
-from langgraph.graph.state import CompiledStateGraph
 
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.locomo_cv import GRID, grid_points, point_key
 from bench.locomo_pipeline import (
     RECALL_K,
     GuardChatModel,
+    PerSettings,
+    Run,
     accesses_rolled_back,
     build_recall_graph,
     build_replay_graph,
@@ -76,11 +77,11 @@ from bench.locomo_scoring import (
 from bench.longmemeval_data import QUESTION_TYPES, Haystack, load_longmemeval
 from bench.seeding import embed_batched
 from bench.stats import bench_parser, pyplot, quiet_logs, write_json
-from graph.context import KNOB_FIELDS, Context
-from memory_graph_agent.core.knobs import coerce, knob_values, with_knobs
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.services.stores import Services, services_session
+from memory_graph_agent.settings import Settings
 
+DEFAULTS = Settings().by_name()
 DEFAULT_DATA = os.environ.get(
     "LONGMEMEVAL_DATA", "/work/shared/data/longmemeval/longmemeval_s_dev60.json"
 )
@@ -100,7 +101,7 @@ Shown = tuple[list[str], int]
 """What a method puts in the context: the turn ids, best ranked first, and their tokens."""
 
 
-async def replay_haystack(graph: CompiledStateGraph, hay: Haystack, ctx: Context) -> int:
+async def replay_haystack(graph: PerSettings, hay: Haystack, ctx: Run) -> int:
     """Feed every exchange as a live turn; end every session but the last. Turns fed."""
     fed = 0
     for n, session in enumerate(hay.sessions):
@@ -115,7 +116,7 @@ async def replay_haystack(graph: CompiledStateGraph, hay: Haystack, ctx: Context
 
 
 async def recall_ranked(
-    graph: CompiledStateGraph, hay: Haystack, ctx: Context, thread_id: str | None = None
+    graph: PerSettings, hay: Haystack, ctx: Run, thread_id: str | None = None
 ) -> tuple[list[str], int]:
     """Turn ids the recall node's items hold, best score first, and the items' tokens.
 
@@ -187,8 +188,8 @@ def score(hay: Haystack, found: Shown) -> dict[str, Any]:
 async def evaluate(
     hay: Haystack,
     services: Services,
-    replay_graph: CompiledStateGraph,
-    recall_graph: CompiledStateGraph,
+    replay_graph: PerSettings,
+    recall_graph: PerSettings,
     model_spec: str,
     budget: int,
     knobs: dict[str, tuple[Any, ...]] = GRID,
@@ -217,23 +218,23 @@ async def evaluate(
     mem = await memory_state(services, hay)  # type: ignore[arg-type]
     grid: dict[str, dict[str, Any]] = {}
 
-    async def probe(points: dict[str, Context]) -> None:
+    async def probe(points: dict[str, Run]) -> None:
         for key, point_ctx in points.items():
             async with accesses_rolled_back(services, hay.user_id):
                 grid[key] = score(hay, await recall_ranked(recall_graph, hay, point_ctx))
 
-    by_weight: dict[float, dict[str, Context]] = {}
-    replayed = ctx.recall_weights.turn_context_weight  # what the replay indexed with
+    by_weight: dict[float, dict[str, Run]] = {}
+    replayed = ctx.settings.recall.weights.turn_context_weight  # what the replay indexed with
     for point in grid_points(knobs):
         weight = point.get("turn_context_weight", replayed)
-        by_weight.setdefault(weight, {})[point_key(point)] = with_knobs(fit, **point)
+        by_weight.setdefault(weight, {})[point_key(point)] = fit.override(**point)
     for weight in [w for w in by_weight if w != replayed]:
         await reindex(services, hay, weight)
         await probe(by_weight[weight])
         await reindex(services, hay, replayed)
     await probe(by_weight.get(replayed, {}))
     contexts["memory_in_budget"] = await recall_ranked(recall_graph, hay, fit)
-    shown = hay.sessions[-1].turns[-ctx.window_size :]
+    shown = hay.sessions[-1].turns[-ctx.settings.window.size :]
     contexts["window"] = (
         [t.dia_id for t in reversed(shown)],
         message_tokens([t.message() for t in shown]),
@@ -389,7 +390,7 @@ async def run_benchmark(
             "methods": METHODS,
             "context": {  # flat, with the members of the recall weights' group
                 k: v
-                for k, v in knob_values(replay_context(haystacks[0], spec)).items()  # type: ignore[arg-type]
+                for k, v in replay_context(haystacks[0], spec).by_name().items()  # type: ignore[arg-type]
                 if k not in ("user_id", "model")
             },
         },
@@ -413,14 +414,16 @@ async def run_benchmark(
 
 
 def parse_grid(text: str) -> dict[str, tuple[Any, ...]]:
-    """``'a=0,0.5;b=5'`` as ``{"a": (0.0, 0.5), "b": (5,)}``, typed like the `Context` field."""
+    """``'a=0,0.5;b=5'`` as ``{"a": (0.0, 0.5), "b": (5,)}``, typed like the setting."""
     grid: dict[str, tuple[Any, ...]] = {}
     for part in filter(None, (p.strip() for p in text.split(";"))):
         name, _, values = part.partition("=")
-        if name not in KNOB_FIELDS:  # a recall weight by its own name (`RecallWeights`)
+        if name not in DEFAULTS:  # a recall weight by its own name (`RecallWeights`)
             raise ValueError(f"unknown knob {name!r}")
-        kind = type(KNOB_FIELDS[name].default)  # typed as the environment types it
-        grid[name] = tuple(coerce(v.strip(), kind, name) for v in values.split(","))
+        # typed and checked as the environment's values are
+        grid[name] = tuple(
+            Settings().override(**{name: v.strip()}).by_name()[name] for v in values.split(",")
+        )
     return grid
 
 

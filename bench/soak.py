@@ -63,6 +63,7 @@ from graph.background import LocalScheduler
 from graph.builder import build_graph
 from graph.context import Context
 from memory_graph_agent.services.stores import open_checkpointer, services_session
+from memory_graph_agent.settings import Settings
 
 RATES = {"reply_error": 0.02, "reply_timeout": 0.01, "memory_error": 0.05, "memory_timeout": 0.02}
 
@@ -194,7 +195,7 @@ class Soak:
 
 
 def soak_settings(a: argparse.Namespace) -> dict[str, Any]:
-    """The `Context` knobs of every turn (also the worker's)."""
+    """The settings of every turn, by name (`Settings.override`; also the worker's)."""
     return {
         "window_size": a.window_size,
         "summary_batch": a.summary_batch,
@@ -235,9 +236,11 @@ async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
         open_checkpointer(env.database_url) as saver,
     ):
         memory = LocalScheduler()
-        agent = memory.bind(build_graph(services, saver, scheduler=memory))
+        deployment = Settings.from_env().override(**settings)
+        graph = build_graph(services, saver, scheduler=memory, settings=deployment)
+        agent = memory.bind(graph)
         soak = Soak(agent, memory, services, a)
-        ctx = {u: Context(user_id=u, model=spec, **settings) for u in soak.convs}
+        ctx = {u: Context(user_id=u, model=spec) for u in soak.convs}
         points = schedule(rng, a.redis_kills, a.postgres_restarts)
         if a.worker_users:
             at = rng.randint(a.turns // 5, max(a.turns // 5, a.turns // 2 - a.worker_turns))
@@ -257,7 +260,8 @@ async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
             upkeep = Maintainer(
                 services,
                 saver,
-                Context(model=spec, **settings),
+                Context(model=spec),
+                deployment,
                 a.maintain_every,
                 a.maintain_timeout,
                 t0,

@@ -41,6 +41,7 @@ from graph.background import LocalScheduler
 from graph.builder import build_graph
 from graph.context import Context
 from memory_graph_agent.services.stores import services_session
+from memory_graph_agent.settings import Settings
 
 VERIFY_KEYS = (
     "pushed",
@@ -154,13 +155,13 @@ async def run_throughput(
         stack.enter_context(instrument(services))
         saver = await _open_checkpointer(checkpointer, env.database_url, pool_size, stack)
         memory = LocalScheduler()
-        agent = memory.bind(build_graph(services, checkpointer=saver, scheduler=memory))
+        settings = Settings.from_env().override(summary_mode=summary_mode, memory_mode=memory_mode)
+        graph = build_graph(services, checkpointer=saver, scheduler=memory, settings=settings)
+        agent = memory.bind(graph)
         spec, _model = register_instant_model()
 
         def context(user: str) -> Context:
-            return Context(
-                user_id=user, model=spec, summary_mode=summary_mode, memory_mode=memory_mode
-            )
+            return Context(user_id=user, model=spec)
 
         if warmup:
             _say(quiet, f"[throughput] {warmup} warm-up turns")
@@ -250,7 +251,7 @@ async def run_throughput(
                 "embedding_model": EMBEDDING,
                 "chat_model": "InstantChatModel (bench.fake_model)",
                 "context": {
-                    k: getattr(context(f"x-{tag}"), k)
+                    k: settings.by_name()[k]
                     for k in ("window_size", "summary_batch", "reflect_after", "recall_k")
                 },
             },

@@ -311,6 +311,16 @@ class Settings(Group):
             )
             raise ValueError(f"invalid setting in the environment: {wrong}") from None
 
+    def by_name(self) -> dict[str, Any]:
+        """Every setting by its variable's name in lower case (the names `override` takes)."""
+        out: dict[str, Any] = {}
+        for env, path in ENV_PATHS.items():
+            value: Any = self
+            for part in path:
+                value = getattr(value, part)
+            out[env.lower()] = value
+        return out
+
     def override(self, **values: Any) -> Settings:
         """A copy with settings changed by their variable's name in lower case.
 
