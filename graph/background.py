@@ -14,9 +14,9 @@ claims it (exactly once, by the queue's leases and deterministic summary ids).
   schedules its memory graph. It goes through the server's in-process loopback
   (`langgraph_sdk.get_client()` without a URL): no credentials are checked, but the
   server's auth handlers still run, as the turn's user. So the run's context is what a
-  client of that user may send (`server_context`): the user's knobs and ``memory_of``
-  (accepted on that memory thread only); the operator's knobs are the server's
-  environment, in the memory run as in the turn.
+  client of that user may send (`server_context`): the run's `Context` with ``memory_of``
+  (accepted on that memory thread only); the deployment's settings are the server's own
+  (`Settings.from_env`, read once), in the memory run as in the turn.
   A memory thread id taken by another thread (possible only where auth was off or older
   rules let someone create it) is skipped for the next alternate id; memory never falls
   back to the turn's run for it.
@@ -66,8 +66,8 @@ def memory_run(
 def server_context(context: Context) -> dict[str, Any]:
     """The context a memory run on the server is started with: what a client may send.
 
-    The user's knobs and ``memory_of``; the run reads the operator's knobs from the
-    server's environment, as the turn did (the server passes no other key to a run).
+    The run's `Context` with ``memory_of``; the graph has the deployment's settings, as
+    for the turn (the server passes no other key to a run).
     """
     return {name: getattr(context, name) for name in sorted(CONTEXT_FIELDS)}
 

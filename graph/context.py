@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, fields
-from typing import Annotated, Literal, Protocol, get_args
+from typing import Annotated, Any, Literal, Protocol, get_args
 
 from langgraph.config import get_config
 from langgraph.runtime import get_runtime
@@ -24,48 +24,39 @@ from memory_graph_agent.turn.validation import check_id
 RecallMode = Literal["auto", "tool", "flat"]
 
 
+def _field(default: Any, description: str) -> Any:
+    return field(default=default, metadata={"description": description})
+
+
 @dataclass(kw_only=True)
 class Context:
     """What a run of the memory agent is for: the user, the model, how memory is used."""
 
-    user_id: str = field(
-        default="default-user",
-        metadata={
-            "description": "Whose memory this run reads and writes (1-64 of [A-Za-z0-9_.@-])."
-        },
+    user_id: str = _field(
+        "default-user", "Whose memory this run reads and writes (1-64 of [A-Za-z0-9_.@-])."
     )
-    model: Annotated[str, {"__template_metadata__": {"kind": "llm"}}] = field(
-        default="",
-        metadata={
-            "description": "Chat model as 'provider:model' (e.g. 'openai:gpt-4o-mini'); "
-            "'local:smollm2' runs SmolLM2-135M in a local server process. Empty picks OpenAI "
-            "when OPENAI_API_KEY is set, else the local model."
-        },
+    model: Annotated[str, {"__template_metadata__": {"kind": "llm"}}] = _field(
+        "",
+        "Chat model as 'provider:model' (e.g. 'openai:gpt-4o-mini'); 'local:smollm2' runs "
+        "SmolLM2-135M in a local server process. Empty picks OpenAI when OPENAI_API_KEY is "
+        "set, else the local model.",
     )
-    recall_mode: RecallMode = field(
-        default="auto",
-        metadata={
-            "description": "'auto': recall searches every turn; 'tool': the model searches "
-            "through the search_memory tool; 'flat': inject the user's hottest memories by "
-            "importance, no search. Same token budget in all modes."
-        },
+    recall_mode: RecallMode = _field(
+        "auto",
+        "'auto': recall searches every turn; 'tool': the model searches through the "
+        "search_memory tool; 'flat': inject the user's hottest memories by importance, no "
+        "search. Same token budget in all modes.",
     )
-    memory_tools: bool = field(
-        default=True,
-        metadata={
-            "description": "Bind search_memory/remember/forget/pin/unpin to the model when it "
-            "supports tool calling."
-        },
+    memory_tools: bool = _field(
+        True,
+        "Bind search_memory/remember/forget/pin/unpin to the model when it supports tool calling.",
     )
-    # The scheduler's field, not a caller's choice (its redesign is planned separately).
-    memory_of: str = field(
-        default="",
-        metadata={
-            "description": "Set by the scheduler on memory runs only: the conversation thread "
-            "whose memory the run forms (it starts at trim_window, on the thread's memory "
-            "thread). Leave empty; the server accepts it only on that memory thread of the "
-            "caller's."
-        },
+    # The memory scheduler's field, not a caller's choice (to be redesigned separately).
+    memory_of: str = _field(
+        "",
+        "Set by the scheduler on memory runs only: the conversation thread whose memory the "
+        "run forms (it starts at trim_window, on the thread's memory thread). Leave empty; "
+        "the server accepts it only on that memory thread of the caller's.",
     )
 
     def __post_init__(self) -> None:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.fields import FieldInfo
 
 
-def knob(default: Any, description: str, *, env: str | None = None, **bounds: Any) -> Any:
+def setting(default: Any, description: str, *, env: str | None = None, **bounds: Any) -> Any:
     """A field with its description, its bounds and (when not its own name) its variable."""
     extra = {"env": env} if env else None
     return Field(default, description=description, json_schema_extra=extra, **bounds)
@@ -32,19 +32,21 @@ class Group(BaseModel):
 class LimitSettings(Group):
     """What one turn may carry and cost."""
 
-    max_message_chars: int = knob(
+    max_message_chars: int = setting(
         32_000, "Longer messages are rejected (nothing is cut or stored).", ge=1
     )
-    max_turn_messages: int = knob(100, "New messages one turn may add.", ge=1)
-    max_tool_rounds: int = knob(4, "Tool-call rounds allowed per turn.", ge=1)
-    model_timeout_s: float = knob(60.0, "Timeout of background model calls (summary, facts).", gt=0)
+    max_turn_messages: int = setting(100, "New messages one turn may add.", ge=1)
+    max_tool_rounds: int = setting(4, "Tool-call rounds allowed per turn.", ge=1)
+    model_timeout_s: float = setting(
+        60.0, "Timeout of background model calls (summary, facts).", gt=0
+    )
 
 
 class WindowSettings(Group):
     """The working window and the prompt's budgets (tokens)."""
 
-    size: int = knob(20, "Messages kept in the Redis working window.", env="WINDOW_SIZE", ge=1)
-    token_share: float = knob(
+    size: int = setting(20, "Messages kept in the Redis working window.", env="WINDOW_SIZE", ge=1)
+    token_share: float = setting(
         0.0,
         "Share of memory_token_budget the working window may hold: older whole turns leave "
         "it (to the durable queue) beyond that, and recall fills what the window leaves of "
@@ -53,62 +55,62 @@ class WindowSettings(Group):
         ge=0,
         le=1,
     )
-    memory_token_budget: int = knob(
+    memory_token_budget: int = setting(
         1800,
         "Token budget of what a turn's prompt carries from the thread and memory: the "
         "working window and the recalled memories together (recall fills what the window "
         "leaves). The profile and the running summary have caps of their own.",
         ge=0,
     )
-    profile_token_budget: int = knob(
+    profile_token_budget: int = setting(
         400,
         "Token cap of the profile block: pinned, then most important facts first (each value "
         "cut to 60 tokens), then recent change notes, as many as fit; a last line counts the "
         "facts left out.",
         ge=0,
     )
-    context_window_tokens: int = knob(8192, "Context size of the chat model, in tokens.", ge=1)
-    trigger_ratio: float = knob(
+    context_window_tokens: int = setting(8192, "Context size of the chat model, in tokens.", ge=1)
+    trigger_ratio: float = setting(
         0.8,
         "Compress the window when the prompt exceeds this share of context_window_tokens.",
         gt=0,
         le=1,
     )
-    keep_recent_turns: int = knob(5, "Turns kept verbatim when compressing.", ge=1)
-    change_note_days: int = knob(7, "Profile changes this recent are noted in the prompt.", ge=0)
+    keep_recent_turns: int = setting(5, "Turns kept verbatim when compressing.", ge=1)
+    change_note_days: int = setting(7, "Profile changes this recent are noted in the prompt.", ge=0)
 
 
 class RecallWeights(Group):
     """How recall ranks what it found, tuned by cross-validation on LoCoMo and LongMemEval."""
 
-    neighbour_weight: float = knob(
+    neighbour_weight: float = setting(
         0.5,
         "Share of a recalled turn's score its neighbours (the turns said just before and "
         "after) get; 0 turns neighbours off. Chosen by cross-validation on LoCoMo.",
         ge=0,
         le=1,
     )
-    summary_turn_weight: float = knob(
+    summary_turn_weight: float = setting(
         0.0,
         "Weight of a recalled summary's rank in the ranking of the turns it was made from; "
         "0 turns it off. Off by default: it helped LoCoMo and cost LongMemEval more "
         "(bench.joint_cv).",
         ge=0,
     )
-    recall_rrf_k: int = knob(
+    recall_rrf_k: int = setting(
         5,
         "The constant k of recall's reciprocal-rank fusion (1 / (k + rank)): smaller "
         "trusts the top ranks more. Chosen by cross-validation on LoCoMo.",
         ge=0,
     )
-    topic_weight: float = knob(
+    topic_weight: float = setting(
         0.0,
         "Share of the best turns' score lent to turns that share their rarer words "
         "(topic links, pseudo-relevance feedback in the candidates); 0 turns it off. Off by "
         "default: it helped LoCoMo and cost LongMemEval more (bench.joint_cv).",
         ge=0,
     )
-    entity_weight: float = knob(
+    entity_weight: float = setting(
         0.0,
         "Share of the best turns' score lent to the user's other turns that share their "
         "entity keys (names; edges stored with each turn), reaching turns no search "
@@ -116,14 +118,14 @@ class RecallWeights(Group):
         "0.1 added 0.1 point of recall for ~4 ms p50 of the read path.",
         ge=0,
     )
-    speaker_weight: float = knob(
+    speaker_weight: float = setting(
         1.5,
         "How much more a turn counts when the query names its speaker (``Melanie`` in "
         '"What books has Melanie read?"): its RRF is multiplied by 1 + this; 0 turns it '
         "off. Chosen by cross-validation on LoCoMo.",
         ge=0,
     )
-    turn_context_weight: float = knob(
+    turn_context_weight: float = setting(
         0.25,
         "Share of each adjacent turn's embedding (the turns said just before and after) "
         "mixed into a raw turn's stored vector when it is indexed, so a short answer is "
@@ -131,40 +133,44 @@ class RecallWeights(Group):
         "turns indexed from then on. Chosen by cross-validation on LoCoMo.",
         ge=0,
     )
-    weight_relevance: float = knob(1.0, "Weight of the fused (vector + keyword) relevance.", ge=0)
-    weight_recency: float = knob(
+    weight_relevance: float = setting(
+        1.0, "Weight of the fused (vector + keyword) relevance.", ge=0
+    )
+    weight_recency: float = setting(
         0.0,
         "Weight of recency (exponential decay since last access). Off by default: on LoCoMo it "
         "boosts memories recalled for earlier, unrelated questions (0.829 at 0, 0.825 at 0.5; "
         "in-budget 0.776 vs 0.724).",
         ge=0,
     )
-    weight_importance: float = knob(0.5, "Weight of the memory's importance.", ge=0)
-    recency_half_life_days: float = knob(30.0, "Days after which the recency signal halves.", gt=0)
+    weight_importance: float = setting(0.5, "Weight of the memory's importance.", ge=0)
+    recency_half_life_days: float = setting(
+        30.0, "Days after which the recency signal halves.", gt=0
+    )
 
 
 class RecallSettings(Group):
     """How much recall fetches, what it keeps, and how it ranks (``weights``)."""
 
-    k: int = knob(5, "Memories recalled per turn (top-k).", env="RECALL_K", ge=1)
-    candidate_tokens: int = knob(
+    k: int = setting(5, "Memories recalled per turn (top-k).", env="RECALL_K", ge=1)
+    candidate_tokens: int = setting(
         30,
         "Each turn channel fetches one candidate per this many tokens of the budget (at "
         "least 20). Chosen by cross-validation on LoCoMo.",
         env="RECALL_CANDIDATE_TOKENS",
         ge=1,
     )
-    speaker_turns: int = knob(
+    speaker_turns: int = setting(
         40,
         "How many of the nearest turns said by someone the query names (``Melanie``) "
         "join the dense turns' ranking (a second query, right after the dense one on its "
         "connection); 0 turns it off. Chosen by cross-validation on LoCoMo.",
         ge=0,
     )
-    min_similarity: float = knob(
+    min_similarity: float = setting(
         0.2, "Cosine similarity below which a memory is ignored.", ge=0, le=1
     )
-    newest_first: bool = knob(
+    newest_first: bool = setting(
         True,
         "A user's turn that speaks of the same subject as an older turn of another session "
         "(two of the query's words in common) is ranked just above it if it scored less: "
@@ -179,7 +185,7 @@ class RecallSettings(Group):
 class FormationSettings(Group):
     """When and how summaries, facts and reflections are made."""
 
-    mode: Literal["background", "inline"] = knob(
+    mode: Literal["background", "inline"] = setting(
         "background",
         "'background': the turn's run ends after trim_window and summarize → consolidate → "
         "reflect run later, as a run of this graph on the thread's memory thread, so no reply "
@@ -188,7 +194,7 @@ class FormationSettings(Group):
         "compiled without one runs memory inline.",
         env="MEMORY_MODE",
     )
-    delay_s: float = knob(
+    delay_s: float = setting(
         1.0,
         "Seconds a background memory run waits before it starts: the user reads the reply "
         "meanwhile, so the run does not compete with the next turn's recall, and work that "
@@ -197,25 +203,25 @@ class FormationSettings(Group):
         ge=0,
         le=3600,
     )
-    summary_mode: Literal["llm", "raw"] = knob(
+    summary_mode: Literal["llm", "raw"] = setting(
         "llm",
         "'llm' compresses evicted messages with the chat model; 'raw' stores their raw text (no "
         "model call, e.g. for benchmarks).",
     )
-    summary_batch: int = knob(5, "Pending messages needed before summarizing.", ge=1)
-    reflect_after: int = knob(10, "Summaries since the last reflection that trigger one.", ge=1)
-    reflect_importance_threshold: float = knob(
+    summary_batch: int = setting(5, "Pending messages needed before summarizing.", ge=1)
+    reflect_after: int = setting(10, "Summaries since the last reflection that trigger one.", ge=1)
+    reflect_importance_threshold: float = setting(
         5.0,
         "Summed importance of memories since the last reflection that triggers one (or "
         "reflect_after summaries, whichever comes first).",
     )
-    merge_similarity: float = knob(
+    merge_similarity: float = setting(
         0.8,
         "A new summary this close (cosine) to an existing memory is "
         "merged/updated/strengthened/discarded by the model instead of just created.",
     )
-    min_fact_importance: float = knob(0.5, "Extracted facts below this importance are dropped.")
-    fact_rules: Literal["auto", "on", "off"] = knob(
+    min_fact_importance: float = setting(0.5, "Extracted facts below this importance are dropped.")
+    fact_rules: Literal["auto", "on", "off"] = setting(
         "auto",
         "Rule-based extraction of explicit self-statements (name, city, preferred language...) "
         "merged with the model's facts: 'on', 'off', or 'auto' (on for local models, which map "
@@ -226,39 +232,43 @@ class FormationSettings(Group):
 class QueueSettings(Group):
     """The durable queue of evicted messages: leases and retries."""
 
-    lease_seconds: float = knob(120.0, "How long a claimed batch stays leased to its worker.", gt=0)
-    max_attempts: int = knob(5, "Failed stores of a batch before it is dead-lettered.", ge=1)
-    retry_backoff_s: float = knob(2.0, "First retry delay; doubles with each failure.", ge=0)
+    lease_seconds: float = setting(
+        120.0, "How long a claimed batch stays leased to its worker.", gt=0
+    )
+    max_attempts: int = setting(5, "Failed stores of a batch before it is dead-lettered.", ge=1)
+    retry_backoff_s: float = setting(2.0, "First retry delay; doubles with each failure.", ge=0)
 
 
 class RetentionSettings(Group):
     """Expiry, eviction, compaction, checkpoints, the decision log and idle threads."""
 
-    ttl_policy: str = knob(
+    ttl_policy: str = setting(
         "0.9:never,0.5:30,0:7",
         "Expiry by importance, 'min_importance:days|never' pairs: facts and memories at or above a"
         " threshold live that long; pinned items never expire.",
     )
-    evict_below_importance: float = knob(0.1, "Maintenance evicts memories below this importance")
-    evict_after_days: int = knob(180, "... and older than this many days.", ge=0)
-    duplicate_similarity: float = knob(
+    evict_below_importance: float = setting(
+        0.1, "Maintenance evicts memories below this importance"
+    )
+    evict_after_days: int = setting(180, "... and older than this many days.", ge=0)
+    duplicate_similarity: float = setting(
         0.95, "Maintenance compacts active memories at least this similar."
     )
-    checkpoint_retention: Literal["keep_latest", "off"] = knob(
+    checkpoint_retention: Literal["keep_latest", "off"] = setting(
         "keep_latest",
         "What maintenance keeps of each conversation's and memory run's checkpoints: "
         "'keep_latest' keeps one per thread (the latest, with its pending writes: all a run "
         "needs to resume; no step back to older ones), 'off' keeps every checkpoint. A thread "
         "with a run in flight or memory work under way (a batch leased) is left whole.",
     )
-    decision_retention_days: int = knob(
+    decision_retention_days: int = setting(
         180,
         "Maintenance deletes memory decisions (the audit log of why each memory was created, "
         "merged or removed) older than this many days; 0 keeps them forever. A thread's "
         "decisions stay while it has memory work pending or dead-lettered (a retry reads them).",
         ge=0,
     )
-    idle_thread_days: int = knob(
+    idle_thread_days: int = setting(
         30,
         "Maintenance archives a thread nobody wrote to for this many days, as a session end "
         "does (its working window is summarized into memory), then deletes its window, seen-set "
