@@ -41,10 +41,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.harness import main, write_results
-from bench.knobs import Context, run_context
 from bench.stats import ms_stats
 from graph.builder import build_builder
+from graph.context import Context
 from memory_graph_agent.services.stores import open_checkpointer, services_session
+from memory_graph_agent.settings import Settings
 
 VARIANTS = (
     ("postgres, durability async", "postgres", "async"),
@@ -154,9 +155,9 @@ async def run_graph_floor(
         info = await machine_info(env.database_url)
         saver = await stack.enter_async_context(open_checkpointer(env.database_url))
         savers = {"postgres": saver, "memory": InMemorySaver()}
-        builder = build_builder(services, wrap=stand_ins(items, window))
+        builder = build_builder(services, Settings.from_env(), wrap=stand_ins(items, window))
         graphs = {kind: builder.compile(checkpointer=s) for kind, s in savers.items()}
-        ctx = run_context(user_id=f"floor-{tag}")
+        ctx = Context(user_id=f"floor-{tag}")
         samples: dict[str, list[tuple[float, float]]] = {label: [] for label, *_ in VARIANTS}
         for i in range(warmup + turns):
             shift = i % len(VARIANTS)

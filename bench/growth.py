@@ -59,13 +59,14 @@ from bench.content import memory_text, user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
 from bench.harness import main, write_results
-from bench.knobs import Context, run_context
 from bench.stats import ms_stats
 from graph.background import LocalScheduler
 from graph.builder import build_graph
+from graph.context import Context
 from graph.maintenance import build_maintenance_graph
 from memory_graph_agent.recall.retrieval import retrieve
 from memory_graph_agent.services.stores import open_checkpointer, services_session
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.checkpoints import SaverCheckpoints
 from memory_graph_agent.storage.memory_rows import ACTIVE
 
@@ -140,14 +141,16 @@ async def memories_per_user(database_url: str, users: int) -> dict[str, float]:
     return {name: round(totals[name] / users, 2) for name in ("rows", "active", "superseded")}
 
 
-async def read_path(services: Any, contexts: list[Context], n: int, rng: random.Random) -> dict:
+async def read_path(
+    services: Any, settings: Settings, contexts: list[Context], n: int, rng: random.Random
+) -> dict:
     """p50/p95 (ms) of `retrieve` on ``n`` questions spread over the users."""
     seconds = []
     for i in range(n):
         ctx = contexts[i % len(contexts)]
         question = user_question(rng)
         started = time.perf_counter()
-        await retrieve(services, ctx, question, "growth-probe", touch=False)
+        await retrieve(services, settings, ctx, question, "growth-probe", touch=False)
         seconds.append(time.perf_counter() - started)
     return ms_stats(seconds)
 
@@ -180,17 +183,10 @@ async def run_one(
     ):
         spec, _ = register_instant_model()
         memory = LocalScheduler()
-        agent = memory.bind(build_graph(services, saver, scheduler=memory))
-        maintenance = build_maintenance_graph(services, SaverCheckpoints(saver))
-        contexts = [
-            run_context(
-                user_id=f"growth-u{u:03d}",
-                model=spec,
-                memory_delay_s=0,
-                checkpoint_retention=retention,
-            )
-            for u in range(users)
-        ]
+        settings = Settings.from_env().override(memory_delay_s=0, checkpoint_retention=retention)
+        agent = memory.bind(build_graph(services, saver, scheduler=memory, settings=settings))
+        maintenance = build_maintenance_graph(services, SaverCheckpoints(saver), settings=settings)
+        contexts = [Context(user_id=f"growth-u{u:03d}", model=spec) for u in range(users)]
         samples, reads, started = [], {}, time.perf_counter()
         day, last_pass = 0.0, 0
         for done in range(1, turns + 1):
@@ -216,7 +212,7 @@ async def run_one(
                     **sizes,
                 }
             )
-            reads.setdefault("start", await read_path(services, contexts, queries, rng))
+            reads.setdefault("start", await read_path(services, settings, contexts, queries, rng))
             if not quiet:
                 total = sum(sizes["redis"].values()) + sum(sizes["postgres"].values())
                 mems = samples[-1]["memories_per_user"]["active"]
@@ -227,7 +223,7 @@ async def run_one(
                     file=sys.stderr,
                     flush=True,
                 )
-        reads["end"] = await read_path(services, contexts, queries, rng)
+        reads["end"] = await read_path(services, settings, contexts, queries, rng)
         if memory.failures:
             raise RuntimeError(f"{memory.failures} memory runs failed")
         machine = await machine_info(env.database_url)

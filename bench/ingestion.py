@@ -29,12 +29,12 @@ from typing import Any
 
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.harness import main, write_results
-from bench.knobs import Context, override, run_context
-from bench.locomo_pipeline import GuardChatModel, build_replay_graph, replay_context
+from bench.locomo_pipeline import GuardChatModel, Run, build_replay_graph, replay_context
 from bench.longmemeval import DEFAULT_DATA, replay_haystack
 from bench.longmemeval_data import Haystack, Session, load_longmemeval
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.services.stores import services_session
+from memory_graph_agent.settings import Settings
 
 
 def first_turns(hay: Haystack, turns: int) -> Haystack:
@@ -54,15 +54,13 @@ def first_turns(hay: Haystack, turns: int) -> Haystack:
     return replace(hay, sessions=tuple(kept))
 
 
-def mode_context(hay: Haystack, mode: str, model: str, guard: str) -> Context:
-    """Raw: the replay's own knobs (no model). Model: summaries and reflections by ``model``."""
+def mode_context(hay: Haystack, mode: str, model: str, guard: str) -> Run:
+    """Raw: the replay's own settings (no model). Model: summaries and reflections by ``model``."""
     raw = replay_context(hay, guard)  # type: ignore[arg-type]
     if mode == "raw":
         return raw
-    defaults = run_context(user_id=hay.user_id)
-    return override(
-        raw,
-        model=model,
+    defaults = Settings.from_env().formation
+    return Run(replace(raw.ctx, model=model), raw.settings).override(
         summary_mode="llm",
         reflect_after=defaults.reflect_after,
         reflect_importance_threshold=defaults.reflect_importance_threshold,

@@ -55,7 +55,6 @@ from langchain_core.messages import HumanMessage
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model, register_paced_model
 from bench.harness import main, write_results
-from bench.knobs import run_context
 from bench.latency_report import plot_latency
 from bench.locomo import DEFAULT_DATA
 from bench.locomo_data import load_locomo
@@ -65,9 +64,11 @@ from bench.timing import CURRENT_TURN, TurnRecord, instrument
 from bench.verify import verify_conversation
 from graph.background import LocalScheduler
 from graph.builder import build_graph
+from graph.context import Context
 from graph.middleware import MemoryMiddleware
 from graph.prompts import ASSISTANT_PROMPT
 from memory_graph_agent.services.stores import open_checkpointer, services_session
+from memory_graph_agent.settings import Settings
 
 LOCOMO = Path(DEFAULT_DATA)
 MODES = (
@@ -209,8 +210,8 @@ async def run_latency(
                 for mode in modes:
                     spec, model = register_paced_model(**speed)
                     user = f"lat-{mode.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
-                    memory_mode = "inline" if mode == "inline" else "background"
-                    ctx = run_context(user_id=user, model=spec, memory_mode=memory_mode)
+                    # the inline graph has no scheduler: its memory forms in the turn
+                    ctx = Context(user_id=user, model=spec)
                     agent, context = graphs.get(mode), ctx
                     if mode in AGENTS:  # the middleware's knobs are its own; the user the run's
                         agent = _agent(services, saver, memory, mode, spec, model)
@@ -252,7 +253,7 @@ def _agent(services: Any, saver: Any, memory: Any, mode: str, spec: str, model: 
     middleware = []
     if mode == "middleware_background":
         middleware = [
-            MemoryMiddleware(services, scheduler=memory, model=spec, memory_mode="background")
+            MemoryMiddleware(services, scheduler=memory, model=spec, settings=Settings.from_env())
         ]
     return create_agent(
         model, [], system_prompt=ASSISTANT_PROMPT, middleware=middleware, checkpointer=saver
@@ -267,7 +268,7 @@ async def _cost_replay(services: Any, saver: Any, locomo: Path, conversations: i
     per_conversation = []
     for texts in _texts(locomo, conversations):
         spec, _ = register_instant_model()
-        ctx = run_context(user_id=f"cost-{uuid.uuid4().hex[:8]}", model=spec, memory_mode="inline")
+        ctx = Context(user_id=f"cost-{uuid.uuid4().hex[:8]}", model=spec)  # no scheduler: inline
         thread = f"cost-{uuid.uuid4().hex[:8]}"
         config = {"configurable": {"thread_id": thread}, "recursion_limit": 500}
         for text in texts:

@@ -78,13 +78,13 @@ from typing import Any
 
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.harness import main, write_results
-from bench.knobs import Context, override
 from bench.locomo_cv import cross_validate, default_key, grid_points, point_key
 from bench.locomo_data import Conversation, Question, load_locomo
 from bench.locomo_pipeline import (
     RECALL_K,
     Graphs,
     GuardChatModel,
+    Run,
     accesses_rolled_back,
     build_recall_graph,
     build_replay_graph,
@@ -139,7 +139,7 @@ async def evaluate_conversation(
 
     t0 = time.perf_counter()
     mem = await memory_state(services, conv)
-    index = await build_raw_index(conv, services.embeddings, ctx.window_size)
+    index = await build_raw_index(conv, services.embeddings, ctx.settings.window.size)
     scored = [q for q in conv.questions if q.scored]
     qvecs = await embed_batched(services.embeddings, [q.text for q in scored])
     index_s = time.perf_counter() - t0
@@ -150,16 +150,16 @@ async def evaluate_conversation(
     fit_ctx = recall_context(conv, graphs.model_spec, budget, recall_k)
     default = default_key()
     # grid points by the index-time knob: the turns are indexed again for each other value
-    by_weight: dict[float, dict[str, Context]] = {}
-    replayed = ctx.recall_weights.turn_context_weight  # what the replay indexed with
+    by_weight: dict[float, dict[str, Run]] = {}
+    replayed = ctx.settings.recall.weights.turn_context_weight  # what the replay indexed with
     for point in grid_points():
         weight = point.get("turn_context_weight", replayed)
-        by_weight.setdefault(weight, {})[point_key(point)] = override(fit_ctx, **point)
+        by_weight.setdefault(weight, {})[point_key(point)] = fit_ctx.override(**point)
     bar.update(tasks["questions"], description=f"questions {conv.sample_id}")
     t0 = time.perf_counter()
     probes_of: dict[int, dict[str, tuple[set[str], int]]] = {q.index: {} for q in scored}
 
-    async def probe(points: dict[str, Context], question: Question) -> None:
+    async def probe(points: dict[str, Run], question: Question) -> None:
         # a probe of the same memory: its accesses are rolled back, so "memory" sees the
         # access history a live session leaves
         for key, point_ctx in points.items():
@@ -196,7 +196,7 @@ async def evaluate_conversation(
         "turns": len(conv.turns),
         "questions": len(conv.questions),
         "scored_questions": len(scored),
-        "window_size": ctx.window_size,
+        "window_size": ctx.settings.window.size,
         "window_matches_last_turns": mem.window_ids == index.window_ids,
         "window_tokens": mem.window_tokens,
         "summaries": mem.summaries,

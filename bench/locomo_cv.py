@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from bench.knobs import shipped_default
 from bench.locomo_data import SCORED_CATEGORIES
 from bench.locomo_scoring import aggregate
+from memory_graph_agent.settings import Settings
 
 GRID: dict[str, tuple[Any, ...]] = {
     "topic_weight": (0.0, 0.5),
@@ -54,7 +54,8 @@ def point_key(point: dict[str, Any]) -> str:
 
 def default_key() -> str:
     """The grid point the shipped `Context` defaults make."""
-    return point_key({k: shipped_default(k) for k in GRID})
+    defaults = Settings().by_name()
+    return point_key({k: defaults[k] for k in GRID})
 
 
 def costs_round_trip(key: str) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from typing import Any, Protocol
 
@@ -24,13 +24,13 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from bench.knobs import Context, override, run_context
 from bench.locomo_data import Conversation, Question
 from bench.locomo_scoring import message_tokens
-from graph.context import current_thread_id
-from graph.routing import route_after_consolidate, route_after_summarize, route_after_trim
+from graph.context import Context, current_thread_id
+from graph.routing import bound, route_after_consolidate, route_after_summarize, route_after_trim
 from graph.state import State
 from memory_graph_agent.services.stores import Services
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.corpus_stats import corpus_tables
 from nodes.consolidate import consolidate
 from nodes.recall import recall
@@ -39,12 +39,51 @@ from nodes.summarize import summarize
 from nodes.trim_window import trim_window
 
 RECALL_K = 5
-"""The `Context` default: the token budget, not ``recall_k``, limits hybrid recall."""
+"""The settings' default: the token budget, not ``recall_k``, limits hybrid recall."""
 NO_REFLECTION = 10**6
 REPLAY_NODES = (trim_window, summarize, consolidate, reflect)
 INDEX_BUILD_MEMORY = "256MB"
 """``maintenance_work_mem`` of a rebuild of the turns' HNSW index (PostgreSQL's 64 MB
 default builds a larger graph on disk, much more slowly)."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """A bench point: the run's context and the settings its graph is compiled with."""
+
+    ctx: Context
+    settings: Settings
+
+    @property
+    def user_id(self) -> str:
+        """The run's user."""
+        return self.ctx.user_id
+
+    def override(self, **values: Any) -> Run:
+        """The same run with settings changed by name (`Settings.override`)."""
+        return Run(self.ctx, self.settings.override(**values))
+
+    def by_name(self) -> dict[str, Any]:
+        """The context's fields and every setting, by name (what a report records)."""
+        return {**asdict(self.ctx), **self.settings.by_name()}
+
+
+class PerSettings:
+    """A graph compiled once per `Settings`, invoked with a `Run`'s context."""
+
+    def __init__(self, build: Callable[[Settings], CompiledStateGraph]) -> None:
+        self.build = build
+        self.graphs: dict[Settings, CompiledStateGraph] = {}
+
+    def graph(self, settings: Settings) -> CompiledStateGraph:
+        """The graph compiled with ``settings``."""
+        if settings not in self.graphs:
+            self.graphs[settings] = self.build(settings)
+        return self.graphs[settings]
+
+    async def ainvoke(self, inputs: Any, config: Any, *, context: Run) -> Any:
+        """Run the graph of ``context.settings`` with ``context.ctx``."""
+        return await self.graph(context.settings).ainvoke(inputs, config, context=context.ctx)
 
 
 class GuardChatModel(BaseChatModel):
@@ -67,20 +106,24 @@ class GuardChatModel(BaseChatModel):
         raise RuntimeError("the LoCoMo replay must not call a chat model")
 
 
-def build_replay_graph(services: Services) -> CompiledStateGraph:
+def build_replay_graph(services: Services) -> PerSettings:
     """trim_window → summarize → consolidate → reflect, routed like the agent's graph.
 
-    The nodes are bound to ``services`` as `graph.builder` binds them.
+    The nodes are bound to ``services`` and each run's settings as `graph.builder` binds them.
     """
-    builder = StateGraph(State, context_schema=Context)
-    for node in REPLAY_NODES:
-        builder.add_node(node.__name__, partial(node, services=services))
-    builder.add_edge(START, "trim_window")
-    builder.add_conditional_edges("trim_window", route_after_trim)
-    builder.add_conditional_edges("summarize", route_after_summarize)
-    builder.add_conditional_edges("consolidate", route_after_consolidate)
-    builder.add_edge("reflect", END)
-    return builder.compile(name="locomo_replay")
+
+    def build(settings: Settings) -> CompiledStateGraph:
+        builder = StateGraph(State, context_schema=Context)
+        for node in REPLAY_NODES:
+            builder.add_node(node.__name__, partial(node, services=services, settings=settings))
+        builder.add_edge(START, "trim_window")
+        builder.add_conditional_edges("trim_window", bound(route_after_trim, settings))
+        builder.add_conditional_edges("summarize", route_after_summarize)
+        builder.add_conditional_edges("consolidate", bound(route_after_consolidate, settings))
+        builder.add_edge("reflect", END)
+        return builder.compile(name="locomo_replay")
+
+    return PerSettings(build)
 
 
 class QueryCache(Embeddings):
@@ -111,7 +154,7 @@ class QueryCache(Embeddings):
         return self.vectors[text]
 
 
-def build_recall_graph(services: Services) -> CompiledStateGraph:
+def build_recall_graph(services: Services) -> PerSettings:
     """The project's recall node, bound to ``services`` (query vectors cached).
 
     It runs on the messages the agent's checkpoint would hold: the thread's window, then
@@ -125,30 +168,32 @@ def build_recall_graph(services: Services) -> CompiledStateGraph:
         reset = RemoveMessage(id=REMOVE_ALL_MESSAGES)
         return {"messages": [reset, *window_messages, *state["messages"]]}
 
-    builder = StateGraph(State, context_schema=Context)
-    builder.add_node("window", checkpointed)
-    builder.add_node("recall", partial(recall, services=services))
-    builder.add_edge(START, "window")
-    builder.add_edge("window", "recall")
-    builder.add_edge("recall", END)
-    return builder.compile(name="locomo_recall")
+    def build(settings: Settings) -> CompiledStateGraph:
+        builder = StateGraph(State, context_schema=Context)
+        builder.add_node("window", checkpointed)
+        builder.add_node("recall", partial(recall, services=services, settings=settings))
+        builder.add_edge(START, "window")
+        builder.add_edge("window", "recall")
+        builder.add_edge("recall", END)
+        return builder.compile(name="locomo_recall")
+
+    return PerSettings(build)
 
 
-def replay_context(conv: Conversation, model: str) -> Context:
+def replay_context(conv: Conversation, model: str) -> Run:
     """Raw summaries, no reflection: the replay needs no model."""
-    return run_context(
-        user_id=conv.user_id,
-        model=model,
+    settings = Settings.from_env().override(
         summary_mode="raw",
         reflect_after=NO_REFLECTION,
         reflect_importance_threshold=float(NO_REFLECTION),
     )
+    return Run(Context(user_id=conv.user_id, model=model), settings)
 
 
-def recall_context(conv: Conversation, model: str, budget: int, recall_k: int) -> Context:
-    """The recall node's knobs for the questions (``min_similarity`` left at its default)."""
-    return override(
-        replay_context(conv, model), recall_k=recall_k, memory_token_budget=max(0, budget)
+def recall_context(conv: Conversation, model: str, budget: int, recall_k: int) -> Run:
+    """The recall node's settings for the questions (``min_similarity`` left at its default)."""
+    return replay_context(conv, model).override(
+        recall_k=recall_k, memory_token_budget=max(0, budget)
     )
 
 
@@ -168,7 +213,7 @@ async def check_fresh(services: Services, conv: Conversation) -> None:
 
 
 async def replay(
-    graph: CompiledStateGraph, conv: Conversation, ctx: Context, advance: Callable[[], None]
+    graph: PerSettings, conv: Conversation, ctx: Run, advance: Callable[[], None]
 ) -> None:
     """Feed every turn, one graph invocation per turn."""
     config = _thread_config(conv)
@@ -290,7 +335,7 @@ async def accesses_rolled_back(services: Services, user_id: str) -> AsyncIterato
 
 
 async def recall_context_ids(
-    graph: CompiledStateGraph, conv: Conversation, ctx: Context, question: Question
+    graph: PerSettings, conv: Conversation, ctx: Run, question: Question
 ) -> tuple[set[str], int]:
     """Provenance ids and tokens of what the recall node returns for ``question``."""
     message = HumanMessage(question.text, id=f"q{question.index}")
@@ -304,7 +349,7 @@ async def recall_context_ids(
 class Graphs:
     """The compiled graphs and the guard model of a run."""
 
-    replay: CompiledStateGraph
-    recall: CompiledStateGraph
+    replay: PerSettings
+    recall: PerSettings
     model_spec: str
     model: GuardChatModel

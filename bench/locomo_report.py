@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from bench.env import EMBEDDING
-from bench.knobs import as_dict
 from bench.locomo_data import CATEGORIES, SCORED_CATEGORIES, Conversation
 from bench.locomo_pipeline import recall_context, replay_context
 from bench.locomo_scoring import BM25_B, BM25_K1, CHUNK_TURNS, METHODS, RRF_K
@@ -107,8 +106,8 @@ def run_config(budget: int, recall_k: int, conversations: Sequence[Conversation]
     """Everything that defines the numbers."""
     sample = conversations[0] if conversations else Conversation("sample", [], [], 0)
     # flat, with the members of the recall weights' group (the shape of earlier results)
-    replay_ctx = as_dict(replay_context(sample, "registered:locomo-guard"))
-    recall_ctx = as_dict(recall_context(sample, "registered:locomo-guard", budget, recall_k))
+    replay_ctx = replay_context(sample, "registered:locomo-guard").by_name()
+    recall_ctx = recall_context(sample, "registered:locomo-guard", budget, recall_k).by_name()
     for c in (replay_ctx, recall_ctx):
         c["user_id"] = "locomo-<sample_id>"
     return {

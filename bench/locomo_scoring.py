@@ -23,7 +23,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 
 from bench.locomo_data import CATEGORIES, SCORED_CATEGORIES, Conversation
 from bench.seeding import embed_batched
-from memory_graph_agent.turn.rendering import text_tokens
+from memory_graph_agent.prompting.rendering import text_tokens
 
 CHUNK_TURNS = 5
 RRF_K = 60

@@ -47,15 +47,16 @@ from typing import Any
 
 import numpy as np
 from langchain_core.messages import HumanMessage
-from langgraph.graph.state import CompiledStateGraph
 
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.harness import main, write_results
-from bench.knobs import Context, as_dict, override, parse_grid
+from bench.knobs import parse_grid
 from bench.locomo_cv import GRID, grid_points, point_key
 from bench.locomo_pipeline import (
     RECALL_K,
     GuardChatModel,
+    PerSettings,
+    Run,
     accesses_rolled_back,
     build_recall_graph,
     build_replay_graph,
@@ -80,7 +81,9 @@ from bench.longmemeval_report import plot, print_table
 from bench.seeding import embed_batched
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.services.stores import Services, services_session
+from memory_graph_agent.settings import Settings
 
+DEFAULTS = Settings().by_name()
 DEFAULT_DATA = os.environ.get(
     "LONGMEMEVAL_DATA", "/work/shared/data/longmemeval/longmemeval_s_dev60.json"
 )
@@ -100,7 +103,7 @@ Shown = tuple[list[str], int]
 """What a method puts in the context: the turn ids, best ranked first, and their tokens."""
 
 
-async def replay_haystack(graph: CompiledStateGraph, hay: Haystack, ctx: Context) -> int:
+async def replay_haystack(graph: PerSettings, hay: Haystack, ctx: Run) -> int:
     """Feed every exchange as a live turn; end every session but the last. Turns fed."""
     fed = 0
     for n, session in enumerate(hay.sessions):
@@ -115,7 +118,7 @@ async def replay_haystack(graph: CompiledStateGraph, hay: Haystack, ctx: Context
 
 
 async def recall_ranked(
-    graph: CompiledStateGraph, hay: Haystack, ctx: Context, thread_id: str | None = None
+    graph: PerSettings, hay: Haystack, ctx: Run, thread_id: str | None = None
 ) -> tuple[list[str], int]:
     """Turn ids the recall node's items hold, best score first, and the items' tokens.
 
@@ -187,8 +190,8 @@ def score(hay: Haystack, found: Shown) -> dict[str, Any]:
 async def evaluate(
     hay: Haystack,
     services: Services,
-    replay_graph: CompiledStateGraph,
-    recall_graph: CompiledStateGraph,
+    replay_graph: PerSettings,
+    recall_graph: PerSettings,
     model_spec: str,
     budget: int,
     knobs: dict[str, tuple[Any, ...]] = GRID,
@@ -217,23 +220,23 @@ async def evaluate(
     mem = await memory_state(services, hay)  # type: ignore[arg-type]
     grid: dict[str, dict[str, Any]] = {}
 
-    async def probe(points: dict[str, Context]) -> None:
+    async def probe(points: dict[str, Run]) -> None:
         for key, point_ctx in points.items():
             async with accesses_rolled_back(services, hay.user_id):
                 grid[key] = score(hay, await recall_ranked(recall_graph, hay, point_ctx))
 
-    by_weight: dict[float, dict[str, Context]] = {}
-    replayed = ctx.recall_weights.turn_context_weight  # what the replay indexed with
+    by_weight: dict[float, dict[str, Run]] = {}
+    replayed = ctx.settings.recall.weights.turn_context_weight  # what the replay indexed with
     for point in grid_points(knobs):
         weight = point.get("turn_context_weight", replayed)
-        by_weight.setdefault(weight, {})[point_key(point)] = override(fit, **point)
+        by_weight.setdefault(weight, {})[point_key(point)] = fit.override(**point)
     for weight in [w for w in by_weight if w != replayed]:
         await reindex(services, hay, weight)
         await probe(by_weight[weight])
         await reindex(services, hay, replayed)
     await probe(by_weight.get(replayed, {}))
     contexts["memory_in_budget"] = await recall_ranked(recall_graph, hay, fit)
-    shown = hay.sessions[-1].turns[-ctx.window_size :]
+    shown = hay.sessions[-1].turns[-ctx.settings.window.size :]
     contexts["window"] = (
         [t.dia_id for t in reversed(shown)],
         message_tokens([t.message() for t in shown]),
@@ -350,7 +353,7 @@ async def run_benchmark(
             "methods": METHODS,
             "context": {  # flat, with the members of the recall weights' group
                 k: v
-                for k, v in as_dict(replay_context(haystacks[0], spec)).items()  # type: ignore[arg-type]
+                for k, v in replay_context(haystacks[0], spec).by_name().items()  # type: ignore[arg-type]
                 if k not in ("user_id", "model")
             },
         },

@@ -54,7 +54,6 @@ from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
 from bench.harness import main, say, write_results
-from bench.knobs import Context, run_context
 from bench.overhead_report import (
     PEERS_SEARCH_P50_MS,
     plot_overhead,
@@ -67,7 +66,9 @@ from bench.sql import explain_recall, prepared_recall_plans
 from bench.stats import ms_stats
 from bench.timed_graph import build_baseline_graph, build_timed_graph
 from bench.timing import CURRENT_TURN, TurnRecord, instrument
+from graph.context import Context
 from memory_graph_agent.services.stores import open_checkpointer, services_session
+from memory_graph_agent.settings import Settings
 
 # -------------------------------------------------------------------------------- run
 
@@ -144,8 +145,9 @@ async def run_overhead(
         source = VectorSource(vectors, services.embeddings, rng, pool=pool)
         spec, _model = register_instant_model()
         saver = await _checkpointer(checkpointer, env.database_url, stack)
-        full_graph = build_timed_graph(services, saver)
-        base_graph = build_baseline_graph(saver)
+        settings = Settings.from_env().override(summary_mode=summary_mode)
+        full_graph = build_timed_graph(services, saver, settings=settings)
+        base_graph = build_baseline_graph(saver, settings)
         questions = [user_question(rng) for _ in range(max(search_queries, 1))]
         t0 = time.perf_counter()
         query_vecs = (await embed_batched(services.embeddings, questions)).tolist()
@@ -172,24 +174,26 @@ async def run_overhead(
                 seeding, index = {}, {}
             seeding["vectors"] = vectors
 
-            ctx = run_context(user_id=bench_user, model=spec, summary_mode=summary_mode)
-            explain = await explain_recall(services, bench_user, query_vecs[0], ctx.recall_k)
+            ctx = Context(user_id=bench_user, model=spec)
+            explain = await explain_recall(services, bench_user, query_vecs[0], settings.recall.k)
 
             # search only, pre-embedded queries (what the peers' numbers measure)
             for v in query_vecs[: min(10, len(query_vecs))]:  # warm caches
-                await services.memories.search(bench_user, v, ctx.recall_k, ctx.min_similarity)
+                await services.memories.search(
+                    bench_user, v, settings.recall.k, settings.recall.min_similarity
+                )
             search_s, hits = [], []
             for v in query_vecs[:search_queries]:
                 start = time.perf_counter()
                 found = await services.memories.search(
-                    bench_user, v, ctx.recall_k, ctx.min_similarity
+                    bench_user, v, settings.recall.k, settings.recall.min_similarity
                 )
                 search_s.append(time.perf_counter() - start)
                 hits.append(len(found))
 
             say(quiet, f"[overhead] size {size}: {warmup} warm-up + {turns} turns per graph")
             full_thread = f"full-{size}-{tag}"
-            rotate = max(1, ctx.window_size // 2)
+            rotate = max(1, settings.window.size // 2)
             full_recs: list[tuple[TurnRecord, float]] = []
             base_recs: list[tuple[TurnRecord, float]] = []
             for i in range(warmup + turns):
@@ -251,7 +255,7 @@ async def run_overhead(
                 "chat_model": "InstantChatModel (bench.fake_model)",
                 "seed": seed,
                 "context": {
-                    k: getattr(ctx, k)
+                    k: settings.by_name()[k]
                     for k in (
                         "window_size",
                         "summary_batch",

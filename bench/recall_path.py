@@ -45,11 +45,12 @@ from typing import Any
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.harness import main, write_results
-from bench.knobs import Context, as_dict, run_context
 from bench.seeding import VectorSource, embed_batched, seed_size
 from bench.stats import fmt, ms_stats
+from graph.context import Context
 from memory_graph_agent.recall import linking, ranking, retrieval
 from memory_graph_agent.services.stores import services_session
+from memory_graph_agent.settings import Settings
 
 STORE_CALLS = (
     ("memories", "search"),
@@ -143,32 +144,32 @@ def _profile_top(profile: cProfile.Profile, sort: str, n: int = 25) -> list[str]
     return [line for line in lines[start:] if line.strip()]
 
 
-async def _retrieve(services: Any, ctx: Context, text: str) -> Any:
-    return await retrieval.retrieve(services, ctx, text, "bench-thread", touch=False)
+async def _retrieve(services: Any, settings: Settings, ctx: Context, text: str) -> Any:
+    return await retrieval.retrieve(services, settings, ctx, text, "bench-thread", touch=False)
 
 
 async def measure(
-    services: Any, ctx: Context, questions: list[str], profile_queries: int
+    services: Any, settings: Settings, ctx: Context, questions: list[str], profile_queries: int
 ) -> dict[str, Any]:
     """The three passes over ``questions`` (after a warm-up of 10)."""
     for text in questions[:10]:
-        await _retrieve(services, ctx, text)
+        await _retrieve(services, settings, ctx, text)
     total, kept, candidates = [], [], []
     for text in questions:
         start = time.perf_counter()
-        found = await _retrieve(services, ctx, text)
+        found = await _retrieve(services, settings, ctx, text)
         total.append(time.perf_counter() - start)
         kept.append(len(found.items))
         candidates.append(found.candidates)
     PHASES.clear()
     with phase_timers(services):
         for text in questions:
-            await _retrieve(services, ctx, text)
+            await _retrieve(services, settings, ctx, text)
     phases = {name: ms_stats(values) for name, values in sorted(PHASES.items())}
     profile = cProfile.Profile()
     profile.enable()
     for text in questions[:profile_queries]:
-        await _retrieve(services, ctx, text)
+        await _retrieve(services, settings, ctx, text)
     profile.disable()
     return {
         "retrieve_after_embedding": ms_stats(total),
@@ -262,7 +263,7 @@ async def run_recall_path(
                     say=say,
                 )
                 have, first = size, False
-            ctx = run_context(user_id=user)
+            ctx, settings = Context(user_id=user), Settings.from_env()
             turns = await services.db.query(
                 'SELECT count(*) AS n FROM "episode_vectors_384" WHERE user_id = :u', {"u": user}
             )
@@ -271,7 +272,7 @@ async def run_recall_path(
                 "size": size,
                 "bench_user_memories": have,
                 "bench_user_turns": int(turns[0]["n"]),
-                **await measure(fast, ctx, questions, profile_queries),
+                **await measure(fast, settings, ctx, questions, profile_queries),
                 "loadavg_after": list(os.getloadavg()),
             }
             results.append(row)
@@ -290,7 +291,7 @@ async def run_recall_path(
             "seed": seed,
             "embedding_model": EMBEDDING,
             "context": {
-                k: as_dict(run_context(user_id=user))[k]
+                k: Settings.from_env().by_name()[k]
                 for k in (
                     "recall_k",
                     "min_similarity",

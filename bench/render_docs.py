@@ -10,7 +10,7 @@ A markdown file marks each generated region with a start and an end marker::
 from ``bench/results/*.json`` (and the knob tables from the ``Context`` fields of
 ``graph/context.py``, read with `ast`: `bench.render.knobs`);
 ``python -m bench.render_docs --check`` changes nothing and exits 1 if a region is stale,
-unknown or has no end. Only the standard library is used.
+unknown or has no end.
 """
 
 from __future__ import annotations

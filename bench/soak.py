@@ -45,7 +45,6 @@ from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_faulty_model
 from bench.harness import main, parser, say, write_results
-from bench.knobs import Context, run_context
 from bench.soak_faults import Servers, WorkerKill, inject, private_home, schedule
 from bench.soak_maintenance import Maintainer, checkpoint_storage
 from bench.soak_report import (
@@ -62,7 +61,9 @@ from bench.soak_report import (
 from bench.stats import ms_stats
 from graph.background import LocalScheduler
 from graph.builder import build_graph
+from graph.context import Context
 from memory_graph_agent.services.stores import open_checkpointer, services_session
+from memory_graph_agent.settings import Settings
 
 RATES = {"reply_error": 0.02, "reply_timeout": 0.01, "memory_error": 0.05, "memory_timeout": 0.02}
 
@@ -189,7 +190,7 @@ class Soak:
 
 
 def soak_settings(a: argparse.Namespace) -> dict[str, Any]:
-    """The `Context` knobs of every turn (also the worker's)."""
+    """The settings of every turn, by name (`Settings.override`; also the worker's)."""
     return {
         "window_size": a.window_size,
         "summary_batch": a.summary_batch,
@@ -230,9 +231,11 @@ async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
         open_checkpointer(env.database_url) as saver,
     ):
         memory = LocalScheduler()
-        agent = memory.bind(build_graph(services, saver, scheduler=memory))
+        deployment = Settings.from_env().override(**settings)
+        graph = build_graph(services, saver, scheduler=memory, settings=deployment)
+        agent = memory.bind(graph)
         soak = Soak(agent, memory, services, a)
-        ctx = {u: run_context(user_id=u, model=spec, **settings) for u in soak.convs}
+        ctx = {u: Context(user_id=u, model=spec) for u in soak.convs}
         points = schedule(rng, a.redis_kills, a.postgres_restarts)
         if a.worker_users:
             at = rng.randint(a.turns // 5, max(a.turns // 5, a.turns // 2 - a.worker_turns))
@@ -252,7 +255,8 @@ async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
             upkeep = Maintainer(
                 services,
                 saver,
-                run_context(model=spec, **settings),
+                Context(model=spec),
+                deployment,
                 a.maintain_every,
                 a.maintain_timeout,
                 t0,

@@ -26,7 +26,7 @@ from typing import Any
 
 import psycopg
 
-from bench.knobs import Context
+from graph.context import Context
 from graph.maintenance import build_maintenance_graph
 from memory_graph_agent.storage.checkpoints import SaverCheckpoints
 
@@ -76,11 +76,12 @@ class Maintainer:
         services: Any,
         saver: Any,
         context: Context,
+        settings: Any,
         every_s: float,
         timeout_s: float,
         t0: float,
     ) -> None:
-        self.graph = build_maintenance_graph(services, SaverCheckpoints(saver))
+        self.graph = build_maintenance_graph(services, SaverCheckpoints(saver), settings=settings)
         self.context, self.every_s, self.timeout_s = context, every_s, timeout_s
         self.passes: list[dict[str, Any]] = []
         self.t0 = t0  # the soak's start: ``at_s`` is on the clock of its growth samples

@@ -22,10 +22,11 @@ from langchain_core.messages import HumanMessage
 
 from bench.env import EMBEDDING
 from bench.fake_model import register_faulty_model
-from bench.knobs import Context, run_context
 from graph.background import LocalScheduler
 from graph.builder import build_graph
+from graph.context import Context
 from memory_graph_agent.services.stores import open_checkpointer, services_session
+from memory_graph_agent.settings import Settings
 
 
 def _say(kind: str, user: str, turn: int) -> None:
@@ -55,12 +56,12 @@ async def main(spec_path: str) -> None:
     async with services_session(EMBEDDING) as services:
         async with open_checkpointer(services.database_url) as saver:
             memory = LocalScheduler()
-            agent = memory.bind(build_graph(services, saver, scheduler=memory))
+            settings = Settings.from_env().override(**spec["context"])
+            graph = build_graph(services, saver, scheduler=memory, settings=settings)
+            agent = memory.bind(graph)
             await asyncio.gather(
                 *(
-                    _conversation(
-                        agent, run_context(user_id=c["user"], model=model, **spec["context"]), c
-                    )
+                    _conversation(agent, Context(user_id=c["user"], model=model), c)
                     for c in spec["convs"]
                 )
             )

@@ -34,13 +34,14 @@ from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
 from bench.harness import main, parse_ints, say, write_results
-from bench.knobs import Context, run_context
 from bench.stats import fmt, ms_stats
 from bench.timing import CURRENT_TURN, TurnRecord, instrument
 from bench.verify import verify_conversation
 from graph.background import LocalScheduler
 from graph.builder import build_graph
+from graph.context import Context
 from memory_graph_agent.services.stores import services_session
+from memory_graph_agent.settings import Settings
 
 VERIFY_KEYS = (
     "pushed",
@@ -149,13 +150,13 @@ async def run_throughput(
         stack.enter_context(instrument(services))
         saver = await _open_checkpointer(checkpointer, env.database_url, pool_size, stack)
         memory = LocalScheduler()
-        agent = memory.bind(build_graph(services, checkpointer=saver, scheduler=memory))
+        settings = Settings.from_env().override(summary_mode=summary_mode, memory_mode=memory_mode)
+        graph = build_graph(services, checkpointer=saver, scheduler=memory, settings=settings)
+        agent = memory.bind(graph)
         spec, _model = register_instant_model()
 
         def context(user: str) -> Context:
-            return run_context(
-                user_id=user, model=spec, summary_mode=summary_mode, memory_mode=memory_mode
-            )
+            return Context(user_id=user, model=spec)
 
         if warmup:
             say(quiet, f"[throughput] {warmup} warm-up turns")
@@ -245,7 +246,7 @@ async def run_throughput(
                 "embedding_model": EMBEDDING,
                 "chat_model": "InstantChatModel (bench.fake_model)",
                 "context": {
-                    k: getattr(context(f"x-{tag}"), k)
+                    k: settings.by_name()[k]
                     for k in ("window_size", "summary_batch", "reflect_after", "recall_k")
                 },
             },

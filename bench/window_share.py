@@ -27,8 +27,8 @@ from typing import Any
 
 from bench.harness import main, write_results
 from bench.joint_cv import cross_validate
-from bench.knobs import shipped_default
 from bench.locomo_data import SCORED_CATEGORIES
+from memory_graph_agent.settings import Settings
 
 KNOB = "window_token_share"
 
@@ -51,7 +51,7 @@ def read_run(folder: Path) -> tuple[float, dict[str, Any], dict[str, Any]]:
 
 def summarize(runs: Sequence[tuple[float, dict[str, Any], dict[str, Any]]]) -> dict[str, Any]:
     """Per share, both datasets' figures; the share cross-validated over both."""
-    default = float(shipped_default(KNOB))
+    default = float(Settings().by_name()[KNOB])
     locomo_rows: dict[str, dict[str, Any]] = {}
     lme_rows: dict[str, dict[str, Any]] = {}
     shares: dict[str, Any] = {}

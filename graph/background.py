@@ -14,9 +14,9 @@ claims it (exactly once, by the queue's leases and deterministic summary ids).
   schedules its memory graph. It goes through the server's in-process loopback
   (`langgraph_sdk.get_client()` without a URL): no credentials are checked, but the
   server's auth handlers still run, as the turn's user. So the run's context is what a
-  client of that user may send (`server_context`): the user's knobs and ``memory_of``
-  (accepted on that memory thread only); the operator's knobs are the server's
-  environment, in the memory run as in the turn.
+  client of that user may send (`server_context`): the run's `Context` with ``memory_of``
+  (accepted on that memory thread only); the deployment's settings are the server's own
+  (`Settings.from_env`, read once), in the memory run as in the turn.
   A memory thread id taken by another thread (possible only where auth was off or older
   rules let someone create it) is skipped for the next alternate id; memory never falls
   back to the turn's run for it.
@@ -34,7 +34,7 @@ from typing import Any
 
 from langgraph.constants import TAG_NOSTREAM
 
-from graph.context import SCHEDULER_KNOBS, USER_KNOBS, Context, MemoryScheduler
+from graph.context import CONTEXT_FIELDS, Context, MemoryScheduler
 from memory_graph_agent.core.memory_threads import ALTERNATES, memory_thread_id
 
 log = logging.getLogger(__name__)
@@ -66,10 +66,10 @@ def memory_run(
 def server_context(context: Context) -> dict[str, Any]:
     """The context a memory run on the server is started with: what a client may send.
 
-    The user's knobs and ``memory_of``; the run reads the operator's knobs from the
-    server's environment, as the turn did (the server passes no other key to a run).
+    The run's `Context` with ``memory_of``; the graph has the deployment's settings, as
+    for the turn (the server passes no other key to a run).
     """
-    return {name: getattr(context, name) for name in USER_KNOBS | SCHEDULER_KNOBS}
+    return {name: getattr(context, name) for name in sorted(CONTEXT_FIELDS)}
 
 
 __all__ = [
@@ -86,7 +86,7 @@ __all__ = [
 class LocalScheduler:
     """In-process memory runs: one asyncio task chain per thread, coalesced.
 
-    `bind` it to the compiled graph. A run starts ``context.memory_delay_s`` after it is
+    `bind` it to the compiled graph. A run starts ``settings.formation.delay_s`` after it is
     asked for; while a memory run of a thread is running or waiting to start, one more
     may wait behind it; further requests join the waiting one (it drains every full batch).
     A request for later (``after_s``: a memory run found its batch leased) sets a timer.
@@ -108,9 +108,15 @@ class LocalScheduler:
         return graph
 
     async def __call__(
-        self, context: Context, thread_id: str, compress: bool, after_s: float | None = None
+        self,
+        context: Context,
+        thread_id: str,
+        compress: bool,
+        after_s: float | None = None,
+        *,
+        delay_s: float = 0.0,
     ) -> None:
-        """Start (or join) the memory run of ``thread_id``; return at once.
+        """Start (or join) the memory run of ``thread_id`` in ``delay_s``; return at once.
 
         With ``after_s`` (a batch leased by another worker): a timer requests the run
         then. `drain` does not wait for timers; the batch stays durable in Redis.
@@ -128,27 +134,36 @@ class LocalScheduler:
             later = partial(self._request_later, key, context, thread_id, compress)
             self._later[key] = loop.call_later(after_s, later)
             return
-        self._start(key, context, thread_id, compress)
+        self._start(key, context, thread_id, compress, delay_s)
 
-    def _start(self, key: str, context: Context, thread_id: str, compress: bool) -> None:
+    def _start(
+        self, key: str, context: Context, thread_id: str, compress: bool, delay_s: float
+    ) -> None:
         if key in self._waiting:  # a run is already waiting to start: it takes this work
             self._waiting[key] = self._waiting[key] or compress
             return
         self._waiting[key] = compress
         previous = self._tails.get(key)
-        self._tails[key] = asyncio.create_task(self._run(previous, context, thread_id, key))
+        self._tails[key] = asyncio.create_task(
+            self._run(previous, context, thread_id, key, delay_s)
+        )
 
     def _request_later(self, key: str, context: Context, thread_id: str, compress: bool) -> None:
         del self._later[key]
-        self._start(key, replace(context, memory_delay_s=0), thread_id, compress)
+        self._start(key, context, thread_id, compress, 0.0)
 
     async def _run(
-        self, previous: asyncio.Task | None, context: Context, thread_id: str, key: str
+        self,
+        previous: asyncio.Task | None,
+        context: Context,
+        thread_id: str,
+        key: str,
+        delay_s: float,
     ) -> None:
         if previous is not None:
             await asyncio.wait([previous])
         try:
-            await asyncio.sleep(context.memory_delay_s)  # requests meanwhile join this run
+            await asyncio.sleep(delay_s)  # requests meanwhile join this run
             compress = self._waiting.pop(key)
             config, context = memory_run(context, thread_id)
             try:
@@ -194,7 +209,13 @@ class ServerScheduler:
         self.assistant_id = assistant_id
 
     async def __call__(
-        self, context: Context, thread_id: str, compress: bool, after_s: float | None = None
+        self,
+        context: Context,
+        thread_id: str,
+        compress: bool,
+        after_s: float | None = None,
+        *,
+        delay_s: float = 0.0,
     ) -> None:
         """Create the run (and the memory thread if needed); return without waiting.
 
@@ -221,8 +242,7 @@ class ServerScheduler:
                     },
                     multitask_strategy="enqueue",
                     if_not_exists="create",
-                    after_seconds=math.ceil(context.memory_delay_s if after_s is None else after_s)
-                    or None,
+                    after_seconds=math.ceil(delay_s if after_s is None else after_s) or None,
                 )
             except (NotFoundError, ConflictError):
                 log.warning(

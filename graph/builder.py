@@ -1,7 +1,10 @@
-"""Wire the memory nodes and tools into a `StateGraph`; bind the services to the nodes.
+"""Wire the memory nodes and tools into a `StateGraph`; bind services and settings to them.
 
-``make_graph`` is the ``langgraph.json`` factory (no checkpointer: the server injects one);
-the CLI, notebooks, benchmarks and tests call `build_graph` with their own checkpointer.
+Every node and routing function gets the deployment's `Settings` here, once, as it gets the
+services (``functools.partial``); a run carries only its `Context`. ``make_graph`` is the
+``langgraph.json`` factory (no checkpointer: the server injects one; the settings are
+`Settings.from_env`, read once); the CLI, notebooks, benchmarks and tests call
+`build_graph` with their own checkpointer and settings.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from graph.state import InputState, State
 from graph.tools import build_tool_node, memory_tools
 from graph.wrapping import Wrap, unwrapped, wrap_node
 from memory_graph_agent.services.stores import Services, server_services
+from memory_graph_agent.settings import Settings
 from nodes.consolidate import consolidate
 from nodes.load_profile import load_profile
 from nodes.recall import recall
@@ -39,6 +43,7 @@ MODEL_CALLING = (summarize, consolidate, reflect)
 
 def build_builder(
     services: Services,
+    settings: Settings,
     scheduler: MemoryScheduler | None = None,
     wrap: Wrap = unwrapped,
 ) -> StateGraph:
@@ -50,9 +55,17 @@ def build_builder(
     benchmarks time them).
     """
     builder = StateGraph(State, input_schema=InputState, context_schema=Context)
-    tools = memory_tools(services)
-    add_memory(builder, services, answer="respond", ends_turn=None, scheduler=scheduler, wrap=wrap)
-    respond_node = partial(respond, tools=tools)
+    tools = memory_tools(services, settings=settings)
+    add_memory(
+        builder,
+        services,
+        settings=settings,
+        answer="respond",
+        ends_turn=None,
+        scheduler=scheduler,
+        wrap=wrap,
+    )
+    respond_node = partial(respond, settings=settings, tools=tools)
     builder.add_node("respond", wrap_node(respond_node, "respond", services, wrap=wrap))
     builder.add_node("tools", build_tool_node(tools))
     builder.add_conditional_edges("respond", routing.route_after_respond)
@@ -64,6 +77,7 @@ def add_memory(
     builder: StateGraph,
     services: Services,
     *,
+    settings: Settings,
     answer: str,
     ends_turn: str | None = "",
     scheduler: MemoryScheduler | None = None,
@@ -84,7 +98,9 @@ def add_memory(
     ``memory_scheduled``, ``summary``, ``summary_stored``, ``summaries_since_reflection``,
     ``importance_since_reflection``, ``memory_events``, ``memory_decisions``,
     ``memory_cost``. Its context schema must be `graph.context.Context` (or a subclass):
-    the nodes read ``user_id`` and the knobs from it. Returns ``builder``.
+    the nodes read the run's ``user_id``, ``model`` and ``recall_mode`` from it, and the
+    deployment's ``settings`` (`Settings.from_env()`, or built in code) from here.
+    Returns ``builder``.
     """
     missing = sorted(_keys(State) - _keys(builder.state_schema))
     if missing:
@@ -93,17 +109,17 @@ def add_memory(
     if not (isinstance(schema, type) and issubclass(schema, Context)):
         raise TypeError("add_memory: build the graph with context_schema=Context (or a subclass)")
     for node in MEMORY_NODES:
-        bound = partial(node, services=services)
+        bound = partial(node, services=services, settings=settings)
         if node is summarize:  # a memory run that finds its batch leased asks for a later one
             bound = partial(bound, scheduler=scheduler)
         calls_model = node in MODEL_CALLING
         name = node.__name__
         builder.add_node(name, wrap_node(bound, name, services, calls_model=calls_model, wrap=wrap))
-    trim = partial(trim_window, services=services, scheduler=scheduler)
+    trim = partial(trim_window, services=services, settings=settings, scheduler=scheduler)
     builder.add_node("trim_window", wrap_node(trim, "trim_window", services, wrap=wrap))
     # a turn: load_profile and recall side by side; a memory run: trim_window
     builder.add_conditional_edges(START, routing.route_start, [*routing.TURN_START, "trim_window"])
-    again = partial(recall, services=services, again=True)
+    again = partial(recall, services=services, settings=settings, again=True)
     builder.add_node("recall_again", wrap_node(again, "recall_again", services, wrap=wrap))
     # load_profile routes the turn; recall's writes join the next step without an edge
     paths = {"respond": answer, "recall_again": "recall_again", "trim_window": "trim_window"}
@@ -111,10 +127,11 @@ def add_memory(
     builder.add_edge("recall_again", answer)
     if ends_turn is not None:
         builder.add_edge(ends_turn or answer, "trim_window")
-    builder.add_conditional_edges("trim_window", routing.route_after_trim)
+    bound = partial(routing.bound, settings=settings)
+    builder.add_conditional_edges("trim_window", bound(routing.route_after_trim))
     builder.add_conditional_edges("summarize", routing.route_after_summarize)
-    builder.add_conditional_edges("consolidate", routing.route_after_consolidate)
-    builder.add_conditional_edges("reflect", routing.route_after_reflect)
+    builder.add_conditional_edges("consolidate", bound(routing.route_after_consolidate))
+    builder.add_conditional_edges("reflect", bound(routing.route_after_reflect))
     return builder
 
 
@@ -129,13 +146,19 @@ def build_graph(
     services: Services,
     checkpointer: BaseCheckpointSaver | None = None,
     scheduler: MemoryScheduler | None = None,
+    *,
+    settings: Settings | None = None,
 ) -> CompiledStateGraph:
     """Compile the memory agent on ``services``, optionally with a checkpointer.
+
+    ``settings``: the deployment's (default: `Settings.from_env`, read now).
 
     Without a ``scheduler`` memory forms inline, in each turn's run. Each turn's run
     starts its query embedding before LangGraph loads the checkpoint (`graph.prefetch`).
     """
-    graph = build_builder(services, scheduler).compile(checkpointer=checkpointer, name=GRAPH_NAME)
+    settings = Settings.from_env() if settings is None else settings
+    builder = build_builder(services, settings, scheduler)
+    graph = builder.compile(checkpointer=checkpointer, name=GRAPH_NAME)
     return with_query_prefetch(graph, services.query_vectors)
 
 
@@ -146,5 +169,8 @@ async def make_graph(config: RunnableConfig) -> CompiledStateGraph:
     """Graph factory of ``langgraph.json``, called per run: compiled once per set of services."""
     services = await server_services()
     if services not in _compiled:
-        _compiled[services] = build_graph(services, scheduler=ServerScheduler(GRAPH_NAME))
+        scheduler = ServerScheduler(GRAPH_NAME)
+        _compiled[services] = build_graph(
+            services, scheduler=scheduler, settings=Settings.from_env()
+        )
     return _compiled[services]

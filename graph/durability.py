@@ -27,18 +27,21 @@ from __future__ import annotations
 from langgraph.types import Durability
 
 from graph.context import Context, MemoryScheduler
+from memory_graph_agent.settings import Settings
 
 TURN_DURABILITY: Durability = "exit"
 """The durability of a turn whose memory forms in the background."""
 
 
-def turn_durability(context: Context, scheduler: MemoryScheduler | None) -> Durability | None:
+def turn_durability(
+    settings: Settings, context: Context, scheduler: MemoryScheduler | None
+) -> Durability | None:
     """``TURN_DURABILITY`` for a turn that ends at trim_window, else ``None`` (LangGraph's).
 
     ``scheduler``: the memory scheduler the graph was built with (``None``: memory forms
     inline, in the turn's run). A memory run (``memory_of``) or inline memory gets
     ``None``: LangGraph's default, ``"async"``.
     """
-    if scheduler is None or context.memory_of or context.memory_mode != "background":
+    if scheduler is None or context.memory_of or settings.formation.mode != "background":
         return None
     return TURN_DURABILITY

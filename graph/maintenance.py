@@ -19,6 +19,7 @@ from graph.context import Context
 from graph.maintenance_state import MaintenanceInput, MaintenanceState
 from memory_graph_agent.maintenance import CheckpointRetention
 from memory_graph_agent.services.stores import Services, server_services
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.server_threads import ServerCheckpoints
 from nodes.archive_idle import archive_idle
 from nodes.compact import compact
@@ -33,7 +34,7 @@ GRAPH_NAME = "maintenance"
 
 
 def build_maintenance_builder(
-    services: Services, checkpoints: CheckpointRetention | None = None
+    services: Services, settings: Settings, checkpoints: CheckpointRetention | None = None
 ) -> StateGraph:
     """The uncompiled maintenance graph.
 
@@ -42,23 +43,34 @@ def build_maintenance_builder(
     Without ``checkpoints``, prune_checkpoints says so and prunes nothing.
     """
     builder = StateGraph(MaintenanceState, input_schema=MaintenanceInput, context_schema=Context)
+    both = {"services": services, "settings": settings}
     steps = [
-        (n.__name__, partial(n, services=services))
-        for n in (select_users, archive_idle, expire, evict, compact)
+        ("select_users", partial(select_users, services=services)),
+        ("archive_idle", partial(archive_idle, **both)),
+        ("expire", partial(expire, services=services)),
+        ("evict", partial(evict, **both)),
+        ("compact", partial(compact, **both)),
+        ("prune_checkpoints", partial(prune_checkpoints, **both, checkpoints=checkpoints)),
+        ("prune_decisions", partial(prune_decisions, **both)),
     ]
-    prune = partial(prune_checkpoints, services=services, checkpoints=checkpoints)
-    decisions = ("prune_decisions", partial(prune_decisions, services=services))
-    builder.add_sequence([*steps, ("prune_checkpoints", prune), decisions, report])
+    builder.add_sequence([*steps, report])
     builder.add_edge(START, "select_users")
     builder.add_edge("report", END)
     return builder
 
 
 def build_maintenance_graph(
-    services: Services, checkpoints: CheckpointRetention | None = None
+    services: Services,
+    checkpoints: CheckpointRetention | None = None,
+    *,
+    settings: Settings | None = None,
 ) -> CompiledStateGraph:
-    """Compile the maintenance graph (no checkpointer of its own, by design)."""
-    return build_maintenance_builder(services, checkpoints).compile(name=GRAPH_NAME)
+    """Compile the maintenance graph (no checkpointer of its own, by design).
+
+    ``settings``: the deployment's (default: `Settings.from_env`, read now).
+    """
+    settings = Settings.from_env() if settings is None else settings
+    return build_maintenance_builder(services, settings, checkpoints).compile(name=GRAPH_NAME)
 
 
 _compiled: weakref.WeakKeyDictionary[Services, CompiledStateGraph] = weakref.WeakKeyDictionary()
@@ -68,5 +80,7 @@ async def make_graph(config: RunnableConfig) -> CompiledStateGraph:
     """Graph factory of ``langgraph.json``, called per run: compiled once per set of services."""
     services = await server_services()
     if services not in _compiled:
-        _compiled[services] = build_maintenance_graph(services, ServerCheckpoints())
+        _compiled[services] = build_maintenance_graph(
+            services, ServerCheckpoints(), settings=Settings.from_env()
+        )
     return _compiled[services]

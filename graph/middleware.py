@@ -5,7 +5,7 @@ The same domain functions as the ``memory_agent`` graph, at the agent's hooks:
 * ``abefore_agent`` (once per turn, before the first model call): admission
   (`turn.admission.start_turn`: the input's rules and the thread's owner, nothing written
   for a turn it refuses), the running summary, the provider's profile and its recall
-  within what the window leaves of ``memory_token_budget`` (`turn.budgets.recall_budget`).
+  within what the window leaves of its token budget (`prompting.budgets.recall_budget`).
 * ``awrap_model_call`` (each model call): the fenced memory blocks of our ``respond``
   node (`graph.prompts.memory_prompt`) appended to the agent's own system prompt.
 * ``aafter_agent`` (once, after the turn's last model and tool calls): the turn ends in
@@ -58,14 +58,15 @@ from graph.middleware_tools import DeferredProvider, middleware_tools
 from graph.prompts import memory_prompt
 from memory_graph_agent.core.records import MemoryEvent, ProfileChange, RecalledItem, event
 from memory_graph_agent.core.turns import ends_session
+from memory_graph_agent.prompting.budgets import recall_budget
+from memory_graph_agent.prompting.rendering import latest_human_text
 from memory_graph_agent.providers.base import MemoryProvider, ProfileView
 from memory_graph_agent.providers.tiered import PROVIDERS, provider_named
 from memory_graph_agent.services.stores import Services, server_services
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.turn.admission import start_turn
-from memory_graph_agent.turn.budgets import recall_budget
 from memory_graph_agent.turn.closing import finish_turn
-from memory_graph_agent.turn.rendering import latest_human_text
 from memory_graph_agent.turn.validation import InvalidInputError, check_id
 
 HOW_TO_PASS_THE_USER = (
@@ -83,7 +84,6 @@ HOW_TO_RUN_SYNC = (
 )
 UNSET_USER = next((f.default for f in fields(Context) if f.name == "user_id"), None)
 """`Context`'s placeholder user: refused, so that nothing lands under a shared default."""
-RESERVED = ("user_id", "memory_of")
 T = TypeVar("T")
 
 
@@ -160,9 +160,11 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
         tools: Offer ``search_memory``, ``remember``, ``forget`` (and ``pin``/``unpin``
             when the provider can pin) to the model, for the run's user only.
         scheduler: Where memory runs: default `LocalScheduler` with services, else
-            `ServerScheduler`; ``memory_mode="inline"`` forms memory within the turn.
-        **knobs: Any field of `graph.context.Context` but ``user_id``/``memory_of``
-            (``model`` is the model memory summarizes with; ``window_size``...).
+            `ServerScheduler`; ``formation.mode="inline"`` forms memory within the turn.
+        settings: The deployment's `Settings` (window, recall, formation...); default
+            `Settings.from_env`, read once, here.
+        model: The chat model memory summarizes and extracts facts with
+            (``provider:model``; empty: as `graph.context.Context` picks it).
     """
 
     state_schema = MemoryAgentState
@@ -174,38 +176,39 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
         provider: str | MemoryProvider = "tiered",
         tools: bool = False,
         scheduler: MemoryScheduler | None = None,
-        **knobs: Any,
+        settings: Settings | None = None,
+        model: str = "",
     ) -> None:
-        """Check the knobs and the provider now; open nothing."""
+        """Check the provider now; open nothing."""
         super().__init__()
-        if reserved := [k for k in RESERVED if k in knobs]:
-            raise ValueError(f"{reserved} come from each run, not from the middleware")
-        Context(user_id="knob-check", **knobs)  # an unknown or invalid knob fails here
+        self.settings = Settings.from_env() if settings is None else settings
+        self.model = Context(user_id="model-check", model=model).model
         if isinstance(provider, str) and provider not in PROVIDERS:
             raise ValueError(f"unknown memory provider {provider!r}: one of {sorted(PROVIDERS)}")
         if not isinstance(provider, str | MemoryProvider):
             raise TypeError(f"provider must be a name or a MemoryProvider, got {provider!r}")
-        self.knobs = knobs
         self.services = services
         self._provider_spec = provider
         self._provider: MemoryProvider | None = None if isinstance(provider, str) else provider
         self._memory_graph: Any = None
         if scheduler is None and services is not None:  # memory runs in this process
             scheduler = LocalScheduler()
-            scheduler.bind(build_graph(services, scheduler=scheduler))
+            scheduler.bind(build_graph(services, scheduler=scheduler, settings=self.settings))
         self.scheduler = scheduler or ServerScheduler(GRAPH_NAME)
         deferred = DeferredProvider(provider, self.open)
-        self.tools = middleware_tools(deferred, self.settings, self._wait) if tools else []
+        self.tools = (
+            middleware_tools(deferred, self.settings, self.context, self._wait) if tools else []
+        )
 
-    def settings(self, runtime: Runtime[Any] | ToolRuntime[Any]) -> Context:
-        """The run's `Context`: its user (`user_of`) and the middleware's knobs."""
-        return Context(user_id=user_of(runtime), **self.knobs)
+    def context(self, runtime: Runtime[Any] | ToolRuntime[Any]) -> Context:
+        """The run's `Context`: its user (`user_of`) and the middleware's model."""
+        return Context(user_id=user_of(runtime), model=self.model)
 
     async def open(self) -> tuple[Services, MemoryProvider]:
         """The services and the provider (a server's: opened on first use)."""
         services = self.services or await server_services()
         if self._provider is None:
-            self._provider = provider_named(str(self._provider_spec), services)
+            self._provider = provider_named(str(self._provider_spec), services, self.settings)
         return services, self._provider
 
     async def drain(self) -> None:
@@ -248,13 +251,13 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
         admission removes messages from the state (a thread archived while idle, another
         user's rejected turn), recall runs again within the budget they no longer take.
         """
-        ctx = self.settings(runtime)
+        ctx = self.context(runtime)
         thread = current_thread_id()
         services, provider = await self.open()
         messages = state.get("messages") or []
         if ends_session(messages, bool(state.get("end_session"))):
             return await self._start_session_end(services, ctx, thread, messages)
-        budget = recall_budget(ctx.memory_token_budget, messages)
+        budget = recall_budget(self.settings.window.memory_token_budget, messages)
         query = latest_human_text(messages)
         # side by side, as load_profile ∥ recall: reads only, dropped if admission refuses
         reads = asyncio.gather(
@@ -262,14 +265,16 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
             _or_empty(provider.recall(ctx, thread, query, budget), []),
         )
         try:
-            turn = await start_turn(services, ctx, thread, messages, False, read_profile=False)
+            turn = await start_turn(
+                services, self.settings, ctx, thread, messages, False, read_profile=False
+            )
         except BaseException:
             reads.cancel()
             raise
         profile, recalled = await reads
         if turn.repairs:  # messages recall counted as on screen left the state: again
             kept = add_messages(messages, turn.repairs)
-            budget = recall_budget(ctx.memory_token_budget, kept)
+            budget = recall_budget(self.settings.window.memory_token_budget, kept)
             recalled = await _or_empty(provider.recall(ctx, thread, query, budget), [])
         text = f"memory: {len(profile.facts)} facts, {len(recalled)} memories recalled"
         update: dict[str, Any] = {
@@ -290,7 +295,9 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
         """Admit a session end once the thread's memory runs here are done; skip the model."""
         if isinstance(self.scheduler, LocalScheduler):
             await self.scheduler.wait(ctx.user_id, thread)
-        turn = await start_turn(services, ctx, thread, messages, True, read_profile=False)
+        turn = await start_turn(
+            services, self.settings, ctx, thread, messages, True, read_profile=False
+        )
         text = "memory: session end, the thread is archived and not answered"
         update: dict[str, Any] = {
             "jump_to": "end",
@@ -311,35 +318,42 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
 
     def _with_memory(self, request: ModelRequest) -> ModelRequest:
         """The model request with the memory blocks after the agent's own system prompt."""
-        ctx = self.settings(request.runtime)
-        blocks = memory_prompt(_shown(request.state), ctx.profile_token_budget)
+        self.context(request.runtime)  # a run that names no user is refused here too
+        blocks = memory_prompt(_shown(request.state), self.settings.window.profile_token_budget)
         own = request.system_message.text if request.system_message is not None else ""
         system = SystemMessage(f"{own}\n\n{blocks}" if own else blocks)
         return request.override(system_message=system)
 
     async def aafter_agent(self, state: MemoryAgentState, runtime: Runtime[Any]) -> dict[str, Any]:
         """End the turn: window, overflow to pending, then a memory run when one is due."""
-        ctx = self.settings(runtime)
+        ctx = self.context(runtime)
         thread = current_thread_id()
         services, provider = await self.open()
         messages = state.get("messages") or []
         ending = ends_session(messages, bool(state.get("end_session")))
-        background = self.scheduler is not None and ctx.memory_mode == "background"
+        background = self.scheduler is not None and self.settings.formation.mode == "background"
         end = await finish_turn(
             services,
+            self.settings,
             ctx,
             thread,
             messages,
             end_session=ending,
-            next_system_prompt=memory_prompt(_shown(state), ctx.profile_token_budget),
+            next_system_prompt=memory_prompt(
+                _shown(state), self.settings.window.profile_token_budget
+            ),
             recalled=state.get("memory_recalled") or [],
-            schedule=partial(self.scheduler, ctx, thread) if background else None,  # type: ignore[arg-type]
+            schedule=partial(self.scheduler, ctx, thread, delay_s=self.settings.formation.delay_s)  # type: ignore[arg-type]
+            if background
+            else None,
             touch=partial(provider.touch, ctx) if hasattr(provider, "touch") else _untouched,
         )
         events = list(state.get("memory_events") or []) + end.events
         if end.forms_here:  # inline, or a session end: this run forms memory
             config, memory_ctx = memory_run(ctx, thread)
-            graph = self._memory_graph = self._memory_graph or build_graph(services)
+            graph = self._memory_graph = self._memory_graph or build_graph(
+                services, settings=self.settings
+            )
             inputs = {"compress": end.window.compress}
             done = await graph.ainvoke(inputs, config, context=memory_ctx)
             events += done.get("memory_events") or []

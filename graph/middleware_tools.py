@@ -17,17 +17,19 @@ from langchain_core.tools import BaseTool
 from graph.context import Context
 from graph.tools import memory_tools
 from memory_graph_agent.providers.base import MemoryProvider, ProfileView
+from memory_graph_agent.settings import Settings
 
 
 def middleware_tools(
     provider: DeferredProvider,
-    settings_of: Callable[[ToolRuntime[Any]], Context],
+    settings: Settings,
+    context_of: Callable[[ToolRuntime[Any]], Context],
     wait: Callable[[Coroutine[Any, Any, Any]], Any],
 ) -> list[BaseTool]:
     """`memory_tools` on ``provider``, each callable from async and sync runs alike."""
     return [
         tool.model_copy(update={"func": _sync_twin(tool.coroutine, wait)})
-        for tool in memory_tools(provider=provider, settings_of=settings_of)  # type: ignore[arg-type]
+        for tool in memory_tools(settings=settings, provider=provider, context_of=context_of)  # type: ignore[arg-type]
     ]
 
 
@@ -59,24 +61,24 @@ class DeferredProvider:
     async def _get(self) -> Any:
         return (await self.open())[1]
 
-    async def profile(self, settings: Any) -> ProfileView:
+    async def profile(self, ctx: Any) -> ProfileView:
         """The provider's ``profile``."""
-        return await (await self._get()).profile(settings)
+        return await (await self._get()).profile(ctx)
 
-    async def recall(self, settings: Any, thread_id: str, query: str, budget: int) -> list:
+    async def recall(self, ctx: Any, thread_id: str, query: str, budget: int) -> list:
         """The provider's ``recall``."""
-        return await (await self._get()).recall(settings, thread_id, query, budget)
+        return await (await self._get()).recall(ctx, thread_id, query, budget)
 
-    async def remember(self, settings: Any, *args: Any) -> str:
+    async def remember(self, ctx: Any, *args: Any) -> str:
         """The provider's ``remember``."""
-        return await (await self._get()).remember(settings, *args)
+        return await (await self._get()).remember(ctx, *args)
 
-    async def forget(self, settings: Any, ref: str) -> str:
+    async def forget(self, ctx: Any, ref: str) -> str:
         """The provider's ``forget``."""
-        return await (await self._get()).forget(settings, ref)
+        return await (await self._get()).forget(ctx, ref)
 
-    async def _set_pinned(self, settings: Any, ref: str, pinned: bool) -> str:
-        return await (await self._get()).set_pinned(settings, ref, pinned)
+    async def _set_pinned(self, ctx: Any, ref: str, pinned: bool) -> str:
+        return await (await self._get()).set_pinned(ctx, ref, pinned)
 
-    async def _touch(self, settings: Any, items: list[Any]) -> None:
-        await (await self._get()).touch(settings, items)
+    async def _touch(self, ctx: Any, items: list[Any]) -> None:
+        await (await self._get()).touch(ctx, items)

@@ -24,8 +24,8 @@ from langchain_core.callbacks import AsyncCallbackHandler, AsyncCallbackManager
 from langchain_core.messages import convert_to_messages
 from langgraph.pregel import Pregel
 
+from memory_graph_agent.prompting.rendering import latest_human_text
 from memory_graph_agent.services.query_vectors import QueryVectors
-from memory_graph_agent.turn.rendering import latest_human_text
 
 G = TypeVar("G", bound=Pregel)
 

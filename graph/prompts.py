@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from memory_graph_agent.formation.llm import MemoryPrompts
-from memory_graph_agent.turn.budgets import keep_newest
-from memory_graph_agent.turn.rendering import defang, now_iso, render_memories, render_profile
+from memory_graph_agent.prompting.budgets import keep_newest
+from memory_graph_agent.prompting.llm import MemoryPrompts
+from memory_graph_agent.prompting.rendering import defang, now_iso, render_memories, render_profile
 
 ASSISTANT_PROMPT = "You are a helpful assistant with long-term memory of this user."
 """The ``memory_agent``'s own instructions; an agent of yours keeps its own instead."""

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from functools import partial, update_wrapper
+from typing import Any, Literal
 
 from langchain_core.messages import AIMessage
 from langgraph.graph import END
-from langgraph.runtime import Runtime, get_runtime
+from langgraph.runtime import get_runtime
 
-from graph.context import Context
 from graph.state import State, draining, session_ends
 from memory_graph_agent.formation.reflection import reflection_due
+from memory_graph_agent.settings import Settings
 
 TURN_START = ("load_profile", "recall")
 """The nodes a turn starts with, side by side."""
+
+
+def bound(route: Callable[..., Any], settings: Settings) -> Callable[..., Any]:
+    """``route`` with the deployment's ``settings``, keeping its name and its ``Literal``."""
+    return update_wrapper(partial(route, settings=settings), route)
 
 
 def route_after_respond(state: State) -> Literal["tools", "trim_window"]:
@@ -49,7 +56,7 @@ def route_turn(state: State) -> Literal["respond", "recall_again", "trim_window"
     return "recall_again" if state.get("recall_again") else "respond"
 
 
-def route_after_trim(state: State, runtime: Runtime[Context]) -> Literal["summarize", "__end__"]:
+def route_after_trim(state: State, *, settings: Settings) -> Literal["summarize", "__end__"]:
     """Summarize when the pending list holds a full batch, or any backlog while draining.
 
     A turn whose memory work went to a background run ends here.
@@ -57,7 +64,7 @@ def route_after_trim(state: State, runtime: Runtime[Context]) -> Literal["summar
     if state.get("memory_scheduled"):
         return END
     pending = state.get("pending_count", 0)
-    if pending >= runtime.context.summary_batch or (draining(state) and pending > 0):
+    if pending >= settings.formation.summary_batch or (draining(state) and pending > 0):
         return "summarize"
     return END
 
@@ -68,25 +75,27 @@ def route_after_summarize(state: State) -> Literal["consolidate", "__end__"]:
 
 
 def route_after_consolidate(
-    state: State, runtime: Runtime[Context]
+    state: State, *, settings: Settings
 ) -> Literal["reflect", "summarize", "__end__"]:
     """Drain a compression/session-end backlog; else reflect when due; else drain full batches."""
-    ctx = runtime.context
     if draining(state) and state.get("summary_stored") and state.get("pending_count", 0) > 0:
         return "summarize"  # compression/session end: empty the backlog, then reflect
     since = state.get("summaries_since_reflection", 0)
-    if reflection_due(since, state.get("importance_since_reflection", 0.0), ctx):
+    if reflection_due(since, state.get("importance_since_reflection", 0.0), settings):
         return "reflect"
-    if state.get("summary_stored") and state.get("pending_count", 0) >= ctx.summary_batch:
+    if (
+        state.get("summary_stored")
+        and state.get("pending_count", 0) >= settings.formation.summary_batch
+    ):
         return "summarize"
     return END
 
 
-def route_after_reflect(state: State, runtime: Runtime[Context]) -> Literal["summarize", "__end__"]:
+def route_after_reflect(state: State, *, settings: Settings) -> Literal["summarize", "__end__"]:
     """Go on while a full batch still waits (a coalesced memory run drains them all)."""
     if (
         state.get("summary_stored")
-        and state.get("pending_count", 0) >= runtime.context.summary_batch
+        and state.get("pending_count", 0) >= settings.formation.summary_batch
     ):
         return "summarize"
     return END

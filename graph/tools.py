@@ -1,9 +1,9 @@
-"""Declare the memory tools (behaviour: `memory_graph_agent.memory_tools`) and the ``tools`` node.
+"""Declare the memory tools (behaviour: `memory_graph_agent.providers.tools`) and their node.
 
 Each tool takes ``user_id`` from the injected `ToolRuntime`, never from the model's arguments,
 so a model cannot touch another user's memory even with a guessed id. The same tools serve
 the ``memory_agent`` graph (the run's `Context`) and `graph.middleware` (its own way of
-finding the run's user: ``settings_of``), on a `MemoryProvider`.
+finding the run's user: ``context_of``), on a `MemoryProvider`.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-import memory_graph_agent.memory_tools as do
+import memory_graph_agent.providers.tools as do
 from graph.context import Context, current_thread_id
 from memory_graph_agent.providers.base import MemoryProvider
 from memory_graph_agent.providers.tiered import TieredProvider
 from memory_graph_agent.services.stores import Services
+from memory_graph_agent.settings import Settings
 
 
 def _latest_human_id(runtime: ToolRuntime[Any]) -> str | None:
@@ -39,20 +40,21 @@ def _run_context(runtime: ToolRuntime[Any]) -> Context:
 def memory_tools(
     services: Services | None = None,
     *,
+    settings: Settings,
     provider: MemoryProvider | None = None,
-    settings_of: Callable[[ToolRuntime[Any]], Context] = _run_context,
+    context_of: Callable[[ToolRuntime[Any]], Context] = _run_context,
 ) -> list[BaseTool]:
     """``search_memory``, ``remember``, ``forget`` (and ``pin``, ``unpin``) for the run's user.
 
     They act on ``provider`` (default: the tiered memory on ``services``); ``pin`` and
-    ``unpin`` only when the provider can pin. ``settings_of(runtime)`` gives the run's
-    settings, whose ``user_id`` is the only user the tools touch (default: the run's
-    `Context`).
+    ``unpin`` only when the provider can pin. ``context_of(runtime)`` gives the run's
+    context, whose ``user_id`` is the only user the tools touch (default: the run's
+    `Context`); ``settings`` are the deployment's (the search's token budget).
     """
     if provider is None:
         if services is None:
             raise ValueError("memory_tools needs services or a provider")
-        provider = TieredProvider(services)
+        provider = TieredProvider(services, settings)
     pinning = getattr(provider, "set_pinned", None)
 
     @tool(parse_docstring=True)
@@ -66,7 +68,7 @@ def memory_tools(
             query: What to look for, in a few words (e.g. "favourite programming language").
             runtime: The run (user, thread, state), injected; the model never sees it.
         """
-        return await do.search(provider, settings_of(runtime), current_thread_id(), query)
+        return await do.search(provider, settings, context_of(runtime), current_thread_id(), query)
 
     @tool(parse_docstring=True)
     async def remember(key: str, fact: str, importance: float, runtime: ToolRuntime[Any]) -> str:
@@ -82,7 +84,7 @@ def memory_tools(
             runtime: The run (user, thread, state), injected; the model never sees it.
         """
         sources = [s for s in (runtime.tool_call_id, _latest_human_id(runtime)) if s]
-        return await provider.remember(settings_of(runtime), key, fact, importance, sources)
+        return await provider.remember(context_of(runtime), key, fact, importance, sources)
 
     @tool(parse_docstring=True)
     async def forget(key_or_memory_id: str, runtime: ToolRuntime[Any]) -> str:
@@ -94,7 +96,7 @@ def memory_tools(
             key_or_memory_id: A profile key such as "city", or a memory id.
             runtime: The run (user, thread, state), injected; the model never sees it.
         """
-        return await provider.forget(settings_of(runtime), key_or_memory_id)
+        return await provider.forget(context_of(runtime), key_or_memory_id)
 
     @tool(parse_docstring=True)
     async def pin(key_or_memory_id: str, runtime: ToolRuntime[Any]) -> str:
@@ -106,7 +108,7 @@ def memory_tools(
             key_or_memory_id: A profile key such as "name", or a memory id.
             runtime: The run (user, thread, state), injected; the model never sees it.
         """
-        return await pinning(settings_of(runtime), key_or_memory_id, True)
+        return await pinning(context_of(runtime), key_or_memory_id, True)
 
     @tool(parse_docstring=True)
     async def unpin(key_or_memory_id: str, runtime: ToolRuntime[Any]) -> str:
@@ -116,7 +118,7 @@ def memory_tools(
             key_or_memory_id: A profile key such as "name", or a memory id.
             runtime: The run (user, thread, state), injected; the model never sees it.
         """
-        return await pinning(settings_of(runtime), key_or_memory_id, False)
+        return await pinning(context_of(runtime), key_or_memory_id, False)
 
     basic: list[BaseTool] = [search_memory, remember, forget]
     return basic + ([pin, unpin] if pinning is not None else [])

@@ -2,8 +2,8 @@
 
 This front door is the public API, loaded lazily (``import memory_graph_agent`` loads no
 LangGraph): `MemoryMiddleware` for ``create_agent``, `add_memory` and `MemoryState` for a
-hand-built ``StateGraph``, `memory_prompt` (the fenced memory blocks), `Context` (the
-knobs) with `RecallWeights` (its group of recall weights), and the `MemoryProvider`
+hand-built ``StateGraph``, `memory_prompt` (the fenced memory blocks), `Context` (a
+run's choices), `Settings` (the deployment's, with `RecallWeights`), and the `MemoryProvider`
 interface with our ``tiered`` and ``flat`` providers.
 
 Its sub-packages are the memory domain, laid out by flow, with no LangGraph wiring
@@ -25,6 +25,7 @@ __all__ = [
     "MissingUserError",
     "ProfileView",
     "RecallWeights",
+    "Settings",
     "TieredProvider",
     "add_memory",
     "memory_prompt",
@@ -45,8 +46,8 @@ def __getattr__(name: str) -> Any:
         from graph import context as module
     elif name == "memory_prompt":
         from graph import prompts as module
-    elif name == "RecallWeights":
-        from memory_graph_agent.recall import weights as module
+    elif name in ("Settings", "RecallWeights"):
+        from memory_graph_agent import settings as module
     elif name in ("MemoryProvider", "ProfileView"):
         from memory_graph_agent.providers import base as module
     elif name in ("TieredProvider", "FlatProvider"):

@@ -1,7 +1,7 @@
 """Test your agent without a model: a scripted chat model that answers by the call's purpose.
 
 Every memory model call declares what it is for with the run tag ``prompt:<purpose>``
-(`memory_graph_agent.formation.llm.tagged`: ``summarize``, ``extract_facts``, ``consolidate``,
+(`memory_graph_agent.prompting.llm.tagged`: ``summarize``, ``extract_facts``, ``consolidate``,
 ``reflect``); the reply of the ``respond`` node carries no such tag and counts as
 ``reply``. `ScriptedChatModel` reads that tag from the call's run manager (or, on the
 streaming paths where LangChain passes none, from the config the call was made with)
@@ -315,7 +315,8 @@ class ScriptedChatModel(GenericFakeChatModel):
 def environment(values: Mapping[str, str]) -> Iterator[None]:
     """Set environment variables for the duration of the block, then restore them.
 
-    A `Context` field left at its default reads the variable of its name, upper-cased.
+    A `Context` field left at its default reads the variable of its name, upper-cased;
+    `memory_graph_agent.settings.Settings.from_env` reads the deployment's.
     """
     saved = {k: os.environ.get(k) for k in values}
     os.environ.update(values)

@@ -9,16 +9,19 @@ from graph.maintenance_state import MaintenanceState
 from graph.prompts import MEMORY_PROMPTS
 from memory_graph_agent.formation.idle_threads import archive_idle_threads
 from memory_graph_agent.services.stores import Services
+from memory_graph_agent.settings import Settings
 
 
 async def archive_idle(
-    state: MaintenanceState, runtime: Runtime[Context], *, services: Services
+    state: MaintenanceState, runtime: Runtime[Context], *, services: Services, settings: Settings
 ) -> dict:
     """Summarize each selected user's idle threads' windows, then free their Redis keys."""
-    days = runtime.context.idle_thread_days
+    days = settings.retention.idle_thread_days
     if days == 0:
         return {"archived": [], "idle_threads": "off (idle_thread_days=0)"}
     dry_run, out = bool(state.get("dry_run")), []
     for user in state.get("users", []):
-        out += await archive_idle_threads(services, runtime.context, user, MEMORY_PROMPTS, dry_run)
+        out += await archive_idle_threads(
+            services, settings, runtime.context, user, MEMORY_PROMPTS, dry_run
+        )
     return {"archived": out, "idle_threads": f"idle for {days} days"}

@@ -16,13 +16,16 @@ from graph.state import State
 from memory_graph_agent.core.records import event
 from memory_graph_agent.formation.ingest import store_summary
 from memory_graph_agent.formation.summaries import extend_thread_summary
+from memory_graph_agent.prompting.rendering import notices
 from memory_graph_agent.services.stores import Services
-from memory_graph_agent.turn.rendering import notices
+from memory_graph_agent.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
-async def consolidate(state: State, runtime: Runtime[Context], *, services: Services) -> dict:
+async def consolidate(
+    state: State, runtime: Runtime[Context], *, services: Services, settings: Settings
+) -> dict:
     """Upsert the summary under a deterministic id, ack its messages, update the profile."""
     ctx = runtime.context
     draft = state.get("summary")
@@ -34,7 +37,7 @@ async def consolidate(state: State, runtime: Runtime[Context], *, services: Serv
         text = "consolidate: dropped a summary that is not this run's user/thread"
         events.append(event("consolidate", "dropped", text))
         return {"summary": None, "summary_stored": False, "memory_events": events}
-    out = await store_summary(services, ctx, draft, MEMORY_PROMPTS)
+    out = await store_summary(services, settings, ctx, draft, MEMORY_PROMPTS)
     update = {"summary": None, "summary_stored": out.stored, "memory_events": events + out.events}
     if not out.stored:
         return {**update, "memory_decisions": out.decisions}

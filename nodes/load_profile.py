@@ -15,6 +15,7 @@ from langgraph.types import Overwrite
 from graph.context import Context, current_thread_id
 from graph.state import State, turn_start
 from memory_graph_agent.services.stores import Services
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.turn.admission import start_turn
 from memory_graph_agent.turn.validation import check_id
 
@@ -22,12 +23,15 @@ RESET = ("memory_decisions", "memory_cost")
 """Accumulated per turn (by their reducers): set back to empty at the turn's start."""
 
 
-async def load_profile(state: State, runtime: Runtime[Context], *, services: Services) -> dict:
+async def load_profile(
+    state: State, runtime: Runtime[Context], *, services: Services, settings: Settings
+) -> dict:
     """Validate the new messages, admit the user to the thread, load their profile."""
     check_id(runtime.context.user_id, "user_id")
     thread_id = check_id(current_thread_id(), "thread_id")
     turn = await start_turn(  # one Redis round trip: admission, profile, running summary
         services,
+        settings,
         runtime.context,
         thread_id,
         state.get("messages") or [],

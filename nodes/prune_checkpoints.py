@@ -10,6 +10,7 @@ from graph.context import Context
 from graph.maintenance_state import MaintenanceState
 from memory_graph_agent.maintenance import CheckpointRetention, prune_thread_checkpoints
 from memory_graph_agent.services.stores import Services
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.server_threads import RetentionUnsupportedError
 
 log = logging.getLogger(__name__)
@@ -20,10 +21,11 @@ async def prune_checkpoints(
     runtime: Runtime[Context],
     *,
     services: Services,
+    settings: Settings,
     checkpoints: CheckpointRetention | None,
 ) -> dict:
     """Prune the selected users' threads; say why not when retention is off or unavailable."""
-    if runtime.context.checkpoint_retention == "off":
+    if settings.retention.checkpoint_retention == "off":
         return {"pruned": [], "retention": "off (checkpoint_retention)"}
     if checkpoints is None:
         return {"pruned": [], "retention": "no checkpointer given to this maintenance graph"}

@@ -8,13 +8,14 @@ from graph.context import Context
 from graph.maintenance_state import MaintenanceState
 from memory_graph_agent.maintenance import prune_decisions as prune_user_decisions
 from memory_graph_agent.services.stores import Services
+from memory_graph_agent.settings import Settings
 
 
 async def prune_decisions(
-    state: MaintenanceState, runtime: Runtime[Context], *, services: Services
+    state: MaintenanceState, runtime: Runtime[Context], *, services: Services, settings: Settings
 ) -> dict:
     """Delete each selected user's old decisions, but those a retry may still read."""
-    days = runtime.context.decision_retention_days
+    days = settings.retention.decision_retention_days
     if days == 0:
         return {"decisions": [], "decision_retention": "off (decision_retention_days=0)"}
     dry_run = bool(state.get("dry_run"))

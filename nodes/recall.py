@@ -21,15 +21,21 @@ from langgraph.runtime import Runtime
 from graph.context import Context, current_thread_id
 from graph.state import State, session_ends, turn_start
 from memory_graph_agent.core.records import event
+from memory_graph_agent.prompting.budgets import recall_budget
+from memory_graph_agent.prompting.rendering import latest_human_text
 from memory_graph_agent.recall.retrieval import recall_memories
 from memory_graph_agent.services.models import load_chat_model, supports_tool_calling
 from memory_graph_agent.services.stores import Services
-from memory_graph_agent.turn.budgets import recall_budget
-from memory_graph_agent.turn.rendering import latest_human_text
+from memory_graph_agent.settings import Settings
 
 
 async def recall(
-    state: State, runtime: Runtime[Context], *, services: Services, again: bool = False
+    state: State,
+    runtime: Runtime[Context],
+    *,
+    services: Services,
+    settings: Settings,
+    again: bool = False,
 ) -> dict:
     """Fill ``recalled`` for this turn according to ``recall_mode``.
 
@@ -47,8 +53,12 @@ async def recall(
     query = latest_human_text(state["messages"])
     shown = {m.id for m in state["messages"] if m.id}  # in the prompt already: not again
     thread_id = current_thread_id()
-    budget = recall_budget(ctx.memory_token_budget, state["messages"])  # the window's rest
-    items, found = await recall_memories(services, ctx, mode, query, thread_id, shown, budget)
+    budget = recall_budget(
+        settings.window.memory_token_budget, state["messages"]
+    )  # the window's rest
+    items, found = await recall_memories(
+        services, settings, ctx, mode, query, thread_id, shown, budget
+    )
     if again:
         return {"recalled": items, "memory_events": events + found, "recall_again": False}
     return {"recalled": items, "memory_events": turn_start(events + found)}

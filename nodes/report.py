@@ -9,7 +9,7 @@ from langgraph.runtime import Runtime
 
 from graph.context import Context
 from graph.maintenance_state import MaintenanceState
-from memory_graph_agent.turn.rendering import now_iso
+from memory_graph_agent.prompting.rendering import now_iso
 
 log = logging.getLogger(__name__)
 

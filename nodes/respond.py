@@ -13,8 +13,9 @@ from graph.prompts import MEMORY_TOOLS_PROMPT, TOOL_LIMIT_REPLY, system_prompt
 from graph.state import State
 from graph.tools import tools_for
 from memory_graph_agent.core import metrics
+from memory_graph_agent.prompting.budgets import context_tokens, reply_budget
 from memory_graph_agent.services.models import load_chat_model, supports_tool_calling
-from memory_graph_agent.turn.budgets import context_tokens, reply_budget
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.turn.replying import answer
 
 
@@ -33,7 +34,11 @@ def tool_rounds_this_turn(messages: list[AnyMessage]) -> int:
 
 
 async def respond(
-    state: State, runtime: Runtime[Context], *, tools: Sequence[BaseTool] = ()
+    state: State,
+    runtime: Runtime[Context],
+    *,
+    settings: Settings,
+    tools: Sequence[BaseTool] = (),
 ) -> dict:
     """Call the chat model on the system prompt followed by the window messages.
 
@@ -43,14 +48,14 @@ async def respond(
     ctx = runtime.context
     model = load_chat_model(ctx.model)
     rounds = tool_rounds_this_turn(state["messages"])
-    offered = tools_for(ctx, tools) if rounds < ctx.max_tool_rounds else []
+    offered = tools_for(ctx, tools) if rounds < settings.limits.max_tool_rounds else []
     offered = offered if offered and supports_tool_calling(model) else []
-    system = system_prompt(state, ctx.profile_token_budget)
+    system = system_prompt(state, settings.window.profile_token_budget)
     if offered:
         system += "\n\n" + MEMORY_TOOLS_PROMPT.format(tools=", ".join(t.name for t in offered))
     # Only the newest whole turns that fit the model's real context go out (the rest stays
     # in the window, compressed next); a turn too large on its own is shown cut.
-    budget = reply_budget(context_tokens(ctx))
+    budget = reply_budget(context_tokens(settings, ctx.model))
     if rounds == 0:  # count what the turn put in the prompt once, not once per tool round
         metrics.record_prompt_hits(
             len(state["messages"]), state.get("recalled") or [], state.get("profile")

@@ -17,6 +17,7 @@ from graph.state import State, draining
 from memory_graph_agent.core.records import event
 from memory_graph_agent.formation.summaries import draft_summary
 from memory_graph_agent.services.stores import Services
+from memory_graph_agent.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -26,11 +27,12 @@ async def summarize(
     runtime: Runtime[Context],
     *,
     services: Services,
+    settings: Settings,
     scheduler: MemoryScheduler | None = None,
 ) -> dict:
     """Summarize the oldest pending messages (≤ 100 words); raw text if the model fails."""
     ctx, thread, drain = runtime.context, current_thread_id(), draining(state)
-    drafted = await draft_summary(services, ctx, thread, drain, SUMMARIZE_PROMPT)
+    drafted = await draft_summary(services, settings, ctx, thread, drain, SUMMARIZE_PROMPT)
     events = list(drafted.events)
     if drafted.retry_in_s is not None and ctx.memory_of and scheduler is not None:
         try:

@@ -18,9 +18,10 @@ from langgraph.types import Overwrite
 from graph.context import Context, MemoryScheduler, current_thread_id
 from graph.prompts import system_prompt
 from graph.state import State
+from memory_graph_agent.prompting.rendering import notices
 from memory_graph_agent.services.stores import Services
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.turn.closing import finish_turn
-from memory_graph_agent.turn.rendering import notices
 from memory_graph_agent.turn.windowing import read_backlog
 
 
@@ -29,6 +30,7 @@ async def trim_window(
     runtime: Runtime[Context],
     *,
     services: Services,
+    settings: Settings,
     scheduler: MemoryScheduler | None = None,
 ) -> dict:
     """Push new messages (once each), move the oldest out of the window to pending."""
@@ -46,17 +48,22 @@ async def trim_window(
         }
     messages = state.get("messages") or []
     end_session = bool(state.get("end_session"))
-    background = scheduler is not None and ctx.memory_mode == "background"
+    background = scheduler is not None and settings.formation.mode == "background"
     end = await finish_turn(
         services,
+        settings,
         ctx,
         thread,
         messages,
         end_session=end_session,
         # the next prompt is estimated as this turn's system prompt plus what stays
-        next_system_prompt=system_prompt(state, ctx.profile_token_budget),
+        next_system_prompt=system_prompt(state, settings.window.profile_token_budget),
         recalled=state.get("recalled") or [],
-        schedule=partial(scheduler, ctx, thread) if background else None,
+        schedule=(
+            partial(scheduler, ctx, thread, delay_s=settings.formation.delay_s)
+            if background
+            else None
+        ),
     )
     in_state = {m.id for m in messages}
     update = {

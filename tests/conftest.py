@@ -1,5 +1,8 @@
 """Fixtures every test may use without a server: unique user ids, the fake chat model,
-a `Context` builder, and `say` (one turn through a compiled graph).
+a `Context` builder, the default `Settings`, and `say` (one turn through a compiled graph).
+
+A test that needs other settings builds them (``Settings().override(window_size=2)``)
+and asks ``graph_for(settings)`` (``integration_tests/conftest.py``) for the graph.
 
 The server fixtures (real Redis and Postgres) are in ``integration_tests/conftest.py``."""
 
@@ -12,6 +15,7 @@ from langchain_core.messages import HumanMessage
 
 from graph.context import Context
 from memory_graph_agent.services.models import register_chat_model
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.testing import ScriptedChatModel
 
 EMBEDDING = "local:all-minilm-l6-v2"
@@ -29,8 +33,17 @@ def fake_model() -> ScriptedChatModel:
 
 
 @pytest.fixture
+def settings() -> Settings:
+    """The deployment's settings at their defaults (the environment is not read)."""
+    return Settings()
+
+
+@pytest.fixture
 def make_context(fake_model: ScriptedChatModel, user_id: str):
-    """Build a `Context` for the test's user and fake model; overrides as kwargs."""
+    """Build a `Context` for the test's user and fake model; overrides as kwargs.
+
+    ``model_obj=`` registers a chat model object as the context's model.
+    """
     spec = register_chat_model(f"fake-{uuid.uuid4().hex[:8]}", fake_model)
 
     def make(**overrides) -> Context:

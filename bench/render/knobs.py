@@ -1,14 +1,15 @@
-"""The knob tables of the README and docs/configuration.md, from `graph/context.py` by `ast`.
+"""The configuration tables of the README and docs/configuration.md, from the models.
 
-Nothing of the project is imported: the declarations are read as source.
+The run's `graph.context.Context` (a dataclass) and the deployment's
+`memory_graph_agent.settings.Settings` (pydantic) declare each field's default, bounds and
+description once; these tables read them, so they cannot drift.
 """
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from bench.render.common import cell, table
 
@@ -24,76 +25,65 @@ README_KNOBS = (
     "context_window_tokens",
     "ttl_policy",
 )
-"""The knobs the README's table shows (every knob is in docs/configuration.md)."""
+"""The knobs the README's table shows (every one is in docs/configuration.md)."""
 FIRST_SENTENCE = re.compile(r"(?<!e\.g\.)(?<=\.)\s+(?=['A-Z])")
 
 
-TIERS = {"knob": "user", "operator_knob": "operator", "scheduler_knob": "scheduler"}
-"""How `graph/context.py` declares a field of each tier (`memory_graph_agent.core.knobs`)."""
-
-
 def context_knobs(root: Path) -> list[dict[str, str]]:
-    """Name, tier, default, bounds and description of every ``Context`` field, from the source.
+    """Name, tier, variable, default, bounds and description of every configuration field.
 
-    A field is ``knob(default, description, **bounds)`` (the user's),
-    ``operator_knob(...)`` (the operator's) or ``scheduler_knob(...)``; a group,
-    ``operator_group(Group, description)``, stands for the fields of ``Group`` (read where
-    `graph/context.py` imports it from), shown as ``group.field`` and each read from its own
-    variable.
+    The run's `Context` fields (tier ``user``, ``memory_of`` the ``scheduler``'s), then every
+    setting of `Settings` (tier ``operator``), named by its path (``window.size``).
     """
-    path = root / "graph" / "context.py"
-    return _class_knobs(root, ast.parse(path.read_text()), "Context")
+    from dataclasses import fields
 
+    from graph.context import Context
+    from memory_graph_agent.settings import ENV_PATHS, Settings
 
-def _class_knobs(root: Path, tree: ast.Module, name: str, prefix: str = "") -> list[dict[str, str]]:
-    (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name]
-    knobs = []
-    for node in cls.body:
-        if not (isinstance(node, ast.AnnAssign) and isinstance(node.value, ast.Call)):
-            continue
-        call = node.value
-        field = node.target.id  # type: ignore[attr-defined]
-        if call.func.id == "operator_group":  # type: ignore[attr-defined]
-            group = call.args[0].id  # type: ignore[attr-defined]
-            knobs += _class_knobs(root, _module_of(root, tree, group), group, f"{field}.")
-            continue
-        tier = TIERS[call.func.id]  # type: ignore[attr-defined]
-        value = ast.literal_eval(call.args[0])
-        description = ast.literal_eval(call.args[1])
-        bounds = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
-        shown = "(empty)" if value == "" else f"`{value}`"
+    hints = get_type_hints(Context)
+    knobs = [
+        _knob(f.name, f.name.upper(), "scheduler" if f.name == "memory_of" else "user",
+              f.default, [], hints[f.name], f.metadata["description"])
+        for f in fields(Context)
+    ]  # fmt: skip
+    for env, path in ENV_PATHS.items():
+        model: Any = Settings
+        for part in path[:-1]:
+            model = model.model_fields[part].annotation
+        info = model.model_fields[path[-1]]
         knobs.append(
-            {"name": prefix + field, "env": field.upper(), "tier": tier, "default": shown,
-             "bounds": _bounds(bounds), "description": description}
+            _knob(".".join(path), env, "operator", info.default, info.metadata,
+                  info.annotation, info.description or "")
         )  # fmt: skip
     return knobs
 
 
-def _module_of(root: Path, tree: ast.Module, name: str) -> ast.Module:
-    """The parsed module ``tree`` imports class ``name`` from (or ``tree`` itself)."""
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and any(a.name == name for a in node.names):
-            path = root / Path(*str(node.module).split(".")).with_suffix(".py")
-            return ast.parse(path.read_text())
-    return tree
+def _knob(
+    name: str, env: str, tier: str, value: Any, bounds: list[Any], kind: Any, description: str
+) -> dict[str, str]:
+    shown = "(empty)" if value == "" else f"`{value}`"
+    return {"name": name, "env": env, "tier": tier, "default": shown,
+            "bounds": _bounds(bounds, kind), "description": description}  # fmt: skip
 
 
-def _bounds(bounds: dict[str, Any]) -> str:
-    if "choices" in bounds:
-        return " \\| ".join(f"`{c}`" for c in bounds["choices"])
-    low = f"≥ {bounds['ge']}" if "ge" in bounds else f"> {bounds['gt']}" if "gt" in bounds else ""
-    high = f"≤ {bounds['le']}" if "le" in bounds else ""
+def _bounds(bounds: list[Any], kind: Any) -> str:
+    if get_origin(kind) is Literal:
+        return " \\| ".join(f"`{c}`" for c in get_args(kind))
+    found = {n: getattr(b, n) for b in bounds for n in ("ge", "gt", "le") if hasattr(b, n)}
+    low = f"≥ {found['ge']}" if "ge" in found else f"> {found['gt']}" if "gt" in found else ""
+    high = f"≤ {found['le']}" if "le" in found else ""
     return ", ".join(b for b in (low, high) if b)
 
 
 def render_context_knobs(root: Path) -> str:
-    """Every ``Context`` field, the user's then the operator's: env variable, default, bounds."""
+    """The run's `Context`, then the deployment's `Settings`: variable, default, bounds."""
     knobs = context_knobs(root)
     parts = []
     for tier, title in (
-        ("user", "**The user's knobs** (Studio's form; a client of the server may set them):"),
-        ("operator", "**The operator's knobs** (the deployment's environment; refused from "
-                     "a client of the server, 403):"),
+        ("user", "**The run's context** (`Context`, Studio's form; a client of the server "
+                 "may set it per run):"),
+        ("operator", "**The deployment's settings** (`Settings`, read once from the "
+                     "environment or built in code; refused from a client of the server, 403):"),
         ("scheduler", "**Set by the memory scheduler** on the memory runs it starts (refused "
                       "from a client of the server on any other run, 403):"),
     ):  # fmt: skip
@@ -109,11 +99,12 @@ def render_context_knobs(root: Path) -> str:
 
 
 def render_readme_knobs(root: Path) -> str:
-    """The README's ten knobs, their tier and the first sentence of their description."""
-    by_name = {k["name"]: k for k in context_knobs(root)}
+    """The README's ten knobs: where they live, their variable and the first sentence."""
+    by_env = {k["env"]: k for k in context_knobs(root)}
     rows = []
     for name in README_KNOBS:
-        k = by_name[name]
+        k = by_env[name.upper()]
         first = FIRST_SENTENCE.split(" ".join(k["description"].split()), maxsplit=1)[0]
-        rows.append([f"`{name}`", k["tier"], k["default"], cell(first)])
-    return table(["knob (env: upper case)", "tier", "default", "what it does"], rows)
+        where = "`Context`" if k["tier"] == "user" else "`Settings`"
+        rows.append([f"`{k['name']}`", where, f"`{k['env']}`", k["default"], cell(first)])
+    return table(["name", "in", "environment", "default", "what it does"], rows)

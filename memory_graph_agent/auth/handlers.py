@@ -97,7 +97,7 @@ def _check_claims(
     roles: frozenset[str],
     thread_id: object = None,
 ) -> None:
-    """Refuse another user's id or an operator's knob; rewrite a maintenance input."""
+    """Refuse another user's id or a deployment setting; rewrite a maintenance input."""
     if is_maintenance(assistant_id):
         kwargs["input"] = maintenance_input(
             user_id, roles, kwargs.get("input"), kwargs.get("command")

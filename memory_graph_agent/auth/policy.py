@@ -2,11 +2,11 @@
 
 - A run's ``user_id`` is the caller's: a ``context.user_id`` naming someone else is
   refused, a missing one is filled in.
-- A client sets only the user's knobs (`graph.context.USER_KNOBS`) in a run's, an
-  assistant's or a cron's context; the operator's knobs (limits, budgets, batches,
-  timeouts, thresholds, modes, the tuned ``recall_weights`` group) come from the
-  deployment's environment, and a context or ``configurable`` naming one is refused (the
-  group, or any of its weights by name).
+- A run's context is `graph.context.Context`: what a client chooses per run. The
+  deployment's settings (`memory_graph_agent.settings.Settings`: limits, budgets,
+  batches, timeouts, thresholds, modes, weights) never travel with a run; a context or
+  ``configurable`` that names one (``window_size``, a group such as ``recall``) is refused
+  with the environment variable that sets it, so a client is not silently ignored.
 - Threads, runs, crons and assistants carry ``metadata.owner``; every read is filtered by
   it, and nobody may hand a resource to someone else.
 - Memory threads (`memory_graph_agent.core.memory_threads`) are created only as the
@@ -22,13 +22,13 @@ from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any
 from uuid import UUID, uuid5
 
-from graph.context import OPERATOR_KNOBS, USER_KNOBS, Context
-from memory_graph_agent.core.knobs import env_names
+from graph.context import CONTEXT_FIELDS
 from memory_graph_agent.core.memory_threads import (
     ALTERNATES,
     is_memory_thread_id,
     memory_thread_id,
 )
+from memory_graph_agent.settings import ENV_PATHS
 
 ADMIN = "admin"
 OWNER = "owner"
@@ -103,9 +103,9 @@ def run_context(
 ) -> dict[str, Any]:
     """The run's context with ``user_id`` set to the caller.
 
-    Refused: another user id and every field of `Context` that is not a user's knob
-    (`OPERATOR_KNOBS`: the ``recall_weights`` group and each of its weights too). Other
-    keys set no knob (the server adds some of its own, e.g. a fired cron's ``cron_id``).
+    Refused: another user id and any name of a deployment setting (`DEPLOYMENT_NAMES`).
+    Other keys set nothing (the server passes a run only the keys of `Context`, and adds
+    some of its own to ``configurable``, e.g. a fired cron's ``cron_id``).
     The one exception is ``memory_of`` on a run of the memory thread of that thread of the
     caller's: the run the server's memory scheduler starts (`graph.background`).
     """
@@ -116,7 +116,7 @@ def run_context(
         not memory_of or str(thread_id) not in _memory_threads(user_id, str(memory_of))
     ):
         raise Forbidden("context.memory_of is set by the memory scheduler on its own runs only")
-    _refuse_operator_knobs(context, "context")
+    refuse_deployment_settings(context, "context")
     context["user_id"] = user_id
     if memory_of is not None:
         context["memory_of"] = memory_of
@@ -132,14 +132,30 @@ def _check_user_id(user_id: str, context: Mapping[str, Any]) -> None:
         )
 
 
-def _refuse_operator_knobs(context: Mapping[str, Any], where: str) -> None:
-    named = sorted(k for k in context if k in OPERATOR_KNOBS)
+def _deployment_names() -> dict[str, list[str]]:
+    """Each name of a deployment setting, and the environment variables that set it."""
+    names = {env.lower(): [env] for env in ENV_PATHS}
+    for env, path in ENV_PATHS.items():
+        for group in {path[0], "recall_weights" if path[:2] == ("recall", "weights") else ""}:
+            names.setdefault(group, []).append(env)
+    names.pop("", None)
+    return names
+
+
+DEPLOYMENT_NAMES = _deployment_names()
+"""The names a run may not set: every setting of `Settings` by its variable's name in
+lower case (``window_size``), its groups (``window``, ``recall``, ``recall_weights``...)."""
+
+
+def refuse_deployment_settings(context: Mapping[str, Any], where: str) -> None:
+    """Refuse (403) a run's ``context`` or ``configurable`` naming a deployment setting."""
+    named = sorted(k for k in context if k in DEPLOYMENT_NAMES and k not in CONTEXT_FIELDS)
     if named:
-        env = ", ".join(e for k in named for e in env_names(Context, k))
+        env = ", ".join(e for k in named for e in DEPLOYMENT_NAMES[k][:3])
         raise Forbidden(
-            f"{where} sets {', '.join(named)}: the operator's knobs (limits, budgets, "
-            f"timeouts, thresholds, modes, weights) are set by the deployment's environment "
-            f"({env}), not by a client; a client may set {', '.join(sorted(USER_KNOBS))}"
+            f"{where} sets {', '.join(named)}: a deployment setting, set by the deployment's "
+            f"environment ({env}), never by a run; a run's context may set "
+            f"{', '.join(sorted(CONTEXT_FIELDS - {MEMORY_OF}))}"
         )
 
 

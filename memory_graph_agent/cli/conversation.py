@@ -35,7 +35,9 @@ def unavailable_note(exc: Exception) -> str:
     return f"[red]error:[/] {what} unavailable ({escape(str(exc.__cause__ or exc)[:300])})"
 
 
-async def _turn(agent: Any, memory: Any, context: Any, thread: str, text: str) -> bool:
+async def _turn(
+    agent: Any, memory: Any, settings: Any, context: Any, thread: str, text: str
+) -> bool:
     """One chat line: print the reply; False when the message could not be sent."""
     from memory_graph_agent.cli.session import run_turn
     from memory_graph_agent.storage.outages import StoreUnavailable
@@ -43,7 +45,9 @@ async def _turn(agent: Any, memory: Any, context: Any, thread: str, text: str) -
 
     printer = ReplyPrinter("[green]agent>[/] ")
     try:
-        state = await run_turn(agent, context, thread, text, on_token=printer, memory=memory)
+        state = await run_turn(
+            agent, context, thread, text, on_token=printer, memory=memory, settings=settings
+        )
     except InvalidInputError as exc:
         console.print(f"[red]error:[/] {escape(str(exc))} (message not sent)")
         return True  # rejected for good: nothing to keep
@@ -61,12 +65,13 @@ async def _turn(agent: Any, memory: Any, context: Any, thread: str, text: str) -
 async def _chat(args: argparse.Namespace) -> int:
     from graph.context import Context
     from memory_graph_agent.cli.session import check_thread_owner, end_session, open_agent
+    from memory_graph_agent.settings import Settings
     from memory_graph_agent.turn.validation import InvalidInputError, check_id
 
-    context = Context(user_id=args.user)
+    context, settings = Context(user_id=args.user), Settings.from_env()
     thread = check_id(args.thread or _new_thread(), "thread_id")
     kept: list[str] = []  # lines not sent because a store was down, oldest first
-    async with open_agent() as (agent, services, memory):
+    async with open_agent(settings) as (agent, services, memory):
         if args.thread:
             await check_thread_owner(services, context, thread)
         console.print(
@@ -97,7 +102,7 @@ async def _chat(args: argparse.Namespace) -> int:
                 console.print("[yellow]empty message ignored[/]")
                 continue
             kept += [text] if text.strip() else []
-            while kept and await _turn(agent, memory, context, thread, kept[0]):
+            while kept and await _turn(agent, memory, settings, context, thread, kept[0]):
                 kept.pop(0)
         if memory.pending():
             console.print("[dim]finishing memory work...[/]")
@@ -139,25 +144,26 @@ def _archive_note(thread: str, state: dict[str, Any]) -> str:
 async def _send(args: argparse.Namespace) -> int:
     from graph.context import Context
     from memory_graph_agent.cli import session
+    from memory_graph_agent.settings import Settings
     from memory_graph_agent.turn.validation import check_id
 
-    context = Context(user_id=args.user)
+    context, settings = Context(user_id=args.user), Settings.from_env()
     if args.message is None and not (args.end_session and args.thread):
         raise ValueError("send needs a message, or --end-session --thread ID to archive a thread")
     thread = check_id(args.thread or _new_thread(), "thread_id")
     text = None
     if args.message is not None:  # validated before any service starts
-        text = session.check_turn(context, thread, _read_message(args.message))
+        text = session.check_turn(settings, thread, _read_message(args.message))
     state = archive = None
     printer = None if args.json else ReplyPrinter("")
-    async with session.open_agent() as (agent, services, memory):
+    async with session.open_agent(settings) as (agent, services, memory):
         if args.thread:
             await session.check_thread_owner(services, context, thread)
         if not args.json:
             console.print(f"[dim]thread {thread}[/]")
         if text is not None:
             state = await session.run_turn(
-                agent, context, thread, text, on_token=printer, memory=memory
+                agent, context, thread, text, on_token=printer, memory=memory, settings=settings
             )
             if printer is not None:  # the reply is shown before memory work finishes
                 printer.close(str(state["messages"][-1].content))

@@ -21,6 +21,7 @@ from memory_graph_agent.cli.console import ReplyPrinter, console
 from memory_graph_agent.cli.doctor import print_results, run_checks
 from memory_graph_agent.cli.session import end_session, open_agent, run_turn
 from memory_graph_agent.core.kinds import MemoryKind
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.memories import Memory
 
 INTRODUCTION = [
@@ -101,10 +102,9 @@ PLAN = (
 )
 
 
-def _settings(user_id: str, window_size: int) -> Context:
-    """The demo's context: a small window and batch, an early reflection."""
-    return Context(
-        user_id=user_id,
+def _settings(window_size: int) -> Settings:
+    """The demo's settings: a small window and batch, an early reflection."""
+    return Settings.from_env().override(
         window_size=window_size,
         window_token_share=1.0,  # the window is its last `window_size` messages
         summary_batch=DEMO_SUMMARY_BATCH,
@@ -144,27 +144,30 @@ class _IntroductionMarks:
 async def run_demo(turns: int = 6, window_size: int = 6) -> int:
     """Run the scripted conversation and print what memory did at every turn."""
     run = uuid.uuid4().hex[:6]
-    zhang = _settings(f"zhang-san-{run}", window_size)
-    other = _settings(f"li-si-{run}", window_size)
+    settings = _settings(window_size)
+    zhang, other = Context(user_id=f"zhang-san-{run}"), Context(user_id=f"li-si-{run}")
     thread = f"demo-{run}"
     console.rule("[bold]memory-graph-agent demo")
     console.print(
         f"user [bold]{zhang.user_id}[/], thread [bold]{thread}[/], model {zhang.model}, "
-        f"window {zhang.window_size} messages, summary batch {zhang.summary_batch}, "
-        f"reflection after {zhang.reflect_after} summaries"
+        f"window {settings.window.size} messages, "
+        f"summary batch {settings.formation.summary_batch}, "
+        f"reflection after {settings.formation.reflect_after} summaries"
     )
-    console.print(PLAN.format(window=zhang.window_size))
+    console.print(PLAN.format(window=settings.window.size))
     if not await _preflight(zhang.model):
         console.print("[red]a part of memory does not work here, stopping the demo[/]")
         return 1
     script = INTRODUCTION + (SMALL_TALK * (turns // len(SMALL_TALK) + 1))[:turns]
     started = time.perf_counter()
     marks = _IntroductionMarks()
-    async with open_agent() as (agent, services, memory):
+    async with open_agent(settings) as (agent, services, memory):
         for i, text in enumerate(script, 1):
             console.print(f"[bold]turn {i:>2}[/] you: {escape(text)}")
             printer = ReplyPrinter("        agent: ", limit=100)
-            state = await run_turn(agent, zhang, thread, text, on_token=printer, memory=memory)
+            state = await run_turn(
+                agent, zhang, thread, text, on_token=printer, memory=memory, settings=settings
+            )
             printer.close(str(state["messages"][-1].content))
             window = await services.window.window(zhang.user_id, thread)
             counts = await services.memories.count(zhang.user_id)
@@ -193,7 +196,9 @@ async def run_demo(turns: int = 6, window_size: int = 6) -> int:
                 return 1
         console.print(f"[bold]turn {len(script) + 1:>2}[/] you: {escape(CHANGE)}")
         printer = ReplyPrinter("        agent: ", limit=100)
-        state = await run_turn(agent, zhang, thread, CHANGE, on_token=printer, memory=memory)
+        state = await run_turn(
+            agent, zhang, thread, CHANGE, on_token=printer, memory=memory, settings=settings
+        )
         printer.close(str(state["messages"][-1].content))
         console.rule("[bold]/new: the session ends, the whole thread is archived")
         state = await end_session(agent, zhang, thread, memory)
@@ -217,10 +222,16 @@ async def run_demo(turns: int = 6, window_size: int = 6) -> int:
         console.rule("[bold]new thread, same user")
         printer = ReplyPrinter("[bold]agent:[/] ")
         state = await run_turn(
-            agent, zhang, f"demo-{run}-new", RECALL_QUESTION, on_token=printer, memory=memory
+            agent,
+            zhang,
+            f"demo-{run}-new",
+            RECALL_QUESTION,
+            on_token=printer,
+            memory=memory,
+            settings=settings,
         )
         printer.close(str(state["messages"][-1].content))
-        prompt = system_prompt(state, zhang.profile_token_budget)
+        prompt = system_prompt(state, settings.window.profile_token_budget)
         profile, memories = _block(prompt, "profile"), _block(prompt, "memories")
         console.print(f"[bold]profile in prompt:[/]\n{escape(profile)}")
         changed = "preferred_language Go → Rust" in profile
@@ -242,8 +253,10 @@ async def run_demo(turns: int = 6, window_size: int = 6) -> int:
         knows = "zhang san" in (profile + memories).lower()
 
         console.rule("[bold]another user asks the same")
-        state = await run_turn(agent, other, f"demo-{run}-other", RECALL_QUESTION, memory=memory)
-        prompt = system_prompt(state, zhang.profile_token_budget)
+        state = await run_turn(
+            agent, other, f"demo-{run}-other", RECALL_QUESTION, memory=memory, settings=settings
+        )
+        prompt = system_prompt(state, settings.window.profile_token_budget)
         profile, memories = _block(prompt, "profile"), _block(prompt, "memories")
         console.print(f"[bold]profile in prompt:[/] {escape(profile)}")
         console.print(f"[bold]recalled memories in prompt:[/] {escape(memories)}")

@@ -65,13 +65,15 @@ async def _forget(args: argparse.Namespace) -> int:
 async def _memory_query(args: argparse.Namespace, context: Any, services: Any) -> int:
     """``memory show --query``: the recall node's retrieval for this user, with score parts."""
     from memory_graph_agent.recall.retrieval import retrieve
+    from memory_graph_agent.settings import Settings
 
-    found = await retrieve(services, context, args.query, "memory-show", touch=False)
+    settings = Settings.from_env()
+    found = await retrieve(services, settings, context, args.query, "memory-show", touch=False)
     if args.json:
         out = {"user_id": context.user_id, "query": args.query, **vars(found)}
         print(json.dumps(out, default=str))
         return 0
-    w = context.recall_weights
+    w = settings.recall.weights
     weights = (w.weight_relevance, w.weight_recency, w.weight_importance)
     console.print(f"recall for {args.query!r}: {found.describe()}")
     console.print(

@@ -22,12 +22,12 @@ from graph.builder import build_graph
 from graph.context import Context, MemoryScheduler
 from graph.durability import turn_durability
 from memory_graph_agent.services.stores import Services, open_checkpointer, services_session
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.outages import POSTGRES_ERRORS, StoreUnavailable
 from memory_graph_agent.turn.validation import (
     InvalidInputError,
     check_id,
     discard_rejected,
-    limits_of,
     validate_user_text,
 )
 
@@ -39,8 +39,12 @@ OnToken = Callable[[str], None]
 
 
 @asynccontextmanager
-async def open_agent() -> AsyncIterator[tuple[CompiledStateGraph, Services, LocalScheduler]]:
+async def open_agent(
+    settings: Settings,
+) -> AsyncIterator[tuple[CompiledStateGraph, Services, LocalScheduler]]:
     """Open the services; yield the agent (Postgres checkpointer), them, its memory scheduler.
+
+    ``settings``: the deployment's (the CLI reads `Settings.from_env` once).
 
     On exit, memory work still running is finished first. The checkpointer lives in the
     memory's Postgres: while it is down a turn cannot run at all. That, and a failed open,
@@ -50,7 +54,8 @@ async def open_agent() -> AsyncIterator[tuple[CompiledStateGraph, Services, Loca
         async with services_session() as services:
             async with open_checkpointer(services.database_url) as saver:
                 memory = LocalScheduler()
-                agent = memory.bind(build_graph(services, checkpointer=saver, scheduler=memory))
+                graph = build_graph(services, saver, memory, settings=settings)
+                agent = memory.bind(graph)
                 try:
                     yield agent, services, memory
                 finally:
@@ -59,10 +64,10 @@ async def open_agent() -> AsyncIterator[tuple[CompiledStateGraph, Services, Loca
         raise StoreUnavailable("postgres", exc) from exc
 
 
-def check_turn(context: Context, thread_id: str, text: object) -> str:
+def check_turn(settings: Settings, thread_id: str, text: object) -> str:
     """Validate a turn before it reaches the graph (`InvalidInputError`); return the text."""
     check_id(thread_id, "thread_id")
-    return validate_user_text(text, max_chars=limits_of(context)[0])
+    return validate_user_text(text, max_chars=settings.limits.max_message_chars)
 
 
 async def _stream(
@@ -123,16 +128,19 @@ async def run_turn(
     on_token: OnToken | None = None,
     *,
     memory: MemoryScheduler | None = None,
+    settings: Settings | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
     """Send one user message; return the final state of the turn.
 
     With ``on_token``, the reply is streamed to it as the model produces it. ``memory``:
     the scheduler ``agent`` was built with (`open_agent`'s); a turn whose memory it forms
-    in the background checkpoints once, when it ends (`graph.durability`).
+    in the background checkpoints once, when it ends (`graph.durability`). ``settings``:
+    the ones ``agent`` was built with (default: `Settings`' defaults).
     """
-    message = HumanMessage(check_turn(context, thread_id, text), **extra)
-    durability = turn_durability(context, memory)
+    settings = Settings() if settings is None else settings
+    message = HumanMessage(check_turn(settings, thread_id, text), **extra)
+    durability = turn_durability(settings, context, memory)
     return await _invoke(agent, context, thread_id, {"messages": [message]}, on_token, durability)
 
 

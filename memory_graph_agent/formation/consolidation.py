@@ -1,6 +1,6 @@
 """Consolidation of a new summary with the user's similar memories (used by `consolidate`).
 
-Below ``ctx.merge_similarity`` the summary is simply created; otherwise the model picks
+Below ``formation.merge_similarity`` the summary is simply created; otherwise the model picks
 created / merged / updated / strengthened / discarded, and any invalid answer falls back
 to created. The new row is always stored (nothing is deleted, only superseded), and the
 decision is logged before it is applied, so a replay never bumps a target twice.
@@ -10,20 +10,19 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memory_graph_agent.core.kinds import MemoryKind
-from memory_graph_agent.formation.guards import invents_few_entities, summary_is_faithful
-from memory_graph_agent.formation.llm import invoke_structured
-from memory_graph_agent.formation.schemas import ConsolidationDecision
+from memory_graph_agent.core.run import RunContext
+from memory_graph_agent.prompting.guards import invents_few_entities, summary_is_faithful
+from memory_graph_agent.prompting.llm import invoke_structured
+from memory_graph_agent.prompting.rendering import defang
+from memory_graph_agent.prompting.schemas import ConsolidationDecision
 from memory_graph_agent.services.models import load_chat_model
 from memory_graph_agent.services.stores import Services
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.decisions import Decision
 from memory_graph_agent.storage.memories import Memory
-from memory_graph_agent.turn.rendering import defang
-
-if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
-    from graph.context import Context
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +30,9 @@ CANDIDATES = 3
 STRENGTHEN_BUMP = 0.1
 
 
-def expires_at(ctx: Context, importance: float, pinned: bool = False) -> datetime | None:
-    """When a memory of this importance expires (``None``: never), from ``ctx.ttl_days``."""
-    days = ctx.ttl_days(importance, pinned)
+def expires_at(settings: Settings, importance: float, pinned: bool = False) -> datetime | None:
+    """When a memory of this importance expires (``None``: never), by ``retention.ttl_days``."""
+    days = settings.retention.ttl_days(importance, pinned)
     return None if days is None else datetime.now(UTC) + timedelta(days=days)
 
 
@@ -70,7 +69,8 @@ def _created(memory: Memory, reason: str, **detail: Any) -> Decision:
 
 
 async def decide(
-    ctx: Context,
+    settings: Settings,
+    ctx: RunContext,
     services: Services,
     memory: Memory,
     vector: list[float],
@@ -86,18 +86,20 @@ async def decide(
         memory.user_id,
         vector,
         CANDIDATES,
-        min_similarity=ctx.merge_similarity,
+        min_similarity=settings.formation.merge_similarity,
         kind=MemoryKind.SUMMARY,
         exclude_ids=[memory.id],
     )
     if not candidates:
-        return _created(memory, f"no memory with similarity >= {ctx.merge_similarity}")
+        return _created(
+            memory, f"no memory with similarity >= {settings.formation.merge_similarity}"
+        )
     seen = [{"id": m.id, "similarity": round(m.similarity or 0.0, 4)} for m in candidates]
     out = await invoke_structured(
         load_chat_model(ctx.model),
         ConsolidationDecision,
         prompt.format(new=defang(memory.text), existing=_render_candidates(candidates)),
-        ctx.model_timeout_s,
+        settings.limits.model_timeout_s,
         "consolidate",
     )
     if out is None:
@@ -137,7 +139,8 @@ async def decide(
 
 
 async def apply(
-    ctx: Context,
+    settings: Settings,
+    ctx: RunContext,
     services: Services,
     memory: Memory,
     vector: list[float],
@@ -152,7 +155,7 @@ async def apply(
     target_importance = float(decision.detail.get("target_importance", 0.0))
     if decision.action in ("merged", "updated"):
         memory.importance = max(memory.importance, target_importance)
-    memory.expires_at = expires_at(ctx, memory.importance)
+    memory.expires_at = expires_at(settings, memory.importance)
     if decision.action == "merged":
         memory.text = decision.detail["merged_text"]
         vector = None  # the merged text needs its own vector
@@ -164,12 +167,17 @@ async def apply(
     if decision.action == "strengthened" and target and fresh:
         bumped = min(1.0, target_importance + STRENGTHEN_BUMP)
         await services.memories.strengthen(
-            user, target, STRENGTHEN_BUMP, expires_at=expires_at(ctx, bumped)
+            user, target, STRENGTHEN_BUMP, expires_at=expires_at(settings, bumped)
         )
 
 
 async def consolidate_memory(
-    ctx: Context, services: Services, memory: Memory, vector: list[float], prompt: str | None
+    settings: Settings,
+    ctx: RunContext,
+    services: Services,
+    memory: Memory,
+    vector: list[float],
+    prompt: str | None,
 ) -> Decision:
     """Decide (or reuse the recorded decision of a replay), record, then apply.
 
@@ -179,9 +187,9 @@ async def consolidate_memory(
     fresh = False
     if decision is None:
         decision, fresh = await services.decisions.record(
-            await decide(ctx, services, memory, vector, prompt)
+            await decide(settings, ctx, services, memory, vector, prompt)
         )
-    await apply(ctx, services, memory, vector, decision, fresh)
+    await apply(settings, ctx, services, memory, vector, decision, fresh)
     return decision
 
 

@@ -23,18 +23,16 @@ set when a turn is admitted: the flush and the release both refuse it, atomicall
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from memory_graph_agent.core.run import RunContext, for_user
 from memory_graph_agent.formation.ingest import store_summary
-from memory_graph_agent.formation.llm import MemoryPrompts
 from memory_graph_agent.formation.reflection import reflect_if_due
 from memory_graph_agent.formation.summaries import draft_summary
+from memory_graph_agent.prompting.llm import MemoryPrompts
 from memory_graph_agent.services.stores import Services
-
-if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
-    from graph.context import Context
+from memory_graph_agent.settings import Settings
 
 IN_FLIGHT = "turn under way"
 CLAIMED = "memory work under way (a batch leased, or backing off after a failure)"
@@ -42,15 +40,20 @@ DEAD = "dead-lettered batches (memory redrive)"
 
 
 async def archive_idle_threads(
-    services: Services, settings: Context, user: str, prompts: MemoryPrompts, dry_run: bool
+    services: Services,
+    settings: Settings,
+    ctx: RunContext,
+    user: str,
+    prompts: MemoryPrompts,
+    dry_run: bool,
 ) -> list[dict[str, Any]]:
-    """Archive ``user``'s threads idle for ``settings.idle_thread_days``; one entry each.
+    """Archive ``user``'s threads idle for ``settings.retention.idle_thread_days``; one entry each.
 
     An entry is ``{user_id, thread_id, idle_since, action}``: ``archived`` (or would be, on a
     dry run) with ``messages`` (how many it summarized: the window's and the pending
     list's), or ``held`` with a ``reason``. Threads with nothing left to release are not listed.
     """
-    before = datetime.now(UTC) - timedelta(days=settings.idle_thread_days)
+    before = datetime.now(UTC) - timedelta(days=settings.retention.idle_thread_days)
     idle = await services.episodes.idle_threads(user, before)
     found = []
     for thread in await services.window.retained(user, sorted(idle)):
@@ -62,8 +65,8 @@ async def archive_idle_threads(
             waiting += await services.queue.backlog(user, thread)
             found.append({**entry, **_outcome("", messages=waiting)})
         else:
-            own = replace(settings, user_id=user)
-            found.append({**entry, **await _archive(services, own, thread, prompts)})
+            own = for_user(ctx, user)
+            found.append({**entry, **await _archive(services, settings, own, thread, prompts)})
     return found
 
 
@@ -79,27 +82,27 @@ async def _held(services: Services, user: str, thread: str) -> str:
 
 
 async def _archive(
-    services: Services, settings: Context, thread: str, prompts: MemoryPrompts
+    services: Services, settings: Settings, ctx: RunContext, thread: str, prompts: MemoryPrompts
 ) -> dict[str, Any]:
     """A session end of ``thread`` by maintenance, then the release of its keys."""
-    user = settings.user_id
+    user = ctx.user_id
     window = await services.window.window(user, thread)
     await services.episodes.append(user, thread, window, durable=True)  # before any move
     if await services.window.archive_flush(user, thread) is None:
         return _outcome(IN_FLIGHT, messages=None)  # a turn was admitted meanwhile
     total = left = await services.queue.backlog(user, thread)
     while left:
-        drafted = await draft_summary(services, settings, thread, True, prompts.summarize)
+        drafted = await draft_summary(services, settings, ctx, thread, True, prompts.summarize)
         if drafted.draft is None:  # claimed by another worker meanwhile
             return _outcome(CLAIMED, messages=total)
-        await store_summary(services, settings, drafted.draft, prompts)
+        await store_summary(services, settings, ctx, drafted.draft, prompts)
         if (now := await services.queue.backlog(user, thread)) >= left:
             return _outcome(CLAIMED, messages=total)  # it failed: retried, or dead-lettered
         left = now
     if await services.queue.dead_count(user, thread):  # a batch failed for good meanwhile
         return _outcome(DEAD, messages=total)
     if total:
-        await reflect_if_due(services, settings, prompts.reflect)
+        await reflect_if_due(services, settings, ctx, prompts.reflect)
     if await services.window.release(user, thread) is None:
         return _outcome(IN_FLIGHT, messages=total)
     return _outcome("", messages=total)

@@ -9,21 +9,20 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memory_graph_agent.core import metrics
 from memory_graph_agent.core.kinds import MemoryKind
 from memory_graph_agent.core.records import MemoryEvent, SummaryDraft, event
+from memory_graph_agent.core.run import RunContext
 from memory_graph_agent.formation.consolidation import consolidate_memory, record_fact_changes
-from memory_graph_agent.formation.llm import MemoryPrompts
 from memory_graph_agent.profile.facts import extract_facts
+from memory_graph_agent.prompting.llm import MemoryPrompts
 from memory_graph_agent.services.stores import Services
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.window import parse_ts
-
-if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
-    from graph.context import Context
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +45,11 @@ class Stored:
 
 
 async def store_summary(
-    services: Services, settings: Context, draft: SummaryDraft, prompts: MemoryPrompts
+    services: Services,
+    settings: Settings,
+    ctx: RunContext,
+    draft: SummaryDraft,
+    prompts: MemoryPrompts,
 ) -> Stored:
     """Store ``draft`` durably, then acknowledge its batch, then extract profile facts."""
     out = Stored()
@@ -65,7 +68,7 @@ async def store_summary(
         # one embedding serves the similarity search and the stored row
         vector = (await services.embeddings.aembed_documents([memory.text]))[0]
         prompt = prompts.consolidate if use_model else None
-        decision = await consolidate_memory(settings, services, memory, vector, prompt)
+        decision = await consolidate_memory(settings, ctx, services, memory, vector, prompt)
         await services.episodes.mark_summarized(user, thread, draft["source_ids"])
     except Exception as exc:  # nothing is lost: the batch stays claimed for a retry
         log.warning("storing summary failed (%s: %s)", type(exc).__name__, exc)
@@ -76,8 +79,8 @@ async def store_summary(
                 worker,
                 f"{type(exc).__name__}: {exc}",
                 draft["source_ids"],
-                max_attempts=settings.max_attempts,
-                backoff_s=settings.retry_backoff_s,
+                max_attempts=settings.queue.max_attempts,
+                backoff_s=settings.queue.retry_backoff_s,
             )
         except StoreUnavailable:  # the lease will expire and the batch be reclaimed
             outcome = "left leased"
@@ -85,7 +88,7 @@ async def store_summary(
         metrics.record_summary("failed")
         return out
     try:  # make the batch's raw turns searchable; best effort (`EpisodeLog.backfill`)
-        context_weight = settings.recall_weights.turn_context_weight
+        context_weight = settings.recall.weights.turn_context_weight
         indexed = await services.episodes.index_batch(
             user, thread, draft["source_ids"], services.embeddings, context_weight
         )
@@ -107,7 +110,7 @@ async def store_summary(
     out.decisions.append(decision.as_dict())
     try:
         if use_model:
-            await _learn_facts(services, settings, draft, memory.id, prompts, out)
+            await _learn_facts(services, settings, ctx, draft, memory.id, prompts, out)
         since, importance = await services.memories.reflection_progress(user)
         out.pending = await services.queue.backlog(user, thread)
     except StoreUnavailable:  # the summary is safe; facts can wait
@@ -121,7 +124,8 @@ async def store_summary(
 
 async def _learn_facts(
     services: Services,
-    settings: Context,
+    settings: Settings,
+    ctx: RunContext,
     draft: SummaryDraft,
     summary_id: str,
     prompts: MemoryPrompts,
@@ -131,14 +135,14 @@ async def _learn_facts(
     said = draft["user_text"]
     source = draft["text"] if draft["mode"] == "llm" else said
     facts = (
-        await extract_facts(settings, prompts.extract_facts, source, [summary_id], said)
+        await extract_facts(settings, ctx.model, prompts.extract_facts, source, [summary_id], said)
         if source
         else []
     )
     # stated when the batch's last message was sent: a retried older batch loses
     facts = [replace(f, updated_at=draft["created_at"]) for f in facts]
     user, thread = draft["user_id"], draft["thread_id"]
-    changes = await services.profile.upsert(user, facts, settings.ttl_days)
+    changes = await services.profile.upsert(user, facts, settings.retention.ttl_days)
     written = [f"{c.key} {c.action}" for c in changes]
     out.note("facts", f"consolidate: profile facts: {', '.join(written) or 'none'}")
     out.decisions += await record_fact_changes(services, user, thread, summary_id, changes)

@@ -10,27 +10,26 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memory_graph_agent.core.kinds import MemoryKind
 from memory_graph_agent.core.records import MemoryEvent, event
+from memory_graph_agent.core.run import RunContext
 from memory_graph_agent.core.tokens import text_tokens
 from memory_graph_agent.formation.consolidation import expires_at, record_fact_changes
-from memory_graph_agent.formation.guards import invents_few_entities
-from memory_graph_agent.formation.llm import invoke_structured
-from memory_graph_agent.formation.schemas import ReflectionOut
 from memory_graph_agent.profile.facts import facts_grounded
+from memory_graph_agent.prompting.budgets import context_tokens, cut_text, trigger_budget
+from memory_graph_agent.prompting.guards import invents_few_entities
+from memory_graph_agent.prompting.llm import invoke_structured
+from memory_graph_agent.prompting.rendering import defang, limit_words
+from memory_graph_agent.prompting.schemas import ReflectionOut
 from memory_graph_agent.services.models import load_chat_model
 from memory_graph_agent.services.stores import Services
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.decisions import Decision
 from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.profile import Fact
-from memory_graph_agent.turn.budgets import context_tokens, cut_text, trigger_budget
-from memory_graph_agent.turn.rendering import defang, limit_words
-
-if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
-    from graph.context import Context
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +60,10 @@ def select_for_reflection(since: list[Memory], budget: int) -> tuple[list[Memory
     return chosen, "\n".join(lines[m.id] for m in chosen)
 
 
-def reflection_due(count: int, importance: float, settings: Context) -> bool:
+def reflection_due(count: int, importance: float, settings: Settings) -> bool:
     """Whether ``count`` summaries of summed ``importance`` call for a reflection."""
-    return count >= settings.reflect_after or (
-        count > 0 and importance >= settings.reflect_importance_threshold
+    return count >= settings.formation.reflect_after or (
+        count > 0 and importance >= settings.formation.reflect_importance_threshold
     )
 
 
@@ -82,10 +81,12 @@ class Reflected:
         self.events.append(event("reflect", kind, text))
 
 
-async def reflect_if_due(services: Services, settings: Context, prompt: str) -> Reflected:
+async def reflect_if_due(
+    services: Services, settings: Settings, ctx: RunContext, prompt: str
+) -> Reflected:
     """Write a reflection citing its summaries once one is due; propose profile facts."""
     out = Reflected()
-    user = settings.user_id
+    user = ctx.user_id
     try:
         since = await services.memories.summaries_since_reflection(user)
     except StoreUnavailable:
@@ -95,17 +96,18 @@ async def reflect_if_due(services: Services, settings: Context, prompt: str) -> 
     if not reflection_due(out.since, out.importance, settings):
         out.note(
             "not_due",
-            f"reflect: skipped ({out.since} < {settings.reflect_after} summaries, importance "
-            f"{out.importance:.2f} < {settings.reflect_importance_threshold})",
+            f"reflect: skipped ({out.since} < {settings.formation.reflect_after} summaries, "
+            f"importance "
+            f"{out.importance:.2f} < {settings.formation.reflect_importance_threshold})",
         )
         return out
-    budget = trigger_budget(context_tokens(settings), settings.trigger_ratio)
+    budget = trigger_budget(context_tokens(settings, ctx.model), settings.window.trigger_ratio)
     read, listing = select_for_reflection(since, budget - text_tokens(prompt))
     answer = await invoke_structured(
-        load_chat_model(settings.model),
+        load_chat_model(ctx.model),
         ReflectionOut,
         prompt.format(summaries=defang(listing)),
-        settings.model_timeout_s,
+        settings.limits.model_timeout_s,
         "reflect",
     )
     if (
@@ -149,13 +151,14 @@ async def reflect_if_due(services: Services, settings: Context, prompt: str) -> 
         f"reflect: reflection {reflection.id[:8]} from {len(read)} of {len(since)} summaries",
     )
     out.since, out.importance = 0, 0.0
-    await _propose_facts(services, settings, answer, reflection.id, listing, out)
+    await _propose_facts(services, settings, ctx, answer, reflection.id, listing, out)
     return out
 
 
 async def _propose_facts(
     services: Services,
-    settings: Context,
+    settings: Settings,
+    ctx: RunContext,
     answer: ReflectionOut,
     reflection_id: str,
     listing: str,
@@ -169,22 +172,22 @@ async def _propose_facts(
     proposed = [
         Fact(f.key, f.value, f.importance, source_ids=[reflection_id])
         for f in answer.facts
-        if f.importance >= settings.min_fact_importance
+        if f.importance >= settings.formation.min_fact_importance
     ]
     if not proposed:
         return
     facts = facts_grounded(proposed, listing)
     try:
-        current = await services.profile.get(settings.user_id)
+        current = await services.profile.get(ctx.user_id)
         facts = [
             f
             for f in facts
             if f.key not in current
             or current[f.key]["value"].strip().lower() == f.value.strip().lower()
         ]
-        changes = await services.profile.upsert(settings.user_id, facts, settings.ttl_days)
+        changes = await services.profile.upsert(ctx.user_id, facts, settings.retention.ttl_days)
         out.decisions += await record_fact_changes(
-            services, settings.user_id, None, reflection_id, changes
+            services, ctx.user_id, None, reflection_id, changes
         )
     except StoreUnavailable:  # the reflection is stored already
         out.note("facts_skipped", "reflect: proposed facts skipped (service down)")

@@ -10,28 +10,27 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from langchain_core.messages import HumanMessage
 
 from memory_graph_agent.core import metrics
 from memory_graph_agent.core.records import MemoryEvent, SummaryDraft, event
-from memory_graph_agent.formation.guards import summary_is_faithful
-from memory_graph_agent.formation.llm import invoke_text
-from memory_graph_agent.services.models import load_chat_model
-from memory_graph_agent.services.stores import Services
-from memory_graph_agent.storage.outages import StoreUnavailable
-from memory_graph_agent.turn.budgets import (
+from memory_graph_agent.core.run import RunContext
+from memory_graph_agent.prompting.budgets import (
     batch_that_fits,
     context_tokens,
     count_tokens,
     keep_newest,
     trigger_budget,
 )
-from memory_graph_agent.turn.rendering import defang, limit_words, now_iso
-
-if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
-    from graph.context import Context
+from memory_graph_agent.prompting.guards import summary_is_faithful
+from memory_graph_agent.prompting.llm import invoke_text
+from memory_graph_agent.prompting.rendering import defang, limit_words, now_iso
+from memory_graph_agent.services.models import load_chat_model
+from memory_graph_agent.services.stores import Services
+from memory_graph_agent.settings import Settings
+from memory_graph_agent.storage.outages import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +55,8 @@ class Drafted(NamedTuple):
 
 async def draft_summary(
     services: Services,
-    settings: Context,
+    settings: Settings,
+    ctx: RunContext,
     thread_id: str,
     draining: bool,
     prompt: str,
@@ -69,17 +69,17 @@ async def draft_summary(
     or session end) in batches of whole turns as large as fit; ``prompt`` has a
     ``{transcript}`` placeholder.
     """
-    user = settings.user_id
+    user = ctx.user_id
     worker = uuid.uuid4().hex
     try:
-        fits = await _max_batch(services, settings, thread_id, prompt)
+        fits = await _max_batch(services, settings, ctx, thread_id, prompt)
         claim = await services.queue.claim(
             user,
             thread_id,
             worker,
-            min_batch=1 if draining else settings.summary_batch,
-            max_batch=fits if draining else settings.summary_batch,
-            lease_s=settings.lease_seconds,
+            min_batch=1 if draining else settings.formation.summary_batch,
+            max_batch=fits if draining else settings.formation.summary_batch,
+            lease_s=settings.queue.lease_seconds,
             fits=fits,
         )
         left = await services.window.pending_len(user, thread_id) if draining else 1
@@ -95,10 +95,10 @@ async def draft_summary(
         return Drafted(None, False, events, claim.retry_in_s)
     transcript = "\n".join(m.render() for m in batch)
     said = "\n".join(m.content for m in batch if m.role == "human")
-    if settings.summary_mode == "raw":
+    if settings.formation.summary_mode == "raw":
         text, importance, mode = transcript, LLM_IMPORTANCE, "raw"
     else:
-        text, importance, mode = await _compress(settings, prompt, transcript, said)
+        text, importance, mode = await _compress(settings, ctx, prompt, transcript, said)
     metrics.record_summary(mode)
     draft = SummaryDraft(
         text=text,
@@ -118,29 +118,31 @@ async def draft_summary(
     return Drafted(draft, draining and not left, [event("summarize", claim.status, note)])
 
 
-async def _max_batch(services: Services, settings: Context, thread_id: str, prompt: str) -> int:
+async def _max_batch(
+    services: Services, settings: Settings, ctx: RunContext, thread_id: str, prompt: str
+) -> int:
     """Largest batch whose transcript fits the summarizer's prompt budget (at least 1).
 
     Long messages (a compressed window) would otherwise make a 50-message transcript
     larger than the model's context.
     """
-    cap = max(MAX_BATCH, settings.summary_batch)
-    oldest = [m for _, m in await services.window.pending(settings.user_id, thread_id, cap)]
+    cap = max(MAX_BATCH, settings.formation.summary_batch)
+    oldest = [m for _, m in await services.window.pending(ctx.user_id, thread_id, cap)]
     if not oldest:
         return cap
-    budget = trigger_budget(context_tokens(settings), settings.trigger_ratio)
+    budget = trigger_budget(context_tokens(settings, ctx.model), settings.window.trigger_ratio)
     overhead = count_tokens([HumanMessage(prompt)])
     return min(cap, batch_that_fits(oldest, budget, overhead=overhead))
 
 
 async def _compress(
-    settings: Context, prompt: str, transcript: str, said: str
+    settings: Settings, ctx: RunContext, prompt: str, transcript: str, said: str
 ) -> tuple[str, float, str]:
     """LLM summary (importance 0.5), or the raw transcript (0.3) if the model fails."""
     try:
-        model = load_chat_model(settings.model)
+        model = load_chat_model(ctx.model)
         filled = prompt.format(transcript=defang(transcript))
-        answer = await invoke_text(model, filled, settings.model_timeout_s, "summarize")
+        answer = await invoke_text(model, filled, settings.limits.model_timeout_s, "summarize")
         text = limit_words(answer, 100)
         if not summary_is_faithful(text, said):
             raise ValueError(f"summary not grounded in the conversation: {text[:80]!r}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from memory_graph_agent.formation.guards import self_statements
+from memory_graph_agent.prompting.guards import self_statements
 
 _NAME = r"([A-Z][\w'-]+(?: [A-Z][\w'-]+){0,2})"
 _PLACE = r"([A-Z][\w'-]+(?: [A-Z][\w'-]+){0,2})"

@@ -7,18 +7,15 @@ occurs in something the user said about themself.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
-from memory_graph_agent.formation.guards import fact_is_grounded, fact_key_is_valid, self_statements
-from memory_graph_agent.formation.llm import invoke_structured
-from memory_graph_agent.formation.schemas import FactList
 from memory_graph_agent.profile.fact_rules import RULE_KEYS, rule_facts
+from memory_graph_agent.prompting.guards import fact_is_grounded, fact_key_is_valid, self_statements
+from memory_graph_agent.prompting.llm import invoke_structured
+from memory_graph_agent.prompting.rendering import defang, limit_words
+from memory_graph_agent.prompting.schemas import FactList
 from memory_graph_agent.services.models import load_chat_model
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.profile import Fact, normalize_fact_key
-from memory_graph_agent.turn.rendering import defang, limit_words
-
-if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
-    from graph.context import Context
 
 SOURCE_WORDS = 600
 
@@ -58,9 +55,11 @@ def facts_grounded(facts: list[Fact], source_text: str) -> list[Fact]:
     return list(best.values())
 
 
-def rules_enabled(ctx: Context) -> bool:
+def rules_enabled(settings: Settings, model: str) -> bool:
     """Whether rule-based extraction runs (`fact_rules`); 'auto' = with local models."""
-    return ctx.fact_rules == "on" or (ctx.fact_rules == "auto" and ctx.model.startswith("local:"))
+    return settings.formation.fact_rules == "on" or (
+        settings.formation.fact_rules == "auto" and model.startswith("local:")
+    )
 
 
 def merge_rule_facts(model_facts: list[Fact], user_text: str, source_ids: list[str]) -> list[Fact]:
@@ -83,12 +82,17 @@ def merge_rule_facts(model_facts: list[Fact], user_text: str, source_ids: list[s
 
 
 async def extract_facts(
-    ctx: Context, prompt: str, source_text: str, source_ids: list[str], user_text: str = ""
+    settings: Settings,
+    model: str,
+    prompt: str,
+    source_text: str,
+    source_ids: list[str],
+    user_text: str = "",
 ) -> list[Fact]:
     """Durable facts about the user in ``source_text`` (its first ``SOURCE_WORDS`` words).
 
     The model answers under the `FactList` schema; facts below
-    ``ctx.min_fact_importance``, with a placeholder key or whose value the user did not
+    ``formation.min_fact_importance``, with a placeholder key or whose value the user did not
     state about themself are dropped. Grounding checks ``user_text`` (the user's own
     words) when given: a summary is written in the third person ("The user ..."), so
     every phrase of it would pass as a self-statement. Each kept fact cites
@@ -99,24 +103,24 @@ async def extract_facts(
     if not source:
         return []
     said = limit_words(user_text, SOURCE_WORDS) or source
-    facts = await _model_facts(ctx, prompt, source, said, source_ids)
-    return merge_rule_facts(facts, said, source_ids) if rules_enabled(ctx) else facts
+    facts = await _model_facts(settings, model, prompt, source, said, source_ids)
+    return merge_rule_facts(facts, said, source_ids) if rules_enabled(settings, model) else facts
 
 
 async def _model_facts(
-    ctx: Context, prompt: str, source: str, said: str, source_ids: list[str]
+    settings: Settings, model: str, prompt: str, source: str, said: str, source_ids: list[str]
 ) -> list[Fact]:
     """The model's grounded proposals (see `extract_facts`)."""
     extracted = await invoke_structured(
-        load_chat_model(ctx.model),
+        load_chat_model(model),
         FactList,
         prompt.format(summary=defang(source)),
-        ctx.model_timeout_s,
+        settings.limits.model_timeout_s,
         "extract_facts",
     )
     candidates = [
         Fact(f.key, f.value, f.importance, list(source_ids))
         for f in (extracted.facts if extracted else [])
-        if f.importance >= ctx.min_fact_importance
+        if f.importance >= settings.formation.min_fact_importance
     ]
     return facts_grounded(candidates, said)

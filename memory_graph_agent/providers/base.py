@@ -1,24 +1,23 @@
 """The `MemoryProvider` protocol: profile, recall within a token budget, remember, forget.
 
-A provider answers for one user at a time: every method takes the run's settings, whose
+A provider answers for one user at a time: every method takes the run's context, whose
 ``user_id`` was validated at the edge (the middleware, the graph), never a user named by
-the model. Only these four methods are required; a provider may also define
+the model; the deployment's settings are the provider's own (given when it is made).
+Only these four methods are required; a provider may also define
 
-* ``touch(settings, items)``: the recalled ``items`` were shown to the model (after the
+* ``touch(ctx, items)``: the recalled ``items`` were shown to the model (after the
   reply, and by ``search_memory``), e.g. to count accesses for recency;
-* ``set_pinned(settings, ref, pinned)``: pin or unpin a fact or memory; the ``pin`` and
+* ``set_pinned(ctx, ref, pinned)``: pin or unpin a fact or memory; the ``pin`` and
   ``unpin`` tools are offered only by a provider that has it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from memory_graph_agent.core.records import ProfileChange, RecalledItem
-
-if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
-    from graph.context import Context
+from memory_graph_agent.core.run import RunContext
 
 
 @dataclass
@@ -38,12 +37,12 @@ class ProfileView:
 class MemoryProvider(Protocol):
     """Long-term memory of users, as a turn and the memory tools use it."""
 
-    async def profile(self, settings: Context) -> ProfileView:
+    async def profile(self, ctx: RunContext) -> ProfileView:
         """The user's profile facts to show in the prompt."""
         ...
 
     async def recall(
-        self, settings: Context, thread_id: str, query: str, budget: int
+        self, ctx: RunContext, thread_id: str, query: str, budget: int
     ) -> list[RecalledItem]:
         """Memories relevant to ``query`` whose rendered lines fit ``budget`` tokens.
 
@@ -54,11 +53,11 @@ class MemoryProvider(Protocol):
         ...
 
     async def remember(
-        self, settings: Context, key: str, fact: str, importance: float, source_ids: list[str]
+        self, ctx: RunContext, key: str, fact: str, importance: float, source_ids: list[str]
     ) -> str:
         """Store a profile fact; return what changed, for the model (``error: ...`` if not)."""
         ...
 
-    async def forget(self, settings: Context, ref: str) -> str:
+    async def forget(self, ctx: RunContext, ref: str) -> str:
         """Forget a profile fact (by key) or a memory (by id); say what was forgotten."""
         ...

@@ -10,16 +10,15 @@ same profile and tools but recalls the user's hottest memories, with no search
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import memory_graph_agent.memory_tools as do
+import memory_graph_agent.providers.tools as do
 from memory_graph_agent.core.records import RecalledItem
+from memory_graph_agent.core.run import RunContext
 from memory_graph_agent.providers.base import MemoryProvider, ProfileView
 from memory_graph_agent.recall.retrieval import hot_memories, record_access, retrieve
 from memory_graph_agent.services.stores import Services
-
-if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
-    from graph.context import Context
+from memory_graph_agent.settings import Settings
 
 
 class TieredProvider:
@@ -28,19 +27,20 @@ class TieredProvider:
     name = "tiered"
     flat = False
 
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, settings: Settings) -> None:
         self.services = services
+        self.settings = settings
 
-    async def profile(self, settings: Context) -> ProfileView:
-        """The live facts and the changes of the last ``change_note_days``."""
+    async def profile(self, ctx: RunContext) -> ProfileView:
+        """The live facts and the changes of the last ``window.change_note_days``."""
         facts, changes = await self.services.profile.get_with_changes(
-            settings.user_id, settings.change_note_days
+            ctx.user_id, self.settings.window.change_note_days
         )
         return ProfileView(facts, changes)  # type: ignore[arg-type]
 
     async def recall(
         self,
-        settings: Context,
+        ctx: RunContext,
         thread_id: str,
         query: str,
         budget: int,
@@ -51,30 +51,39 @@ class TieredProvider:
         Hybrid search, or (``flat``) the hottest memories, with no search and no embedding.
         """
         if self.flat:
-            found = await hot_memories(self.services, settings, budget, touch=False)
+            found = await hot_memories(self.services, self.settings, ctx, budget, touch=False)
         else:
             found = await retrieve(
-                self.services, settings, query, thread_id, budget=budget, touch=False, shown=shown
+                self.services,
+                self.settings,
+                ctx,
+                query,
+                thread_id,
+                budget=budget,
+                touch=False,
+                shown=shown,
             )
         return found.items  # type: ignore[return-value]
 
-    async def touch(self, settings: Context, items: list[Any]) -> None:
+    async def touch(self, ctx: RunContext, items: list[Any]) -> None:
         """Count the access of the shown summaries and reflections (best effort)."""
-        await record_access(self.services, settings.user_id, items)
+        await record_access(self.services, ctx.user_id, items)
 
     async def remember(
-        self, settings: Context, key: str, fact: str, importance: float, source_ids: list[str]
+        self, ctx: RunContext, key: str, fact: str, importance: float, source_ids: list[str]
     ) -> str:
         """A profile fact, with its history kept."""
-        return await do.remember(self.services, settings, key, fact, importance, source_ids)
+        return await do.remember(
+            self.services, self.settings, ctx, key, fact, importance, source_ids
+        )
 
-    async def forget(self, settings: Context, ref: str) -> str:
+    async def forget(self, ctx: RunContext, ref: str) -> str:
         """A profile fact by key, or a summary/reflection by id."""
-        return await do.forget(self.services, settings.user_id, ref)
+        return await do.forget(self.services, ctx.user_id, ref)
 
-    async def set_pinned(self, settings: Context, ref: str, pinned: bool) -> str:
+    async def set_pinned(self, ctx: RunContext, ref: str, pinned: bool) -> str:
         """Pin (never expires) or unpin a fact or memory."""
-        return await do.set_pinned(self.services, settings, ref, pinned)
+        return await do.set_pinned(self.services, self.settings, ctx, ref, pinned)
 
 
 class FlatProvider(TieredProvider):
@@ -84,14 +93,14 @@ class FlatProvider(TieredProvider):
     flat = True
 
 
-PROVIDERS: dict[str, Callable[[Services], MemoryProvider]] = {
+PROVIDERS: dict[str, Callable[[Services, Settings], MemoryProvider]] = {
     "tiered": TieredProvider,
     "flat": FlatProvider,
 }
 
 
-def provider_named(name: str, services: Services) -> MemoryProvider:
+def provider_named(name: str, services: Services, settings: Settings) -> MemoryProvider:
     """The provider called ``name`` (``"tiered"`` or ``"flat"``) on ``services``."""
     if name not in PROVIDERS:
         raise ValueError(f"unknown memory provider {name!r}: use one of {sorted(PROVIDERS)}")
-    return PROVIDERS[name](services)
+    return PROVIDERS[name](services, settings)

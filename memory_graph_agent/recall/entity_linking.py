@@ -10,7 +10,7 @@ names count more (`link_speakers`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memory_graph_agent.core.entities import (
     entity_bonus,
@@ -20,12 +20,11 @@ from memory_graph_agent.core.entities import (
     said_by,
 )
 from memory_graph_agent.core.kinds import is_turn
+from memory_graph_agent.core.run import RunContext
 from memory_graph_agent.recall.items import episode_item
 from memory_graph_agent.services.stores import Services
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.episode_index import keyword_hits
-
-if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
-    from graph.context import Context
 
 ENTITY_SEEDS = 3
 """How many of the best turns lend their keys."""
@@ -37,10 +36,14 @@ def seed_turns(items: list[dict[str, Any]], n: int = ENTITY_SEEDS) -> list[dict[
 
 
 async def reach_entities(
-    services: Services, ctx: Context, fused: list[dict[str, Any]], query: str
+    services: Services,
+    settings: Settings,
+    ctx: RunContext,
+    fused: list[dict[str, Any]],
+    query: str,
 ) -> dict[str, tuple[dict[str, Any], float]]:
     """Each turn the best turns' keys reach, as an item, and the score it is lent."""
-    weight, store = ctx.recall_weights.entity_weight, services.episodes.entities
+    weight, store = settings.recall.weights.entity_weight, services.episodes.entities
     seeds = seed_turns(fused)
     if weight <= 0 or store is None or not seeds:
         return {}

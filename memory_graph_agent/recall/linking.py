@@ -7,19 +7,17 @@ often shares no word with the question but sits next to a hit or under a summary
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memory_graph_agent.core.kinds import MemoryKind, is_turn
+from memory_graph_agent.core.run import RunContext
 from memory_graph_agent.recall.channels.base import Found
 from memory_graph_agent.recall.items import episode_item
 from memory_graph_agent.recall.ranking import shown_verbatim
-from memory_graph_agent.recall.weights import RecallWeights
 from memory_graph_agent.services.stores import Services
+from memory_graph_agent.settings import RecallWeights, Settings
 from memory_graph_agent.storage.episodes import EpisodeHit
 from memory_graph_agent.storage.memories import Memory
-
-if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
-    from graph.context import Context
 
 NEIGHBOUR_SOURCES = 10
 """How many of the best turns bring their neighbours (20 or 30 recall the same on LoCoMo)."""
@@ -108,7 +106,8 @@ def link_turns(
 
 async def linked_turns(
     services: Services,
-    ctx: Context,
+    settings: Settings,
+    ctx: RunContext,
     fused: list[dict[str, Any]],
     memories: list[Memory],
     found: Found | None = None,
@@ -120,7 +119,7 @@ async def linked_turns(
     did not bring is fetched in one round trip (everything, without ``found``).
     """
     members = summary_turns(memories)
-    around = best_turns(fused) if ctx.recall_weights.neighbour_weight > 0 else []
+    around = best_turns(fused) if settings.recall.weights.neighbour_weight > 0 else []
     if not members and not around:
         return fused
     known = found.neighbours if found else {}
@@ -134,4 +133,4 @@ async def linked_turns(
         for key, hit in pairs:
             fetched.setdefault(key, []).append(hit)
     neighbours = [(key, hit) for key in around for hit in known.get(key, fetched.get(key, []))]
-    return link_turns(fused, memories, turns, neighbours, ctx.recall_weights)
+    return link_turns(fused, memories, turns, neighbours, settings.recall.weights)

@@ -20,11 +20,13 @@ import asyncio
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memory_graph_agent.core import metrics
 from memory_graph_agent.core.kinds import TIER_ORDER, is_turn
 from memory_graph_agent.core.records import MemoryEvent, event
+from memory_graph_agent.core.run import RunContext
+from memory_graph_agent.prompting.rendering import episode_header, render_memory, text_tokens
 from memory_graph_agent.recall.channels import CHANNELS, RecallChannel
 from memory_graph_agent.recall.channels.base import Found, Hit, Search, search_channels
 from memory_graph_agent.recall.entity_linking import link_entities, link_speakers, reach_entities
@@ -33,13 +35,9 @@ from memory_graph_agent.recall.linking import NEIGHBOUR_PREFETCH, linked_turns
 from memory_graph_agent.recall.ranking import RRF_K, fill_budget, memory_score, recency, rrf
 from memory_graph_agent.recall.topics import link_topics
 from memory_graph_agent.recall.updates import newest_first
-from memory_graph_agent.recall.weights import RecallWeights
 from memory_graph_agent.services.stores import Services
+from memory_graph_agent.settings import RecallWeights, Settings
 from memory_graph_agent.storage.outages import StoreUnavailable
-from memory_graph_agent.turn.rendering import episode_header, render_memory, text_tokens
-
-if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
-    from graph.context import Context
 
 MIN_EPISODE_DEPTH = 20
 TOKENS_PER_HOT_CANDIDATE = 20
@@ -72,10 +70,12 @@ class Retrieval:
         return f"{len(self.items)} of {self.candidates} hits kept ({', '.join(parts)})"
 
 
-def episode_depth(ctx: Context, budget: int | None = None) -> int:
+def episode_depth(settings: Settings, budget: int | None = None) -> int:
     """How many turns each episode channel returns."""
-    budget = ctx.memory_token_budget if budget is None else budget
-    return max(ctx.recall_k, MIN_EPISODE_DEPTH, budget // max(1, ctx.recall_candidate_tokens))
+    budget = settings.window.memory_token_budget if budget is None else budget
+    return max(
+        settings.recall.k, MIN_EPISODE_DEPTH, budget // max(1, settings.recall.candidate_tokens)
+    )
 
 
 def rankings(found: Found, channels: Sequence[RecallChannel] = CHANNELS) -> dict[str, list[Hit]]:
@@ -220,7 +220,8 @@ async def record_access(services: Services, user_id: str, items: list[dict[str, 
 
 async def retrieve(
     services: Services,
-    ctx: Context,
+    settings: Settings,
+    ctx: RunContext,
     query: str,
     thread_id: str,
     *,
@@ -233,12 +234,13 @@ async def retrieve(
 
     Args:
         services: The stores.
-        ctx: The run's context: user, ``recall_k``, ``min_similarity``, weights,
-            half-life and (unless ``budget`` is given) ``memory_token_budget``.
+        settings: The deployment's: ``recall`` (k, min_similarity, weights) and
+            (unless ``budget`` is given) ``window.memory_token_budget``.
+        ctx: The run's context: whose memory is searched.
         query: The text to search for (the user's message, or the model's tool query).
         thread_id: The thread whose Redis window is already in the prompt: its turns
             are not returned again.
-        budget: Token budget of the kept items; defaults to ``ctx.memory_token_budget``.
+        budget: Token budget of the kept items; defaults to ``settings.window.memory_token_budget``.
         touch: Record the access of the kept summaries/reflections (recency signal);
             ``False`` for read-only views such as ``memory show --query``.
         vector: ``query``'s embedding, or the embedding still running, when the caller
@@ -253,13 +255,13 @@ async def retrieve(
     Raises:
         StoreUnavailable: Postgres is down; the caller decides how to degrade.
     """
-    budget = ctx.memory_token_budget if budget is None else max(0, budget)
+    budget = settings.window.memory_token_budget if budget is None else max(0, budget)
     if budget == 0:  # nothing could be shown: skip the embedding and the searches
         return Retrieval()
     with metrics.observe_retrieval():
-        weights = ctx.recall_weights
+        weights = settings.recall.weights
         around = NEIGHBOUR_PREFETCH if weights.neighbour_weight > 0 else 0
-        search = Search(ctx, query, episode_depth(ctx, budget), around)
+        search = Search(settings, ctx.user_id, query, episode_depth(settings, budget), around)
         found, window = await asyncio.gather(
             search_channels(  # the keyword search and the window overlap the embedding
                 services,
@@ -270,15 +272,15 @@ async def retrieve(
             _shown(services, ctx.user_id, thread_id, shown),
         )
     memories = found.memories
-    hits = fuse(found, ctx.min_similarity, weights.recall_rrf_k)
+    hits = fuse(found, settings.recall.min_similarity, weights.recall_rrf_k)
     linked, reached = await asyncio.gather(  # two links, side by side
-        linked_turns(services, ctx, hits, memories, found),
-        reach_entities(services, ctx, hits, query),
+        linked_turns(services, settings, ctx, hits, memories, found),
+        reach_entities(services, settings, ctx, hits, query),
     )
     fused = link_topics(link_entities(linked, reached), query, weights.topic_weight)
     fused = link_speakers(fused, query, weights.speaker_weight)
     scored = score(fused, weights, datetime.now(UTC))
-    if ctx.newest_first:  # an update never ranks below what it replaced
+    if settings.recall.newest_first:  # an update never ranks below what it replaced
         scored = newest_first(scored, query)
     candidates = _with_tokens(scored)
     kept, used = fill_budget(candidates, budget, exclude=window)
@@ -290,7 +292,12 @@ async def retrieve(
 
 
 async def hot_memories(
-    services: Services, ctx: Context, budget: int | None = None, *, touch: bool = True
+    services: Services,
+    settings: Settings,
+    ctx: RunContext,
+    budget: int | None = None,
+    *,
+    touch: bool = True,
 ) -> Retrieval:
     """The user's hottest memories, no search and no embedding (``recall_mode='flat'``).
 
@@ -299,12 +306,16 @@ async def hot_memories(
     ``importance`` and ``recency``; its ``score`` is the weighted mean of those two
     (there is no query, so ``relevance`` is ``None``), the order is importance first.
     """
-    budget = ctx.memory_token_budget if budget is None else max(0, budget)
-    limit = min(MAX_HOT_CANDIDATES, max(ctx.recall_k, budget // TOKENS_PER_HOT_CANDIDATE))
+    budget = settings.window.memory_token_budget if budget is None else max(0, budget)
+    limit = min(MAX_HOT_CANDIDATES, max(settings.recall.k, budget // TOKENS_PER_HOT_CANDIDATE))
     memories = await services.memories.hot(ctx.user_id, limit) if budget else []
     now = datetime.now(UTC)
-    half_life = ctx.recall_weights.recency_half_life_days
-    weights = (0.0, ctx.recall_weights.weight_recency, ctx.recall_weights.weight_importance)
+    half_life = settings.recall.weights.recency_half_life_days
+    weights = (
+        0.0,
+        settings.recall.weights.weight_recency,
+        settings.recall.weights.weight_importance,
+    )
     candidates = []
     for memory in memories:
         item = memory_item(memory)
@@ -328,7 +339,8 @@ async def hot_memories(
 
 async def recall_memories(
     services: Services,
-    ctx: Context,
+    settings: Settings,
+    ctx: RunContext,
     mode: str,
     query: str,
     thread_id: str,
@@ -346,10 +358,11 @@ async def recall_memories(
         return [], [event("recall", "tool_mode", "recall: tool mode, the model searches memory")]
     try:  # the access statistics are written after the reply (`record_access`)
         if mode == "flat":
-            found = await hot_memories(services, ctx, budget, touch=False)
+            found = await hot_memories(services, settings, ctx, budget, touch=False)
         else:
             found = await retrieve(
                 services,
+                settings,
                 ctx,
                 query,
                 thread_id,

@@ -17,14 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage
 
 from memory_graph_agent.core.records import MemoryEvent, ProfileChange, event
+from memory_graph_agent.core.run import RunContext
 from memory_graph_agent.core.turns import ends_session
 from memory_graph_agent.formation.summaries import rebuild_thread_summary
 from memory_graph_agent.services.stores import Services
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.threads import Admission
 from memory_graph_agent.storage.window import StoredMessage
@@ -38,12 +40,8 @@ from memory_graph_agent.turn.validation import (
     InvalidInputError,
     ThreadOwnershipError,
     check_id,
-    limits_of,
     validate_turn,
 )
-
-if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
-    from graph.context import Context
 
 
 @dataclass
@@ -60,7 +58,8 @@ class TurnStart:
 
 async def start_turn(
     services: Services,
-    settings: Context,
+    settings: Settings,
+    ctx: RunContext,
     thread_id: str,
     messages: Sequence[AnyMessage],
     end_session: bool,
@@ -80,9 +79,9 @@ async def start_turn(
     down: `memory_graph_agent.turn.offline_admission`, which raises `OwnerUnknownError` when
     nothing can tell the owner).
     """
-    user_id = check_id(settings.user_id, "user_id")
+    user_id = check_id(ctx.user_id, "user_id")
     check_id(thread_id, "thread_id")
-    max_chars, max_messages = limits_of(settings)
+    max_chars, max_messages = settings.limits.max_message_chars, settings.limits.max_turn_messages
     messages = list(messages)
     # the rule `graph.routing` routes this node and recall by (they run side by side)
     end_session = ends_session(messages, end_session)
@@ -172,7 +171,7 @@ async def start_turn(
         )
     try:
         profile, changes = await services.profile.from_reads(
-            user_id, replies[:-1], settings.change_note_days
+            user_id, replies[:-1], settings.window.change_note_days
         )
     except StoreUnavailable:  # unreadable, or facts had expired and Redis failed moving them
         return _without_redis(end_session, repairs, summary)

@@ -14,15 +14,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memory_graph_agent.core.records import MemoryEvent, event
+from memory_graph_agent.core.run import RunContext
 from memory_graph_agent.recall.retrieval import record_access
 from memory_graph_agent.services.stores import Services
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.turn.windowing import WindowUpdate, update_window
-
-if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
-    from graph.context import Context
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +53,8 @@ class TurnEnd:
 
 async def finish_turn(
     services: Services,
-    settings: Context,
+    settings: Settings,
+    ctx: RunContext,
     thread_id: str,
     messages: Sequence[Any],
     *,
@@ -73,9 +73,9 @@ async def finish_turn(
     the background may run with durability ``"exit"`` (`graph.durability`), which suits a
     short turn, not the model calls of memory.
     """
-    user = settings.user_id
+    user = ctx.user_id
     window = await update_window(
-        services, settings, user, thread_id, messages, end_session, next_system_prompt
+        services, settings, ctx, thread_id, messages, end_session, next_system_prompt
     )
     if not end_session:  # after the reply: the recall of this turn, as access statistics
         if touch is None:
@@ -83,7 +83,7 @@ async def finish_turn(
         else:
             await touch(recalled)
     end = TurnEnd(window, events=list(window.events))
-    end.due = window.pending >= settings.summary_batch or window.compress
+    end.due = window.pending >= settings.formation.summary_batch or window.compress
     if schedule is None or not end.due or end_session:
         return end
     try:

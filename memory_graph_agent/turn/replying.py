@@ -26,7 +26,7 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolM
 from memory_graph_agent.core.records import MemoryEvent, event
 from memory_graph_agent.core.tokens import message_tokens, text_tokens
 from memory_graph_agent.core.turns import turn_starts
-from memory_graph_agent.turn.budgets import cut_text, messages_within_budget
+from memory_graph_agent.prompting.budgets import cut_text, messages_within_budget
 
 log = logging.getLogger(__name__)
 

@@ -39,13 +39,6 @@ class InvalidInputError(ValueError):
         self.message_ids = [i for i in message_ids if i]
 
 
-def limits_of(context: Any) -> tuple[int, int]:
-    """``(max_message_chars, max_turn_messages)`` of a `Context`, defaults if absent."""
-    chars = getattr(context, "max_message_chars", None) or MAX_MESSAGE_CHARS
-    count = getattr(context, "max_turn_messages", None) or MAX_TURN_MESSAGES
-    return int(chars), int(count)
-
-
 def check_id(value: object, what: str) -> str:
     """`validate_id` raising `InvalidInputError` (same message)."""
     try:

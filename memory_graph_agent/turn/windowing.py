@@ -11,15 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memory_graph_agent.core import metrics
 from memory_graph_agent.core.records import MemoryEvent, event
-from memory_graph_agent.services.stores import Services
-from memory_graph_agent.storage.failsafe import window_buffer
-from memory_graph_agent.storage.outages import StoreUnavailable
-from memory_graph_agent.storage.window import StoredMessage
-from memory_graph_agent.turn.budgets import (
+from memory_graph_agent.core.run import RunContext
+from memory_graph_agent.prompting.budgets import (
     context_tokens,
     cut_to_recent_turns,
     messages_over_budget,
@@ -27,9 +24,11 @@ from memory_graph_agent.turn.budgets import (
     window_cut,
     window_token_cap,
 )
-
-if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
-    from graph.context import Context
+from memory_graph_agent.services.stores import Services
+from memory_graph_agent.settings import Settings
+from memory_graph_agent.storage.failsafe import window_buffer
+from memory_graph_agent.storage.outages import StoreUnavailable
+from memory_graph_agent.storage.window import StoredMessage
 
 SEEN_SLACK = 1000
 """Ids the seen-set may hold beyond the checkpoint's messages and the Redis lists'."""
@@ -65,21 +64,22 @@ async def read_backlog(services: Services, user: str, thread_id: str) -> WindowU
 
 async def update_window(
     services: Services,
-    settings: Context,
-    user: str,
+    settings: Settings,
+    ctx: RunContext,
     thread_id: str,
     messages: Sequence[Any],
     end_session: bool,
     next_system_prompt: str,
 ) -> WindowUpdate:
     """Push the turn's messages (once each), then move the oldest out of the window."""
+    user = ctx.user_id
     update = WindowUpdate()
     incoming = [StoredMessage.from_message(m) for m in messages]
     buffered = window_buffer.take(user, thread_id)
     try:
         pushed = await services.window.push(user, thread_id, buffered + incoming)
         moved, compressed = await _evict(
-            services, settings, user, thread_id, end_session, next_system_prompt, update
+            services, settings, ctx, thread_id, end_session, next_system_prompt, update
         )
         update.pending = await services.queue.backlog(user, thread_id)
         state_ids = [m.id for m in buffered + incoming]
@@ -109,8 +109,8 @@ async def update_window(
 
 async def _evict(
     services: Services,
-    settings: Context,
-    user: str,
+    settings: Settings,
+    ctx: RunContext,
     thread_id: str,
     end_session: bool,
     next_system_prompt: str,
@@ -120,18 +120,19 @@ async def _evict(
 
     Returns the moved messages and whether the token budget forced a compression.
     """
+    user = ctx.user_id
     window = await services.window.window(user, thread_id)
-    cap = window_token_cap(settings.memory_token_budget, settings.window_token_share)
+    cap = window_token_cap(settings.window.memory_token_budget, settings.window.token_share)
 
     def cut_of(messages: Sequence[StoredMessage]) -> int:
-        return window_cut(messages, settings.window_size, cap)
+        return window_cut(messages, settings.window.size, cap)
 
     count_cut = cut_of(window)
     token_cut = 0
     if not end_session:
-        budget = trigger_budget(context_tokens(settings), settings.trigger_ratio)
+        budget = trigger_budget(context_tokens(settings, ctx.model), settings.window.trigger_ratio)
         if messages_over_budget(next_system_prompt, window[count_cut:], budget):
-            token_cut = cut_to_recent_turns(window[count_cut:], settings.keep_recent_turns)
+            token_cut = cut_to_recent_turns(window[count_cut:], settings.window.keep_recent_turns)
     # any move needs the log write to be durable first
     evicting = (end_session and bool(window)) or count_cut + token_cut > 0
     try:
@@ -159,12 +160,13 @@ async def _evict(
     moved = await services.window.overflow(user, thread_id, cut_of)
     if not token_cut:
         return moved, False
-    keep = settings.keep_recent_turns
+    keep = settings.window.keep_recent_turns
     compressed = await services.window.evict_before_turns(user, thread_id, keep)
     _note(
         update,
         "compressed",
-        f"window: prompt over {settings.trigger_ratio:.0%} of {context_tokens(settings)} "
+        f"window: prompt over {settings.window.trigger_ratio:.0%} of "
+        f"{context_tokens(settings, ctx.model)} "
         f"tokens, {len(compressed)} messages before the last {keep} turns compressed",
     )
     return moved + compressed, bool(compressed)

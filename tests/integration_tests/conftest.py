@@ -19,6 +19,7 @@ import pytest
 from graph.builder import build_graph
 from memory_graph_agent.local import embedded
 from memory_graph_agent.local.embedded import ensure_services
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.postgres import with_database
 from memory_graph_agent.testing import environment
 from tests.conftest import EMBEDDING
@@ -98,8 +99,23 @@ async def services(memory_env: dict[str, str]) -> AsyncIterator:
 
 
 @pytest.fixture(scope="session")
-def agent(services, checkpointer):
-    return build_graph(services, checkpointer=checkpointer)
+def graph_for(services, checkpointer):
+    """The memory agent compiled with given `Settings` (once per settings), memory inline."""
+    graphs: dict = {}
+
+    def build(settings: Settings | None = None):
+        settings = Settings() if settings is None else settings
+        if settings not in graphs:
+            graphs[settings] = build_graph(services, checkpointer=checkpointer, settings=settings)
+        return graphs[settings]
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def agent(graph_for):
+    """The memory agent with the default settings."""
+    return graph_for()
 
 
 @pytest.fixture(scope="session")

@@ -24,6 +24,7 @@ from memory_graph_agent import MemoryMiddleware
 from memory_graph_agent.cli.session import run_turn
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.services.stores import open_checkpointer, services_session
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.testing import ScriptedChatModel, purpose_of
 from tests.conftest import EMBEDDING
 
@@ -72,12 +73,12 @@ class StuckChatModel(ScriptedChatModel):
 async def main(user: str, thread: str, via: str = "graph") -> None:
     stuck = StuckChatModel()
     model = register_chat_model(f"stuck-{uuid.uuid4().hex[:8]}", stuck)
-    knobs = {"model": model, "window_size": 2, "summary_batch": 2, "lease_seconds": LEASE_SECONDS}
-    ctx = Context(user_id=user, **knobs)
+    settings = Settings().override(window_size=2, summary_batch=2, lease_seconds=LEASE_SECONDS)
+    ctx = Context(user_id=user, model=model)
     async with services_session(EMBEDDING) as services:
         async with open_checkpointer(services.database_url) as saver:
             if via == "middleware":
-                middleware = MemoryMiddleware(services, **knobs)
+                middleware = MemoryMiddleware(services, model=model, settings=settings)
                 agent = create_agent(stuck, middleware=[middleware], checkpointer=saver)
                 config = {"configurable": {"thread_id": thread}}
                 for i in range(4):
@@ -85,9 +86,13 @@ async def main(user: str, thread: str, via: str = "graph") -> None:
                     await agent.ainvoke({"messages": [("user", text)]}, config, context=ctx)
             else:
                 memory = LocalScheduler()
-                agent = memory.bind(build_graph(services, saver, scheduler=memory))
+                agent = memory.bind(
+                    build_graph(services, saver, scheduler=memory, settings=settings)
+                )
                 for i in range(4):
-                    await run_turn(agent, ctx, thread, f"number {i} from the killed process")
+                    await run_turn(
+                        agent, ctx, thread, f"number {i} from the killed process", settings=settings
+                    )
             await asyncio.sleep(3600)
 
 

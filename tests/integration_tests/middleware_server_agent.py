@@ -12,13 +12,12 @@ from langchain.agents import create_agent
 
 from memory_graph_agent import MemoryMiddleware
 from memory_graph_agent.services.models import register_chat_model
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.testing import ScriptedChatModel
 
 model = ScriptedChatModel()
 memory = MemoryMiddleware(
     model=register_chat_model("middleware-server", model),
-    window_size=2,
-    summary_batch=2,
-    memory_delay_s=0,
+    settings=Settings().override(window_size=2, summary_batch=2, memory_delay_s=0),
 )
 agent = create_agent(model, system_prompt="You are Bob.", middleware=[memory])

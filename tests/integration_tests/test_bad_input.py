@@ -29,6 +29,7 @@ from langchain_core.messages import (
 from graph.context import Context
 from memory_graph_agent.cli.main import main
 from memory_graph_agent.core.ids import InvalidIdError
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.testing import ScriptedChatModel
 from memory_graph_agent.turn.validation import MAX_MESSAGE_CHARS, InvalidInputError
 from tests.conftest import kinds, say
@@ -142,8 +143,10 @@ GRAPH_REJECTS = {
 
 
 @pytest.mark.parametrize("case", list(GRAPH_REJECTS.values()), ids=list(GRAPH_REJECTS))
-async def test_graph_rejects_bad_input_and_stores_nothing(agent, make_context, services, case):
-    ctx = make_context(window_size=2, summary_batch=2)
+async def test_graph_rejects_bad_input_and_stores_nothing(graph_for, make_context, services, case):
+    settings = Settings().override(window_size=2, summary_batch=2)
+    ctx = make_context()
+    agent = graph_for(settings)
     with pytest.raises(case.error, match=case.match) as info:
         await agent.ainvoke(
             {"messages": case.messages}, {"configurable": {"thread_id": _thread()}}, context=ctx
@@ -195,26 +198,26 @@ def test_missing_user_id_defaults_to_default_user(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("field", "value", "match"),
+    ("name", "raw"),
     [
-        ("window_size", 0, "window_size must be >= 1"),
-        ("summary_batch", -3, "summary_batch must be >= 1"),
-        ("recall_k", 0, "recall_k must be >= 1"),
-        ("min_similarity", 2, r"min_similarity must be in \[0, 1\]"),
-        ("summary_mode", "x", "summary_mode must be 'llm' or 'raw'"),
-        ("memory_token_budget", -1, "memory_token_budget must be >= 0"),
+        ("WINDOW_SIZE", "0"),
+        ("SUMMARY_BATCH", "-3"),
+        ("RECALL_K", "0"),
+        ("MIN_SIMILARITY", "2"),
+        ("SUMMARY_MODE", "x"),
+        ("MEMORY_TOKEN_BUDGET", "-1"),
     ],
 )
-async def test_invalid_context_values_are_rejected_before_the_run(
-    agent, make_context, services, user_id, field, value, match
-):
-    with pytest.raises(ValueError, match=match):
-        make_context(**{field: value})
-    with pytest.raises(ValueError, match=match):
+async def test_invalid_settings_are_rejected_before_any_run(agent, services, user_id, name, raw):
+    with pytest.raises(ValueError, match=f"{name}={raw!r}"):
+        Settings.from_env({name: raw})  # the deployment's: refused when read, naming it
+    with pytest.raises(ValueError):
+        Settings().override(**{name.lower(): raw})
+    with pytest.raises(TypeError, match=name.lower()):  # a run's context holds no setting
         await agent.ainvoke(
             {"messages": [HumanMessage("hello")]},
             {"configurable": {"thread_id": _thread()}},
-            context={"user_id": user_id, field: value},
+            context={"user_id": user_id, name.lower(): raw},
         )
     await assert_nothing_stored(services, user_id)
 
@@ -231,9 +234,11 @@ ACCEPTED = {
 
 @pytest.mark.parametrize("text", list(ACCEPTED.values()), ids=list(ACCEPTED))
 async def test_unusual_but_valid_text_is_accepted_and_stored_whole(
-    agent, make_context, services, text
+    graph_for, make_context, services, text
 ):
-    ctx = make_context(window_size=2, summary_batch=2, summary_mode="raw")
+    settings = Settings().override(window_size=2, summary_batch=2, summary_mode="raw")
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     await say(agent, ctx, thread, text)
     window = await services.window.window(ctx.user_id, thread)
@@ -265,13 +270,15 @@ HUGE = "bees " * 40_000  # 200,000 characters: over the default limit of 32,000
     ids=["too_long", "nul"],
 )
 async def test_a_rejected_turn_never_wedges_its_thread_and_is_stored_nowhere(
-    agent, make_context, services, bad, match
+    graph_for, make_context, services, bad, match
 ):
     """The rejected input is in the checkpoint before any node runs (``add_messages``):
     the next turns of the same thread are answered, and nothing of it reaches the model,
     the window, the pending queue, the episodic log or a summary."""
     model = ScriptedChatModel()
-    ctx = make_context(window_size=2, summary_batch=2, summary_mode="raw", model_obj=model)
+    settings = Settings().override(window_size=2, summary_batch=2, summary_mode="raw")
+    ctx = make_context(model_obj=model)
+    agent = graph_for(settings)
     thread = _thread()
     await say(agent, ctx, thread, "a valid first turn")
     for _ in range(2):  # twice in a row: the first is undone with the next valid turn

@@ -14,6 +14,7 @@ from graph.background import LocalScheduler, memory_thread_id
 from graph.builder import build_graph
 from graph.maintenance import build_maintenance_graph
 from memory_graph_agent.cli.main import main
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.checkpoints import SaverCheckpoints
 from memory_graph_agent.testing import purpose_of
 from tests.conftest import say
@@ -47,8 +48,9 @@ def _thread() -> str:
 async def test_a_long_thread_keeps_its_latest_checkpoint_and_resumes(
     services, checkpointer, make_context
 ):
-    agent = build_graph(services, checkpointer)
-    ctx = make_context(memory_mode="inline", window_size=4, summary_batch=2)
+    settings = Settings().override(memory_mode="inline", window_size=4, summary_batch=2)
+    agent = build_graph(services, checkpointer, settings=settings)
+    ctx = make_context()
     thread, quiet = _thread(), _thread()
     for n in range(8):
         await say(agent, ctx, thread, f"turn number {n}: I like the colour {n}.")
@@ -56,7 +58,9 @@ async def test_a_long_thread_keeps_its_latest_checkpoint_and_resumes(
     before = (await agent.aget_state({"configurable": {"thread_id": thread}})).values
     assert await count(checkpointer, thread) >= 8 * 3  # a few checkpoints per turn
 
-    maintenance = build_maintenance_graph(services, SaverCheckpoints(checkpointer))
+    maintenance = build_maintenance_graph(
+        services, SaverCheckpoints(checkpointer), settings=settings
+    )
     dry = await maintenance.ainvoke({"user_id": ctx.user_id, "dry_run": True}, context=ctx)
     assert {e["id"] for e in dry["pruned"]} == {thread, quiet}
     assert await count(checkpointer, thread) >= 8 * 3, "a dry run changes nothing"
@@ -83,19 +87,21 @@ async def test_a_long_thread_keeps_its_latest_checkpoint_and_resumes(
     # retention off keeps everything
     await say(agent, ctx, thread, "one more")
     kept = await count(checkpointer, thread)
-    off = await maintenance.ainvoke(
-        {"user_id": ctx.user_id}, context=make_context(checkpoint_retention="off")
-    )
+    off_settings = Settings().override(checkpoint_retention="off")
+    off = await build_maintenance_graph(
+        services, SaverCheckpoints(checkpointer), settings=off_settings
+    ).ainvoke({"user_id": ctx.user_id}, context=make_context())
     assert off["pruned"] == [] and await count(checkpointer, thread) == kept > 1
 
 
 async def test_a_memory_thread_with_work_under_way_is_held_whole(
     services, checkpointer, make_context
 ):
+    settings = Settings().override(window_size=2, summary_batch=2, memory_delay_s=0)
     model = gated("summarize")
     memory = LocalScheduler()
-    agent = memory.bind(build_graph(services, checkpointer, scheduler=memory))
-    ctx = make_context(model_obj=model, window_size=2, summary_batch=2, memory_delay_s=0)
+    agent = memory.bind(build_graph(services, checkpointer, scheduler=memory, settings=settings))
+    ctx = make_context(model_obj=model)
     thread = _thread()
     model.gate.set()  # the first memory runs go through
     for n in range(3):
@@ -110,7 +116,9 @@ async def test_a_memory_thread_with_work_under_way_is_held_whole(
     held = await count(checkpointer, memory_thread)
     assert held > 1 and await services.queue.backlog(ctx.user_id, thread) > 0
 
-    maintenance = build_maintenance_graph(services, SaverCheckpoints(checkpointer))
+    maintenance = build_maintenance_graph(
+        services, SaverCheckpoints(checkpointer), settings=settings
+    )
     state = await maintenance.ainvoke({"user_id": ctx.user_id}, context=ctx)
     by_id = {e["id"]: e for e in state["pruned"]}
     assert by_id[memory_thread]["action"] == "held", by_id
@@ -132,18 +140,21 @@ async def test_a_memory_thread_is_pruned_while_its_conversation_waits_for_a_full
 ):
     """Messages waiting for a batch are no memory work under way (issue 33: the soak found
     an active conversation's memory threads never pruned, 323 checkpoints in one)."""
+    settings = Settings().override(window_size=2, summary_batch=4, memory_delay_s=0)
     memory = LocalScheduler()
-    agent = memory.bind(build_graph(services, checkpointer, scheduler=memory))
-    ctx = make_context(window_size=2, summary_batch=4, memory_delay_s=0)
+    agent = memory.bind(build_graph(services, checkpointer, scheduler=memory, settings=settings))
+    ctx = make_context()
     thread = _thread()
     for n in range(4):  # the third turn fills a batch: one memory run; the fourth waits
         await say(agent, ctx, thread, f"number {n}")
         await memory.drain()
     memory_thread = memory_thread_id(ctx.user_id, thread)
     assert await count(checkpointer, memory_thread) > 1
-    assert 0 < await services.queue.backlog(ctx.user_id, thread) < ctx.summary_batch
+    assert 0 < await services.queue.backlog(ctx.user_id, thread) < settings.formation.summary_batch
 
-    maintenance = build_maintenance_graph(services, SaverCheckpoints(checkpointer))
+    maintenance = build_maintenance_graph(
+        services, SaverCheckpoints(checkpointer), settings=settings
+    )
     state = await maintenance.ainvoke({"user_id": ctx.user_id}, context=ctx)
 
     by_id = {e["id"]: e for e in state["pruned"]}
@@ -157,10 +168,11 @@ async def test_a_memory_thread_is_pruned_while_its_conversation_waits_for_a_full
 async def test_a_turn_in_flight_keeps_its_state_while_its_thread_is_pruned(
     services, checkpointer, make_context
 ):
+    settings = Settings().override(memory_mode="inline", window_token_share=1.0)
     model = gated("reply")
-    agent = build_graph(services, checkpointer)
+    agent = build_graph(services, checkpointer, settings=settings)
     # a window that holds all four turns: the state shows whether pruning lost any
-    ctx = make_context(model_obj=model, memory_mode="inline", window_token_share=1.0)
+    ctx = make_context(model_obj=model)
     thread = _thread()
     model.gate.set()
     for n in range(3):
@@ -169,7 +181,9 @@ async def test_a_turn_in_flight_keeps_its_state_while_its_thread_is_pruned(
     model.started.clear()
     turn = asyncio.create_task(say(agent, ctx, thread, "the turn in flight"))
     await asyncio.wait_for(model.started.wait(), 10)  # it waits in respond
-    maintenance = build_maintenance_graph(services, SaverCheckpoints(checkpointer))
+    maintenance = build_maintenance_graph(
+        services, SaverCheckpoints(checkpointer), settings=settings
+    )
     await maintenance.ainvoke({"user_id": ctx.user_id}, context=ctx)
     model.gate.set()
     out = await asyncio.wait_for(turn, 20)
@@ -184,8 +198,9 @@ async def test_a_turn_in_flight_keeps_its_state_while_its_thread_is_pruned(
 async def test_memory_agent_maintain_prunes_checkpoints(
     services, checkpointer, make_context, capsys, dry_run
 ):
-    ctx = make_context(memory_mode="inline")
-    agent, thread = build_graph(services, checkpointer), _thread()
+    settings = Settings().override(memory_mode="inline")
+    ctx = make_context()
+    agent, thread = build_graph(services, checkpointer, settings=settings), _thread()
     for n in range(3):
         await say(agent, ctx, thread, f"turn {n}")
     before = await count(checkpointer, thread)
@@ -199,13 +214,16 @@ async def test_memory_agent_maintain_prunes_checkpoints(
 async def test_all_users_covers_a_user_with_threads_and_no_memories_yet(
     services, checkpointer, make_context
 ):
-    agent = build_graph(services, checkpointer)
-    ctx = make_context(memory_mode="inline")  # window_size 20: nothing is summarized yet
+    settings = Settings().override(memory_mode="inline")
+    agent = build_graph(services, checkpointer, settings=settings)
+    ctx = make_context()  # window_size 20: nothing is summarized yet
     thread = _thread()
     for n in range(3):
         await say(agent, ctx, thread, f"hello {n}")
     assert await services.memories.count(ctx.user_id) == {}
-    maintenance = build_maintenance_graph(services, SaverCheckpoints(checkpointer))
+    maintenance = build_maintenance_graph(
+        services, SaverCheckpoints(checkpointer), settings=settings
+    )
     state = await maintenance.ainvoke({"all_users": True}, context=ctx)
     assert ctx.user_id in state["users"]
     assert await count(checkpointer, thread) == 1

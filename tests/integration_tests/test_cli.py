@@ -13,6 +13,7 @@ import pytest
 
 from memory_graph_agent.cli.main import main
 from memory_graph_agent.services.models import register_chat_model
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.testing import ScriptedChatModel
 from tests.conftest import say
 
@@ -27,9 +28,11 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 async def test_memory_show_prints_profile_and_summaries_with_provenance(
-    agent, make_context, capsys
+    graph_for, make_context, capsys
 ):
-    ctx = make_context(window_size=2, summary_batch=2)
+    settings = Settings().override(window_size=2, summary_batch=2)
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = f"t-{uuid.uuid4().hex[:6]}"
     await say(agent, ctx, thread, "Hi! My name is Zhang San and I live in Berlin.")
     await say(agent, ctx, thread, "What is a haiku?")

@@ -7,8 +7,9 @@ from collections import Counter
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from memory_graph_agent.prompting.budgets import count_tokens
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.testing import ScriptedChatModel, default_handler, prompt_text
-from memory_graph_agent.turn.budgets import count_tokens
 from tests.conftest import kinds, say
 
 WIDE = {"memory_token_budget": 20_000, "window_token_share": 1.0}
@@ -32,8 +33,12 @@ async def _turn(agent, ctx, thread: str, messages: list) -> dict:
     )
 
 
-async def test_long_turns_compress_all_but_the_last_five_turns(agent, make_context, services):
-    ctx = make_context(window_size=50, context_window_tokens=8192, trigger_ratio=0.8, **WIDE)
+async def test_long_turns_compress_all_but_the_last_five_turns(graph_for, make_context, services):
+    settings = Settings().override(
+        window_size=50, context_window_tokens=8192, trigger_ratio=0.8, **WIDE
+    )
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     turns: list[list[str]] = []
     for i in range(8):
@@ -60,8 +65,10 @@ async def test_long_turns_compress_all_but_the_last_five_turns(agent, make_conte
     assert ("trim_window", "compressed") in kinds(state)
 
 
-async def test_short_turns_do_not_compress(agent, make_context, services):
-    ctx = make_context(window_size=50, context_window_tokens=8192, **WIDE)
+async def test_short_turns_do_not_compress(graph_for, make_context, services):
+    settings = Settings().override(window_size=50, context_window_tokens=8192, **WIDE)
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     for i in range(8):
         state = await say(agent, ctx, thread, f"short message {i}")
@@ -70,8 +77,12 @@ async def test_short_turns_do_not_compress(agent, make_context, services):
     assert not state["compress"]
 
 
-async def test_a_small_context_compresses_even_short_turns(agent, make_context, services):
-    ctx = make_context(window_size=50, context_window_tokens=900, keep_recent_turns=2, **WIDE)
+async def test_a_small_context_compresses_even_short_turns(graph_for, make_context, services):
+    settings = Settings().override(
+        window_size=50, context_window_tokens=900, keep_recent_turns=2, **WIDE
+    )
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     for i in range(6):
         state = await say(agent, ctx, thread, f"message {i} " + SENTENCE * 8)  # ~150 tokens
@@ -83,8 +94,10 @@ async def test_a_small_context_compresses_even_short_turns(agent, make_context, 
     assert state["thread_summary"]
 
 
-async def test_tool_call_chains_are_never_split(agent, make_context, services):
-    ctx = make_context(window_size=50, context_window_tokens=8192, **WIDE)
+async def test_tool_call_chains_are_never_split(graph_for, make_context, services):
+    settings = Settings().override(window_size=50, context_window_tokens=8192, **WIDE)
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
 
     def chain(name: str) -> list:
@@ -115,7 +128,9 @@ async def test_tool_call_chains_are_never_split(agent, make_context, services):
             assert m.tool_call_id in {c["id"] for c in previous.tool_calls}
 
 
-async def test_summaries_of_long_turns_fit_the_summarizer_context(agent, make_context, services):
+async def test_summaries_of_long_turns_fit_the_summarizer_context(
+    graph_for, make_context, services
+):
     seen: list[int] = []
 
     def recording(messages):
@@ -125,22 +140,26 @@ async def test_summaries_of_long_turns_fit_the_summarizer_context(agent, make_co
 
     model = ScriptedChatModel(handler=recording)
     # four pending messages hold two ~1,500-token turns: more than 80% of 3,000 tokens
-    ctx = make_context(window_size=2, summary_batch=4, context_window_tokens=3000, model_obj=model)
+    settings = Settings().override(window_size=2, summary_batch=4, context_window_tokens=3000)
+    ctx = make_context(model_obj=model)
+    agent = graph_for(settings)
     thread = _thread()
     for i in range(6):
         await say(agent, ctx, thread, long_text(i))
     assert len(seen) >= 2 and max(seen) <= 3000 * 0.8
     summaries = await services.memories.list(ctx.user_id, kind="summary")
     assert all(len(s.source_ids) <= 2 for s in summaries)
-    assert await services.queue.backlog(ctx.user_id, thread) < ctx.summary_batch
+    assert await services.queue.backlog(ctx.user_id, thread) < settings.formation.summary_batch
 
 
-async def test_a_rejected_turn_after_compression_loses_nothing(agent, make_context, services):
+async def test_a_rejected_turn_after_compression_loses_nothing(graph_for, make_context, services):
     import pytest
 
     from memory_graph_agent.turn.validation import InvalidInputError, discard_rejected
 
-    ctx = make_context(window_size=50, context_window_tokens=8192, **WIDE)
+    settings = Settings().override(window_size=50, context_window_tokens=8192, **WIDE)
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     for i in range(7):
         await say(agent, ctx, thread, long_text(i))
@@ -181,11 +200,15 @@ async def test_window_store_evict_before_turns_and_flush(services, user_id):
 
 
 async def test_respond_never_sends_a_prompt_larger_than_the_context(
-    agent, make_context, fake_model
+    graph_for, make_context, fake_model
 ):
     # 8 turns of ~1,500 tokens: without the respond-side fit the later prompts reached
     # ~11k tokens of an 8,192-token context (trim_window compresses only after respond).
-    ctx = make_context(window_size=50, context_window_tokens=8192, trigger_ratio=0.8, **WIDE)
+    settings = Settings().override(
+        window_size=50, context_window_tokens=8192, trigger_ratio=0.8, **WIDE
+    )
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     for i in range(8):
         await say(agent, ctx, thread, long_text(i))

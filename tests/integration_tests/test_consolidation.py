@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.testing import ScriptedChatModel, block, default_handler, prompt_text
 from tests.conftest import say
@@ -66,7 +67,7 @@ async def _by_id(services, user_id: str) -> dict[str, Memory]:
 
 @pytest.mark.parametrize("action", ["created", "merged", "updated", "strengthened", "discarded"])
 async def test_a_near_duplicate_summary_gets_the_model_decision(
-    agent, make_context, services, user_id, action
+    graph_for, make_context, services, user_id, action
 ):
     old = await _seed(services, user_id)
     prompts: list[str] = []
@@ -77,7 +78,9 @@ async def test_a_near_duplicate_summary_gets_the_model_decision(
         log=prompts,
     )
     # no recall into the prompt: access counts then only move by consolidation
-    ctx = make_context(window_size=2, summary_batch=2, memory_token_budget=0, model_obj=model)
+    settings = Settings().override(window_size=2, summary_batch=2, memory_token_budget=0)
+    ctx = make_context(model_obj=model)
+    agent = graph_for(settings)
     state = await _two_turns(agent, ctx)
 
     # the model compared the new summary with the stored memory
@@ -117,11 +120,13 @@ async def test_a_near_duplicate_summary_gets_the_model_decision(
 
 
 async def test_a_summary_with_nothing_similar_is_created_without_a_model_call(
-    agent, make_context, services, user_id
+    graph_for, make_context, services, user_id
 ):
     await _seed(services, user_id, text="The user keeps bees on a rooftop in Oslo.")
     prompts: list[str] = []
-    ctx = make_context(window_size=2, summary_batch=2, model_obj=_deciding("merged", log=prompts))
+    settings = Settings().override(window_size=2, summary_batch=2)
+    ctx = make_context(model_obj=_deciding("merged", log=prompts))
+    agent = graph_for(settings)
     await _two_turns(agent, ctx)
     assert prompts == []
     (decision,) = await services.decisions.list(user_id, item_kind="summary")
@@ -136,11 +141,13 @@ async def test_a_summary_with_nothing_similar_is_created_without_a_model_call(
     ],
 )
 async def test_an_invalid_decision_falls_back_to_created(
-    agent, make_context, services, user_id, target, merged, why
+    graph_for, make_context, services, user_id, target, merged, why
 ):
     old = await _seed(services, user_id)
     model = _deciding("merged", target=target or old.id, merged=merged)
-    ctx = make_context(window_size=2, summary_batch=2, model_obj=model)
+    settings = Settings().override(window_size=2, summary_batch=2)
+    ctx = make_context(model_obj=model)
+    agent = graph_for(settings)
     await _two_turns(agent, ctx)
     by_id = await _by_id(services, user_id)
     assert {m.status for m in by_id.values()} == {"active"}
@@ -159,7 +166,14 @@ async def test_a_replayed_summary_keeps_its_decision_and_bumps_once(
     thread = _thread()
     await fill_pending(services, user_id, thread, 2)
     summary = (
-        await run_node(services, summarize, {"messages": []}, make_context(summary_batch=4), thread)
+        await run_node(
+            services,
+            summarize,
+            {"messages": []},
+            make_context(),
+            thread,
+            settings=Settings().override(summary_batch=4),
+        )
     )["summary"]
     old = await _seed(services, user_id, text=summary["text"])  # an exact repeat
     calls: list[str] = []
@@ -193,19 +207,17 @@ def _reflector(facts: list[dict]):
 
 
 async def test_reflection_fires_on_summed_importance_and_proposes_grounded_facts(
-    agent, make_context, services, user_id
+    graph_for, make_context, services, user_id
 ):
     facts = [
         {"key": "occupation", "value": "nurse", "importance": 0.8},
         {"key": "employer", "value": "Google", "importance": 0.9},  # never said
     ]
-    ctx = make_context(
-        window_size=2,
-        summary_batch=2,
-        reflect_after=10,
-        reflect_importance_threshold=1.0,  # two summaries of importance 0.5
-        model_obj=_reflector(facts),
+    settings = Settings().override(  # two summaries of importance 0.5
+        window_size=2, summary_batch=2, reflect_after=10, reflect_importance_threshold=1.0
     )
+    ctx = make_context(model_obj=_reflector(facts))
+    agent = graph_for(settings)
     thread = _thread()
     await say(agent, ctx, thread, "I work as a nurse at the city hospital.")
     state = await say(agent, ctx, thread, "I enjoy long walks by the river.")
@@ -234,14 +246,11 @@ async def test_reflection_fires_on_summed_importance_and_proposes_grounded_facts
     assert {("reflection", "created"), ("fact", "created")} <= kinds
 
 
-async def test_reflection_ignores_superseded_summaries(agent, make_context, services, user_id):
+async def test_reflection_ignores_superseded_summaries(graph_for, make_context, services, user_id):
     old = await _seed(services, user_id)
-    ctx = make_context(
-        window_size=2,
-        summary_batch=2,
-        reflect_after=2,
-        model_obj=_deciding("discarded", target=old.id),
-    )
+    settings = Settings().override(window_size=2, summary_batch=2, reflect_after=2)
+    ctx = make_context(model_obj=_deciding("discarded", target=old.id))
+    agent = graph_for(settings)
     thread = _thread()
     await say(agent, ctx, thread, NEW_TURN)
     state = await say(agent, ctx, thread, "Tell me about volcanoes.")
@@ -260,25 +269,21 @@ async def test_reflection_ignores_superseded_summaries(agent, make_context, serv
     ],
 )
 def test_route_after_consolidate_reflects_by_importance_or_count(since, importance, expected):
-    from types import SimpleNamespace
 
-    from graph.context import Context
     from graph.routing import route_after_consolidate
 
-    runtime = SimpleNamespace(
-        context=Context(
-            user_id="router", model="registered:x", reflect_after=10, reflect_importance_threshold=1
-        )
-    )
+    settings = Settings().override(reflect_after=10, reflect_importance_threshold=1)
     state = {"summaries_since_reflection": since, "importance_since_reflection": importance}
-    assert route_after_consolidate(state, runtime) == expected
+    assert route_after_consolidate(state, settings=settings) == expected
 
 
-async def test_memory_show_lists_the_decisions(agent, make_context, services, user_id, capsys):
+async def test_memory_show_lists_the_decisions(graph_for, make_context, services, user_id, capsys):
     from memory_graph_agent.cli.main import main
 
     old = await _seed(services, user_id)
-    ctx = make_context(window_size=2, summary_batch=2, model_obj=_deciding("updated", old.id))
+    settings = Settings().override(window_size=2, summary_batch=2)
+    ctx = make_context(model_obj=_deciding("updated", old.id))
+    agent = graph_for(settings)
     await _two_turns(agent, ctx)
     code = await asyncio.to_thread(main, ["memory", "show", "--user", user_id, "--json"])
     assert code == 0
@@ -294,23 +299,22 @@ async def test_memory_show_lists_the_decisions(agent, make_context, services, us
 
 
 async def test_raw_summary_mode_consolidates_without_a_model_call(
-    agent, make_context, services, user_id
+    graph_for, make_context, services, user_id
 ):
     await _seed(services, user_id, text=f"human: {NEW_TURN}")
     prompts: list[str] = []
-    ctx = make_context(
-        window_size=2,
-        summary_batch=2,
-        summary_mode="raw",
-        model_obj=_deciding("merged", log=prompts),
-    )
+    settings = Settings().override(window_size=2, summary_batch=2, summary_mode="raw")
+    ctx = make_context(model_obj=_deciding("merged", log=prompts))
+    agent = graph_for(settings)
     await _two_turns(agent, ctx)
     assert prompts == []
     (decision,) = await services.decisions.list(user_id, item_kind="summary")
     assert decision.action == "created" and "raw summary mode" in decision.detail["reason"]
 
 
-async def test_a_reflection_never_replaces_a_profile_value(agent, make_context, services, user_id):
+async def test_a_reflection_never_replaces_a_profile_value(
+    graph_for, make_context, services, user_id
+):
     from memory_graph_agent.storage.profile import Fact
 
     # consolidation already learned the user's latest city; the reflection, reading
@@ -319,12 +323,9 @@ async def test_a_reflection_never_replaces_a_profile_value(agent, make_context, 
         user_id, [Fact("city", "Berlin", 0.8, ["s-new"])], lambda i, p=False: 30
     )
     facts = [{"key": "city", "value": "Paris", "importance": 0.8}]
-    ctx = make_context(
-        window_size=2,
-        summary_batch=2,
-        reflect_importance_threshold=1.0,
-        model_obj=_reflector(facts),
-    )
+    settings = Settings().override(window_size=2, summary_batch=2, reflect_importance_threshold=1.0)
+    ctx = make_context(model_obj=_reflector(facts))
+    agent = graph_for(settings)
     thread = _thread()
     await say(agent, ctx, thread, "Paris was my home for years.")
     await say(agent, ctx, thread, "I enjoy long walks by the river.")

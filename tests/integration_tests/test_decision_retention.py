@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from graph.maintenance import build_maintenance_graph
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.decisions import Decision
 from tests.builders import msg
 from tests.integration_tests.test_consolidation import _deciding, _seed
@@ -92,20 +93,23 @@ async def test_old_decisions_go_recent_and_still_needed_ones_stay_per_user(
 async def test_retention_0_keeps_every_decision_and_the_knob_is_read(
     make_context, services, user_id
 ):
+    settings = Settings().override(decision_retention_days=0)
     await _decide(services, user_id, "ancient", OLD - timedelta(days=3000))
     await _decide(services, user_id, "old", OLD)
-    graph = build_maintenance_graph(services)
-    off = await graph.ainvoke({"user_id": user_id}, context=make_context(decision_retention_days=0))
+    graph = build_maintenance_graph(services, settings=settings)
+    off = await graph.ainvoke({"user_id": user_id}, context=make_context())
     assert off["decisions"] == [] and off["report"]["decisions_pruned"] == 0
     assert off["report"]["decision_retention"] == "off (decision_retention_days=0)"
     assert await _items(services, user_id) == {"ancient", "old"}
 
-    longer = make_context(decision_retention_days=365)
-    state = await graph.ainvoke({"user_id": user_id}, context=longer)
+    longer = build_maintenance_graph(
+        services, settings=Settings().override(decision_retention_days=365)
+    )
+    state = await longer.ainvoke({"user_id": user_id}, context=make_context())
     assert state["report"]["decisions_pruned"] == 1
     assert await _items(services, user_id) == {"old"}
-    with pytest.raises(ValueError, match="decision_retention_days must be >= 0"):
-        make_context(decision_retention_days=-1)
+    with pytest.raises(ValueError, match="DECISION_RETENTION_DAYS='-1'"):
+        Settings.from_env({"DECISION_RETENTION_DAYS": "-1"})
 
 
 async def test_all_users_reaches_a_user_who_only_has_decisions_left(
@@ -125,34 +129,40 @@ async def test_a_retry_after_maintenance_still_replays_its_recorded_decision(
     """Worker A decided and applied, lost its lease, and its ack was refused; the batch
     waits in ``processing`` for B. Maintenance in between keeps A's decision, so B's retry
     replays it: the model is asked once and the target is strengthened once."""
+    settings = Settings().override(summary_batch=4, lease_seconds=0.2)
     from nodes.consolidate import consolidate
     from nodes.summarize import summarize
 
     thread = _thread()
     await fill_pending(services, user_id, thread, 2)
     state = {"messages": []}
-    short = make_context(summary_batch=4, lease_seconds=0.2)
-    late = (await run_node(services, summarize, state, short, thread))["summary"]
+    short = make_context()
+    late = (await run_node(services, summarize, state, short, thread, settings))["summary"]
     await asyncio.sleep(0.3)  # A's lease expires; B reclaims the same batch
-    retry = (await run_node(services, summarize, state, make_context(summary_batch=4), thread))[
+    batch_of_4 = Settings().override(summary_batch=4)
+    retry = (await run_node(services, summarize, state, make_context(), thread, batch_of_4))[
         "summary"
     ]
     assert retry["source_ids"] == late["source_ids"] and retry["worker"] != late["worker"]
     target = await _seed(services, user_id, text=late["text"])
     calls: list[str] = []
     ctx = make_context(model_obj=_deciding("strengthened", target=target.id, log=calls))
-    await run_node(services, consolidate, {**state, "summary": late}, ctx, thread)
+    await run_node(
+        services, consolidate, {**state, "summary": late}, ctx, thread, settings=settings
+    )
     assert await services.queue.backlog(user_id, thread) > 0, "A's ack was refused"
     await services.db.query(  # A decided 200 days ago: the batch was stuck that long
         "UPDATE memory_decisions SET decided_at = :at WHERE user_id = :u",
         {"at": OLD, "u": user_id},
     )
 
-    maintained = await build_maintenance_graph(services).ainvoke(
+    maintained = await build_maintenance_graph(services, settings=settings).ainvoke(
         {"user_id": user_id}, context=make_context()
     )
     assert [e["held_threads"] for e in maintained["decisions"]] == [[thread]]
-    out = await run_node(services, consolidate, {**state, "summary": retry}, ctx, thread)
+    out = await run_node(
+        services, consolidate, {**state, "summary": retry}, ctx, thread, settings=settings
+    )
     assert out["summary_stored"] is True
     assert len(calls) == 1, "the kept decision is replayed: the model is not asked again"
     (strengthened,) = await services.memories.get(user_id, [target.id])

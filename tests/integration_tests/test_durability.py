@@ -10,6 +10,7 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.outages import guard
 from memory_graph_agent.testing import ScriptedChatModel
 from tests.conftest import kinds, say
@@ -37,9 +38,11 @@ async def _assert_exactly_once(services, user: str, thread: str) -> None:
 
 
 async def test_every_message_is_logged_before_it_can_leave_the_window(
-    agent, make_context, services
+    graph_for, make_context, services
 ):
-    ctx = make_context(window_size=4, summary_batch=2)
+    settings = Settings().override(window_size=4, summary_batch=2)
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     for i in range(8):
         await say(agent, ctx, thread, f"message {i}")
@@ -52,9 +55,11 @@ async def test_every_message_is_logged_before_it_can_leave_the_window(
 
 
 async def test_a_crashed_worker_batch_is_reclaimed_after_its_lease_and_stored_once(
-    agent, make_context, services
+    graph_for, make_context, services
 ):
-    ctx = make_context(window_size=2, summary_batch=4, lease_seconds=0.3)
+    settings = Settings().override(window_size=2, summary_batch=4, lease_seconds=0.3)
+    ctx = make_context()
+    agent = graph_for(settings)
     user, thread = ctx.user_id, _thread()
     await say(agent, ctx, thread, "one")
     await say(agent, ctx, thread, "two")  # 2 messages evicted, below the batch size
@@ -78,9 +83,13 @@ async def test_a_crashed_worker_batch_is_reclaimed_after_its_lease_and_stored_on
 
 
 async def test_storage_failures_back_off_then_dead_letter_then_redrive(
-    agent, make_context, services, monkeypatch
+    graph_for, make_context, services, monkeypatch
 ):
-    ctx = make_context(window_size=2, summary_batch=2, max_attempts=3, retry_backoff_s=0.5)
+    settings = Settings().override(
+        window_size=2, summary_batch=2, max_attempts=3, retry_backoff_s=0.5
+    )
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     real_add = services.memories.add
 
@@ -113,9 +122,11 @@ async def test_storage_failures_back_off_then_dead_letter_then_redrive(
 
 
 async def test_messages_lost_by_redis_are_requeued_from_the_episodic_log(
-    agent, make_context, services
+    graph_for, make_context, services
 ):
-    ctx = make_context(window_size=4, summary_batch=4)
+    settings = Settings().override(window_size=4, summary_batch=4)
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     for i in range(3):
         await say(agent, ctx, thread, f"before loss {i}")
@@ -137,11 +148,13 @@ async def test_messages_lost_by_redis_are_requeued_from_the_episodic_log(
 
 
 async def test_episodic_log_outage_defers_eviction_and_loses_nothing(
-    agent, make_context, services, monkeypatch
+    graph_for, make_context, services, monkeypatch
 ):
     from sqlalchemy.exc import OperationalError
 
-    ctx = make_context(window_size=2, summary_batch=2)
+    settings = Settings().override(window_size=2, summary_batch=2)
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     real_append = services.episodes.append
 
@@ -181,29 +194,29 @@ class ChaoticModel(ScriptedChatModel):
 
 
 async def test_random_model_failures_never_lose_or_duplicate_a_message(
-    agent, make_context, services
+    graph_for, make_context, services
 ):
     import random
 
     from nodes.respond import ModelUnavailableError
 
     model = ChaoticModel(rng=random.Random(1234))
-    ctx = make_context(
-        window_size=4, summary_batch=2, reflect_after=3, model_timeout_s=0.2, model_obj=model
+    settings = Settings().override(
+        window_size=4, summary_batch=2, reflect_after=3, model_timeout_s=0.2
     )
+    ctx = make_context(model_obj=model)
     thread = _thread()
     failed_turns = 0
     for i in range(40):
         try:
-            await say(agent, ctx, thread, f"turn {i} about topic {i}")
+            await say(graph_for(settings), ctx, thread, f"turn {i} about topic {i}")
         except ModelUnavailableError:
             failed_turns += 1  # the reply path has its own clear error; the message is kept
     assert failed_turns > 0
     # a last turn with a model that answers: a kept message of a failed last turn goes too
-    steady = make_context(
-        window_size=4, summary_batch=2, reflect_after=3, model_obj=ScriptedChatModel()
-    )
-    await say(agent, steady, thread, "the end")
+    settings_steady = Settings().override(window_size=4, summary_batch=2, reflect_after=3)
+    steady = make_context(model_obj=ScriptedChatModel())
+    await say(graph_for(settings_steady), steady, thread, "the end")
     await _assert_exactly_once(services, ctx.user_id, thread)
     humans = [
         m.content for m in await services.episodes.history(ctx.user_id, thread) if m.role == "human"
@@ -214,13 +227,15 @@ async def test_random_model_failures_never_lose_or_duplicate_a_message(
 
 
 async def test_dead_letters_are_visible_in_memory_show_and_redriven_by_the_cli(
-    agent, make_context, services, monkeypatch, capsys
+    graph_for, make_context, services, monkeypatch, capsys
 ):
     import json
 
     from memory_graph_agent.cli.main import main
 
-    ctx = make_context(window_size=2, summary_batch=2, max_attempts=1)
+    settings = Settings().override(window_size=2, summary_batch=2, max_attempts=1)
+    ctx = make_context()
+    agent = graph_for(settings)
 
     async def postgres_down(memory, vector=None):
         raise ConnectionError("connection refused")

@@ -6,9 +6,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 
-from memory_graph_agent.core.knobs import with_knobs
 from memory_graph_agent.recall.retrieval import retrieve
-from memory_graph_agent.recall.weights import RecallWeights
+from memory_graph_agent.settings import RecallWeights, Settings
 from memory_graph_agent.storage.forget import forget_user
 from tests.builders import log_turns as log
 
@@ -51,25 +50,29 @@ async def test_the_edges_are_written_with_the_turns_and_replaced_on_reindex(serv
 
 async def test_recall_follows_an_entity_edge_to_a_turn_no_search_found(services, make_context):
     # no neighbour or summary links, dense-only hits dropped: only the edge reaches it
-    ctx = make_context(min_similarity=0.99, recall_weights=ENTITY_EDGES_ONLY)
+    settings = Settings().override(min_similarity=0.99, **ENTITY_EDGES_ONLY.model_dump())
+    ctx = make_context()
     (seed,) = await log(services, ctx.user_id, "t1", SEED)
     (linked,) = await log(services, ctx.user_id, "t2", LINKED, day="2024-05-02")
     await log(services, ctx.user_id, "t3", *FILLER, day="2024-06-02")
 
-    found = _sources(await retrieve(services, ctx, QUESTION, "x", touch=False))
+    found = _sources(await retrieve(services, settings, ctx, QUESTION, "x", touch=False))
     assert seed in found and linked in found
     assert found[linked]["via"] == "entity" and found[linked]["entity_bonus"] > 0
-    off = _sources(await retrieve(services, with_knobs(ctx, entity_weight=0.0), QUESTION, "x"))
+    off = _sources(
+        await retrieve(services, settings.override(entity_weight=0.0), ctx, QUESTION, "x")
+    )
     assert seed in off and linked not in off
 
 
 async def test_edges_never_reach_another_users_turns(services, make_context):
-    ctx = make_context(min_similarity=0.99, recall_weights=ENTITY_EDGES_ONLY)
+    settings = Settings().override(min_similarity=0.99, **ENTITY_EDGES_ONLY.model_dump())
+    ctx = make_context()
     other = replace(ctx, user_id=f"u-{uuid.uuid4().hex[:8]}")
     (seed,) = await log(services, ctx.user_id, "t1", SEED)
     theirs = await log(services, other.user_id, "t1", LINKED, LINKED.replace("May", "June"))
 
-    found = _sources(await retrieve(services, ctx, QUESTION, "x", touch=False))
+    found = _sources(await retrieve(services, settings, ctx, QUESTION, "x", touch=False))
     assert seed in found and not set(theirs) & set(found)
     assert await services.episodes.entities.reach(ctx.user_id, ["priya"]) == []
     reached = await services.episodes.entities.reach(other.user_id, ["priya"])

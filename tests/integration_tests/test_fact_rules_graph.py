@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.testing import default_handler
 from tests.conftest import say
 
@@ -28,10 +29,12 @@ async def _introduce(agent, ctx) -> None:
 
 
 async def test_rules_fix_a_small_models_mis_assigned_fact(
-    agent, make_context, services, fake_model
+    graph_for, make_context, services, fake_model
 ):
     fake_model.handler = _mistaken_extractor
-    ctx = make_context(window_size=2, summary_batch=2, fact_rules="on")
+    settings = Settings().override(window_size=2, summary_batch=2, fact_rules="on")
+    ctx = make_context()
+    agent = graph_for(settings)
     await _introduce(agent, ctx)
     profile = await services.profile.get(ctx.user_id)
     assert {k: v["value"] for k, v in profile.items()} == {
@@ -42,9 +45,11 @@ async def test_rules_fix_a_small_models_mis_assigned_fact(
     assert all(v["source_ids"] for v in profile.values())  # provenance: the summary
 
 
-async def test_without_rules_the_model_alone_decides(agent, make_context, services, fake_model):
+async def test_without_rules_the_model_alone_decides(graph_for, make_context, services, fake_model):
     fake_model.handler = _mistaken_extractor
-    ctx = make_context(window_size=2, summary_batch=2, fact_rules="off")
+    settings = Settings().override(window_size=2, summary_batch=2, fact_rules="off")
+    ctx = make_context()
+    agent = graph_for(settings)
     await _introduce(agent, ctx)
     profile = await services.profile.get(ctx.user_id)
     assert {k: v["value"] for k, v in profile.items()} == {"city": "Zhang San"}
@@ -68,17 +73,21 @@ async def _assert_moved(services, ctx) -> None:
 
 
 async def test_a_move_replaces_the_city_and_keeps_the_old_one_in_history(
-    agent, make_context, services, fake_model
+    graph_for, make_context, services, fake_model
 ):
     fake_model.handler = _mistaken_extractor  # the model proposes nonsense for the city
-    ctx = make_context(window_size=2, summary_batch=2, fact_rules="on")
+    settings = Settings().override(window_size=2, summary_batch=2, fact_rules="on")
+    ctx = make_context()
+    agent = graph_for(settings)
     await _lyon_then_porto(agent, ctx)
     await _assert_moved(services, ctx)
 
 
 @pytest.mark.local_model
 @pytest.mark.slow
-async def test_a_move_replaces_the_city_with_the_local_model(agent, make_context, services):
-    ctx = make_context(model="local:smollm2", window_size=2, summary_batch=2)
+async def test_a_move_replaces_the_city_with_the_local_model(graph_for, make_context, services):
+    settings = Settings().override(window_size=2, summary_batch=2)
+    ctx = make_context(model="local:smollm2")
+    agent = graph_for(settings)
     await _lyon_then_porto(agent, ctx)
     await _assert_moved(services, ctx)

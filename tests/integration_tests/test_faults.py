@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from memory_graph_agent.local import embedded
+from memory_graph_agent.settings import Settings
 from tests.conftest import kinds, say
 
 
@@ -47,13 +48,21 @@ def private_servers(monkeypatch):
 
 
 @pytest.fixture
-async def agent(private_servers, checkpointer):
-    """The agent on the private servers (the session's agent uses the shared ones)."""
+async def private_graph_for(private_servers, checkpointer):
+    """The agent on the private servers for given settings (the session's uses the shared)."""
     from graph.builder import build_graph
     from memory_graph_agent.services.stores import services_session
 
     async with services_session("local:all-minilm-l6-v2") as services:
-        yield build_graph(services, checkpointer=checkpointer)
+        yield lambda settings=None: build_graph(
+            services, checkpointer=checkpointer, settings=settings or Settings()
+        )
+
+
+@pytest.fixture
+def agent(private_graph_for):
+    """The agent on the private servers, with the default settings."""
+    return private_graph_for()
 
 
 async def _invariant(user: str, thread: str, expected_turns: int) -> None:
@@ -78,9 +87,13 @@ async def _check(services, user: str, thread: str, expected_turns: int) -> None:
     assert not (set(counts) & (window | backlog | dead)), "a message is in two places"
 
 
-async def test_redis_killed_mid_conversation_then_restarted(private_servers, agent, make_context):
+async def test_redis_killed_mid_conversation_then_restarted(
+    private_servers, private_graph_for, make_context
+):
     layout, restart = private_servers
-    ctx = make_context(window_size=6, summary_batch=4)
+    settings = Settings().override(window_size=6, summary_batch=4)
+    ctx = make_context()
+    agent = private_graph_for(settings)
     thread = f"t-{uuid.uuid4().hex[:8]}"
     events: list[tuple[str, str]] = []
     for turn in range(60):
@@ -98,10 +111,12 @@ async def test_redis_killed_mid_conversation_then_restarted(private_servers, age
 
 
 async def test_postgres_stopped_mid_conversation_then_restarted(
-    private_servers, agent, make_context
+    private_servers, private_graph_for, make_context
 ):
     layout, restart = private_servers
-    ctx = make_context(window_size=4, summary_batch=2, retry_backoff_s=0.01)
+    settings = Settings().override(window_size=4, summary_batch=2, retry_backoff_s=0.01)
+    ctx = make_context()
+    agent = private_graph_for(settings)
     thread = f"t-{uuid.uuid4().hex[:8]}"
     await say(agent, ctx, thread, "My sister Anna is a marine biologist in Oslo.")
     for turn in range(5):

@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 from memory_graph_agent.cli.main import main
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.forget import CHECKPOINT_TABLES, forget_user
 from tests.conftest import say
 
@@ -79,9 +80,11 @@ async def snapshot(services, database_url: str, user: str, threads: list[str]) -
     return {"redis": values, "rows": rows, "checkpoints": checkpoints}
 
 
-async def converse(agent, make_context, user: str, threads: list[str]) -> None:
+async def converse(graph_for, make_context, user: str, threads: list[str]) -> None:
     """Two threads: identity, then small talk (summaries, a reflection, a profile)."""
-    ctx = make_context(user_id=user, window_size=2, summary_batch=2, reflect_after=2)
+    settings = Settings().override(window_size=2, summary_batch=2, reflect_after=2)
+    ctx = make_context(user_id=user)
+    agent = graph_for(settings)
     await say(agent, ctx, threads[0], "Hi! My name is Zhang San and I live in Berlin.")
     for i in range(4):
         await say(agent, ctx, threads[0], f"Tell me one fact about volcano number {i}.")
@@ -90,11 +93,11 @@ async def converse(agent, make_context, user: str, threads: list[str]) -> None:
 
 
 @pytest.fixture
-async def two_users(agent, make_context, services, memory_env):
+async def two_users(graph_for, make_context, services, memory_env):
     db = memory_env["DATABASE_URL"]
     users = {_id("ua"): [_id("ta"), _id("ta")], _id("ub"): [_id("tb"), _id("tb")]}
     for user, threads in users.items():
-        await converse(agent, make_context, user, threads)
+        await converse(graph_for, make_context, user, threads)
     return db, users
 
 
@@ -141,14 +144,16 @@ async def test_forget_deletes_one_user_and_nothing_of_another(two_users, service
     assert again["redis_keys"] == 0 and sum(again["memories"].values()) == 0
 
 
-async def test_forget_matches_the_user_segment_exactly(agent, make_context, services, memory_env):
+async def test_forget_matches_the_user_segment_exactly(
+    graph_for, make_context, services, memory_env
+):
     """A thread of B named like A's user id, or a user id that extends A's, is not A's."""
     db, prefix = memory_env["DATABASE_URL"], services.keys.prefix
     a = _id("ua")
     b, longer = _id("ub"), f"{a}.x"
-    await converse(agent, make_context, a, [_id("ta"), _id("ta")])
-    await say(agent, make_context(user_id=b), a, "my thread is named like user A")
-    await say(agent, make_context(user_id=longer), _id("tl"), "my id extends A's id")
+    await converse(graph_for, make_context, a, [_id("ta"), _id("ta")])
+    await say(graph_for(), make_context(user_id=b), a, "my thread is named like user A")
+    await say(graph_for(), make_context(user_id=longer), _id("tl"), "my id extends A's id")
     before_b = await snapshot(services, db, b, [a])
     before_longer = await snapshot(services, db, longer, [])
 
@@ -296,11 +301,11 @@ async def test_forget_finds_a_thread_whose_only_trace_is_its_owner_key(
 
 
 async def test_forget_with_an_unreachable_server_fails_and_deletes_nothing(
-    agent, make_context, services, memory_env, capsys
+    graph_for, make_context, services, memory_env, capsys
 ):
     db = memory_env["DATABASE_URL"]
     user, threads = _id("ua"), [_id("ta"), _id("ta")]
-    await converse(agent, make_context, user, threads)
+    await converse(graph_for, make_context, user, threads)
     before = await snapshot(services, db, user, threads)
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
@@ -316,13 +321,14 @@ async def test_forget_deletes_the_checkpoints_of_the_users_memory_threads(
     services, checkpointer, make_context, memory_env
 ):
     """Memory runs keep their state on memory threads of their own: those go too."""
+    settings = Settings().override(window_size=2, summary_batch=2, memory_delay_s=0)
     from graph.background import LocalScheduler, memory_thread_id
     from graph.builder import build_graph
 
     memory = LocalScheduler()
-    agent = memory.bind(build_graph(services, checkpointer, scheduler=memory))
+    agent = memory.bind(build_graph(services, checkpointer, scheduler=memory, settings=settings))
     user, thread = _id("u"), _id("t")
-    ctx = make_context(user_id=user, window_size=2, summary_batch=2, memory_delay_s=0)
+    ctx = make_context(user_id=user)
     for text in ("My name is Zhang San.", "I live in Berlin.", "I keep bees."):
         await say(agent, ctx, thread, text)
     await memory.drain()

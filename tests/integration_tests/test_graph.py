@@ -7,6 +7,7 @@ from collections import Counter
 
 from langchain_core.messages import HumanMessage
 
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.profile import Fact
 from memory_graph_agent.testing import ScriptedChatModel, block, default_handler, prompt_text
 from tests.conftest import kinds, say
@@ -50,7 +51,9 @@ def _thread() -> str:
     return f"t-{uuid.uuid4().hex[:8]}"
 
 
-async def test_identity_survives_eviction_and_stays_with_its_user(agent, make_context, fake_model):
+async def test_identity_survives_eviction_and_stays_with_its_user(
+    settings, agent, make_context, fake_model
+):
     ctx = make_context()
     thread = _thread()
     first = await say(agent, ctx, thread, IDENTITY)
@@ -59,7 +62,7 @@ async def test_identity_survives_eviction_and_stays_with_its_user(agent, make_co
         state = await say(agent, ctx, thread, f"Tell me one fact about {topic}.")
     # turn 1 left the window (and the graph state) ...
     assert first_id not in {m.id for m in state["messages"]}
-    assert len(state["messages"]) <= ctx.window_size
+    assert len(state["messages"]) <= settings.window.size
     # ... yet the prompt of the last turn still carries the identity, in the profile block
     last_system = fake_model.system_prompts()[-1]
     profile_block = block(last_system, "profile")
@@ -76,8 +79,10 @@ async def test_identity_survives_eviction_and_stays_with_its_user(agent, make_co
     assert "Zhang San" not in other_model.system_prompts()[-1]
 
 
-async def test_every_evicted_message_is_in_exactly_one_summary(agent, make_context, services):
-    ctx = make_context(window_size=6, summary_batch=3)
+async def test_every_evicted_message_is_in_exactly_one_summary(graph_for, make_context, services):
+    settings = Settings().override(window_size=6, summary_batch=3)
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     for i in range(25):
         await say(agent, ctx, thread, f"message number {i} about {TOPICS[i]}")
@@ -90,20 +95,20 @@ async def test_every_evicted_message_is_in_exactly_one_summary(agent, make_conte
     counts = Counter(sid for s in summaries for sid in s.source_ids)
     assert max(counts.values()) == 1, "a message is in two summaries"
     assert set(counts) == left - pending, "an evicted message is in no summary"
-    assert len(pending) < ctx.summary_batch
+    assert len(pending) < settings.formation.summary_batch
 
 
 async def test_summarizer_failure_falls_back_to_raw_text_with_lower_importance(
-    agent, make_context, services
+    graph_for, make_context, services
 ):
     def broken_summarizer(messages):
         if prompt_text(messages).startswith("Summarize"):
             raise RuntimeError("provider down")
         return default_handler(messages)
 
-    ctx = make_context(
-        window_size=2, summary_batch=2, model_obj=ScriptedChatModel(handler=broken_summarizer)
-    )
+    settings = Settings().override(window_size=2, summary_batch=2)
+    ctx = make_context(model_obj=ScriptedChatModel(handler=broken_summarizer))
+    agent = graph_for(settings)
     thread = _thread()
     for text in ["I live in Lisbon.", "I have two cats.", "I play the cello."]:
         await say(agent, ctx, thread, text)
@@ -112,8 +117,10 @@ async def test_summarizer_failure_falls_back_to_raw_text_with_lower_importance(
     assert any("I live in Lisbon." in s.text for s in summaries)  # raw text, nothing lost
 
 
-async def test_llm_summary_has_importance_half_and_provenance(agent, make_context, services):
-    ctx = make_context(window_size=2, summary_batch=2)
+async def test_llm_summary_has_importance_half_and_provenance(graph_for, make_context, services):
+    settings = Settings().override(window_size=2, summary_batch=2)
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     r1 = await say(agent, ctx, thread, "I collect vinyl records.")
     await say(agent, ctx, thread, "My favourite band is Can.")
@@ -124,8 +131,10 @@ async def test_llm_summary_has_importance_half_and_provenance(agent, make_contex
     assert "vinyl" in summary.text
 
 
-async def test_reflection_triggers_at_threshold_and_not_before(agent, make_context, services):
-    ctx = make_context(window_size=2, summary_batch=2, reflect_after=3)
+async def test_reflection_triggers_at_threshold_and_not_before(graph_for, make_context, services):
+    settings = Settings().override(window_size=2, summary_batch=2, reflect_after=3)
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     await say(agent, ctx, thread, "turn zero")
     for i in range(1, 3):
@@ -141,7 +150,7 @@ async def test_reflection_triggers_at_threshold_and_not_before(agent, make_conte
     assert state["summaries_since_reflection"] == 0
 
 
-async def test_reflection_model_failure_is_skipped_and_retried(agent, make_context, services):
+async def test_reflection_model_failure_is_skipped_and_retried(graph_for, make_context, services):
     calls = {"n": 0}
 
     def flaky_reflector(messages):
@@ -151,12 +160,9 @@ async def test_reflection_model_failure_is_skipped_and_retried(agent, make_conte
                 raise RuntimeError("model overloaded")
         return default_handler(messages)
 
-    ctx = make_context(
-        window_size=2,
-        summary_batch=2,
-        reflect_after=2,
-        model_obj=ScriptedChatModel(handler=flaky_reflector),
-    )
+    settings = Settings().override(window_size=2, summary_batch=2, reflect_after=2)
+    ctx = make_context(model_obj=ScriptedChatModel(handler=flaky_reflector))
+    agent = graph_for(settings)
     thread = _thread()
     for i in range(3):
         await say(agent, ctx, thread, f"turn {i}")
@@ -167,24 +173,28 @@ async def test_reflection_model_failure_is_skipped_and_retried(agent, make_conte
 
 
 async def test_recall_puts_relevant_memories_in_the_prompt(
-    agent, make_context, fake_model, services
+    graph_for, make_context, fake_model, services
 ):
-    ctx = make_context(window_size=2, summary_batch=2)
+    settings = Settings().override(window_size=2, summary_batch=2)
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     await say(agent, ctx, thread, "My sister Anna lives in Oslo and works as a marine biologist.")
     await say(agent, ctx, thread, "unrelated: how do I boil an egg?")
     state = await say(agent, ctx, _thread(), "What does my sister do for a living?")
     assert state["recalled"], "the summary about the sister should be recalled"
     top = state["recalled"][0]
-    assert "marine biologist" in top["text"] and top["similarity"] >= ctx.min_similarity
+    assert "marine biologist" in top["text"] and top["similarity"] >= settings.recall.min_similarity
     memories_block = block(fake_model.system_prompts()[-1], "memories")
     assert "marine biologist" in memories_block
     (stored,) = [m for m in await services.memories.list(ctx.user_id) if m.id == top["id"]]
     assert stored.access_count == 1 and stored.last_accessed_at is not None
 
 
-async def test_memory_budget_caps_the_recalled_block(agent, make_context, fake_model):
-    ctx = make_context(window_size=2, summary_batch=2, memory_token_budget=10)
+async def test_memory_budget_caps_the_recalled_block(graph_for, make_context, fake_model):
+    settings = Settings().override(window_size=2, summary_batch=2, memory_token_budget=10)
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     await say(agent, ctx, thread, "My sister Anna lives in Oslo and works as a marine biologist.")
     await say(agent, ctx, thread, "anything else")
@@ -203,9 +213,11 @@ async def test_turn_without_human_message_is_rejected(agent, make_context):
 
 
 async def test_raw_summary_mode_stores_raw_text_without_calling_the_model(
-    agent, make_context, fake_model, services
+    graph_for, make_context, fake_model, services
 ):
-    ctx = make_context(window_size=2, summary_batch=2, summary_mode="raw")
+    settings = Settings().override(window_size=2, summary_batch=2, summary_mode="raw")
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     await say(agent, ctx, thread, "I live in Lisbon.")
     await say(agent, ctx, thread, "I have two cats.")
@@ -215,18 +227,15 @@ async def test_raw_summary_mode_stores_raw_text_without_calling_the_model(
     assert not any(str(p).startswith(("Summarize", "Extract")) for p in prompts)
 
 
-async def test_reflection_that_invents_entities_is_skipped(agent, make_context, services):
+async def test_reflection_that_invents_entities_is_skipped(graph_for, make_context, services):
     def inventive(messages):
         if prompt_text(messages).startswith("Here are summaries"):
             return "The user adores Paris, Tokyo, Rome, Lima and Kraków."
         return default_handler(messages)
 
-    ctx = make_context(
-        window_size=2,
-        summary_batch=2,
-        reflect_after=2,
-        model_obj=ScriptedChatModel(handler=inventive),
-    )
+    settings = Settings().override(window_size=2, summary_batch=2, reflect_after=2)
+    ctx = make_context(model_obj=ScriptedChatModel(handler=inventive))
+    agent = graph_for(settings)
     thread = _thread()
     for i in range(3):
         state = await say(agent, ctx, thread, f"turn {i}")
@@ -287,7 +296,7 @@ async def test_stored_instructions_stay_inside_their_fence(
 
 
 async def test_no_stored_text_can_open_or_close_a_fence_of_a_background_prompt(
-    agent, make_context, fake_model
+    graph_for, make_context, fake_model
 ):
     import re
 
@@ -302,7 +311,11 @@ async def test_no_stored_text_can_open_or_close_a_fence_of_a_background_prompt(
             for tag in re.findall(r"</(\w+)>", v)
         }
     )
-    ctx = make_context(window_size=2, summary_batch=2, reflect_after=2, fact_rules="off")
+    settings = Settings().override(
+        window_size=2, summary_batch=2, reflect_after=2, fact_rules="off"
+    )
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     breakouts = " ".join(f"</{tag}> <{tag}>" for tag in FENCES)
     for i in range(6):
@@ -400,12 +413,14 @@ async def test_a_session_end_does_not_search(agent, make_context, services):
 
 
 async def test_an_unchanged_profile_is_not_written_to_the_checkpoint_again(
-    agent, make_context, services, checkpointer
+    settings, agent, make_context, services, checkpointer
 ):
     ctx = make_context()
     thread = _thread()
     config = {"configurable": {"thread_id": thread}}
-    await services.profile.upsert(ctx.user_id, [Fact("city", "Oslo", 0.7)], ctx.ttl_days)
+    await services.profile.upsert(
+        ctx.user_id, [Fact("city", "Oslo", 0.7)], settings.retention.ttl_days
+    )
 
     async def versions() -> dict:
         return (await checkpointer.aget_tuple(config)).checkpoint["channel_versions"]
@@ -418,7 +433,9 @@ async def test_an_unchanged_profile_is_not_written_to_the_checkpoint_again(
     for channel in ("profile", "profile_changes", "memory_decisions", "memory_cost"):
         assert after.get(channel) == before.get(channel), channel  # no new blob: unchanged
     assert after["recalled"] != before["recalled"]  # written each turn
-    await services.profile.upsert(ctx.user_id, [Fact("city", "Bergen", 0.8)], ctx.ttl_days)
+    await services.profile.upsert(
+        ctx.user_id, [Fact("city", "Bergen", 0.8)], settings.retention.ttl_days
+    )
     third = await say(agent, ctx, thread, "I moved.")
     assert third["profile"]["city"]["value"] == "Bergen"
     assert (await versions())["profile"] != after["profile"]

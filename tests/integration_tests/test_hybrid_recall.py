@@ -9,10 +9,10 @@ import uuid
 
 from sqlalchemy.exc import OperationalError
 
-from memory_graph_agent.recall.weights import RecallWeights
+from memory_graph_agent.prompting.rendering import render_memory, text_tokens
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.window import StoredMessage
 from memory_graph_agent.testing import ScriptedChatModel, block, default_handler, prompt_text
-from memory_graph_agent.turn.rendering import render_memory, text_tokens
 from tests.conftest import kinds, say
 
 FILLER = [
@@ -53,10 +53,12 @@ def paraphrasing(messages) -> str:
 
 
 async def test_an_evicted_turn_is_recalled_as_an_episode_with_provenance(
-    agent, make_context, services
+    graph_for, make_context, services
 ):
     model = ScriptedChatModel(handler=paraphrasing)
-    ctx = make_context(window_size=4, summary_batch=2, model_obj=model)
+    settings = Settings().override(window_size=4, summary_batch=2)
+    ctx = make_context(model_obj=model)
+    agent = graph_for(settings)
     thread = _thread()
     fact = "My favourite hiking trail is the Kungsleden in Lapland."
     fact_id = await _fact_then_filler(agent, ctx, thread, fact)
@@ -67,7 +69,7 @@ async def test_an_evicted_turn_is_recalled_as_an_episode_with_provenance(
     (item,) = [m for m in episodes_of(state) if m["source_ids"] == [fact_id]]
     assert item["text"] == f"user: {fact}"
     assert item["thread_id"] == thread
-    assert item["similarity"] >= ctx.min_similarity and item["dense_rank"] >= 1
+    assert item["similarity"] >= settings.recall.min_similarity and item["dense_rank"] >= 1
     assert item["keyword_rank"] is not None  # "hiking", "trail" also match as words
     assert item["rrf"] > 0 and item["tokens"] > 0
     # the summary built from the same turn (an LLM paraphrase here) is recalled too
@@ -80,8 +82,10 @@ async def test_an_evicted_turn_is_recalled_as_an_episode_with_provenance(
     assert ("recall", "auto") in kinds(state)
 
 
-async def test_a_turn_quoted_by_a_raw_summary_is_shown_once(agent, make_context, fake_model):
-    ctx = make_context(window_size=4, summary_batch=2, summary_mode="raw")
+async def test_a_turn_quoted_by_a_raw_summary_is_shown_once(graph_for, make_context, fake_model):
+    settings = Settings().override(window_size=4, summary_batch=2, summary_mode="raw")
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     fact = "My favourite hiking trail is the Kungsleden in Lapland."
     fact_id = await _fact_then_filler(agent, ctx, thread, fact)
@@ -93,16 +97,20 @@ async def test_a_turn_quoted_by_a_raw_summary_is_shown_once(agent, make_context,
     assert block(fake_model.system_prompts()[-1], "memories").count(fact) == 1
 
 
-async def test_a_rare_token_is_recalled_through_the_keyword_channel(agent, make_context, services):
-    ctx = make_context(window_size=4, summary_batch=2)
+async def test_a_rare_token_is_recalled_through_the_keyword_channel(
+    graph_for, make_context, services
+):
+    settings = Settings().override(window_size=4, summary_batch=2)
+    ctx = make_context()
     thread = _thread()
     fact_id = await _fact_then_filler(
-        agent, ctx, thread, "Please note my replacement part number: XJ-9000."
+        graph_for(settings), ctx, thread, "Please note my replacement part number: XJ-9000."
     )
     query = "XJ-9000?"
     # dense alone does not find it: a cosine floor of 0.95 drops every dense-only hit
-    strict = make_context(window_size=4, summary_batch=2, min_similarity=0.95)
-    state = await say(agent, strict, thread, query)
+    settings_strict = Settings().override(window_size=4, summary_batch=2, min_similarity=0.95)
+    strict = make_context()
+    state = await say(graph_for(settings_strict), strict, thread, query)
     (item,) = [m for m in episodes_of(state) if m["source_ids"] == [fact_id]]
     assert item["keyword_rank"] == 1 and item["keyword_score"] > 0
     assert item["similarity"] is None or item["similarity"] < 0.95
@@ -113,9 +121,11 @@ async def test_a_rare_token_is_recalled_through_the_keyword_channel(agent, make_
 
 
 async def test_turns_in_the_window_are_not_repeated_in_memories(
-    agent, make_context, fake_model, services
+    graph_for, make_context, fake_model, services
 ):
-    ctx = make_context(window_size=6, summary_batch=2)
+    settings = Settings().override(window_size=6, summary_batch=2)
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     state = await say(agent, ctx, thread, "My cat is called Pixel and she is grey.")
     cat = state["messages"][-2]
@@ -144,12 +154,13 @@ def cost(items: list[dict]) -> int:
     return sum(m["tokens"] for m in items) + sum(days.values())
 
 
-async def test_the_token_budget_bounds_the_fused_list(agent, make_context, services):
+async def test_the_token_budget_bounds_the_fused_list(graph_for, make_context, services):
     # summary links on: the summaries' turns rank above them, so no taken summary shows a
     # later turn verbatim (the greedy check below does not model that skip)
     knobs = {"window_size": 4, "summary_batch": 2, "min_similarity": 0.0}
-    knobs["recall_weights"] = RecallWeights(summary_turn_weight=0.3)
-    ctx = make_context(**knobs, model_obj=ScriptedChatModel(handler=paraphrasing))
+    knobs["summary_turn_weight"] = 0.3
+    settings = Settings().override(**knobs)
+    ctx = make_context(model_obj=ScriptedChatModel(handler=paraphrasing))
     thread = _thread()
     facts = [
         "My sister Anna is a marine biologist in Oslo.",
@@ -158,19 +169,20 @@ async def test_the_token_budget_bounds_the_fused_list(agent, make_context, servi
         "My brother Ben plays the trombone in a brass band.",
     ]
     for fact in facts:
-        await say(agent, ctx, thread, fact)
+        await say(graph_for(settings), ctx, thread, fact)
     for text in FILLER[:3]:
-        await say(agent, ctx, thread, text)
+        await say(graph_for(settings), ctx, thread, text)
     question = "What do my sister and my brother do?"
-    wide = (await say(agent, ctx, _thread(), question))["recalled"]
+    wide = (await say(graph_for(settings), ctx, _thread(), question))["recalled"]
     assert len(episodes_of({"recalled": wide})) >= 4 and len(wide) > 4
     fused = sorted(wide, key=lambda m: -m["score"])  # the scored order, everything fits
     for m in wide:
         assert m["tokens"] == text_tokens(render_memory(m))
 
     budget = cost(fused) // 2
-    tight = make_context(**knobs, memory_token_budget=budget)
-    kept = (await say(agent, tight, _thread(), question))["recalled"]
+    settings_tight = Settings().override(**knobs, memory_token_budget=budget)
+    tight = make_context()
+    kept = (await say(graph_for(settings_tight), tight, _thread(), question))["recalled"]
     assert kept and cost(kept) <= budget
     # greedy in fused order: an item was left out only if it did not fit at its turn
     kept_ids = {m["id"] for m in kept}
@@ -183,19 +195,24 @@ async def test_the_token_budget_bounds_the_fused_list(agent, make_context, servi
     # the prompt lists tiers in order: summaries before episodes
     kinds = [m["kind"] for m in kept]
     assert kinds == sorted(kinds, key=["reflection", "summary", "episode"].index)
-    zero = make_context(**knobs, memory_token_budget=0)
-    assert (await say(agent, zero, _thread(), question))["recalled"] == []
+    settings_zero = Settings().override(**knobs, memory_token_budget=0)
+    zero = make_context()
+    assert (await say(graph_for(settings_zero), zero, _thread(), question))["recalled"] == []
 
 
-async def test_another_users_episodes_are_never_returned(agent, make_context, services):
+async def test_another_users_episodes_are_never_returned(graph_for, make_context, services):
     secret = "My locker code at the gym is QZ-7781, do not share it."
-    alice = make_context(user_id=f"u-{uuid.uuid4().hex[:10]}", window_size=4, summary_batch=2)
-    alice_fact = await _fact_then_filler(agent, alice, _thread(), secret)
-    bob = make_context(user_id=f"u-{uuid.uuid4().hex[:10]}", window_size=4, summary_batch=2)
-    await _fact_then_filler(agent, bob, _thread(), "My locker at the gym is number 12.")
+    settings = Settings().override(window_size=4, summary_batch=2)
+    alice = make_context(user_id=f"u-{uuid.uuid4().hex[:10]}")
+    alice_fact = await _fact_then_filler(graph_for(settings), alice, _thread(), secret)
+    settings_bob = Settings().override(window_size=4, summary_batch=2)
+    bob = make_context(user_id=f"u-{uuid.uuid4().hex[:10]}")
+    await _fact_then_filler(
+        graph_for(settings_bob), bob, _thread(), "My locker at the gym is number 12."
+    )
 
     question = "What is my gym locker code QZ-7781?"
-    state = await say(agent, bob, _thread(), question)
+    state = await say(graph_for(settings_bob), bob, _thread(), question)
     assert episodes_of(state), "Bob's own locker turn is recalled"
     bob_ids = {m.id for m in await services.episodes.history(bob.user_id)}
     assert all(set(m["source_ids"]) <= bob_ids for m in episodes_of(state))
@@ -212,9 +229,11 @@ async def test_another_users_episodes_are_never_returned(agent, make_context, se
 
 
 async def test_postgres_down_recall_returns_nothing_and_says_so(
-    agent, make_context, services, monkeypatch
+    graph_for, make_context, services, monkeypatch
 ):
-    ctx = make_context(window_size=4, summary_batch=2)
+    settings = Settings().override(window_size=4, summary_batch=2)
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     await _fact_then_filler(agent, ctx, thread, "I keep bees on my balcony.")
 
@@ -228,10 +247,12 @@ async def test_postgres_down_recall_returns_nothing_and_says_so(
 
 
 async def test_indexing_failure_keeps_the_summary_and_is_backfilled(
-    agent, make_context, services, monkeypatch
+    graph_for, make_context, services, monkeypatch
 ):
     model = ScriptedChatModel(handler=paraphrasing)
-    ctx = make_context(window_size=4, summary_batch=2, model_obj=model)
+    settings = Settings().override(window_size=4, summary_batch=2)
+    ctx = make_context(model_obj=model)
+    agent = graph_for(settings)
     thread = _thread()
 
     async def broken(*args, **kwargs):

@@ -14,6 +14,7 @@ import pytest
 from graph.maintenance import build_maintenance_graph
 from memory_graph_agent.cli.main import main
 from memory_graph_agent.services.models import register_chat_model
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.profile import Fact
 from memory_graph_agent.testing import ScriptedChatModel
 from memory_graph_agent.turn.validation import ThreadOwnershipError
@@ -43,15 +44,17 @@ async def _keys(services, user: str, thread: str) -> dict[str, bool]:
     return found | {"owner": await services.threads.owner(thread) == user}
 
 
-async def _maintain(services, ctx, **extra) -> dict:
-    graph = build_maintenance_graph(services)
+async def _maintain(services, ctx, settings=None, **extra) -> dict:
+    graph = build_maintenance_graph(services, settings=settings or Settings())
     return await graph.ainvoke({"user_id": ctx.user_id, **extra}, context=ctx)
 
 
 async def test_an_idle_thread_is_archived_its_keys_go_and_its_owner_comes_back(
-    agent, make_context, fake_model, services, user_id
+    graph_for, make_context, fake_model, services, user_id
 ):
-    ctx = make_context(window_size=20, summary_batch=50)  # nothing summarized while chatting
+    settings = Settings().override(window_size=20, summary_batch=50)
+    ctx = make_context()  # nothing summarized while chatting
+    agent = graph_for(settings)
     idle, busy = _thread(), _thread()
     ids: list[str] = []
     for text in ("I keep three beehives on my roof in Lyon.", "The bees make lavender honey."):
@@ -67,21 +70,21 @@ async def test_an_idle_thread_is_archived_its_keys_go_and_its_owner_comes_back(
         {"u": user_id, "t": idle},
     )
 
-    held = await _maintain(services, ctx)
+    held = await _maintain(services, ctx, settings)
     assert [(e["thread_id"], e["action"], e["reason"]) for e in held["archived"]] == [
         (idle, "held", "turn under way")
     ]
     await services.redis.delete(services.keys.active(idle))
     before = await _keys(services, user_id, idle)  # no digest: nothing was summarized
     assert before == {"window": True, "seen": True, "digest": False, "owner": True}
-    dry = await _maintain(services, ctx, dry_run=True)
+    dry = await _maintain(services, ctx, settings, dry_run=True)
     assert [(e["thread_id"], e["action"], e["messages"]) for e in dry["archived"]] == [
         (idle, "archived", 4)
     ]
     assert await _keys(services, user_id, idle) == before, "a dry run changes nothing"
     assert await services.memories.list(user_id) == []
 
-    state = await _maintain(services, ctx)
+    state = await _maintain(services, ctx, settings)
 
     (entry,) = state["archived"]
     assert entry["thread_id"] == idle and entry["action"] == "archived"
@@ -95,11 +98,11 @@ async def test_an_idle_thread_is_archived_its_keys_go_and_its_owner_comes_back(
     await _assert_archived(services, user_id, idle, ids)
     assert len(await services.window.window(user_id, busy)) == 2, "an active thread stays"
     assert (await _keys(services, other.user_id, theirs))["seen"], "another user's stays"
-    again = await _maintain(services, ctx)
+    again = await _maintain(services, ctx, settings)
     assert again["archived"] == [], "nothing left to release"
 
     # the owner comes back: answered with the profile and what memory recalls
-    await services.profile.upsert(user_id, [Fact("city", "Lyon", 0.8)], ctx.ttl_days)
+    await services.profile.upsert(user_id, [Fact("city", "Lyon", 0.8)], settings.retention.ttl_days)
     back = await say(agent, ctx, idle, "What do my bees make?")
     assert [m.type for m in back["messages"]] == ["human", "ai"], "archived ones left the state"
     ids += [m.id for m in back["messages"]]
@@ -120,26 +123,27 @@ async def test_an_idle_thread_is_archived_its_keys_go_and_its_owner_comes_back(
 
 
 async def test_what_waits_in_pending_goes_too_but_a_leased_batch_holds_the_thread(
-    agent, make_context, services, user_id
+    graph_for, make_context, services, user_id
 ):
-    ctx = make_context(window_size=2, summary_batch=50)  # the overflow waits in pending
+    settings = Settings().override(window_size=2, summary_batch=50)
+    ctx = make_context()  # the overflow waits in pending
     waiting, leased = _thread(), _thread()
     ids: list[str] = []
     for i in range(3):
-        turn = await say(agent, ctx, waiting, f"note {i} on the allotment")
+        turn = await say(graph_for(settings), ctx, waiting, f"note {i} on the allotment")
         ids += [m.id for m in turn["messages"][-2:]]
-        await say(agent, ctx, leased, f"note {i} on the orchard")
+        await say(graph_for(settings), ctx, leased, f"note {i} on the orchard")
     assert await services.queue.backlog(user_id, waiting) == 4
     claim = await services.queue.claim(user_id, leased, "w", min_batch=1, max_batch=9, lease_s=60)
     assert claim.status == "claimed", "a memory run holds this thread's batch"
     for thread in (waiting, leased):
         await _age(services, user_id, thread)
 
-    off = await _maintain(services, make_context(idle_thread_days=0))
+    off = await _maintain(services, make_context(), Settings().override(idle_thread_days=0))
     assert off["archived"] == [] and off["report"]["idle_threads"] == "off (idle_thread_days=0)"
-    later = await _maintain(services, make_context(idle_thread_days=60))
+    later = await _maintain(services, make_context(), Settings().override(idle_thread_days=60))
     assert later["archived"] == [], "idle for 40 days: not 60"
-    state = await _maintain(services, ctx)
+    state = await _maintain(services, ctx, settings)
 
     by_thread = {e["thread_id"]: e for e in state["archived"]}
     assert by_thread[waiting]["action"] == "archived" and by_thread[waiting]["messages"] == 6
@@ -150,8 +154,8 @@ async def test_what_waits_in_pending_goes_too_but_a_leased_batch_holds_the_threa
     assert by_thread[leased]["reason"].startswith("memory work under way")
     assert (await _keys(services, user_id, leased))["window"]
     assert await services.queue.processing(user_id, leased), "the leased batch is untouched"
-    with pytest.raises(ValueError, match="idle_thread_days must be >= 0"):
-        make_context(idle_thread_days=-1)
+    with pytest.raises(ValueError, match="IDLE_THREAD_DAYS='-1'"):
+        Settings.from_env({"IDLE_THREAD_DAYS": "-1"})
 
 
 async def test_memory_agent_maintain_archives_idle_threads(
@@ -180,7 +184,7 @@ async def test_memory_agent_maintain_archives_idle_threads(
 
 
 async def test_only_a_thread_coming_back_asks_the_episodic_log(
-    agent, make_context, services, user_id, monkeypatch
+    graph_for, make_context, services, user_id, monkeypatch
 ):
     """The log lookup that recognises archived messages stays off the ordinary turn's path."""
     asked: list[tuple] = []
@@ -191,12 +195,14 @@ async def test_only_a_thread_coming_back_asks_the_episodic_log(
         return await real(*args)
 
     monkeypatch.setattr(services.episodes, "summarized", spy)
-    ctx, thread = make_context(window_size=2, summary_batch=2), _thread()
+    settings = Settings().override(window_size=2, summary_batch=2)
+    ctx, thread = make_context(), _thread()
+    agent = graph_for(settings)
     for i in range(4):  # with evictions and summaries on the way
         await say(agent, ctx, thread, f"the kettle whistles, note {i}")
     assert asked == []
     await _age(services, user_id, thread)
-    await _maintain(services, ctx)
+    await _maintain(services, ctx, settings)
     back = await say(agent, ctx, thread, "Back to the kettle.")
     assert len(asked) == 1 and ("load_profile", "dropped_archived") in kinds(back)
     await say(agent, ctx, thread, "And the teapot.")

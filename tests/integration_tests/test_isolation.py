@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from memory_graph_agent.cli.main import _memory_show, build_parser
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.testing import ScriptedChatModel
 from tests.conftest import say
 
@@ -141,12 +142,10 @@ async def _show_json(user: str) -> str:
     phases=[Phase.explicit, Phase.generate, Phase.shrink],  # "explain" reruns ~100 times
 )
 @given(plan=plans())
-async def test_no_user_ever_sees_another_users_memory(agent, make_context, services, plan):
+async def test_no_user_ever_sees_another_users_memory(graph_for, make_context, services, plan):
     model = ScriptedChatModel()
-    contexts = [
-        make_context(user_id=u, window_size=2, summary_batch=2, reflect_after=2, model_obj=model)
-        for u in plan.users
-    ]
+    agent = graph_for(Settings().override(window_size=2, summary_batch=2, reflect_after=2))
+    contexts = [make_context(user_id=u, model_obj=model) for u in plan.users]
     convs = conversations(plan)
     unique = unique_tokens(plan, convs)
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import uuid
 
-from memory_graph_agent.core.knobs import with_knobs
 from memory_graph_agent.recall.retrieval import retrieve
-from memory_graph_agent.recall.weights import RecallWeights
+from memory_graph_agent.settings import RecallWeights, Settings
 from memory_graph_agent.storage.memory_rows import Memory
 from tests.builders import log_turns as log
 from tests.builders import turns_table_record, without_component
@@ -33,18 +32,20 @@ NO_SUMMARY_LINKS = RecallWeights(summary_turn_weight=0.0)
 
 async def test_the_turn_next_to_a_hit_is_recalled(services, make_context):
     # a high cosine floor: only keyword hits count, and the name shares no word
-    ctx = make_context(recall_weights=NO_SUMMARY_LINKS, min_similarity=0.9)
+    settings = Settings().override(**NO_SUMMARY_LINKS.model_dump(), min_similarity=0.9)
+    ctx = make_context()
     ids = await log(services, ctx.user_id, "t1", *FILLER[:2], DOG, NAME, *FILLER[2:])
     dog, name = ids[2], ids[3]
 
-    found = await retrieve(services, ctx, QUESTION, "other-thread", touch=False)
+    found = await retrieve(services, settings, ctx, QUESTION, "other-thread", touch=False)
     assert {dog, name} <= sources(found)
     (item,) = [m for m in found.items if m["source_ids"] == [name]]
     assert item["via"] == "neighbour" and item["keyword_rank"] is None
 
     off = await retrieve(
         services,
-        with_knobs(ctx, neighbour_weight=0.0),
+        settings.override(neighbour_weight=0.0),
+        ctx,
         QUESTION,
         "x",
         touch=False,
@@ -53,16 +54,17 @@ async def test_the_turn_next_to_a_hit_is_recalled(services, make_context):
 
 
 async def test_neighbours_stay_in_their_thread_sitting_and_user(services, make_context):
-    ctx = make_context(recall_weights=NO_SUMMARY_LINKS, min_similarity=0.9)
+    settings = Settings().override(**NO_SUMMARY_LINKS.model_dump(), min_similarity=0.9)
+    ctx = make_context()
     (dog,) = await log(services, ctx.user_id, "t1", DOG)
     await log(services, ctx.user_id, "t2", NAME)  # another thread
     later = await log(services, ctx.user_id, "t1", NAME, day="2024-03-02")  # next day
-    other = make_context(recall_weights=NO_SUMMARY_LINKS, user_id=f"u-{uuid.uuid4().hex[:8]}")
+    other = make_context(user_id=f"u-{uuid.uuid4().hex[:8]}")
     theirs = await log(services, other.user_id, "t1", NAME, hour=9)
 
     pairs = await services.episodes.neighbours(ctx.user_id, [("t1", dog)])
     assert pairs == []  # same thread only, same sitting only
-    found = await retrieve(services, ctx, QUESTION, "x", touch=False)
+    found = await retrieve(services, settings, ctx, QUESTION, "x", touch=False)
     assert not set(later + theirs) & sources(found)
     # the other user's own neighbour query never reaches this user's turns
     assert await services.episodes.neighbours(other.user_id, [("t1", dog)]) == []
@@ -70,7 +72,8 @@ async def test_neighbours_stay_in_their_thread_sitting_and_user(services, make_c
 
 async def test_the_turns_of_a_recalled_summary_are_ranked_in(services, make_context):
     weights = RecallWeights(neighbour_weight=0.0, summary_turn_weight=0.3)
-    ctx = make_context(recall_weights=weights, min_similarity=0.9)
+    settings = Settings().override(**weights.model_dump(), min_similarity=0.9)
+    ctx = make_context()
     ids = await log(services, ctx.user_id, "t1", *FILLER, NAME)
     summary = Memory(
         ctx.user_id,
@@ -81,12 +84,12 @@ async def test_the_turns_of_a_recalled_summary_are_ranked_in(services, make_cont
         thread_id="t1",
     )
     await services.memories.add(summary)
-    found = await retrieve(services, ctx, QUESTION, "x", touch=False)
+    found = await retrieve(services, settings, ctx, QUESTION, "x", touch=False)
     (item,) = [m for m in found.items if m["source_ids"] == [ids[-1]]]
     assert item["kind"] == "episode" and item["via"] == "summary"
 
     plain = await retrieve(
-        services, with_knobs(ctx, summary_turn_weight=0.0), QUESTION, "x", touch=False
+        services, settings.override(summary_turn_weight=0.0), ctx, QUESTION, "x", touch=False
     )
     linked = [m for m in plain.items if m["source_ids"] == [ids[-1]] and m["kind"] == "episode"]
     assert not linked or "via" not in linked[0]
@@ -97,7 +100,8 @@ async def test_a_turn_sharing_a_rare_word_with_the_best_hit_gets_a_topic_link(
 ):
     # different days: no neighbour links; only keyword hits count (high cosine floor)
     weights = RecallWeights(neighbour_weight=0.0, summary_turn_weight=0.0)
-    ctx = make_context(recall_weights=weights, min_similarity=0.9)
+    settings = Settings().override(**weights.model_dump(), min_similarity=0.9)
+    ctx = make_context()
     (best,) = await log(services, ctx.user_id, "t1", "I adopted a dog: Biscuit!")
     (fan,) = await log(
         services, ctx.user_id, "t2", "Biscuit the dog ate my shoes.", day="2024-04-02"
@@ -109,8 +113,12 @@ async def test_a_turn_sharing_a_rare_word_with_the_best_hit_gets_a_topic_link(
     def by_source(found):
         return {m["source_ids"][0]: m for m in found.items}
 
-    linked = by_source(await retrieve(services, with_knobs(ctx, topic_weight=0.5), QUESTION, "x"))
-    plain = by_source(await retrieve(services, with_knobs(ctx, topic_weight=0.0), QUESTION, "x"))
+    linked = by_source(
+        await retrieve(services, settings.override(topic_weight=0.5), ctx, QUESTION, "x")
+    )
+    plain = by_source(
+        await retrieve(services, settings.override(topic_weight=0.0), ctx, QUESTION, "x")
+    )
     assert {best, fan, other} <= set(linked) and {best, fan, other} <= set(plain)
     assert linked[fan]["topic_bonus"] > 0  # "Biscuit", a word the question does not have
     assert linked[fan]["rrf"] > plain[fan]["rrf"]
@@ -123,7 +131,7 @@ async def test_a_search_looks_its_neighbours_up_through_the_planned_function(
     """The searches call ``{table}_neighbours`` (its lookups planned once per connection)
     instead of planning the lookups inline with every search; the neighbours are the same
     as the neighbours' own query finds."""
-    ctx = make_context(recall_weights=NO_SUMMARY_LINKS)
+    ctx = make_context()
     ids = await log(services, ctx.user_id, "t1", *FILLER[:2], DOG, NAME, *FILLER[2:])
     vector = await services.embeddings.aembed_query(QUESTION)
     *options, (sql, params) = services.episodes.linked_dense_statements(ctx.user_id, vector, 6, 3)
@@ -146,7 +154,7 @@ async def test_a_database_made_before_gets_the_neighbours_function(services, mak
     # only the function was made: the turns table's own DDL did not run again (its record
     # would have been written anew)
     assert await turns_table_record(services) == before
-    ctx = make_context(recall_weights=NO_SUMMARY_LINKS)
+    ctx = make_context()
     ids = await log(services, ctx.user_id, "t1", DOG, NAME)
     found = await services.episodes.neighbours(ctx.user_id, [("t1", ids[0])])
     assert [hit.message_id for _, hit in found] == [ids[1]]

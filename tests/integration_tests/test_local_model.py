@@ -19,13 +19,6 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from prometheus_client import REGISTRY
 
-from memory_graph_agent.formation.llm import invoke_structured
-from memory_graph_agent.formation.schemas import (
-    ConsolidationDecision,
-    ExtractedFact,
-    FactList,
-    ReflectionOut,
-)
 from memory_graph_agent.local import chat_model as local_model
 from memory_graph_agent.local.chat_model import (
     LocalChatModel,
@@ -34,14 +27,22 @@ from memory_graph_agent.local.chat_model import (
     load_local_chat_model,
     smollm2_path,
 )
+from memory_graph_agent.prompting.llm import invoke_structured
+from memory_graph_agent.prompting.schemas import (
+    ConsolidationDecision,
+    ExtractedFact,
+    FactList,
+    ReflectionOut,
+)
 from memory_graph_agent.services.models import load_chat_model
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.outages import outages
 from tests.conftest import say
 
 pytestmark = [pytest.mark.local_model, pytest.mark.slow]
 
 # Every schema the project sends to a model with structured output
-# (memory_graph_agent/formation/schemas.py).
+# (memory_graph_agent/prompting/schemas.py).
 PROJECT_SCHEMAS = [ConsolidationDecision, FactList, ReflectionOut, ExtractedFact]
 PURPOSE = {
     ConsolidationDecision: "consolidate",
@@ -63,7 +64,7 @@ def llm() -> LocalChatModel:
 
 
 def test_every_project_schema_is_grammar_safe_for_the_model_server() -> None:
-    import memory_graph_agent.formation.schemas as schemas
+    import memory_graph_agent.prompting.schemas as schemas
 
     models = {
         obj
@@ -216,13 +217,15 @@ class CrashOnSummary(LocalChatModel):
 
 
 async def test_a_server_crash_during_summarizing_loses_nothing_and_is_told_once(
-    agent, make_context, services
+    graph_for, make_context, services
 ) -> None:
     from tests.integration_tests.test_durability import _assert_exactly_once
 
     server = load_chat_model("local:smollm2")._server
     model = CrashOnSummary.for_server(server, max_tokens=24, temperature=0, max_retries=0)
-    ctx = make_context(model_obj=model, window_size=2, summary_batch=2, fact_rules="off")
+    settings = Settings().override(window_size=2, summary_batch=2, fact_rules="off")
+    ctx = make_context(model_obj=model)
+    agent = graph_for(settings)
     thread = f"t-{uuid.uuid4().hex[:6]}"
     outages.take_notices()
     restarts = server.restarts
@@ -269,12 +272,14 @@ async def test_a_second_request_does_not_cut_off_a_streaming_reply() -> None:
 
 
 async def test_an_oversized_message_is_answered_and_the_next_turn_too(
-    agent, make_context, services
+    graph_for, make_context, services
 ) -> None:
     """~4k CJK characters overflow the server's n_ctx (4096) by the old count of 4
     characters a token: every later turn of the thread failed the same way. Now the prompt
     is budgeted to the server's real context, with CJK counted at its own rate."""
-    ctx = make_context(model="local:smollm2", fact_rules="off")  # context_window_tokens 8192
+    settings = Settings().override(fact_rules="off")
+    ctx = make_context(model="local:smollm2")  # context_window_tokens 8192
+    agent = graph_for(settings)
     thread = f"t-{uuid.uuid4().hex[:6]}"
     big = "我的名字是张三，我住在柏林，我喜欢用Go语言编程。" * 160  # 3,840 characters
     first = await say(agent, ctx, thread, big)
@@ -292,8 +297,8 @@ async def test_a_reflection_over_raw_transcripts_says_something(llm: LocalChatMo
     from pathlib import Path
 
     from graph.prompts import REFLECT_PROMPT
-    from memory_graph_agent.formation.guards import invents_few_entities
-    from memory_graph_agent.turn.rendering import defang
+    from memory_graph_agent.prompting.guards import invents_few_entities
+    from memory_graph_agent.prompting.rendering import defang
 
     listing = (
         Path(__file__).parents[1] / "fixtures/reflection_over_raw_transcripts.txt"

@@ -13,6 +13,7 @@ import pytest
 from graph.maintenance import build_maintenance_graph
 from memory_graph_agent.cli.main import main
 from memory_graph_agent.maintenance import plan_compaction
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.memories import Memory
 
 NOW = datetime.now(UTC)
@@ -107,9 +108,12 @@ async def test_maintenance_graph_expires_evicts_compacts_and_keeps_pins(
 
 
 async def test_maintenance_respects_the_context_thresholds(make_context, services, user_id):
+    settings = Settings().override(evict_after_days=365, duplicate_similarity=1.01)
     seeded = await _seed(services, user_id)
-    ctx = make_context(evict_after_days=365, duplicate_similarity=1.01)
-    state = await build_maintenance_graph(services).ainvoke({"user_id": user_id}, context=ctx)
+    ctx = make_context()
+    state = await build_maintenance_graph(services, settings=settings).ainvoke(
+        {"user_id": user_id}, context=ctx
+    )
     assert state["evicted"] == [] and state["compacted"] == []
     assert [e["id"] for e in state["expired"]] == [seeded["expired"].id]
 

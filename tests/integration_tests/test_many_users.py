@@ -17,6 +17,7 @@ import pytest
 from graph.context import Context
 from memory_graph_agent.recall.channels import CHANNELS
 from memory_graph_agent.recall.channels.base import Search, search_channels
+from memory_graph_agent.settings import Settings
 from tests.conftest import say
 
 USERS = 1000
@@ -114,10 +115,12 @@ async def test_without_iterative_scans_the_crowd_hides_a_users_rows(crowd, servi
 
 
 async def test_recall_through_the_graph_gets_k_items_among_a_thousand_users(
-    crowd, agent, make_context, services
+    crowd, graph_for, make_context, services
 ):
     users, direction = crowd
-    ctx = make_context(recall_k=K, min_similarity=0.0, memory_token_budget=10_000)
+    settings = Settings().override(recall_k=K, min_similarity=0.0, memory_token_budget=10_000)
+    ctx = make_context()
+    agent = graph_for(settings)
     await _insert_crowd(services, [ctx.user_id], direction)
     state = await say(agent, ctx, f"t-{uuid.uuid4().hex[:8]}", QUESTION)
     recalled = state["recalled"]
@@ -135,8 +138,11 @@ async def test_recalls_one_round_trip_gets_exactly_k_of_the_users_own(crowd, ser
     """The channels' searches (what `retrieve` sends) find what each store's search finds."""
     users, direction = crowd
     for user in users[:: USERS // SAMPLE]:
-        ctx = Context(user_id=user, recall_k=K, speaker_turns=0)
-        found = await search_channels(services, Search(ctx, "crowd turn", K), direction, CHANNELS)
+        settings = Settings().override(recall_k=K, speaker_turns=0)
+        ctx = Context(user_id=user)
+        found = await search_channels(
+            services, Search(settings, ctx.user_id, "crowd turn", K), direction, CHANNELS
+        )
         dense, keyword = found.ranked("dense_turns"), found.ranked("keyword_turns")
         assert len(found.memories) == K and {m.user_id for m in found.memories} == {user}
         assert found.memories == await services.memories.search(user, direction, K)

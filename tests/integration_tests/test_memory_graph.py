@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from memory_graph_agent.drawing.reading import read_memory_graph
+from memory_graph_agent.settings import Settings
 from tests.conftest import say
 
 TURNS = (
@@ -30,16 +31,18 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-async def seeded(agent, make_context, services):
+async def seeded(graph_for, make_context, services):
     """Zhang San's four turns (two threads) and another user's turn about a secret."""
-    ctx = make_context(window_size=2, summary_batch=2)
+    settings = Settings().override(window_size=2, summary_batch=2)
+    ctx = make_context()
     threads = [f"t{n}-{uuid.uuid4().hex[:6]}" for n in range(2)]
     for n, text in enumerate(TURNS):
-        await say(agent, ctx, threads[n // 2], text)
-    other = make_context(user_id=f"u-{uuid.uuid4().hex[:10]}", window_size=2, summary_batch=2)
+        await say(graph_for(settings), ctx, threads[n // 2], text)
+    settings_other = Settings().override(window_size=2, summary_batch=2)
+    other = make_context(user_id=f"u-{uuid.uuid4().hex[:10]}")
     thread = f"o-{uuid.uuid4().hex[:6]}"
     for text in ("My name is Eve and my secret is plutonium.", "What is a sonnet?"):
-        await say(agent, other, thread, text)
+        await say(graph_for(settings_other), other, thread, text)
     return ctx.user_id, other.user_id
 
 

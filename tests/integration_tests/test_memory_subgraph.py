@@ -17,6 +17,7 @@ from typing_extensions import TypedDict
 
 from graph.background import LocalScheduler
 from memory_graph_agent import Context, MemoryState, add_memory, memory_prompt
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.testing import ScriptedChatModel, block
 from tests.integration_tests.test_durability import _assert_exactly_once
 
@@ -28,16 +29,18 @@ class MyState(MemoryState):
     answered: Annotated[int, operator.add]
 
 
-def _my_graph(services: Any, model: ScriptedChatModel, scheduler: Any = None) -> StateGraph:
+def _my_graph(
+    services: Any, model: ScriptedChatModel, settings: Settings, scheduler: Any = None
+) -> StateGraph:
     async def agent(state: MyState, runtime: Runtime[Context]) -> dict:
-        memory = memory_prompt(state, runtime.context.profile_token_budget)
+        memory = memory_prompt(state, settings.window.profile_token_budget)
         system = SystemMessage(f"You are Bob.\n\n{memory}")
         reply = await model.ainvoke([system, *state["messages"]])
         return {"messages": [reply], "answered": 1, "mood": "curious"}
 
     builder = StateGraph(MyState, context_schema=Context)
     builder.add_node("agent", agent)
-    return add_memory(builder, services, answer="agent", scheduler=scheduler)
+    return add_memory(builder, services, settings=settings, answer="agent", scheduler=scheduler)
 
 
 async def _say(graph: Any, context: Context, thread: str, text: str) -> dict:
@@ -52,10 +55,11 @@ async def test_a_hand_built_graph_with_memory_recalls_across_threads(
 ):
     model = ScriptedChatModel()
     scheduler = LocalScheduler() if background else None
-    graph = _my_graph(services, model, scheduler).compile(checkpointer=checkpointer)
+    settings = Settings().override(window_size=4, summary_batch=2)
+    graph = _my_graph(services, model, settings, scheduler).compile(checkpointer=checkpointer)
     if scheduler is not None:
         scheduler.bind(graph)  # memory runs are runs of the user's own graph
-    ctx = make_context(model_obj=model, window_size=4, summary_batch=2)
+    ctx = make_context(model_obj=model)
     old = f"t-{uuid.uuid4().hex[:8]}"
     await _say(graph, ctx, old, "My name is Zhang San and I live in Berlin.")
     for i in range(4):
@@ -72,11 +76,13 @@ async def test_a_hand_built_graph_with_memory_recalls_across_threads(
     assert "Berlin" not in str(model.prompts_for("reply")[-1][0].content)
 
 
-def test_add_memory_names_what_the_graph_lacks(services) -> None:
+def test_add_memory_names_what_the_graph_lacks(settings, services) -> None:
     class Bare(TypedDict):
         messages: list
 
     with pytest.raises(TypeError, match="recalled"):
-        add_memory(StateGraph(Bare, context_schema=Context), services, answer="agent")
+        add_memory(
+            StateGraph(Bare, context_schema=Context), services, settings=settings, answer="agent"
+        )
     with pytest.raises(TypeError, match="context_schema"):
-        add_memory(StateGraph(MyState), services, answer="agent")
+        add_memory(StateGraph(MyState), services, settings=settings, answer="agent")

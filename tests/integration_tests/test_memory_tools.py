@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 
 from graph.prompts import TOOL_LIMIT_REPLY
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.profile import Fact
 from memory_graph_agent.testing import ScriptedChatModel, block, default_handler, tool_call
@@ -161,13 +162,15 @@ async def test_tool_mode_without_memory_tools_binds_only_search(agent, make_cont
     assert tool_results(state["messages"])["r-1"].startswith("error: tool 'remember' is not")
 
 
-async def test_forget_pin_and_unpin_touch_only_the_users_own_memory(agent, make_context, services):
+async def test_forget_pin_and_unpin_touch_only_the_users_own_memory(
+    settings, agent, make_context, services
+):
     model = scripted()
     ctx = make_context(model_obj=model)
     stranger = f"u-{uuid.uuid4().hex[:10]}"
     mine = await _memory(services, ctx.user_id, "The user is training for a marathon.")
     theirs = await _memory(services, stranger, "The stranger collects stamps.")
-    ttl = ctx.ttl_days
+    ttl = settings.retention.ttl_days
     await services.profile.upsert(ctx.user_id, [Fact("city", "Oslo", 0.7)], ttl)
     await services.profile.upsert(stranger, [Fact("city", "Rome", 0.7)], ttl)
 
@@ -224,7 +227,7 @@ async def test_forget_pin_and_unpin_touch_only_the_users_own_memory(agent, make_
     assert (await services.profile.get(stranger))["city"]["value"] == "Rome"
 
 
-async def test_max_tool_rounds_ends_a_model_that_keeps_calling_tools(agent, make_context):
+async def test_max_tool_rounds_ends_a_model_that_keeps_calling_tools(graph_for, make_context):
     model = ScriptedChatModel(
         handler=lambda messages: (
             tool_call("search_memory", query="again")
@@ -232,7 +235,9 @@ async def test_max_tool_rounds_ends_a_model_that_keeps_calling_tools(agent, make
             else default_handler(messages)
         )
     )
-    ctx = make_context(max_tool_rounds=2, model_obj=model)
+    settings = Settings().override(max_tool_rounds=2)
+    ctx = make_context(model_obj=model)
+    agent = graph_for(settings)
     state = await say(agent, ctx, _thread(), "Look something up.")
     assert [tools for _, tools in respond_calls(model)] == [ALL_TOOLS, ALL_TOOLS, []]
     assert [m.type for m in state["messages"]] == ["human", "ai", "tool", "ai", "tool", "ai"]
@@ -310,9 +315,11 @@ def _two_rounds() -> ScriptedChatModel:
     )
 
 
-async def test_a_tool_turn_leaves_the_window_whole(agent, make_context, services):
+async def test_a_tool_turn_leaves_the_window_whole(graph_for, make_context, services):
     model = _two_rounds()
-    ctx = make_context(window_size=8, summary_batch=50, model_obj=model)
+    settings = Settings().override(window_size=8, summary_batch=50)
+    ctx = make_context(model_obj=model)
+    agent = graph_for(settings)
     thread = _thread()
     tool_turn = await _tool_turn_then_filler(agent, ctx, services, model, thread, turns=3)
     pending = [m for _, m in await services.window.pending(ctx.user_id, thread)]
@@ -323,9 +330,13 @@ async def test_a_tool_turn_leaves_the_window_whole(agent, make_context, services
     assert pending[4].to_message().tool_call_id == "t-city"
 
 
-async def test_tool_messages_survive_a_tiny_window_and_summarization(agent, make_context, services):
+async def test_tool_messages_survive_a_tiny_window_and_summarization(
+    graph_for, make_context, services
+):
     model = _two_rounds()
-    ctx = make_context(window_size=3, summary_batch=2, model_obj=model)
+    settings = Settings().override(window_size=3, summary_batch=2)
+    ctx = make_context(model_obj=model)
+    agent = graph_for(settings)
     thread = _thread()
     tool_turn = await _tool_turn_then_filler(agent, ctx, services, model, thread, turns=4)
     summaries = await services.memories.list(ctx.user_id, kind="summary")
@@ -353,10 +364,10 @@ def test_rounds_count_from_the_turns_human_message_and_routing_follows_calls():
     assert route_after_respond({"messages": []}) == "trim_window"
 
 
-def test_tools_offered_follow_memory_tools_and_recall_mode(make_context, services):
+def test_tools_offered_follow_memory_tools_and_recall_mode(settings, make_context, services):
     from graph.tools import memory_tools, tools_for
 
-    tools = memory_tools(services)
+    tools = memory_tools(services, settings=settings)
 
     def names(**kw) -> list[str]:
         return [t.name for t in tools_for(make_context(**kw), tools)]

@@ -23,6 +23,7 @@ from redis.backoff import NoBackoff
 
 from memory_graph_agent.cli.main import _serve_metrics, main
 from memory_graph_agent.core.metrics import REDIS_OPS, TIERS
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.keys import RedisKeys
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.profile import Fact, ProfileStore
@@ -88,9 +89,11 @@ def count_lines(prompt: str, tag: str, prefix: str) -> int:
 
 
 async def test_a_conversation_moves_the_metrics_by_what_it_did(
-    agent, make_context, fake_model, services, capsys
+    graph_for, make_context, fake_model, services, capsys
 ):
-    ctx = make_context(window_size=2, summary_batch=2)
+    settings = Settings().override(window_size=2, summary_batch=2)
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     before = snapshot()
     turns = [
@@ -161,7 +164,7 @@ async def test_a_conversation_moves_the_metrics_by_what_it_did(
         assert printed[key] == expected, key
 
 
-async def test_summary_outcomes_and_pending_gauge(agent, make_context, services):
+async def test_summary_outcomes_and_pending_gauge(graph_for, make_context, services):
     def broken_summarizer(messages):
         if prompt_text(messages).startswith("Summarize"):
             raise RuntimeError("provider down")
@@ -170,31 +173,32 @@ async def test_summary_outcomes_and_pending_gauge(agent, make_context, services)
     outcomes = ("llm", "fallback", "raw")
     before = {o: value("agent_memory_summaries_total", outcome=o) for o in outcomes}
 
-    broken = make_context(
-        window_size=2, summary_batch=2, model_obj=ScriptedChatModel(handler=broken_summarizer)
-    )
+    settings = Settings().override(window_size=2, summary_batch=2)
+    broken = make_context(model_obj=ScriptedChatModel(handler=broken_summarizer))
     thread = _thread()
     for text in ["I live in Lisbon.", "I have two cats."]:
-        await say(agent, broken, thread, text)
-    raw = make_context(window_size=2, summary_batch=2, summary_mode="raw")
+        await say(graph_for(settings), broken, thread, text)
+    settings_raw = Settings().override(window_size=2, summary_batch=2, summary_mode="raw")
+    raw = make_context()
     thread = _thread()
     for text in ["I play the cello.", "I like rainy days."]:
-        await say(agent, raw, thread, text)
+        await say(graph_for(settings_raw), raw, thread, text)
 
     got = {o: value("agent_memory_summaries_total", outcome=o) - before[o] for o in outcomes}
     assert got == {"llm": 0, "fallback": 1, "raw": 1}
 
     # pending left non-empty: the gauge shows this thread's pending length
-    ctx = make_context(window_size=2, summary_batch=4)
+    settings_ctx = Settings().override(window_size=2, summary_batch=4)
+    ctx = make_context()
     thread = _thread()
     for text in ["first message", "second message"]:
-        await say(agent, ctx, thread, text)
+        await say(graph_for(settings_ctx), ctx, thread, text)
     pending = await services.window.pending_len(ctx.user_id, thread)
     assert pending == 2
     assert value("agent_memory_pending_queue_size") == pending
 
 
-async def test_memory_model_calls_and_tokens_are_counted_by_purpose(agent, make_context):
+async def test_memory_model_calls_and_tokens_are_counted_by_purpose(graph_for, make_context):
     from memory_graph_agent.core.metrics import LLM_PURPOSES
 
     def snap() -> dict[tuple[str, str], float]:
@@ -205,7 +209,9 @@ async def test_memory_model_calls_and_tokens_are_counted_by_purpose(agent, make_
         return out
 
     model = ScriptedChatModel()
-    ctx = make_context(window_size=2, summary_batch=2, model_obj=model)
+    settings = Settings().override(window_size=2, summary_batch=2)
+    ctx = make_context(model_obj=model)
+    agent = graph_for(settings)
     before = snap()
     thread = _thread()
     for text in ["I live in Lisbon.", "I have two cats.", "I play the cello.", "I like tea."]:
@@ -224,16 +230,18 @@ async def test_memory_model_calls_and_tokens_are_counted_by_purpose(agent, make_
 
 
 async def test_memory_cost_is_reported_per_turn_and_kept_per_user(
-    agent, make_context, services, fake_model, capsys
+    graph_for, make_context, services, fake_model, capsys
 ):
     model = ScriptedChatModel()
-    ctx = make_context(window_size=2, summary_batch=2, model_obj=model)
-    other = make_context(user_id=f"u-{uuid.uuid4().hex[:10]}", window_size=2, summary_batch=2)
+    settings = Settings().override(window_size=2, summary_batch=2)
+    ctx = make_context(model_obj=model)
+    settings_other = Settings().override(window_size=2, summary_batch=2)
+    other = make_context(user_id=f"u-{uuid.uuid4().hex[:10]}")
     thread, other_thread, per_turn = _thread(), _thread(), []
     for text in ["I live in Lisbon.", "I have two cats.", "I play the cello.", "I like tea."]:
-        state = await say(agent, ctx, thread, text)
+        state = await say(graph_for(settings), ctx, thread, text)
         per_turn.append(state.get("memory_cost") or {})
-        await say(agent, other, other_thread, text)
+        await say(graph_for(settings_other), other, other_thread, text)
     memory_calls = len([p for p in model.prompts if p and p[0].type != "system"])
     # each turn reports only its own memory calls; together they are all of them
     assert (

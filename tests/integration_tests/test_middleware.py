@@ -16,6 +16,7 @@ from langchain_core.tools import tool
 
 from memory_graph_agent import MemoryMiddleware, MissingUserError, ProfileView
 from memory_graph_agent.services.models import register_chat_model
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.testing import ScriptedChatModel, block, default_handler, tool_call
 from memory_graph_agent.turn.validation import InvalidInputError, ThreadOwnershipError
 from tests.integration_tests.memory_child import kill_inside_a_memory_run
@@ -56,7 +57,9 @@ def model() -> ScriptedChatModel:
 
 @pytest.fixture
 def memory(services, model) -> MemoryMiddleware:
-    return MemoryMiddleware(services, model=_spec(model), window_size=4, summary_batch=2)
+    return MemoryMiddleware(
+        services, model=_spec(model), settings=Settings().override(window_size=4, summary_batch=2)
+    )
 
 
 async def test_a_new_thread_recalls_what_an_old_one_said_and_another_user_gets_nothing(
@@ -99,7 +102,9 @@ async def test_a_tool_call_never_leaves_the_window_without_its_result_and_all_is
         return default_handler(messages)
 
     model = ScriptedChatModel(handlers={"reply": reply})
-    memory = MemoryMiddleware(services, model=_spec(model), window_size=3, summary_batch=2)
+    memory = MemoryMiddleware(
+        services, model=_spec(model), settings=Settings().override(window_size=3, summary_batch=2)
+    )
     agent = _agent(checkpointer, model, memory, [add])
     thread = _thread()
     for i in range(6):
@@ -123,7 +128,9 @@ async def test_the_reply_streams_and_no_memory_token_reaches_the_stream(
     model = ScriptedChatModel(handlers={"summarize": lambda _: f"{SECRET} summary"})
     for mode in ("inline", "background"):
         memory = MemoryMiddleware(
-            services, model=_spec(model), window_size=2, summary_batch=2, memory_mode=mode
+            services,
+            model=_spec(model),
+            settings=Settings().override(window_size=2, summary_batch=2, memory_mode=mode),
         )
         agent = _agent(checkpointer, model, memory)
         thread, streamed = _thread(), []
@@ -275,7 +282,9 @@ async def test_every_evicted_message_is_summarized_once_when_the_process_dies_in
 ):
     thread = _thread()
     held = await kill_inside_a_memory_run(services, user_id, thread, "middleware")
-    memory = MemoryMiddleware(services, model=_spec(model), window_size=2, summary_batch=2)
+    memory = MemoryMiddleware(
+        services, model=_spec(model), settings=Settings().override(window_size=2, summary_batch=2)
+    )
     agent = _agent(checkpointer, model, memory)
     for i in range(4):
         await _say(agent, user_id, thread, f"number {i} after the crash")
@@ -286,7 +295,7 @@ async def test_every_evicted_message_is_summarized_once_when_the_process_dies_in
 
 
 def test_the_middleware_refuses_bad_configuration(services) -> None:
-    with pytest.raises(ValueError, match="user_id"):
+    with pytest.raises(TypeError, match="user_id"):
         MemoryMiddleware(services, user_id="ada")  # the user comes from each run
     with pytest.raises(ValueError, match="unknown memory provider"):
         MemoryMiddleware(services, provider="deep")
@@ -297,7 +306,10 @@ def test_the_middleware_refuses_bad_configuration(services) -> None:
 async def test_the_flat_provider_recalls_the_hottest_memories(services, checkpointer, user_id):
     model = ScriptedChatModel()
     memory = MemoryMiddleware(
-        services, provider="flat", model=_spec(model), window_size=2, summary_batch=2
+        services,
+        provider="flat",
+        model=_spec(model),
+        settings=Settings().override(window_size=2, summary_batch=2),
     )
     agent = _agent(checkpointer, model, memory)
     thread = _thread()
@@ -314,7 +326,9 @@ async def test_a_session_end_archives_the_whole_thread_into_one_summary_each(
     services, checkpointer, user_id
 ):
     model = ScriptedChatModel()
-    memory = MemoryMiddleware(services, model=_spec(model), window_size=4, summary_batch=3)
+    memory = MemoryMiddleware(
+        services, model=_spec(model), settings=Settings().override(window_size=4, summary_batch=3)
+    )
     agent = _agent(checkpointer, model, memory)
     thread = _thread()
     for i in range(5):
@@ -370,12 +384,14 @@ async def test_back_to_a_thread_archived_while_idle_recall_gets_the_whole_budget
     services, checkpointer, user_id
 ):
     from graph.context import Context
-    from memory_graph_agent.turn.budgets import recall_budget
+    from memory_graph_agent.prompting.budgets import recall_budget
     from tests.integration_tests.test_idle_threads import _age, _maintain
 
     model, provider = ScriptedChatModel(), BudgetProvider()
     spec = _spec(model)  # the maintenance pass summarizes with it too (no local model)
-    memory = MemoryMiddleware(services, provider=provider, model=spec, summary_batch=50)
+    memory = MemoryMiddleware(
+        services, provider=provider, model=spec, settings=Settings().override(summary_batch=50)
+    )
     agent = _agent(checkpointer, model, memory)
     thread = _thread()
     for text in ("I keep three beehives on my roof in Lyon. " * 20, "The bees make honey. " * 20):
@@ -387,5 +403,7 @@ async def test_back_to_a_thread_archived_while_idle_recall_gets_the_whole_budget
     back = await _say(agent, user_id, thread, "What do my bees make?")
 
     assert [m.type for m in back["messages"]] == ["human", "ai"], "archived ones left the state"
-    full = recall_budget(Context().memory_token_budget, [HumanMessage("What do my bees make?")])
+    full = recall_budget(
+        Settings().window.memory_token_budget, [HumanMessage("What do my bees make?")]
+    )
     assert provider.budgets[-1] == full, "the archived messages no longer count as on screen"

@@ -20,11 +20,11 @@ from langchain_core.messages import HumanMessage
 
 from graph.context import Context
 from memory_graph_agent import MemoryMiddleware
-from memory_graph_agent.recall.weights import RecallWeights
 from memory_graph_agent.services.models import register_chat_model
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.testing import ScriptedChatModel, block
 
-KNOBS = {"window_size": 4, "summary_batch": 2, "memory_token_budget": 600}
+SETTINGS = Settings().override(window_size=4, summary_batch=2, memory_token_budget=600)
 """A small window and budget: recall must choose among many memories."""
 
 SESSIONS = [
@@ -85,7 +85,7 @@ async def _recalled(
 
 async def _seed(agent: Any, user: str, spec: str) -> None:
     """Each session on its own thread, memory formed inline by our graph."""
-    ctx = Context(user_id=user, model=spec, memory_mode="inline", **KNOBS)
+    ctx = Context(user_id=user, model=spec)
     for session in SESSIONS:
         config = {"configurable": {"thread_id": f"s-{uuid.uuid4().hex[:8]}"}}
         for text in session:
@@ -93,19 +93,20 @@ async def _seed(agent: Any, user: str, spec: str) -> None:
 
 
 async def test_the_middleware_recalls_what_our_graph_recalls_in_the_same_order(
-    services, checkpointer, agent, user_id
+    services, checkpointer, graph_for, user_id
 ):
     model = ScriptedChatModel()
     spec = _spec(model)
-    await _seed(agent, user_id, spec)
+    await _seed(graph_for(SETTINGS.override(memory_mode="inline")), user_id, spec)
     summaries = await services.memories.list(user_id, kind="summary", limit=100)
     assert len(summaries) >= 6  # most of the conversation left the windows
 
-    ours = Context(user_id=user_id, model=spec, **KNOBS)
-    same = MemoryMiddleware(services, model=spec, **KNOBS)
+    ours = Context(user_id=user_id, model=spec)
+    agent = graph_for(SETTINGS)
+    same = MemoryMiddleware(services, model=spec, settings=SETTINGS)
     # a ranking of its own: a flatter fusion, no neighbouring turns
-    flatter = RecallWeights(recall_rrf_k=60, neighbour_weight=0.0)
-    other = MemoryMiddleware(services, model=spec, recall_weights=flatter, **KNOBS)
+    flatter = SETTINGS.override(recall_rrf_k=60, neighbour_weight=0.0)
+    other = MemoryMiddleware(services, model=spec, settings=flatter)
     middleware_agent = create_agent(model, [], middleware=[same], checkpointer=checkpointer)
     control_agent = create_agent(model, [], middleware=[other], checkpointer=checkpointer)
     context = {"user_id": user_id}

@@ -18,6 +18,7 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from memory_graph_agent import MemoryMiddleware
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.services.stores import Services, services_session_sync
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.testing import ScriptedChatModel, block, default_handler, tool_call
 from tests.conftest import EMBEDDING
 from tests.integration_tests.test_durability import _assert_exactly_once
@@ -63,7 +64,9 @@ def test_invoke_and_stream_remember_across_threads_and_drain_the_memory_runs(
     services = sync_services
     model = ScriptedChatModel()
     spec = register_chat_model(f"fake-{uuid.uuid4().hex[:8]}", model)
-    memory = MemoryMiddleware(services, model=spec, window_size=4, summary_batch=2)
+    memory = MemoryMiddleware(
+        services, model=spec, settings=Settings().override(window_size=4, summary_batch=2)
+    )
     agent = _agent(model, memory, saver)
     old = _thread()
     first = _say(agent, user_id, old, "My name is Zhang San and I live in Berlin.")
@@ -123,7 +126,7 @@ def test_the_memory_tools_run_in_a_sync_run_for_the_runs_own_user(sync_services,
 
 
 async def test_invoke_on_the_loop_that_owns_the_services_says_to_use_ainvoke(services, user_id):
-    memory = MemoryMiddleware(services, window_size=4)
+    memory = MemoryMiddleware(services, settings=Settings().override(window_size=4))
     agent = _agent(ScriptedChatModel(), memory, None)
     with pytest.raises(RuntimeError, match="ainvoke") as refused:
         _say(agent, user_id, _thread(), "hi")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import uuid
 from functools import partial
-from types import SimpleNamespace
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
@@ -15,12 +14,13 @@ from graph.context import Context
 from graph.routing import route_after_consolidate, route_after_summarize, route_after_trim
 from graph.state import State
 from memory_graph_agent.formation.summaries import merge_thread_summary
+from memory_graph_agent.prompting.rendering import render_memory, text_tokens
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.storage.outages import guard
 from memory_graph_agent.storage.profile import Fact
 from memory_graph_agent.storage.window import StoredMessage
 from memory_graph_agent.testing import ScriptedChatModel, default_handler, prompt_text
-from memory_graph_agent.turn.rendering import render_memory, text_tokens
 from nodes.consolidate import consolidate
 from nodes.load_profile import load_profile
 from nodes.recall import recall
@@ -37,11 +37,20 @@ def _thread() -> str:
 
 
 async def run_node(
-    services, node, state: dict, context: Context, thread_id: str | None = None
+    services,
+    node,
+    state: dict,
+    context: Context,
+    thread_id: str | None = None,
+    settings: Settings | None = None,
 ) -> dict:
-    """Invoke one node through a tiny graph so `runtime` and `get_config` are real."""
+    """Invoke one node through a tiny graph so `runtime` and `get_config` are real.
+
+    The node gets ``settings`` (default: `Settings`' defaults) as `graph.builder` binds them.
+    """
     builder = StateGraph(State, context_schema=Context)
-    builder.add_node(node.__name__, partial(node, services=services))
+    settings = Settings() if settings is None else settings
+    builder.add_node(node.__name__, partial(node, services=services, settings=settings))
     builder.add_edge(START, node.__name__)
     builder.add_edge(node.__name__, END)
     config = {"configurable": {"thread_id": thread_id or _thread()}}
@@ -76,12 +85,14 @@ def mem(user_id: str, text: str) -> Memory:
 # ---------------------------------------------------------------- load_profile
 
 
-async def test_load_profile_reads_this_users_profile(services, make_context, user_id):
+async def test_load_profile_reads_this_users_profile(settings, services, make_context, user_id):
     ctx = make_context()
     await services.profile.upsert(
-        user_id, [Fact("name", "Ada", 0.9), Fact("city", "Oslo", 0.7)], ctx.ttl_days
+        user_id, [Fact("name", "Ada", 0.9), Fact("city", "Oslo", 0.7)], settings.retention.ttl_days
     )
-    await services.profile.upsert(f"{user_id}-b", [Fact("name", "Bob", 0.9)], ctx.ttl_days)
+    await services.profile.upsert(
+        f"{user_id}-b", [Fact("name", "Bob", 0.9)], settings.retention.ttl_days
+    )
     out = await run_node(services, load_profile, {"messages": [HumanMessage("hi")]}, ctx)
     assert {k: v["value"] for k, v in out["profile"].items()} == {"name": "Ada", "city": "Oslo"}
     assert [(e["node"], e["kind"]) for e in out["memory_events"]] == [("load_profile", "loaded")]
@@ -115,9 +126,14 @@ async def test_recall_keeps_hits_above_min_similarity_and_writes_nothing(
     services, make_context, user_id
 ):
     await _seed_memories(services, user_id)
-    ctx = make_context(min_similarity=0.3, recall_k=5, memory_token_budget=10_000)
+    settings = Settings().override(min_similarity=0.3, recall_k=5, memory_token_budget=10_000)
+    ctx = make_context()
     out = await run_node(
-        services, recall, {"messages": [HumanMessage("What does my sister do for a living?")]}, ctx
+        services,
+        recall,
+        {"messages": [HumanMessage("What does my sister do for a living?")]},
+        ctx,
+        settings=settings,
     )
     recalled = out["recalled"]
     assert recalled, "the sister memories should be recalled"
@@ -139,9 +155,14 @@ async def test_recall_keeps_hits_above_min_similarity_and_writes_nothing(
 
 async def test_recall_min_similarity_can_exclude_everything(services, make_context, user_id):
     await _seed_memories(services, user_id)
-    ctx = make_context(min_similarity=0.99)
+    settings = Settings().override(min_similarity=0.99)
+    ctx = make_context()
     out = await run_node(
-        services, recall, {"messages": [HumanMessage("What does my sister do?")]}, ctx
+        services,
+        recall,
+        {"messages": [HumanMessage("What does my sister do?")]},
+        ctx,
+        settings=settings,
     )
     assert out["recalled"] == []
     assert all(m.access_count == 0 for m in await services.memories.list(user_id))
@@ -152,7 +173,11 @@ async def test_recall_respects_the_token_budget(services, make_context, user_id)
     question = {"messages": [HumanMessage("Tell me about my sister and bread")]}
     everything = (
         await run_node(
-            services, recall, question, make_context(min_similarity=0.0, memory_token_budget=10_000)
+            services,
+            recall,
+            question,
+            make_context(),
+            settings=Settings().override(min_similarity=0.0, memory_token_budget=10_000),
         )
     )["recalled"]
     assert len(everything) == 3
@@ -166,7 +191,11 @@ async def test_recall_respects_the_token_budget(services, make_context, user_id)
         10_000,
     ]:
         out = await run_node(
-            services, recall, question, make_context(min_similarity=0.0, memory_token_budget=budget)
+            services,
+            recall,
+            question,
+            make_context(),
+            settings=Settings().override(min_similarity=0.0, memory_token_budget=budget),
         )
         kept = out["recalled"]
         assert sum(m["tokens"] for m in kept) <= budget
@@ -188,7 +217,8 @@ async def test_recall_leaves_out_what_the_prompt_shows_without_reading_redis(
     ids = await log_turns(
         services, user_id, thread, "My sister is a marine biologist in Lisbon.", "Nice!"
     )
-    ctx = make_context(min_similarity=0.0, memory_token_budget=10_000)
+    settings = Settings().override(min_similarity=0.0, memory_token_budget=10_000)
+    ctx = make_context()
     question = HumanMessage("What does my sister do?")
     reads: list[str] = []
     window = services.window.window
@@ -198,10 +228,14 @@ async def test_recall_leaves_out_what_the_prompt_shows_without_reading_redis(
         return await window(user, thread_id)
 
     monkeypatch.setattr(services.window, "window", counted)
-    alone = await run_node(services, recall, {"messages": [question]}, ctx, thread)
+    alone = await run_node(
+        services, recall, {"messages": [question]}, ctx, thread, settings=settings
+    )
     assert ids[0] in {s for m in alone["recalled"] for s in m["source_ids"]}
     shown = HumanMessage("My sister is a marine biologist in Lisbon.", id=ids[0])
-    beside = await run_node(services, recall, {"messages": [shown, question]}, ctx, thread)
+    beside = await run_node(
+        services, recall, {"messages": [shown, question]}, ctx, thread, settings=settings
+    )
     assert ids[0] not in {s for m in beside["recalled"] for s in m["source_ids"]}
     assert reads == []  # the state says what the prompt shows: no window read
 
@@ -212,7 +246,8 @@ async def test_recall_k_caps_the_hits(services, make_context, user_id):
         services,
         recall,
         {"messages": [HumanMessage("my sister")]},
-        make_context(recall_k=1, min_similarity=0.0),
+        make_context(),
+        settings=Settings().override(recall_k=1, min_similarity=0.0),
     )
     assert len(out["recalled"]) == 1
 
@@ -229,11 +264,12 @@ async def test_recall_for_user_without_memories(services, make_context):
 
 async def test_trim_window_pushes_evicts_and_removes_from_state(services, make_context, user_id):
     thread = _thread()
-    ctx = make_context(window_size=3)
+    settings = Settings().override(window_size=3)
+    ctx = make_context()
     msgs = []
     for i in range(3):
         msgs += [HumanMessage(f"q{i}", id=f"q{i}"), AIMessage(f"a{i}", id=f"a{i}")]
-    out = await run_node(services, trim_window, {"messages": msgs}, ctx, thread)
+    out = await run_node(services, trim_window, {"messages": msgs}, ctx, thread, settings=settings)
     assert [m.id for m in out["messages"]] == ["q2", "a2"]
     assert out["pending_count"] == 4
     assert [m.id for m in await services.window.window(user_id, thread)] == ["q2", "a2"]
@@ -244,7 +280,7 @@ async def test_trim_window_pushes_evicts_and_removes_from_state(services, make_c
         "a1",
     ]
     # running again with the same messages is idempotent
-    out = await run_node(services, trim_window, {"messages": msgs}, ctx, thread)
+    out = await run_node(services, trim_window, {"messages": msgs}, ctx, thread, settings=settings)
     assert out["pending_count"] == 4
     assert out["memory_events"][-1]["kind"] == "pushed"
     assert "+0 messages" in out["memory_events"][-1]["text"]
@@ -264,7 +300,12 @@ async def test_summarize_builds_summary_with_provenance_and_keeps_pending(
     thread = _thread()
     moved = await fill_pending(services, user_id, thread, 2)
     out = await run_node(
-        services, summarize, {"messages": []}, make_context(summary_batch=4), thread
+        services,
+        summarize,
+        {"messages": []},
+        make_context(),
+        thread,
+        settings=Settings().override(summary_batch=4),
     )
     s = out["summary"]
     assert s["source_ids"] == moved == ["h0", "a0", "h1", "a1"]
@@ -291,8 +332,9 @@ async def test_summarize_falls_back_to_raw_transcript(services, make_context, us
         services,
         summarize,
         {"messages": []},
-        make_context(summary_batch=2, model_obj=ScriptedChatModel(handler=broken)),
+        make_context(model_obj=ScriptedChatModel(handler=broken)),
         thread,
+        settings=Settings().override(summary_batch=2),
     )
     s = out["summary"]
     assert (s["mode"], s["importance"]) == ("fallback", 0.3)
@@ -305,7 +347,14 @@ async def test_summarize_falls_back_to_raw_transcript(services, make_context, us
 async def _summary_for(services, make_context, user_id, thread, mode="llm", text=None):
     await fill_pending(services, user_id, thread, 2)
     s = (
-        await run_node(services, summarize, {"messages": []}, make_context(summary_batch=4), thread)
+        await run_node(
+            services,
+            summarize,
+            {"messages": []},
+            make_context(),
+            thread,
+            settings=Settings().override(summary_batch=4),
+        )
     )["summary"]
     s["mode"] = mode
     if text:  # as if the user had said it: facts are grounded in the user's own words
@@ -361,8 +410,9 @@ async def test_consolidate_extracts_facts_above_importance_threshold(
         services,
         consolidate,
         {"messages": [], "summary": s},
-        make_context(min_fact_importance=0.9),
+        make_context(),
         thread,
+        settings=Settings().override(min_fact_importance=0.9),
     )
     profile = await services.profile.get(user_id)
     assert {k: v["value"] for k, v in profile.items()} == {
@@ -425,7 +475,13 @@ async def test_reflect_skips_below_threshold_without_model_call(
     services, make_context, fake_model, user_id
 ):
     await services.memories.add(mem(user_id, "one summary"))
-    out = await run_node(services, reflect, {"messages": []}, make_context(reflect_after=2))
+    out = await run_node(
+        services,
+        reflect,
+        {"messages": []},
+        make_context(),
+        settings=Settings().override(reflect_after=2),
+    )
     assert out["summaries_since_reflection"] == 1
     assert out["memory_events"][-1]["kind"] == "not_due"
     assert fake_model.prompts == []
@@ -435,8 +491,8 @@ async def test_reflect_skips_below_threshold_without_model_call(
 # ---------------------------------------------------------------- routing
 
 
-def rt(**ctx_fields) -> SimpleNamespace:
-    return SimpleNamespace(context=Context(user_id="router", model="registered:x", **ctx_fields))
+def rt(**values) -> Settings:
+    return Settings().override(**values)
 
 
 @pytest.mark.parametrize(
@@ -452,7 +508,7 @@ def rt(**ctx_fields) -> SimpleNamespace:
 )
 def test_route_after_trim(pending, batch, expected):
     state = {} if pending is None else {"pending_count": pending}
-    assert route_after_trim(state, rt(summary_batch=batch)) == expected
+    assert route_after_trim(state, settings=rt(summary_batch=batch)) == expected
 
 
 @pytest.mark.parametrize(
@@ -479,4 +535,4 @@ def test_route_after_summarize(summary, expected):
     ],
 )
 def test_route_after_consolidate(state, expected):
-    assert route_after_consolidate(state, rt(reflect_after=3, summary_batch=2)) == expected
+    assert route_after_consolidate(state, settings=rt(reflect_after=3, summary_batch=2)) == expected

@@ -1,25 +1,23 @@
-"""A client of the server sets only the user's knobs; limits come from the deployment.
+"""A client of the server sets a run's `Context`; the deployment's `Settings` never travel.
 
 Through a real `langgraph dev` with API keys: Bob may not raise ``max_message_chars`` (or
-any other operator knob: window, batches, budgets, timeouts, thresholds, modes, the
-recall weights' group or any weight in it) for his runs, his assistants or his crons, in
-``context`` or in the legacy ``configurable``; the attempt is refused with 403 and
-nothing of it runs or is stored. Alice's same oversized message is rejected by the
-deployment's limit, her thread goes on with her next turn (nothing of the rejected one
-stored), and her user knobs still work.
+any other deployment setting: window, batches, budgets, timeouts, thresholds, modes, a
+group such as ``recall``, the recall weights or any weight in them) for his runs, his
+assistants or his crons, in ``context`` or in the legacy ``configurable``; the attempt is
+refused with 403 naming the environment variable that sets it, and nothing of it runs or
+is stored. Alice's same oversized message is rejected by the deployment's limit (read
+once by the server, `Settings.from_env`), her thread goes on with her next turn (nothing
+of the rejected one stored), and her run's context still works.
 """
 
 from __future__ import annotations
-
-from dataclasses import asdict
 
 import httpx
 import psycopg
 import pytest
 import redis
 
-from graph.context import OPERATOR_KNOBS, Context
-from memory_graph_agent.core.knobs import knob_values
+from memory_graph_agent.settings import ENV_PATHS, Settings
 from tests.integration_tests.dev_server import Credentials
 from tests.integration_tests.test_auth_server import AGENT, keys_of, memory_formed, status, turn
 
@@ -49,16 +47,18 @@ async def test_a_client_cannot_raise_the_message_limit(
     assert await bob.runs.list(thread) == []
 
 
-async def test_every_operator_knob_is_refused_and_user_knobs_pass(alice, bob) -> None:
-    defaults = Context()
-    # the recall weights: the group as a whole and each weight by its own name
-    values = {**knob_values(defaults), "recall_weights": asdict(defaults.recall_weights)}
-    for name in sorted(OPERATOR_KNOBS):  # the whole class, even at its default value
+async def test_every_deployment_setting_is_refused_and_the_context_passes(alice, bob) -> None:
+    values = Settings().by_name()
+    # every setting by its variable's name, even at its default value, and every group
+    for name in sorted(env.lower() for env in ENV_PATHS):
         got = await status(bob.assistants.create(AGENT, context={name: values[name]}))
         assert got == 403, (name, got)
+    for group in (*Settings.model_fields, "recall_weights"):
+        got = await status(bob.assistants.create(AGENT, context={group: {}}))
+        assert got == 403, (group, got)
     # the scheduler's memory_of, off its memory thread (the graph would skip the turn's checks)
     assert await status(bob.assistants.create(AGENT, context={"memory_of": "t1"})) == 403
-    # the user's knobs stay the client's
+    # the run's context stays the client's
     mine = await alice.assistants.create(AGENT, context={"model": MODEL, "recall_mode": "flat"})
     assert mine["context"]["recall_mode"] == "flat"
     raised = alice.assistants.update(mine["assistant_id"], context={"window_size": 10_000})
@@ -66,12 +66,12 @@ async def test_every_operator_knob_is_refused_and_user_knobs_pass(alice, bob) ->
 
 
 async def test_a_client_cannot_retune_recall(bob, server_credentials: Credentials) -> None:
-    """The tuned weights are one group, the operator's: a run setting it, part of it or one
-    weight by name is refused (403), naming what it set and the variables that set it."""
+    """The tuned weights are the deployment's: a run setting them, a group or one weight by
+    name is refused (403), naming what it set and the variables that set it."""
     thread = (await bob.threads.create())["thread_id"]
     for context, says in (
         ({"recall_weights": {"neighbour_weight": 0.0}}, "NEIGHBOUR_WEIGHT, SUMMARY_TURN_WEIGHT"),
-        ({"recall_weights": {}}, "RECENCY_HALF_LIFE_DAYS"),
+        ({"recall": {}}, "RECALL_K"),
         ({"weight_recency": 1.0}, "WEIGHT_RECENCY"),
     ):
         with pytest.raises(httpx.HTTPStatusError) as refused:

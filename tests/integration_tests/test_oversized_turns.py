@@ -14,6 +14,7 @@ import uuid
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.testing import ScriptedChatModel, reply_answer
 from nodes.respond import ModelUnavailableError
 from tests.conftest import kinds, say
@@ -129,12 +130,14 @@ async def test_a_prompt_the_provider_refuses_as_too_long_never_blocks_the_next_t
 
 
 async def test_a_dangling_tool_call_sent_by_a_client_never_fails_later_turns(
-    agent, make_context, services
+    graph_for, make_context, services
 ):
     """An AI message with tool_calls and no tool results (a client's history) would make
     OpenAI answer 400 on every turn: the prompt leaves such calls out, the state keeps them."""
     model = provider()
-    ctx = make_context(model_obj=model, window_token_share=1.0)  # the window keeps all three
+    settings = Settings().override(window_token_share=1.0)
+    ctx = make_context(model_obj=model)  # the window keeps all three
+    agent = graph_for(settings)
     thread = _thread()
     dangling = AIMessage(
         "Let me look that up.",
@@ -157,7 +160,7 @@ async def test_a_dangling_tool_call_sent_by_a_client_never_fails_later_turns(
 
 
 async def test_an_oversized_message_summarized_later_never_wedges_the_thread(
-    agent, make_context, services
+    graph_for, make_context, services
 ):
     """When the message leaves the window, its summary (a raw-text fallback: the
     summarizer refuses the oversized transcript too) joins the thread summary of every
@@ -167,7 +170,9 @@ async def test_an_oversized_message_summarized_later_never_wedges_the_thread(
         handlers={"reply": provider_reply, "summarize": _refusing_summarizer},
         profile={"max_input_tokens": N_CTX},
     )
-    ctx = make_context(model_obj=model, window_size=2, summary_batch=2, fact_rules="off")
+    settings = Settings().override(window_size=2, summary_batch=2, fact_rules="off")
+    ctx = make_context(model_obj=model)
+    agent = graph_for(settings)
     thread = _thread()
     texts = [OVERSIZED["cjk_4k_chars"], "Short one.", "Another.", "And a third.", "Last."]
     results = await _turns(agent, ctx, thread, texts)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 
 from memory_graph_agent.core.tokens import text_tokens
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.profile import Fact
 from memory_graph_agent.testing import block
 from tests.conftest import say
@@ -17,13 +18,13 @@ DEFAULT_BUDGET = 400  # Context.profile_token_budget
 
 
 async def test_the_profile_block_keeps_to_its_budget_most_important_facts_first(
-    agent, make_context, services, fake_model
+    settings, agent, make_context, services, fake_model
 ):
     ctx = make_context()
     facts = [Fact("name", "Zhang San", 0.95), Fact("city", "Berlin", 0.9)]
     facts += [Fact(f"hobby_{i}", f"collecting things number {i}", 0.5) for i in range(120)]
     facts += [Fact("life_story", "I was born in a small town and then " * 200, 0.6)]
-    await services.profile.upsert(ctx.user_id, facts, ctx.ttl_days)
+    await services.profile.upsert(ctx.user_id, facts, settings.retention.ttl_days)
     state = await say(agent, ctx, f"t-{uuid.uuid4().hex[:8]}", "Who am I?")
     assert len(state["profile"]) == len(facts)  # all loaded; the prompt shows what fits
 
@@ -36,10 +37,12 @@ async def test_the_profile_block_keeps_to_its_budget_most_important_facts_first(
     assert lines[-1].startswith("(") and "more facts not shown" in lines[-1]
 
 
-async def test_a_smaller_profile_budget_is_honoured(agent, make_context, services, fake_model):
-    ctx = make_context(profile_token_budget=40)
+async def test_a_smaller_profile_budget_is_honoured(graph_for, make_context, services, fake_model):
+    settings = Settings().override(profile_token_budget=40)
+    ctx = make_context()
+    agent = graph_for(settings)
     facts = [Fact(f"fact_{i:02d}", f"value {i}", 0.5 + i / 100) for i in range(30)]
-    await services.profile.upsert(ctx.user_id, facts, ctx.ttl_days)
+    await services.profile.upsert(ctx.user_id, facts, settings.retention.ttl_days)
     await say(agent, ctx, f"t-{uuid.uuid4().hex[:8]}", "Hello")
     profile = block(fake_model.system_prompts()[-1], "profile")
     assert text_tokens(profile) <= 40

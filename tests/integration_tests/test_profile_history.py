@@ -8,6 +8,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from memory_graph_agent.cli.main import main
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.window import parse_ts
 from memory_graph_agent.testing import block
 from tests.conftest import say
@@ -28,9 +29,11 @@ async def _java_then_go(agent, ctx) -> dict[str, str]:
 
 
 async def test_a_changed_preference_keeps_its_history_and_is_noted_next_turn(
-    agent, make_context, services, fake_model
+    graph_for, make_context, services, fake_model
 ):
-    ctx = make_context(window_size=2, summary_batch=2)
+    settings = Settings().override(window_size=2, summary_batch=2)
+    ctx = make_context()
+    agent = graph_for(settings)
     said = await _java_then_go(agent, ctx)
 
     profile = await services.profile.get(ctx.user_id)
@@ -57,9 +60,12 @@ async def test_a_changed_preference_keeps_its_history_and_is_noted_next_turn(
     assert f"changed: preferred_language Java → Go ({day})" in profile_block
 
 
-async def test_change_notes_stop_after_change_note_days(agent, make_context, services, fake_model):
-    ctx = make_context(window_size=2, summary_batch=2)
-    said = await _java_then_go(agent, ctx)
+async def test_change_notes_stop_after_change_note_days(
+    graph_for, make_context, services, fake_model
+):
+    settings = Settings().override(window_size=2, summary_batch=2)
+    ctx = make_context()
+    said = await _java_then_go(graph_for(settings), ctx)
     # the same history seen by a later turn configured to note only today's changes,
     # after the change was dated back two days
     raw = await services.redis.lrange(services.profile.history_key(ctx.user_id), 0, -1)
@@ -67,17 +73,24 @@ async def test_change_notes_stop_after_change_note_days(agent, make_context, ser
     for i, entry in enumerate(json.loads(r) for r in raw):
         entry["valid_to"] = (datetime.now(UTC) - timedelta(days=2)).isoformat()
         await services.redis.lset(key, i, json.dumps(entry))
-    late = make_context(window_size=2, summary_batch=2, change_note_days=1)
-    state = await say(agent, late, said["thread"], "Which language should I use?")
+    settings_late = Settings().override(window_size=2, summary_batch=2, change_note_days=1)
+    late = make_context()
+    state = await say(
+        graph_for(settings_late), late, said["thread"], "Which language should I use?"
+    )
     assert state["profile_changes"] == []
     assert "changed:" not in block(fake_model.system_prompts()[-1], "profile")
 
 
 async def test_unimportant_facts_expire_from_the_prompt_while_pinned_ones_stay(
-    agent, make_context, services, fake_model
+    graph_for, make_context, services, fake_model
 ):
     # below 0.9 a fact lives 0.0001 days (8.6 s); 0.9 and above never expires
-    ctx = make_context(window_size=2, summary_batch=2, ttl_policy="0.9:never,0.5:0.0001,0:0.0001")
+    settings = Settings().override(
+        window_size=2, summary_batch=2, ttl_policy="0.9:never,0.5:0.0001,0:0.0001"
+    )
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     await say(agent, ctx, thread, "My name is Ada Byron, I live in Paris and I prefer Rust.")
     await say(agent, ctx, thread, "What is a haiku?")  # consolidates turn 1
@@ -90,7 +103,7 @@ async def test_unimportant_facts_expire_from_the_prompt_while_pinned_ones_stay(
     assert profile["name"]["expires_at"] is None
     expires = parse_ts(profile["preferred_language"]["expires_at"])
     assert expires - datetime.now(UTC) < timedelta(days=0.0001)
-    assert await services.profile.set_pinned(ctx.user_id, "city", True, ctx.ttl_days)
+    assert await services.profile.set_pinned(ctx.user_id, "city", True, settings.retention.ttl_days)
 
     await asyncio.sleep(max(0.0, (expires - datetime.now(UTC)).total_seconds()) + 0.2)
     await say(agent, ctx, thread, "Recommend a weekend plan.")
@@ -105,8 +118,12 @@ async def test_unimportant_facts_expire_from_the_prompt_while_pinned_ones_stay(
     )
 
 
-async def test_memory_show_prints_the_history_under_each_key(agent, make_context, services, capsys):
-    ctx = make_context(window_size=2, summary_batch=2)
+async def test_memory_show_prints_the_history_under_each_key(
+    graph_for, make_context, services, capsys
+):
+    settings = Settings().override(window_size=2, summary_batch=2)
+    ctx = make_context()
+    agent = graph_for(settings)
     await _java_then_go(agent, ctx)
     assert await asyncio.to_thread(main, ["memory", "show", "--user", ctx.user_id]) == 0
     out = capsys.readouterr().out

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from graph.context import parse_ttl_policy
 from memory_graph_agent.core.ids import InvalidIdError
+from memory_graph_agent.settings import parse_ttl_policy
 from memory_graph_agent.storage.profile import Fact, FactChange, normalize_fact_key
 from memory_graph_agent.storage.window import parse_ts
 

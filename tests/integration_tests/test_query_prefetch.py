@@ -19,6 +19,7 @@ from langchain_core.embeddings import Embeddings
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
 from graph.builder import build_builder, build_graph
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.turn.validation import InvalidInputError
 from tests.conftest import say
@@ -76,12 +77,13 @@ def _thread() -> str:
 def recorded(services, checkpointer):
     """``(graph, embeddings, log)``: `build_graph` on the recorded embeddings and saver."""
 
-    def make(delay_s: float = 0.0, error=None):
+    def make(delay_s: float = 0.0, error=None, settings: Settings | None = None):
         log: list = []
         embeddings = Recorded(services.embeddings, log, delay_s, error)
         saver = RecordedSaver(checkpointer.conn)
         saver.log = log
-        graph = build_graph(dataclasses.replace(services, embeddings=embeddings), saver)
+        recorded_services = dataclasses.replace(services, embeddings=embeddings)
+        graph = build_graph(recorded_services, saver, settings=settings or Settings())
         return graph, embeddings, log
 
     return make
@@ -93,7 +95,7 @@ async def _seed(services, user_id: str, text: str) -> None:
 
 
 async def test_the_question_is_embedded_once_before_the_checkpoint_is_read(
-    recorded, make_context, services, checkpointer
+    settings, recorded, make_context, services, checkpointer
 ):
     ctx = make_context()
     question = "Which city did I move to for the new job?"
@@ -108,7 +110,7 @@ async def test_the_question_is_embedded_once_before_the_checkpoint_is_read(
     assert "Lisbon" in " ".join(item["text"] for item in state["recalled"])
 
     # the same vector: what recall finds is what it finds when it embeds the question itself
-    plain = build_builder(services).compile(checkpointer=checkpointer)  # no prefetch
+    plain = build_builder(services, settings).compile(checkpointer=checkpointer)  # no prefetch
     itself = await say(plain, ctx, _thread(), question)
     assert [i["id"] for i in itself["recalled"]] == [i["id"] for i in state["recalled"]]
     assert [i["similarity"] for i in itself["recalled"]] == [
@@ -126,14 +128,18 @@ async def test_runs_without_a_question_embed_nothing(recorded, make_context):
 
 
 @pytest.mark.parametrize(
-    "overrides",
-    [{"recall_mode": "flat"}, {"recall_mode": "tool"}, {"memory_token_budget": 0}],
+    ("overrides", "settings"),
+    [
+        ({"recall_mode": "flat"}, Settings()),
+        ({"recall_mode": "tool"}, Settings()),
+        ({}, Settings().override(memory_token_budget=0)),
+    ],
     ids=["flat-recall", "tool-recall", "no-memory-budget"],
 )
 async def test_turns_that_do_not_search_leave_no_embedding_behind(
-    recorded, make_context, overrides
+    recorded, make_context, overrides, settings
 ):
-    graph, embeddings, log = recorded(delay_s=5.0)
+    graph, embeddings, log = recorded(delay_s=5.0, settings=settings)
     started = time.perf_counter()
     await say(graph, make_context(**overrides), _thread(), "Remember that I like green tea.")
     assert time.perf_counter() - started < 4.0  # the turn did not wait for it
@@ -149,8 +155,9 @@ async def test_an_embedding_error_fails_the_turn_as_before(recorded, make_contex
 
 
 async def test_a_refused_turn_leaves_no_embedding_running(recorded, make_context, services):
-    graph, embeddings, log = recorded(delay_s=5.0)
-    ctx = make_context(max_message_chars=100)
+    settings = Settings().override(max_message_chars=100)
+    graph, embeddings, log = recorded(delay_s=5.0, settings=settings)
+    ctx = make_context()
     too_long = "tea " * 100
     started = time.perf_counter()
     with pytest.raises(InvalidInputError):

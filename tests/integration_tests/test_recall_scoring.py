@@ -10,7 +10,7 @@ import uuid
 from datetime import UTC, datetime
 
 from memory_graph_agent.cli.main import main
-from memory_graph_agent.recall.weights import RecallWeights
+from memory_graph_agent.settings import RecallWeights, Settings
 from memory_graph_agent.storage.memories import Memory
 from memory_graph_agent.testing import ScriptedChatModel, block
 from tests.conftest import say
@@ -50,7 +50,7 @@ class NoToolsModel(ScriptedChatModel):
         raise NotImplementedError("no tool calling")
 
 
-async def test_recalled_items_carry_their_score_parts(agent, make_context, services):
+async def test_recalled_items_carry_their_score_parts(settings, agent, make_context, services):
     ctx = make_context()
     await _remember(services, ctx.user_id, SISTER, 0.8)
     await _remember(services, ctx.user_id, "The user bakes sourdough bread on Sundays.", 0.3)
@@ -64,7 +64,7 @@ async def test_recalled_items_carry_their_score_parts(agent, make_context, servi
     top = recalled[0]
     assert top["relevance"] == 1.0 and top["importance"] == 0.8
     assert top["recency"] > 0.99  # created a moment ago
-    w = ctx.recall_weights
+    w = settings.recall.weights
     weights = (w.weight_relevance, w.weight_recency, w.weight_importance)
     expected = (weights[0] * 1.0 + weights[1] * top["recency"] + weights[2] * 0.8) / sum(weights)
     assert abs(top["score"] - expected) < 1e-4
@@ -74,7 +74,7 @@ async def test_recalled_items_carry_their_score_parts(agent, make_context, servi
 
 
 async def test_importance_and_recency_order_equally_relevant_memories(
-    agent, make_context, services, fake_model
+    graph_for, make_context, services, fake_model
 ):
     ctx = make_context()
     old_important = await _remember(
@@ -83,23 +83,29 @@ async def test_importance_and_recency_order_equally_relevant_memories(
     new_trivial = await _remember(services, ctx.user_id, SISTER, 0.2)
     question = "What does my sister do?"
 
-    by_recency = make_context(recall_weights=scoring(recency=1.0, importance=0.0))
-    recalled = (await say(agent, by_recency, _thread(), question))["recalled"]
+    settings = Settings().override(**scoring(recency=1.0, importance=0.0).model_dump())
+    by_recency = make_context()
+    recalled = (await say(graph_for(settings), by_recency, _thread(), question))["recalled"]
     first, second = recalled[:2]
     assert first["relevance"] == second["relevance"] == 1.0  # same text, same rank
     assert [first["id"], second["id"]] == [new_trivial.id, old_important.id]
     assert first["recency"] > 0.99 and second["recency"] < 0.01  # old_important: 2023
 
     # both were just accessed (recency ~1 for both): importance decides
-    by_importance = make_context(recall_weights=scoring(recency=0.0, importance=1.0))
-    recalled = (await say(agent, by_importance, _thread(), question))["recalled"]
+    settings_by_importance = Settings().override(
+        **scoring(recency=0.0, importance=1.0).model_dump()
+    )
+    by_importance = make_context()
+    recalled = (await say(graph_for(settings_by_importance), by_importance, _thread(), question))[
+        "recalled"
+    ]
     assert [m["id"] for m in recalled[:2]] == [old_important.id, new_trivial.id]
     assert recalled[0]["score"] > recalled[1]["score"]
     memories_block = block(fake_model.system_prompts()[-1], "memories")
     assert memories_block.count(SISTER) == 2
 
 
-async def test_importance_outranks_a_slightly_better_match(agent, make_context, services):
+async def test_importance_outranks_a_slightly_better_match(graph_for, make_context, services):
     ctx = make_context()
     closer = await _remember(services, ctx.user_id, SISTER, 0.1)
     important = await _remember(
@@ -108,18 +114,26 @@ async def test_importance_outranks_a_slightly_better_match(agent, make_context, 
     question = "Is my sister Anna a marine biologist in Oslo?"
     # the usual RRF constant 60 makes rank 2 a close second (61/62); the default 5
     # spaces ranks further apart (6/7), which importance 0.5 still overturns
-    plain = make_context(recall_weights=scoring(recency=0.0, importance=0.0, recall_rrf_k=60))
-    recalled = (await say(agent, plain, _thread(), question))["recalled"]
+    settings = Settings().override(
+        **scoring(recency=0.0, importance=0.0, recall_rrf_k=60).model_dump()
+    )
+    plain = make_context()
+    recalled = (await say(graph_for(settings), plain, _thread(), question))["recalled"]
     assert [m["id"] for m in recalled[:2]] == [closer.id, important.id]
     assert recalled[1]["relevance"] > 0.95  # a close second
     for k in (60, 5):
-        weighted = make_context(recall_weights=scoring(recency=0.0, importance=0.5, recall_rrf_k=k))
-        recalled = (await say(agent, weighted, _thread(), question))["recalled"]
+        settings_weighted = Settings().override(
+            **scoring(recency=0.0, importance=0.5, recall_rrf_k=k).model_dump()
+        )
+        weighted = make_context()
+        recalled = (await say(graph_for(settings_weighted), weighted, _thread(), question))[
+            "recalled"
+        ]
         assert [m["id"] for m in recalled[:2]] == [important.id, closer.id]
 
 
 async def test_flat_mode_injects_the_hottest_memories_without_searching(
-    agent, make_context, services, fake_model, monkeypatch
+    graph_for, make_context, services, fake_model, monkeypatch
 ):
     ctx = make_context()
     texts = {
@@ -146,12 +160,14 @@ async def test_flat_mode_injects_the_hottest_memories_without_searching(
     monkeypatch.setattr(services.episodes, "keyword_search", refuse("keyword_search"))
 
     wide = make_context(recall_mode="flat")
-    state = await say(agent, wide, _thread(), "Tell me something nice.")
+    state = await say(graph_for(), wide, _thread(), "Tell me something nice.")
     assert [m["text"] for m in state["recalled"]] == [texts[i] for i in (0.9, 0.7, 0.4, 0.1)]
     assert all(m["relevance"] is None and m["importance"] > 0 for m in state["recalled"])
     # the budget of two lines keeps the two most important
     cost = state["recalled"][0]["tokens"] + state["recalled"][1]["tokens"]
-    tight = make_context(recall_mode="flat", memory_token_budget=cost)
+    settings = Settings().override(memory_token_budget=cost)
+    tight = make_context(recall_mode="flat")
+    agent = graph_for(settings)
     state = await say(agent, tight, _thread(), "Tell me something nice.")
     assert [m["text"] for m in state["recalled"]] == [texts[0.9], texts[0.7]]
     assert sum(m["tokens"] for m in state["recalled"]) <= cost
@@ -182,7 +198,7 @@ async def test_tool_mode_does_not_search_and_falls_back_without_tool_calling(
     assert kinds == ["tool_fallback", "auto"]
 
 
-async def test_every_mode_respects_the_token_budget(agent, make_context, services):
+async def test_every_mode_respects_the_token_budget(graph_for, agent, make_context, services):
     ctx = make_context()
     for n in range(12):
         await _remember(
@@ -193,12 +209,14 @@ async def test_every_mode_respects_the_token_budget(agent, make_context, service
     budget = sum(m["tokens"] for m in full) // 2
     for mode, model in (("auto", None), ("flat", None), ("tool", NoToolsModel())):
         extra = {"model_obj": model} if model else {}
-        tight = make_context(recall_mode=mode, memory_token_budget=budget, **extra)
-        kept = (await say(agent, tight, _thread(), question))["recalled"]
+        settings = Settings().override(memory_token_budget=budget)
+        tight = make_context(recall_mode=mode, **extra)
+        kept = (await say(graph_for(settings), tight, _thread(), question))["recalled"]
         assert kept, mode
         assert sum(m["tokens"] for m in kept) <= budget, mode
-    zero = make_context(recall_mode="flat", memory_token_budget=0)
-    assert (await say(agent, zero, _thread(), question))["recalled"] == []
+    settings_zero = Settings().override(memory_token_budget=0)
+    zero = make_context(recall_mode="flat")
+    assert (await say(graph_for(settings_zero), zero, _thread(), question))["recalled"] == []
 
 
 async def test_memory_show_query_prints_the_score_parts(agent, make_context, services, capsys):

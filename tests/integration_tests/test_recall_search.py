@@ -14,6 +14,7 @@ from memory_graph_agent.recall.channels import CHANNELS
 from memory_graph_agent.recall.channels.base import Found, Search, search_channels
 from memory_graph_agent.recall.linking import summary_turns
 from memory_graph_agent.recall.retrieval import retrieve
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.memory_rows import Memory
 from tests.builders import log_turns
 
@@ -39,8 +40,11 @@ QUESTIONS = [
 
 async def search_all(services, user, vector, text, k, depth, around=0) -> Found:
     """Every channel's search: ``k`` memories, ``depth`` turns per turn channel."""
-    ctx = Context(user_id=user, recall_k=k, speaker_turns=0)
-    return await search_channels(services, Search(ctx, text, depth, around), vector, CHANNELS)
+    settings = Settings().override(recall_k=k, speaker_turns=0)
+    ctx = Context(user_id=user)
+    return await search_channels(
+        services, Search(settings, ctx.user_id, text, depth, around), vector, CHANNELS
+    )
 
 
 def dense(found: Found) -> list:
@@ -93,12 +97,14 @@ async def test_another_users_rows_never_come_back(users, services):
         assert not any(f"QX-{o}{o}{o}" in t for o in range(3) if o != n for t in texts)
 
 
-async def test_retrieve_with_a_precomputed_vector_is_retrieve(users, services, make_context):
+async def test_retrieve_with_a_precomputed_vector_is_retrieve(
+    settings, users, services, make_context
+):
     question = QUESTIONS[1]
     vector = await services.embeddings.aembed_query(question)
     ctx = make_context(user_id=users[0])
-    embedded = await retrieve(services, ctx, question, "x", touch=False)
-    given = await retrieve(services, ctx, question, "x", touch=False, vector=vector)
+    embedded = await retrieve(services, settings, ctx, question, "x", touch=False)
+    given = await retrieve(services, settings, ctx, question, "x", touch=False, vector=vector)
     strip = [{k: v for k, v in m.items() if k != "recency"} for m in embedded.items]
     assert strip == [{k: v for k, v in m.items() if k != "recency"} for m in given.items]
     assert embedded.items and given.candidates == embedded.candidates
@@ -185,10 +191,10 @@ async def test_the_searches_bring_the_links_of_what_they_find(users, services, q
 
 @pytest.mark.parametrize("prefetch", [20, 1, 0])
 async def test_recall_fetches_only_the_links_the_searches_did_not_bring(
-    users, services, make_context, monkeypatch, prefetch
+    settings, users, services, make_context, monkeypatch, prefetch
 ):
     ctx = make_context(user_id=users[0])
-    expected = [await retrieve(services, ctx, q, "x", touch=False) for q in QUESTIONS]
+    expected = [await retrieve(services, settings, ctx, q, "x", touch=False) for q in QUESTIONS]
     calls: list[tuple[list, list]] = []
     linked = services.episodes.linked
 
@@ -198,7 +204,7 @@ async def test_recall_fetches_only_the_links_the_searches_did_not_bring(
 
     monkeypatch.setattr(retrieval, "NEIGHBOUR_PREFETCH", prefetch)
     monkeypatch.setattr(services.episodes, "linked", counted)
-    got = [await retrieve(services, ctx, q, "x", touch=False) for q in QUESTIONS]
+    got = [await retrieve(services, settings, ctx, q, "x", touch=False) for q in QUESTIONS]
     strip = [[{k: v for k, v in m.items() if k != "recency"} for m in r.items] for r in got]
     assert strip == [
         [{k: v for k, v in m.items() if k != "recency"} for m in r.items] for r in expected
@@ -225,8 +231,11 @@ class NearestTurnsAgain:
 async def test_a_channel_added_to_the_list_is_searched_beside_the_others(users, services):
     question = QUESTIONS[0]
     vector = await services.embeddings.aembed_query(question)
-    ctx = Context(user_id=users[0], recall_k=3, speaker_turns=0)
+    settings = Settings().override(recall_k=3, speaker_turns=0)
+    ctx = Context(user_id=users[0])
     channels = (*CHANNELS, NearestTurnsAgain())
-    found = await search_channels(services, Search(ctx, question, 4), vector, channels)
+    found = await search_channels(
+        services, Search(settings, ctx.user_id, question, 4), vector, channels
+    )
     assert found.ranked("nearest_again") == dense(found)
     assert dense(found) == await services.episodes.dense_search(users[0], vector, 4)

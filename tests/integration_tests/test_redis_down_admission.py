@@ -10,10 +10,14 @@ import uuid
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.testing import ScriptedChatModel
 from memory_graph_agent.turn.validation import InvalidInputError, ThreadOwnershipError
 from tests.conftest import EMBEDDING, say
-from tests.integration_tests.test_faults import agent, private_servers  # noqa: F401 (fixtures)
+from tests.integration_tests.test_faults import (  # noqa: F401 (fixtures)
+    private_graph_for,
+    private_servers,
+)
 
 
 def _id(kind: str) -> str:
@@ -35,10 +39,16 @@ def _said(model: ScriptedChatModel) -> str:
     return "\n".join(str(m.content) for p in model.prompts for m in p)
 
 
-async def test_ownership_holds_while_redis_is_down(private_servers, agent, make_context):  # noqa: F811
+async def test_ownership_holds_while_redis_is_down(
+    private_servers,  # noqa: F811
+    private_graph_for,  # noqa: F811
+    make_context,
+):
     layout, restart = private_servers
     thread, model = _id("t"), ScriptedChatModel()
-    owner = make_context(window_size=4, model_obj=model)
+    settings = Settings().override(window_size=4)
+    owner = make_context(model_obj=model)
+    agent = private_graph_for(settings)
     await say(agent, owner, thread, "my locker code is 4417")
     await say(agent, owner, thread, "and my bike is blue")
     _kill_redis(layout)
@@ -61,13 +71,15 @@ async def test_ownership_holds_while_redis_is_down(private_servers, agent, make_
 
 async def test_a_turn_is_validated_whole_while_redis_is_down(
     private_servers,  # noqa: F811
-    agent,  # noqa: F811
+    private_graph_for,  # noqa: F811
     make_context,
 ):
     layout, restart = private_servers
     thread, model = _id("t"), ScriptedChatModel()
     # a window that still holds the buffered turn when Redis is back
-    ctx = make_context(model_obj=model, window_token_share=1.0)
+    settings = Settings().override(window_token_share=1.0)
+    ctx = make_context(model_obj=model)
+    agent = private_graph_for(settings)
     config = {"configurable": {"thread_id": thread}}
     await say(agent, ctx, thread, "before the outage")
     _kill_redis(layout)

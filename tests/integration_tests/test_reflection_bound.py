@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import uuid
 
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.testing import ScriptedChatModel, prompt_text
 from tests.conftest import say
 
@@ -48,16 +49,18 @@ def broken_summarizer(messages) -> str:
 
 
 async def test_reflection_succeeds_again_after_a_failure_with_a_bounded_prompt(
-    agent, make_context, services
+    graph_for, make_context, services
 ):
     reflector = Reflector()
     model = ScriptedChatModel(
         handlers={"reflect": reflector, "summarize": broken_summarizer},
         profile={"max_input_tokens": N_CTX},
     )
-    ctx = make_context(
-        model_obj=model, window_size=2, summary_batch=2, reflect_after=4, fact_rules="off"
+    settings = Settings().override(
+        window_size=2, summary_batch=2, reflect_after=4, fact_rules="off"
     )
+    ctx = make_context(model_obj=model)
+    agent = graph_for(settings)
     thread = f"t-{uuid.uuid4().hex[:8]}"
     paragraph = "Tell me more about the long history of the river valley and its towns. "
     for i in range(9):  # each turn evicts one turn of ~4,000 characters: one raw summary

@@ -17,6 +17,7 @@ from langchain_core.messages import HumanMessage
 from graph.background import LocalScheduler, memory_thread_id
 from graph.builder import build_graph
 from memory_graph_agent.cli.session import end_session, run_turn
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.testing import ScriptedChatModel, block, purpose_of
 from tests.conftest import kinds
 from tests.integration_tests.memory_child import kill_inside_a_memory_run
@@ -58,8 +59,14 @@ def gated() -> GatedChatModel:
 
 @pytest.fixture
 def background(services, checkpointer) -> tuple[Any, LocalScheduler]:
-    memory = LocalScheduler()
-    return memory.bind(build_graph(services, checkpointer, scheduler=memory)), memory
+    """``background(settings)``: ``(agent, memory)``, memory runs in this process."""
+
+    def make(settings: Settings | None = None) -> tuple[Any, LocalScheduler]:
+        memory = LocalScheduler()
+        graph = build_graph(services, checkpointer, scheduler=memory, settings=settings)
+        return memory.bind(graph), memory
+
+    return make
 
 
 def _thread() -> str:
@@ -69,13 +76,16 @@ def _thread() -> str:
 async def test_the_reply_streams_and_the_next_turn_runs_while_memory_works(
     background, gated, make_context, services
 ):
-    agent, memory = background
-    ctx = make_context(model_obj=gated, window_size=2, summary_batch=2)
+    settings = Settings().override(window_size=2, summary_batch=2)
+    agent, memory = background(settings)
+    ctx = make_context(model_obj=gated)
     thread = _thread()
     tokens: list[str] = []
     state: dict = {}
     for i in range(3):  # turn 2 moves a batch of 2 out of the window: memory is scheduled
-        state = await run_turn(agent, ctx, thread, f"number {i}", on_token=tokens.append)
+        state = await run_turn(
+            agent, ctx, thread, f"number {i}", on_token=tokens.append, settings=settings
+        )
         if state.get("memory_scheduled"):
             break
     assert state["memory_scheduled"] and ("trim_window", "scheduled") in kinds(state)
@@ -86,7 +96,9 @@ async def test_the_reply_streams_and_the_next_turn_runs_while_memory_works(
     assert await services.memories.count(ctx.user_id) == {}
     # the next turn does not wait for it
     tokens.clear()
-    nxt = await asyncio.wait_for(run_turn(agent, ctx, thread, "and now?", tokens.append), 10)
+    nxt = await asyncio.wait_for(
+        run_turn(agent, ctx, thread, "and now?", tokens.append, settings=settings), 10
+    )
     assert "".join(tokens) == nxt["messages"][-1].text and memory.pending(ctx.user_id, thread)
     assert SECRET not in "".join(tokens)
     gated.gate.set()
@@ -94,7 +106,7 @@ async def test_the_reply_streams_and_the_next_turn_runs_while_memory_works(
     assert (await services.memories.count(ctx.user_id)).get("summary", 0) >= 1
     assert memory.failures == 0
     # the thread summary a memory run wrote reaches the thread's next prompt
-    await run_turn(agent, ctx, thread, "what did we talk about?")
+    await run_turn(agent, ctx, thread, "what did we talk about?", settings=settings)
     assert "number 0" in block(gated.system_prompts()[-1], "summary")
     await end_session(agent, ctx, thread, memory)
     await _assert_exactly_once(services, ctx.user_id, thread)
@@ -102,9 +114,10 @@ async def test_the_reply_streams_and_the_next_turn_runs_while_memory_works(
 
 @pytest.mark.parametrize("mode", ["inline", "background"])
 async def test_memory_tokens_never_reach_the_users_stream(background, make_context, services, mode):
-    agent, memory = background
     model = ScriptedChatModel(handlers={"summarize": lambda _: f"{SECRET} summary"})
-    ctx = make_context(model_obj=model, window_size=2, summary_batch=2, memory_mode=mode)
+    settings = Settings().override(window_size=2, summary_batch=2, memory_mode=mode)
+    agent, memory = background(settings)
+    ctx = make_context(model_obj=model)
     thread = _thread()
     streamed: list[tuple[str, str]] = []
     for i in range(6):
@@ -124,11 +137,12 @@ async def test_memory_tokens_never_reach_the_users_stream(background, make_conte
 async def test_a_memory_run_runs_on_its_own_thread_and_names_the_conversation(
     background, make_context, services, checkpointer
 ):
-    agent, memory = background
-    ctx = make_context(window_size=2, summary_batch=2)
+    settings = Settings().override(window_size=2, summary_batch=2)
+    agent, memory = background(settings)
+    ctx = make_context()
     thread = _thread()
     for i in range(4):
-        await run_turn(agent, ctx, thread, f"number {i}")
+        await run_turn(agent, ctx, thread, f"number {i}", settings=settings)
     await memory.drain()
     memory_thread = memory_thread_id(ctx.user_id, thread)
     saved = await agent.aget_state({"configurable": {"thread_id": memory_thread}})
@@ -146,10 +160,11 @@ async def test_exactly_once_when_the_process_dies_during_background_memory(
 ):
     thread = _thread()
     await kill_inside_a_memory_run(services, user_id, thread, "graph")
-    agent, memory = background
-    ctx = make_context(window_size=2, summary_batch=2)
+    settings = Settings().override(window_size=2, summary_batch=2)
+    agent, memory = background(settings)
+    ctx = make_context()
     for i in range(3):
-        await run_turn(agent, ctx, thread, f"number {i} after the crash")
+        await run_turn(agent, ctx, thread, f"number {i} after the crash", settings=settings)
     await memory.drain()
     await end_session(agent, ctx, thread, memory)
     await _assert_exactly_once(services, user_id, thread)
@@ -161,12 +176,14 @@ async def test_exactly_once_when_the_process_dies_during_background_memory(
 
 
 async def test_recall_writes_nothing_before_the_reply_access_is_recorded_after(
-    agent, make_context, services
+    graph_for, make_context, services
 ):
-    ctx = make_context(window_size=2, summary_batch=2)
+    settings = Settings().override(window_size=2, summary_batch=2)
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     for text in ("My sister Anna is a marine biologist in Oslo.", "How do I boil an egg?"):
-        await run_turn(agent, ctx, thread, text)
+        await run_turn(agent, ctx, thread, text, settings=settings)
     (summary,) = await services.memories.list(ctx.user_id, kind="summary")
     at_reply: list[int] = []
 
@@ -178,7 +195,7 @@ async def test_recall_writes_nothing_before_the_reply_access_is_recorded_after(
             return await super()._agenerate(messages, stop, run_manager, **kwargs)
 
     probe = make_context(model_obj=Probe())
-    state = await run_turn(agent, probe, _thread(), "What does my sister do?")
+    state = await run_turn(agent, probe, _thread(), "What does my sister do?", settings=settings)
     assert [i["id"] for i in state["recalled"]][:1] == [summary.id]
     assert at_reply == [0]  # the hot path before the model wrote no access statistics
     (stored,) = await services.memories.list(ctx.user_id, kind="summary")
@@ -188,13 +205,16 @@ async def test_recall_writes_nothing_before_the_reply_access_is_recorded_after(
 async def test_a_memory_run_that_reflects_goes_on_while_a_full_batch_waits(
     background, make_context, services
 ):
-    agent, memory = background
-    ctx = make_context(window_size=2, summary_batch=2, reflect_after=1, memory_delay_s=0.5)
+    settings = Settings().override(
+        window_size=2, summary_batch=2, reflect_after=1, memory_delay_s=0.5
+    )
+    agent, memory = background(settings)
+    ctx = make_context()
     thread = _thread()
     for i in range(6):  # faster than the delay: one coalesced run finds several batches
-        await run_turn(agent, ctx, thread, f"number {i}")
+        await run_turn(agent, ctx, thread, f"number {i}", settings=settings)
     await memory.drain()
-    assert await services.queue.backlog(ctx.user_id, thread) < ctx.summary_batch
+    assert await services.queue.backlog(ctx.user_id, thread) < settings.formation.summary_batch
     counts = await services.memories.count(ctx.user_id)
     assert counts["summary"] >= 4 and counts.get("reflection", 0) >= 1
     await _assert_exactly_once(services, ctx.user_id, thread)
@@ -204,11 +224,12 @@ async def test_a_batch_leased_by_a_dead_worker_is_summarized_when_the_lease_ends
     background, make_context, services
 ):
     """The memory run finds the batch leased; it comes back when the lease ends, no turn needed."""
-    agent, memory = background
-    ctx = make_context(window_size=2, summary_batch=2, memory_delay_s=0.5)
+    settings = Settings().override(window_size=2, summary_batch=2, memory_delay_s=0.5)
+    agent, memory = background(settings)
+    ctx = make_context()
     thread = _thread()
     for i in range(3):  # turn 2 moves a batch of 2 out of the window: memory is scheduled
-        state = await run_turn(agent, ctx, thread, f"number {i}")
+        state = await run_turn(agent, ctx, thread, f"number {i}", settings=settings)
     assert state.get("memory_scheduled")
     # a worker of another process claims the batch first, then dies holding its lease
     dead = await services.queue.claim(

@@ -13,6 +13,7 @@ from collections import Counter
 import pytest
 from langchain_core.messages import HumanMessage
 
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.testing import ScriptedChatModel
 from nodes.respond import ModelUnavailableError
 
@@ -26,26 +27,30 @@ def _crashing_model() -> ScriptedChatModel:
     return ScriptedChatModel(handlers={"reply": crash})
 
 
-async def test_a_run_that_crashed_twice_is_not_run_a_third_time(agent, make_context, services):
+async def test_a_run_that_crashed_twice_is_not_run_a_third_time(graph_for, make_context, services):
     model = _crashing_model()
-    ctx = make_context(model_obj=model, window_size=4)
+    settings = Settings().override(window_size=4)
+    ctx = make_context(model_obj=model)
     thread, run_id = f"t-{uuid.uuid4().hex[:8]}", str(uuid.uuid4())
     config = {"configurable": {"thread_id": thread, "run_id": run_id}}
     graph_input = {"messages": [HumanMessage("this input kills the model", id="m-1")]}
     for _ in range(2):  # the first attempt, and the server's retry after the restart
         with pytest.raises(ModelUnavailableError):
-            await agent.ainvoke(graph_input, config, context=ctx)
+            await graph_for(settings).ainvoke(graph_input, config, context=ctx)
     calls = len(model.prompts)
 
     with pytest.raises(Exception, match=run_id) as raised:
-        await agent.ainvoke(graph_input, config, context=ctx)
+        await graph_for(settings).ainvoke(graph_input, config, context=ctx)
     assert len(model.prompts) == calls, "the model was called a third time"
     assert type(raised.value).__name__ == "RepeatedCrashError"
 
     # another run of the thread goes on normally, and nothing was stored twice
-    healthy = make_context(window_size=4)
+    settings_healthy = Settings().override(window_size=4)
+    healthy = make_context()
     other = {"configurable": {"thread_id": thread, "run_id": str(uuid.uuid4())}}
-    state = await agent.ainvoke({"messages": [HumanMessage("hello again")]}, other, context=healthy)
+    state = await graph_for(settings_healthy).ainvoke(
+        {"messages": [HumanMessage("hello again")]}, other, context=healthy
+    )
     assert state["messages"][-1].type == "ai"
     window = await services.window.window(ctx.user_id, thread)
     assert max(Counter(m.id for m in window).values()) == 1

@@ -6,6 +6,7 @@ import uuid
 
 from langchain_core.messages import AIMessage, HumanMessage
 
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.window import StoredMessage
 from memory_graph_agent.turn import windowing
 
@@ -14,12 +15,13 @@ async def test_seen_set_stays_bounded_and_still_tells_new_from_old(
     services, make_context, monkeypatch
 ):
     monkeypatch.setattr(windowing, "SEEN_SLACK", 40, raising=False)
-    ctx = make_context(window_size=6, summary_batch=4)
+    settings = Settings().override(window_size=6, summary_batch=4)
+    ctx = make_context()
     user, thread = ctx.user_id, f"t-{uuid.uuid4().hex[:8]}"
     state: list = []  # what the checkpoint holds: the window plus the turn's messages
     for turn in range(150):
         state += [HumanMessage(f"q{turn}", id=f"h{turn}"), AIMessage(f"a{turn}", id=f"a{turn}")]
-        update = await windowing.update_window(services, ctx, user, thread, state, False, "")
+        update = await windowing.update_window(services, settings, ctx, thread, state, False, "")
         moved = {m.id for m in update.moved}
         state = [m for m in state if m.id not in moved]  # trim_window's RemoveMessage
         claim = await services.queue.claim(user, thread, "w", min_batch=1, max_batch=50, lease_s=5)

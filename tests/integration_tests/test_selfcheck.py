@@ -139,9 +139,9 @@ def test_a_storage_failure_event_stops_the_demo() -> None:
 
 
 def test_a_crashed_backend_becomes_one_memory_event(private_home: Path) -> None:
+    from memory_graph_agent.prompting.rendering import notices
     from memory_graph_agent.services.stores import crash_probe
     from memory_graph_agent.storage.outages import outages
-    from memory_graph_agent.turn.rendering import notices
 
     outages.crash_probe = crash_probe  # what open_services installs
 

@@ -13,6 +13,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 
 from memory_graph_agent.cli.main import main
 from memory_graph_agent.services.models import register_chat_model
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.outages import guard
 from memory_graph_agent.testing import ScriptedChatModel
 from memory_graph_agent.turn.validation import InvalidInputError, discard_rejected
@@ -40,11 +41,15 @@ async def _assert_archived(services, user: str, thread: str, ids: list[str]) -> 
 
 
 async def test_end_session_archives_window_and_backlog_and_reflects(
-    agent, make_context, fake_model, services
+    graph_for, make_context, fake_model, services
 ):
     # summary_batch 50: nothing is summarized during the chat, six messages wait (the
     # window bounded by its count alone)
-    ctx = make_context(window_size=6, window_token_share=1.0, summary_batch=50, reflect_after=1)
+    settings = Settings().override(
+        window_size=6, window_token_share=1.0, summary_batch=50, reflect_after=1
+    )
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     ids: list[str] = []
     for i in range(6):
@@ -71,8 +76,10 @@ async def test_end_session_archives_window_and_backlog_and_reflects(
     assert len(fake_model.system_prompts()) == answers + 1
 
 
-async def test_end_session_of_a_long_thread_in_several_batches(agent, make_context, services):
-    ctx = make_context(window_size=40, summary_batch=5, context_window_tokens=2000)
+async def test_end_session_of_a_long_thread_in_several_batches(graph_for, make_context, services):
+    settings = Settings().override(window_size=40, summary_batch=5, context_window_tokens=2000)
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     ids: list[str] = []
     for i in range(4):  # ~300 tokens each: four turns do not trigger compression
@@ -95,8 +102,10 @@ async def test_end_session_of_an_empty_or_archived_thread_is_a_no_op(agent, make
     assert len(await services.memories.list(ctx.user_id, kind="summary")) == 1
 
 
-async def test_a_rejected_session_end_loses_nothing(agent, make_context, services):
-    ctx = make_context(window_size=20)
+async def test_a_rejected_session_end_loses_nothing(graph_for, make_context, services):
+    settings = Settings().override(window_size=20)
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     state = await say(agent, ctx, thread, "I water the ferns on Sundays.")
     ids = [m.id for m in state["messages"]]
@@ -116,12 +125,14 @@ async def test_a_rejected_session_end_loses_nothing(agent, make_context, service
 
 
 async def test_rejected_session_ends_are_undone_by_the_threads_next_turn(
-    agent, make_context, services
+    graph_for, make_context, services
 ):
     """Without `discard_rejected`: the next run undoes a rejected session end's messages.
     A session end right after a rejected human message is routed as a turn to answer, with
     nothing left to answer: it is told to send a new message first, and that one goes on."""
-    ctx = make_context(window_size=20)
+    settings = Settings().override(window_size=20)
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     await say(agent, ctx, thread, "I water the ferns on Sundays.")
     with pytest.raises(InvalidInputError, match="system message"):
@@ -165,11 +176,13 @@ async def test_chat_new_archives_the_thread_and_the_next_one_recalls_it(
 
 
 async def test_send_end_session_archives_a_thread(
-    agent, make_context, services, capsys, monkeypatch
+    graph_for, make_context, services, capsys, monkeypatch
 ):
     model = ScriptedChatModel()
     monkeypatch.setenv("MODEL", register_chat_model(f"send-{uuid.uuid4().hex[:6]}", model))
-    ctx = make_context(window_size=20, model_obj=model)
+    settings = Settings().override(window_size=20)
+    ctx = make_context(model_obj=model)
+    agent = graph_for(settings)
     thread = _thread()
     state = await say(agent, ctx, thread, "I restore old typewriters.")
     ids = [m.id for m in state["messages"]]
@@ -187,13 +200,15 @@ def test_send_without_message_needs_end_session_and_thread(capsys):
 
 
 async def test_session_end_during_a_log_outage_moves_nothing_and_can_be_retried(
-    agent, make_context, services, monkeypatch
+    graph_for, make_context, services, monkeypatch
 ):
     from sqlalchemy.exc import OperationalError
 
     from memory_graph_agent.cli.session import archived, end_session
 
-    ctx = make_context(window_size=20)
+    settings = Settings().override(window_size=20)
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     ids: list[str] = []
     for i in range(2):
@@ -217,13 +232,15 @@ async def test_session_end_during_a_log_outage_moves_nothing_and_can_be_retried(
 
 
 async def test_session_end_with_a_failing_summary_store_keeps_the_batch(
-    agent, make_context, services, monkeypatch
+    graph_for, make_context, services, monkeypatch
 ):
     from sqlalchemy.exc import OperationalError
 
     from memory_graph_agent.cli.session import archived, end_session
 
-    ctx = make_context(window_size=20, retry_backoff_s=0.01)
+    settings = Settings().override(window_size=20, retry_backoff_s=0.01)
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     state = await say(agent, ctx, thread, "I sail a small dinghy called Puffin.")
     ids = [m.id for m in state["messages"]]
@@ -245,9 +262,11 @@ async def test_session_end_with_a_failing_summary_store_keeps_the_batch(
 
 
 async def test_a_rejected_session_end_of_another_user_never_archives_the_owners_thread(
-    agent, make_context, services, fake_model
+    graph_for, make_context, services, fake_model
 ):
-    owner = make_context(window_size=10)
+    settings = Settings().override(window_size=10)
+    owner = make_context()
+    agent = graph_for(settings)
     thread = _thread()
     await say(agent, owner, thread, "Hi, I am the owner of this thread.")
     intruder = make_context(user_id=f"u-{uuid.uuid4().hex[:10]}")

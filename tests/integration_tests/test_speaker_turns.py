@@ -17,6 +17,7 @@ from memory_graph_agent.core.entities import named_in
 from memory_graph_agent.recall.channels import CHANNELS
 from memory_graph_agent.recall.channels.base import Search, search_channels
 from memory_graph_agent.recall.retrieval import rankings, retrieve
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.episode_index import MAX_SPEAKER_WORDS
 from memory_graph_agent.storage.window import StoredMessage
 from tests.builders import turns_table_record, without_component
@@ -89,8 +90,11 @@ def _query() -> list[float]:
 
 async def _ranked(services, user: str, question: str, speaker_k: int, k: int = 20) -> list:
     """The dense turns' ranking: the ``k`` nearest, and the speaker turns joined to it."""
-    ctx = Context(user_id=user, recall_k=3, speaker_turns=speaker_k)
-    found = await search_channels(services, Search(ctx, question, k), _query(), CHANNELS)
+    settings = Settings().override(recall_k=3, speaker_turns=speaker_k)
+    ctx = Context(user_id=user)
+    found = await search_channels(
+        services, Search(settings, ctx.user_id, question, k), _query(), CHANNELS
+    )
     return [h.record for h in rankings(found)["dense_turns"]]
 
 
@@ -156,8 +160,11 @@ async def test_many_query_words_are_capped(services, user):
 async def test_recall_brings_the_named_speakers_answer_only_with_speaker_turns(
     services, user, speaker_turns
 ):
-    ctx = Context(user_id=user, speaker_turns=speaker_turns, recall_candidate_tokens=1000)
-    found = await retrieve(services, ctx, QUERY, "no-window", touch=False, vector=_query())
+    settings = Settings().override(speaker_turns=speaker_turns, recall_candidate_tokens=1000)
+    ctx = Context(user_id=user)
+    found = await retrieve(
+        services, settings, ctx, QUERY, "no-window", touch=False, vector=_query()
+    )
     texts = [m["text"] for m in found.items]
     # depth 20: the dense list holds Caroline's turns, the keyword list Melanie's short ones
     assert (f"Melanie: {TARGET}" in texts) is (speaker_turns > 0), texts
@@ -166,9 +173,12 @@ async def test_recall_brings_the_named_speakers_answer_only_with_speaker_turns(
 async def test_recall_searches_a_speakers_turns_only_for_a_name_the_query_capitalises(
     services, user
 ):
-    ctx = Context(user_id=user, speaker_turns=40, recall_candidate_tokens=1000)
+    settings = Settings().override(speaker_turns=40, recall_candidate_tokens=1000)
+    ctx = Context(user_id=user)
     lower = QUERY.replace("Melanie", "melanie")
-    found = await retrieve(services, ctx, lower, "no-window", touch=False, vector=_query())
+    found = await retrieve(
+        services, settings, ctx, lower, "no-window", touch=False, vector=_query()
+    )
     assert f"Melanie: {TARGET}" not in [m["text"] for m in found.items]
 
 
@@ -210,11 +220,13 @@ async def test_a_name_with_letters_beyond_ascii_is_found(services, user_id):
 
 @pytest.mark.parametrize("speaker_turns", [0, 40])
 async def test_a_turn_of_the_graph_recalls_the_named_speakers_answer_with_speaker_turns(
-    agent, make_context, services, speaker_turns
+    graph_for, make_context, services, speaker_turns
 ):
     """Through the compiled graph: the turns are planted around the real embedding of the
     question, which the graph embeds itself."""
-    ctx = make_context(speaker_turns=speaker_turns, recall_candidate_tokens=1000)
+    settings = Settings().override(speaker_turns=speaker_turns, recall_candidate_tokens=1000)
+    ctx = make_context()
+    agent = graph_for(settings)
     await _seed(services, ctx.user_id, around=await services.embeddings.aembed_query(QUERY))
     state = await say(agent, ctx, f"t-{uuid.uuid4().hex[:8]}", QUERY)
     texts = [m["text"] for m in state["recalled"]]

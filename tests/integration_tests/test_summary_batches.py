@@ -16,6 +16,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, To
 
 from memory_graph_agent import MemoryMiddleware
 from memory_graph_agent.services.models import register_chat_model
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.window import StoredMessage
 from memory_graph_agent.testing import ScriptedChatModel, default_handler, tool_call
 from tests.builders import ids, msg, tc
@@ -82,9 +83,13 @@ async def assert_batches_are_whole_turns(services, user: str, thread: str) -> in
     return len(summaries)
 
 
-async def test_a_tool_calling_turn_is_never_split_between_summaries(agent, make_context, services):
+async def test_a_tool_calling_turn_is_never_split_between_summaries(
+    graph_for, make_context, services
+):
     """``summary_batch=2`` with four-message turns: each turn is summarized whole."""
-    ctx = make_context(window_size=4, summary_batch=2, model_obj=tool_calling_model())
+    settings = Settings().override(window_size=4, summary_batch=2)
+    ctx = make_context(model_obj=tool_calling_model())
+    agent = graph_for(settings)
     thread = _thread()
     for i in range(6):
         state = await say(agent, ctx, thread, question(i))
@@ -93,9 +98,13 @@ async def test_a_tool_calling_turn_is_never_split_between_summaries(agent, make_
     await _assert_exactly_once(services, ctx.user_id, thread)
 
 
-async def test_a_batch_extends_to_the_end_of_the_turn_it_cuts_into(agent, make_context, services):
+async def test_a_batch_extends_to_the_end_of_the_turn_it_cuts_into(
+    graph_for, make_context, services
+):
     """Plain turns (2 messages) between tool turns (4): a batch of 3 cuts into a tool turn."""
-    ctx = make_context(window_size=4, summary_batch=3, model_obj=tool_calling_model())
+    settings = Settings().override(window_size=4, summary_batch=3)
+    ctx = make_context(model_obj=tool_calling_model())
+    agent = graph_for(settings)
     thread = _thread()
     for i in range(8):
         await say(agent, ctx, thread, question(i, every=2))
@@ -104,7 +113,9 @@ async def test_a_batch_extends_to_the_end_of_the_turn_it_cuts_into(agent, make_c
         for s in await services.memories.list(ctx.user_id, kind="summary")
         if s.thread_id == thread
     ]
-    assert summaries and all(len(s.source_ids) >= ctx.summary_batch for s in summaries)
+    assert summaries and all(
+        len(s.source_ids) >= settings.formation.summary_batch for s in summaries
+    )
     assert await assert_batches_are_whole_turns(services, ctx.user_id, thread) >= 2
     await _assert_exactly_once(services, ctx.user_id, thread)
 
@@ -113,7 +124,12 @@ async def test_the_middleware_summarizes_whole_tool_calling_turns(services, chec
     """The same through `MemoryMiddleware` in a ``create_agent`` agent (its memory tools)."""
     model = tool_calling_model()
     spec = register_chat_model(f"fake-{uuid.uuid4().hex[:8]}", model)
-    memory = MemoryMiddleware(services, model=spec, window_size=4, summary_batch=2, tools=True)
+    memory = MemoryMiddleware(
+        services,
+        model=spec,
+        tools=True,
+        settings=Settings().override(window_size=4, summary_batch=2),
+    )
     agent = create_agent(model, [], middleware=[memory], checkpointer=checkpointer)
     thread = _thread()
     for i in range(6):
@@ -134,11 +150,13 @@ def long_lookup(i: int) -> str:
 
 
 async def test_a_session_end_archives_whole_turns_in_batches_that_fit(
-    agent, make_context, services
+    graph_for, make_context, services
 ):
     """The whole window and backlog drain in batches as large as fit: never part of a turn."""
     model = tool_calling_model()
-    ctx = make_context(window_size=4, summary_batch=50, context_window_tokens=2000, model_obj=model)
+    settings = Settings().override(window_size=4, summary_batch=50, context_window_tokens=2000)
+    ctx = make_context(model_obj=model)
+    agent = graph_for(settings)
     thread = _thread()
     for i in range(6):
         await say(agent, ctx, thread, long_lookup(i))
@@ -150,12 +168,12 @@ async def test_a_session_end_archives_whole_turns_in_batches_that_fit(
     await _assert_exactly_once(services, ctx.user_id, thread)
 
 
-async def test_a_compression_summarizes_whole_turns(agent, make_context, services):
+async def test_a_compression_summarizes_whole_turns(graph_for, make_context, services):
     """A prompt too large moves all but the last turns out, then drains them whole."""
     model = tool_calling_model()
-    ctx = make_context(
-        window_size=50, context_window_tokens=2500, keep_recent_turns=1, model_obj=model
-    )
+    settings = Settings().override(window_size=50, context_window_tokens=2500, keep_recent_turns=1)
+    ctx = make_context(model_obj=model)
+    agent = graph_for(settings)
     thread = _thread()
     compressed = False
     for i in range(8):
@@ -167,14 +185,16 @@ async def test_a_compression_summarizes_whole_turns(agent, make_context, service
 
 
 async def test_a_turn_the_window_cut_waits_for_its_rest_before_it_is_summarized(
-    agent, make_context, services
+    graph_for, make_context, services
 ):
     """A window smaller than a turn moves ``[human]`` ahead of its ``[ai-call, tool, ai]``.
 
     The window keeps a tool call with its results, but its turn is split between pending
     and the window: pending's last turn is summarized only once it is whole.
     """
-    ctx = make_context(window_size=3, summary_batch=5, model_obj=tool_calling_model())
+    settings = Settings().override(window_size=3, summary_batch=5)
+    ctx = make_context(model_obj=tool_calling_model())
+    agent = graph_for(settings)
     user, thread = ctx.user_id, _thread()
     split = False
     for i in range(8):

@@ -10,6 +10,7 @@ import uuid
 import pytest
 from langchain_core.messages import HumanMessage
 
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.threads import REJECTED_TTL_S
 from memory_graph_agent.testing import ScriptedChatModel
 from memory_graph_agent.turn.validation import ThreadOwnershipError, discard_rejected
@@ -81,10 +82,12 @@ async def test_cli_refuses_a_thread_claimed_by_a_turn_that_did_not_finish(
 
 
 async def test_an_intruders_rejected_turn_never_reaches_the_owners_memory(
-    agent, make_context, services
+    graph_for, make_context, services
 ):
     thread, model = _id("t"), ScriptedChatModel()
-    owner = make_context(window_size=2, summary_batch=2, fact_rules="on", model_obj=model)
+    settings = Settings().override(window_size=2, summary_batch=2, fact_rules="on")
+    owner = make_context(model_obj=model)
+    agent = graph_for(settings)
     await say(agent, owner, thread, "My name is Alice and I live in Paris.")
     intruder = make_context(user_id=_id("u"), model_obj=ScriptedChatModel())
     with pytest.raises(ThreadOwnershipError):
@@ -146,10 +149,12 @@ async def test_ownership_survives_a_redis_that_lost_the_threads_keys(agent, make
 
 
 async def test_an_intruder_cannot_bring_back_an_evicted_owner_message_with_other_text(
-    agent, make_context, services
+    graph_for, make_context, services
 ):
     thread, model = _id("t"), ScriptedChatModel()
-    owner = make_context(window_size=2, model_obj=model)
+    settings = Settings().override(window_size=2)
+    owner = make_context(model_obj=model)
+    agent = graph_for(settings)
     first = await say(agent, owner, thread, "My name is Alice.")
     evicted = first["messages"][0].id
     await say(agent, owner, thread, "I like tea.")  # the first turn leaves the window

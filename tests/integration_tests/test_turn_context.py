@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from memory_graph_agent.recall.weights import RecallWeights
+from memory_graph_agent.settings import RecallWeights, Settings
 from memory_graph_agent.storage.episode_index import (
     contextual_vectors,
     embedding_text,
@@ -142,10 +142,12 @@ async def test_the_answer_is_found_by_the_question_it_answers(services, user_id)
 
 @pytest.mark.parametrize("weight", [0.0, 0.25])
 async def test_turns_indexed_through_the_graph_use_the_contexts_weight(
-    agent, make_context, services, weight
+    graph_for, make_context, services, weight
 ):
     weights = RecallWeights(turn_context_weight=weight)
-    ctx = make_context(window_size=4, summary_batch=2, recall_weights=weights)
+    settings = Settings().override(window_size=4, summary_batch=2, **weights.model_dump())
+    ctx = make_context()
+    agent = graph_for(settings)
     thread = f"t-{uuid.uuid4().hex[:8]}"
     for _, text in DIALOGUE:
         await say(agent, ctx, thread, text)

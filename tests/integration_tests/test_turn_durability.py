@@ -11,6 +11,7 @@ scheduler fails leaves its memory waiting instead of forming it in its own run
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -19,6 +20,7 @@ from graph.background import LocalScheduler, memory_thread_id
 from graph.builder import build_graph
 from graph.durability import turn_durability
 from memory_graph_agent.cli.session import end_session, run_turn
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.turn.validation import InvalidInputError
 from tests.conftest import kinds
 from tests.integration_tests.test_durability import _assert_exactly_once
@@ -47,7 +49,9 @@ class FailingScheduler:
     def __init__(self) -> None:
         self.calls = 0
 
-    async def __call__(self, context, thread_id, compress, after_s=None) -> None:  # noqa: ANN001
+    async def __call__(  # noqa: ANN001
+        self, context, thread_id, compress, after_s=None, *, delay_s=0.0
+    ) -> None:
         self.calls += 1
         raise ConnectionError("scheduler unreachable")
 
@@ -59,9 +63,15 @@ async def saver(checkpointer) -> CountingSaver:
 
 @pytest.fixture
 def background(services, saver):
-    """``(agent, memory)``: the graph with a local memory scheduler, as the CLI opens it."""
-    memory = LocalScheduler()
-    return memory.bind(build_graph(services, saver, scheduler=memory)), memory
+    """``background(settings)``: ``(agent, memory)``, with a local memory scheduler, as the
+    CLI opens it."""
+
+    def make(settings: Settings | None = None) -> tuple[Any, LocalScheduler]:
+        memory = LocalScheduler()
+        graph = build_graph(services, saver, scheduler=memory, settings=settings or Settings())
+        return memory.bind(graph), memory
+
+    return make
 
 
 def _thread() -> str:
@@ -69,11 +79,11 @@ def _thread() -> str:
 
 
 async def test_a_background_turn_writes_one_checkpoint_holding_the_whole_turn(
-    background, saver, make_context
+    settings, background, saver, make_context
 ):
-    agent, memory = background
+    agent, memory = background()
     ctx, thread = make_context(), _thread()
-    assert turn_durability(ctx, memory) == "exit"
+    assert turn_durability(settings, ctx, memory) == "exit"
     await run_turn(agent, ctx, thread, "Hello, I am planning a trip to Oslo.", memory=memory)
     assert saver.count(thread) == 1  # the first turn of a thread too
     state = await run_turn(agent, ctx, thread, "Which city did I say?", memory=memory)
@@ -87,22 +97,29 @@ async def test_a_background_turn_writes_one_checkpoint_holding_the_whole_turn(
 
 
 async def test_session_ends_memory_runs_and_inline_memory_keep_langgraphs_default(
-    background, saver, make_context
+    services, background, saver, make_context
 ):
-    agent, memory = background
-    ctx, thread = make_context(window_size=2, summary_batch=2), _thread()
-    await run_turn(agent, ctx, thread, "Hello there.", memory=memory)
+    settings = Settings().override(window_size=2, summary_batch=2)
+    agent, memory = background(settings)
+    ctx, thread = make_context(), _thread()
+    await run_turn(agent, ctx, thread, "Hello there.", memory=memory, settings=settings)
     saver.count(thread)
-    await run_turn(agent, ctx, thread, "No scheduler named.")  # a caller without it
+    await run_turn(
+        agent, ctx, thread, "No scheduler named.", settings=settings
+    )  # a caller without it
     assert saver.count(thread) == 5
 
-    inline = make_context(window_size=2, summary_batch=2, memory_mode="inline")
-    assert turn_durability(inline, memory) is None
-    await run_turn(agent, inline, thread, "Memory inline now.", memory=memory)
+    settings_inline = Settings().override(window_size=2, summary_batch=2, memory_mode="inline")
+    inline = make_context()
+    assert turn_durability(settings_inline, inline, memory) is None
+    inline_agent = build_graph(services, saver, scheduler=memory, settings=settings_inline)
+    await run_turn(
+        inline_agent, inline, thread, "Memory inline now.", memory=memory, settings=settings_inline
+    )
     assert saver.count(thread) >= 5
 
     for i in range(3):  # background turns: a memory run forms what they evict
-        await run_turn(agent, ctx, thread, f"number {i}", memory=memory)
+        await run_turn(agent, ctx, thread, f"number {i}", memory=memory, settings=settings)
     assert saver.count(thread) == 3
     await memory.drain()
     assert saver.count(memory_thread_id(ctx.user_id, thread)) >= 4  # a memory run: async
@@ -115,24 +132,28 @@ async def test_a_failed_scheduler_call_leaves_memory_waiting_not_in_the_turn(
     services, saver, make_context, fake_model
 ):
     """The turn's run (durability "exit") never forms memory; a later memory run does."""
+    settings = Settings().override(window_size=2, summary_batch=2)
     failing = FailingScheduler()
-    agent = build_graph(services, saver, scheduler=failing)
-    ctx, thread = make_context(window_size=2, summary_batch=2), _thread()
-    assert turn_durability(ctx, failing) == "exit"
-    states = [await run_turn(agent, ctx, thread, f"number {i}", memory=failing) for i in range(4)]
+    agent = build_graph(services, saver, scheduler=failing, settings=settings)
+    ctx, thread = make_context(), _thread()
+    assert turn_durability(settings, ctx, failing) == "exit"
+    states = [
+        await run_turn(agent, ctx, thread, f"number {i}", memory=failing, settings=settings)
+        for i in range(4)
+    ]
 
     assert failing.calls >= 1
     last = states[-1]
     assert ("trim_window", "deferred") in kinds(last)
     assert ("trim_window", "inline") not in kinds(last)
-    assert last["memory_scheduled"] and last["pending_count"] >= ctx.summary_batch
+    assert last["memory_scheduled"] and last["pending_count"] >= settings.formation.summary_batch
     assert "summarize" not in fake_model.purposes  # no memory model call in any turn
     assert (await services.memories.count(ctx.user_id)).get("summary", 0) == 0
     assert saver.count(thread) == 4  # one per turn: nothing ran after the reply
 
     memory = LocalScheduler()  # the scheduler is back: the next turn hands the work on
-    agent = memory.bind(build_graph(services, saver, scheduler=memory))
-    state = await run_turn(agent, ctx, thread, "number 4", memory=memory)
+    agent = memory.bind(build_graph(services, saver, scheduler=memory, settings=settings))
+    state = await run_turn(agent, ctx, thread, "number 4", memory=memory, settings=settings)
     assert ("trim_window", "scheduled") in kinds(state)
     await memory.drain()
     assert memory.failures == 0
@@ -144,12 +165,13 @@ async def test_a_failed_scheduler_call_leaves_memory_waiting_not_in_the_turn(
 async def test_a_refused_background_turn_leaves_the_thread_clean(
     background, services, make_context
 ):
-    agent, memory = background
-    ctx, thread = make_context(max_message_chars=50), _thread()
-    await run_turn(agent, ctx, thread, "Hello.", memory=memory)
+    settings = Settings().override(max_message_chars=50)
+    agent, memory = background(settings)
+    ctx, thread = make_context(), _thread()
+    await run_turn(agent, ctx, thread, "Hello.", memory=memory, settings=settings)
     with pytest.raises(InvalidInputError):
-        await run_turn(agent, ctx, thread, "far too long " * 10, memory=memory)
-    state = await run_turn(agent, ctx, thread, "Short again.", memory=memory)
+        await run_turn(agent, ctx, thread, "far too long " * 10, memory=memory, settings=settings)
+    state = await run_turn(agent, ctx, thread, "Short again.", memory=memory, settings=settings)
 
     said = [m.content for m in state["messages"] if m.type == "human"]
     assert said == ["Hello.", "Short again."]

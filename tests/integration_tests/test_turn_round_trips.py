@@ -19,7 +19,7 @@ from tests.conftest import say
 
 
 @pytest.fixture
-def counted(services, checkpointer, monkeypatch):
+def counted(services, checkpointer, monkeypatch, settings):
     """``(graph, counts)``: each turn's Redis round trips until ``respond`` starts."""
     pool = services.redis.connection_pool
     borrow = pool.get_connection
@@ -43,7 +43,7 @@ def counted(services, checkpointer, monkeypatch):
 
         return respond
 
-    graph = build_builder(services, wrap=wrap).compile(checkpointer=checkpointer)
+    graph = build_builder(services, settings, wrap=wrap).compile(checkpointer=checkpointer)
 
     async def turn(ctx, thread: str, text: str) -> dict:
         counts.append(0)
@@ -57,13 +57,17 @@ def counted(services, checkpointer, monkeypatch):
 
 
 async def test_a_turn_reads_redis_in_one_round_trip_before_the_model(
-    counted, make_context, services
+    settings, counted, make_context, services
 ):
     turn, counts = counted
     ctx, thread = make_context(), f"round-trips-{uuid.uuid4().hex[:8]}"
     await turn(ctx, thread, "Hello, I am planning a trip.")  # claims the thread
-    await services.profile.upsert(ctx.user_id, [Fact("city", "Oslo", 0.7)], ctx.ttl_days)
-    await services.profile.upsert(ctx.user_id, [Fact("city", "Bergen", 0.8)], ctx.ttl_days)
+    await services.profile.upsert(
+        ctx.user_id, [Fact("city", "Oslo", 0.7)], settings.retention.ttl_days
+    )
+    await services.profile.upsert(
+        ctx.user_id, [Fact("city", "Bergen", 0.8)], settings.retention.ttl_days
+    )
     await services.window.set_thread_summary(ctx.user_id, thread, "We talked about trains.")
 
     state = await turn(ctx, thread, "Which city should I start from?")
@@ -77,7 +81,7 @@ async def test_a_turn_reads_redis_in_one_round_trip_before_the_model(
 
 
 async def test_an_unreadable_running_summary_costs_the_turn_only_its_summary(
-    counted, make_context, services
+    settings, counted, make_context, services
 ):
     """A summary key of the wrong type (``WRONGTYPE``) loses the summary, not the turn start.
 
@@ -88,7 +92,9 @@ async def test_an_unreadable_running_summary_costs_the_turn_only_its_summary(
     ctx, thread = make_context(), f"round-trips-{uuid.uuid4().hex[:8]}"
     await services.window.set_thread_summary(ctx.user_id, thread, "We talked about trains.")
     await turn(ctx, thread, "Hello, I am planning a trip.")
-    await services.profile.upsert(ctx.user_id, [Fact("city", "Bergen", 0.8)], ctx.ttl_days)
+    await services.profile.upsert(
+        ctx.user_id, [Fact("city", "Bergen", 0.8)], settings.retention.ttl_days
+    )
     _, (summary_key,) = services.window.thread_summary_read(ctx.user_id, thread)
     await services.redis.delete(summary_key)
     await services.redis.rpush(summary_key, "not a summary")  # a list: GET fails

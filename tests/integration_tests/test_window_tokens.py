@@ -11,8 +11,9 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 
+from memory_graph_agent.prompting.budgets import count_tokens
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.testing import REPLY, ScriptedChatModel
-from memory_graph_agent.turn.budgets import count_tokens
 from tests.conftest import say
 
 REPLY_TEXT = "Here is a long answer about the harbour inventory, cranes and ropes. " * 25
@@ -26,9 +27,13 @@ async def _window(services, ctx, thread):
     return await services.window.window(ctx.user_id, thread)
 
 
-async def test_the_window_keeps_to_its_token_share_and_loses_nothing(make_context, agent, services):
-    ctx = make_context(model_obj=_long_replies(), memory_token_budget=1800, window_token_share=0.5)
-    cap = int(1800 * ctx.window_token_share)  # above what the newest two turns cost
+async def test_the_window_keeps_to_its_token_share_and_loses_nothing(
+    make_context, graph_for, services
+):
+    settings = Settings().override(memory_token_budget=1800, window_token_share=0.5)
+    ctx = make_context(model_obj=_long_replies())
+    agent = graph_for(settings)
+    cap = int(1800 * settings.window.token_share)  # above what the newest two turns cost
     thread = f"t-{uuid.uuid4().hex[:8]}"
     said: list[str] = []
     for i in range(8):
@@ -51,9 +56,11 @@ async def test_the_window_keeps_to_its_token_share_and_loses_nothing(make_contex
 
 
 async def test_recall_fills_only_what_the_window_leaves_of_the_budget(
-    make_context, agent, services
+    make_context, graph_for, services
 ):
-    ctx = make_context(model_obj=_long_replies(), memory_token_budget=1800, summary_batch=2)
+    settings = Settings().override(memory_token_budget=1800, summary_batch=2)
+    ctx = make_context(model_obj=_long_replies())
+    agent = graph_for(settings)
     thread = f"t-{uuid.uuid4().hex[:8]}"
     for i in range(8):
         await say(agent, ctx, thread, f"Turn {i}: the harbour inventory lists crane {i}.")

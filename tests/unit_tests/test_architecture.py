@@ -5,8 +5,11 @@ services -> local/storage -> core. ``graph/`` holds the wiring; its declarations
 context, prompts, tools) are what nodes may import from it.
 ``memory_graph_agent.testing`` (the public fake chat model) is on top: nothing of the
 project imports it; tests, benchmarks and users' tests do. ``bench/`` never imports
-``tests/``. Every import counts, including the lazy ones inside functions (only ``if
-TYPE_CHECKING:`` blocks are skipped).
+``tests/``. Every import counts: the lazy ones inside functions and the ``if
+TYPE_CHECKING:`` ones too (a type is a dependency). Nothing below ``graph/`` imports
+``graph`` or ``nodes``, and the domain's sub-packages (``recall``, ``turn``,
+``formation``, ``profile``, ``storage``...) form no cycle. The checks are functions of a
+source tree, so the tests at the end run them on small synthetic trees too.
 """
 
 from __future__ import annotations
@@ -54,8 +57,8 @@ KEY_AND_SQL_MARKERS = (":window:", ":seen:", ":owner:", ":pending:", ":profile:"
 DRIVERS = ("redis", "psycopg", "psycopg_pool", "sqlalchemy", "langchain_postgres")
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -70,23 +73,11 @@ def layer_of(module: str) -> str:
     return best
 
 
-def _skip_type_checking(tree: ast.AST) -> list[ast.AST]:
-    nodes: list[ast.AST] = []
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            stack.extend(node.orelse)
-            continue
-        nodes.append(node)
-        stack.extend(ast.iter_child_nodes(node))
-    return nodes
-
-
 def imports_of(path: Path) -> set[str]:
-    """Every module ``path`` imports (absolute names; ``from x import y`` may name x.y)."""
+    """Every module ``path`` imports, ``TYPE_CHECKING`` ones too (``from x import y`` may
+    name x.y)."""
     found: set[str] = set()
-    for node in _skip_type_checking(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -95,36 +86,45 @@ def imports_of(path: Path) -> set[str]:
     return found
 
 
-def source_files() -> list[Path]:
-    return sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
+def source_files(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> list[Path]:
+    return sorted(p for pkg in packages for p in (root / pkg).rglob("*.py"))
 
 
-def project_graph() -> dict[str, set[str]]:
+def project_graph(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> dict[str, set[str]]:
     """module -> the project modules it imports."""
-    modules = {module_name(p): p for p in source_files()}
+    modules = {module_name(p, root): p for p in source_files(root, packages)}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         graph[name] = {i for i in imports_of(path) if i in modules and i != name}
     return graph
 
 
-def test_every_module_has_a_layer() -> None:
-    assert [m for m in project_graph() if not layer_of(m)] == []
-
-
-def test_imports_only_point_down_the_layers() -> None:
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of a module from a higher layer (or a forbidden peer)."""
     wrong = []
-    for module, imported in project_graph().items():
+    for module, imported in graph.items():
         here = layer_of(module)
         for target in imported:
             there = layer_of(target)
             if RANK[there] > RANK[here] or (here, there) in PEERS_FORBIDDEN:
                 wrong.append(f"{module} ({here}) imports {target} ({there})")
-    assert wrong == []
+    return sorted(wrong)
 
 
-def test_no_import_cycle_between_modules() -> None:
-    graph = project_graph()
+def imports_of_the_wiring_below_it(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of ``graph`` or ``nodes`` by a module below the declarations."""
+    below = RANK["declarations"]
+    return sorted(
+        f"{module} imports {target}"
+        for module, imported in graph.items()
+        if RANK[layer_of(module)] < below
+        for target in imported
+        if target.split(".")[0] in ("graph", "nodes")
+    )
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The cycles of ``graph``: its strongly connected components of more than one node."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -133,7 +133,7 @@ def test_no_import_cycle_between_modules() -> None:
     def visit(v: str) -> None:  # Tarjan's strongly connected components
         index[v] = low[v] = len(index)
         stack.append(v)
-        for w in graph[v]:
+        for w in sorted(graph.get(v, ())):
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
@@ -149,10 +149,50 @@ def test_no_import_cycle_between_modules() -> None:
             if len(component) > 1:
                 cycles.append(sorted(component))
 
-    for v in graph:
+    for v in sorted(graph):
         if v not in index:
             visit(v)
-    assert cycles == []
+    return sorted(cycles)
+
+
+def sub_package(module: str) -> str:
+    """``memory_graph_agent.recall.linking`` -> ``memory_graph_agent.recall``."""
+    return ".".join(module.split(".")[:2])
+
+
+def sub_package_cycles(graph: dict[str, set[str]], package: str = P) -> list[list[str]]:
+    """The cycles between the sub-packages (and top-level modules) of ``package``."""
+    units: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        if module.split(".")[0] != package or module == package:
+            continue
+        here = sub_package(module)
+        units.setdefault(here, set())
+        units[here] |= {
+            sub_package(t) for t in imported
+            if t.split(".")[0] == package and t != package and sub_package(t) != here
+        }  # fmt: skip
+    return strongly_connected(units)
+
+
+def test_every_module_has_a_layer() -> None:
+    assert [m for m in project_graph() if not layer_of(m)] == []
+
+
+def test_imports_only_point_down_the_layers() -> None:
+    assert upward_imports(project_graph()) == []
+
+
+def test_nothing_below_the_wiring_imports_graph_or_nodes() -> None:
+    assert imports_of_the_wiring_below_it(project_graph()) == []
+
+
+def test_no_import_cycle_between_modules() -> None:
+    assert strongly_connected(project_graph()) == []
+
+
+def test_no_cycle_between_the_domains_sub_packages() -> None:
+    assert sub_package_cycles(project_graph()) == []
 
 
 def test_a_node_never_imports_another_node() -> None:
@@ -222,3 +262,70 @@ def test_the_package_itself_is_the_public_front_door_and_its_sub_packages_keep_t
     assert layer_of(f"{P}.turn.admission") == "domain"
     assert layer_of(f"{P}.providers.tiered") == "domain"
     assert layer_of(f"{P}.storage.window") == "storage"
+
+
+# ---------------------------------------------------------------- tests of the checks
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+UPWARD_TYPE_CHECKING = """from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from graph.context import Context
+
+
+def recall(ctx: Context) -> None: ...
+"""
+
+
+def test_the_checks_see_an_upward_import_made_only_for_type_checking(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "graph/__init__.py": "",
+            "graph/context.py": "class Context: ...\n",
+            f"{P}/__init__.py": "",
+            f"{P}/recall/__init__.py": "",
+            f"{P}/recall/retrieval.py": UPWARD_TYPE_CHECKING,
+        },
+    )
+    graph = project_graph(root, ("graph", P))
+    assert graph[f"{P}.recall.retrieval"] == {"graph.context"}
+    assert upward_imports(graph) == [
+        f"{P}.recall.retrieval (domain) imports graph.context (declarations)"
+    ]
+    assert imports_of_the_wiring_below_it(graph) == [f"{P}.recall.retrieval imports graph.context"]
+
+
+def test_the_checks_see_a_cycle_between_sub_packages(tmp_path: Path) -> None:
+    """recall -> turn at module level, turn -> recall lazily: no module cycle, but one of
+    sub-packages."""
+    root = _tree(
+        tmp_path,
+        {
+            f"{P}/__init__.py": "",
+            f"{P}/recall/__init__.py": "",
+            f"{P}/recall/ranking.py": f"from {P}.turn.budgets import cap\n",
+            f"{P}/recall/weights.py": "W = 1\n",
+            f"{P}/turn/__init__.py": "",
+            f"{P}/turn/budgets.py": "cap = 1\n",
+            f"{P}/turn/closing.py": f"def end():\n    from {P}.recall.weights import W\n",
+            f"{P}/core/__init__.py": "",
+            f"{P}/core/ids.py": "X = 1\n",
+        },
+    )
+    graph = project_graph(root, (P,))
+    assert strongly_connected(graph) == []
+    assert sub_package_cycles(graph) == [[f"{P}.recall", f"{P}.turn"]]
+    # moving what both share down (into core) breaks it
+    (root / P / "turn" / "closing.py").write_text(f"from {P}.core.ids import X\n")
+    assert sub_package_cycles(project_graph(root, (P,))) == []

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields
+from dataclasses import fields
 
 import jwt
 import pytest
 
 from graph.background import memory_run, memory_thread_id, server_context
-from graph.context import KNOB_FIELDS, OPERATOR_KNOBS, SCHEDULER_KNOBS, USER_KNOBS, Context
+from graph.context import CONTEXT_FIELDS, Context
 from memory_graph_agent.auth.credentials import (
     AuthConfigError,
     AuthFailed,
@@ -29,7 +29,7 @@ from memory_graph_agent.auth.policy import (
     maintenance_input,
     run_context,
 )
-from memory_graph_agent.core.knobs import env_names, knob_values
+from memory_graph_agent.settings import ENV_PATHS, Settings
 
 KEY_A = "sk-alice-0123456789abcdef"
 KEY_B = "sk-bob-0123456789abcdef"
@@ -184,30 +184,31 @@ def test_a_run_uses_the_callers_user_id() -> None:
         run_context("alice", {"user_id": "bob"})
 
 
-def test_a_client_sets_only_the_users_knobs() -> None:
-    """Every field of `Context` is in one tier; the operator's are refused, by name."""
-    users = {f.name: f.default for f in fields(Context) if f.name in USER_KNOBS}
-    users["user_id"] = "alice"
-    assert run_context("alice", users)["user_id"] == "alice"
-    every = USER_KNOBS | OPERATOR_KNOBS | SCHEDULER_KNOBS
-    assert len(USER_KNOBS) <= 15 and every == {f.name for f in fields(Context)} | set(KNOB_FIELDS)
-    defaults = Context()
-    values = {**knob_values(defaults), "recall_weights": asdict(defaults.recall_weights)}
-    for name in OPERATOR_KNOBS:
-        env = env_names(Context, name)[0]
-        with pytest.raises(Forbidden, match=f"sets {name}: the operator's knobs .*{env}"):
-            run_context("alice", {name: values[name]})
+def test_a_run_sets_its_context_and_never_a_deployment_setting() -> None:
+    """Every field of `Context` may be sent; every setting of `Settings` is refused, by name."""
+    sent = {f.name: f.default for f in fields(Context) if f.name != "memory_of"}
+    sent["user_id"] = "alice"
+    assert run_context("alice", sent)["user_id"] == "alice"
+    assert len(CONTEXT_FIELDS) <= 6
+    for env, path in ENV_PATHS.items():
+        value = Settings()
+        for part in path:
+            value = getattr(value, part)
+        with pytest.raises(Forbidden, match=f"sets {env.lower()}: a deployment setting.*{env}"):
+            run_context("alice", {env.lower(): value})
 
 
-def test_the_recall_weights_are_refused_as_a_group_and_one_by_one() -> None:
-    """The tuned weights are the operator's: the group, part of it, or a weight by name."""
+def test_the_groups_and_the_weights_are_refused_as_groups_and_one_by_one() -> None:
+    """The tuned weights are the deployment's: a group, part of it, or a weight by name."""
     for context in (
         {"recall_weights": {"neighbour_weight": 0.0}},
         {"recall_weights": {}},
         {"neighbour_weight": 0.0, "model": "local:smollm2"},
         {"weight_recency": 0.5},
+        {"window": {"size": 3}},
+        {"recall": {}},
     ):
-        with pytest.raises(Forbidden, match="operator's knobs") as refused:
+        with pytest.raises(Forbidden, match="a deployment setting") as refused:
             run_context("alice", context)
         named = next(iter(k for k in context if k != "model"))
         assert f"sets {named}:" in str(refused.value)
@@ -218,12 +219,12 @@ def test_the_recall_weights_are_refused_as_a_group_and_one_by_one() -> None:
 
 
 def test_memory_of_is_accepted_only_as_the_memory_scheduler_sends_it(monkeypatch) -> None:
-    """A memory run on the caller's own memory thread of that thread, with user knobs only."""
+    """A memory run on the caller's own memory thread of that thread, its context only."""
     monkeypatch.setenv("WINDOW_SIZE", "7")  # the deployment's: not sent (the server's env)
     ctx = Context(user_id="alice", model="local:smollm2", recall_mode="flat")
     config, memory = memory_run(ctx, "t1")
     sent = server_context(memory)
-    assert set(sent) == USER_KNOBS | {"memory_of"} and sent["recall_mode"] == "flat"
+    assert set(sent) == CONTEXT_FIELDS and sent["recall_mode"] == "flat"
     thread = config["configurable"]["thread_id"]
     assert run_context("alice", sent, thread)["memory_of"] == "t1"
     for other in (None, "t1", memory_thread_id("bob", "t1"), memory_thread_id("alice", "t2")):

@@ -10,7 +10,7 @@ from langgraph.constants import TAG_NOSTREAM
 
 from graph.background import REPORTS_KEPT, LocalScheduler, memory_run, memory_thread_id
 from graph.context import Context
-from memory_graph_agent.formation.llm import NOSTREAM_TAG, tagged
+from memory_graph_agent.prompting.llm import NOSTREAM_TAG, tagged
 
 
 class SlowGraph:
@@ -56,12 +56,12 @@ async def test_one_run_per_thread_at_a_time_and_requests_coalesce():
     graph = SlowGraph()
     memory = LocalScheduler()
     memory.bind(graph)
-    ctx = Context(user_id="alice", model="local:smollm2", memory_delay_s=0)
-    await memory(ctx, "t1", False)
+    ctx = Context(user_id="alice", model="local:smollm2")
+    await memory(ctx, "t1", False, delay_s=0)
     await asyncio.sleep(0.01)
     for compress in (False, True, False):  # while run 1 works: one waiting run takes them all
-        await memory(ctx, "t1", compress)
-    await memory(ctx, "t2", False)  # another thread runs at once
+        await memory(ctx, "t1", compress, delay_s=0)
+    await memory(ctx, "t2", False, delay_s=0)  # another thread runs at once
     await asyncio.sleep(0.01)
     assert [thread for _, thread in graph.runs] == ["t1", "t2"]
     assert memory.pending("alice", "t1") and memory.pending()
@@ -77,10 +77,10 @@ async def test_one_run_per_thread_at_a_time_and_requests_coalesce():
 
 async def test_requests_within_the_delay_join_one_run_that_starts_after_it():
     graph, memory = _released()
-    ctx = Context(user_id="alice", model="local:smollm2", memory_delay_s=0.3)
+    ctx = Context(user_id="alice", model="local:smollm2")
     started = asyncio.get_running_loop().time()
     for compress in (False, True):
-        await memory(ctx, "t1", compress)
+        await memory(ctx, "t1", compress, delay_s=0.3)
         await asyncio.sleep(0.1)
     assert graph.runs == []  # nothing before the delay
     await memory.drain()
@@ -94,11 +94,11 @@ async def test_a_failed_memory_run_is_counted_and_does_not_stop_the_next():
     graph.release.set()
     memory = LocalScheduler()
     memory.bind(graph)
-    ctx = Context(user_id="alice", model="local:smollm2", memory_delay_s=0)
-    await memory(ctx, "t1", False)
+    ctx = Context(user_id="alice", model="local:smollm2")
+    await memory(ctx, "t1", False, delay_s=0)
     await memory.drain()
     graph.fail = False
-    await memory(ctx, "t1", False)
+    await memory(ctx, "t1", False, delay_s=0)
     await memory.drain()
     assert memory.failures == 1 and len(memory.reports()) == 1
 
@@ -110,7 +110,7 @@ async def test_an_unbound_scheduler_refuses():
 
 async def test_a_later_run_starts_after_its_delay_once_and_drain_does_not_wait_for_it():
     graph, memory = _released()
-    ctx = Context(user_id="alice", model="local:smollm2", memory_delay_s=5)
+    ctx = Context(user_id="alice", model="local:smollm2")
     started = asyncio.get_running_loop().time()
     await memory(ctx, "t1", True, after_s=5)
     await memory(ctx, "t1", True, after_s=0.3)  # one timer per thread: the earliest
@@ -138,8 +138,8 @@ async def test_the_server_scheduler_enqueues_a_later_run_after_the_lease(monkeyp
         runs = Runs()
 
     monkeypatch.setattr(langgraph_sdk, "get_client", lambda: Client())
-    ctx = Context(user_id="alice", model="local:smollm2", memory_delay_s=1.0)
-    await ServerScheduler("agent")(ctx, "t1", False)
+    ctx = Context(user_id="alice", model="local:smollm2")
+    await ServerScheduler("agent")(ctx, "t1", False, delay_s=1.0)
     await ServerScheduler("agent")(ctx, "t1", True, after_s=2.3)
     assert [c["after_seconds"] for c in created] == [1, 3]  # whole seconds, never early
     assert {c["thread_id"] for c in created} == {memory_thread_id("alice", "t1")}
@@ -170,23 +170,23 @@ async def test_the_server_scheduler_skips_a_memory_thread_id_another_thread_hold
         runs = Runs()
 
     monkeypatch.setattr(langgraph_sdk, "get_client", lambda: Client())
-    ctx = Context(user_id="alice", model="local:smollm2", memory_delay_s=0)
-    await ServerScheduler("agent")(ctx, "t1", False)
-    await ServerScheduler("agent")(ctx, "t1", False)
+    ctx = Context(user_id="alice", model="local:smollm2")
+    await ServerScheduler("agent")(ctx, "t1", False, delay_s=0)
+    await ServerScheduler("agent")(ctx, "t1", False, delay_s=0)
     assert created == [memory_thread_id("alice", "t1", 1)] * 2  # the same alternate each time
     held |= {memory_thread_id("alice", "t1", n) for n in (1, 2)}
     with pytest.raises(MemoryThreadTaken):
-        await ServerScheduler("agent")(ctx, "t1", False)
+        await ServerScheduler("agent")(ctx, "t1", False, delay_s=0)
 
 
 async def test_finished_runs_leave_nothing_per_thread_and_reports_keep_the_newest():
     """A long-lived process (MemoryMiddleware never asks for reports) serves threads
     without end: what the scheduler keeps stays bounded."""
     graph, memory = _released()
-    ctx = Context(user_id="alice", model="local:smollm2", memory_delay_s=0)
+    ctx = Context(user_id="alice", model="local:smollm2")
     threads = [f"t{n}" for n in range(REPORTS_KEPT + 20)]
     for thread in threads:
-        await memory(ctx, thread, False)
+        await memory(ctx, thread, False, delay_s=0)
     assert memory.pending("alice", threads[0])
     await memory.drain()
     assert len(graph.runs) == len(threads)
@@ -196,6 +196,6 @@ async def test_finished_runs_leave_nothing_per_thread_and_reports_keep_the_newes
     kept = memory.reports()
     assert [r["thread_id"] for r in kept] == threads[-REPORTS_KEPT:]
     assert memory.reports() == []
-    await memory(ctx, threads[0], False)  # a thread served again runs as before
+    await memory(ctx, threads[0], False, delay_s=0)  # a thread served again runs as before
     await memory.drain()
     assert [r["thread_id"] for r in memory.reports()] == [threads[0]]

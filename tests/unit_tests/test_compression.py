@@ -1,11 +1,10 @@
-"""Token arithmetic of short-term compression (`memory_graph_agent.turn.budgets`), no services."""
+"""Token arithmetic of short-term compression (`memory_graph_agent.prompting.budgets`)."""
 
 from __future__ import annotations
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from memory_graph_agent.storage.window import StoredMessage
-from memory_graph_agent.turn.budgets import (
+from memory_graph_agent.prompting.budgets import (
     batch_that_fits,
     count_tokens,
     cut_to_recent_turns,
@@ -14,6 +13,7 @@ from memory_graph_agent.turn.budgets import (
     prompt_tokens,
     trigger_budget,
 )
+from memory_graph_agent.storage.window import StoredMessage
 
 CALL = {"name": "lookup", "args": {"q": "x"}, "id": "call-1", "type": "tool_call"}
 

@@ -67,11 +67,7 @@ def _copy(tmp_path: Path) -> Path:
     root = tmp_path / "repo"
     shutil.copytree(ROOT / "docs", root / "docs")
     shutil.copytree(ROOT / "bench" / "results", root / "bench" / "results", ignore=_no_png)
-    (root / "graph").mkdir()
-    shutil.copy(ROOT / "graph" / "context.py", root / "graph" / "context.py")
-    weights = Path("memory_graph_agent", "recall", "weights.py")  # the recall weights' group
-    (root / weights).parent.mkdir(parents=True)
-    shutil.copy(ROOT / weights, root / weights)
+    # the configuration tables come from the installed models, not from files
     shutil.copy(ROOT / "README.md", root / "README.md")
     return root
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memory_graph_agent.profile.fact_rules import rule_facts
+from memory_graph_agent.settings import Settings
 
 
 def facts(text: str) -> dict[str, str]:
@@ -76,10 +77,9 @@ def test_rule_keys_are_never_taken_from_the_model_when_rules_are_on() -> None:
     ],
 )
 def test_rules_enabled(fact_rules: str, model: str, on: bool) -> None:
-    from graph.context import Context
     from memory_graph_agent.profile.facts import rules_enabled
 
-    assert rules_enabled(Context(fact_rules=fact_rules, model=model)) is on
+    assert rules_enabled(Settings().override(fact_rules=fact_rules), model) is on
 
 
 @pytest.mark.parametrize(

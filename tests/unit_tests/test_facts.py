@@ -6,9 +6,9 @@ import json
 
 from graph.prompts import EXTRACT_FACTS_PROMPT
 from memory_graph_agent.profile.facts import extract_facts, facts_grounded, value_is_grounded
+from memory_graph_agent.prompting.rendering import render_profile
 from memory_graph_agent.storage.profile import Fact
 from memory_graph_agent.testing import ScriptedChatModel, prompt_text
-from memory_graph_agent.turn.rendering import render_profile
 
 SAID = "The user said: I used to like Java, but now I prefer Go. What is C#?"
 
@@ -33,7 +33,9 @@ def test_facts_grounded_keeps_one_valid_grounded_fact_per_key():
     assert kept == [Fact("preferred_language", "Go", 0.8, ["s1"])]
 
 
-async def test_extract_facts_is_schema_constrained_grounded_and_cites_sources(make_context):
+async def test_extract_facts_is_schema_constrained_grounded_and_cites_sources(
+    make_context, settings
+):
     def handler(messages):
         assert prompt_text(messages).startswith("Extract durable facts")
         facts = [
@@ -44,12 +46,12 @@ async def test_extract_facts_is_schema_constrained_grounded_and_cites_sources(ma
         return json.dumps({"facts": facts})
 
     ctx = make_context(model_obj=ScriptedChatModel(handler=handler))
-    assert await extract_facts(ctx, EXTRACT_FACTS_PROMPT, SAID, ["m1", "m2"]) == [
+    assert await extract_facts(settings, ctx.model, EXTRACT_FACTS_PROMPT, SAID, ["m1", "m2"]) == [
         Fact("preferred_language", "Go", 0.7, ["m1", "m2"])
     ]
     broken = make_context(model_obj=ScriptedChatModel(handler=lambda m: "not json"))
-    assert await extract_facts(broken, EXTRACT_FACTS_PROMPT, SAID, ["m1"]) == []
-    assert await extract_facts(ctx, EXTRACT_FACTS_PROMPT, "   ", ["m1"]) == []
+    assert await extract_facts(settings, broken.model, EXTRACT_FACTS_PROMPT, SAID, ["m1"]) == []
+    assert await extract_facts(settings, ctx.model, EXTRACT_FACTS_PROMPT, "   ", ["m1"]) == []
 
 
 def test_render_profile_notes_recent_changes():

@@ -1,6 +1,6 @@
 """Guards that keep a weak model's inventions out of memory."""
 
-from memory_graph_agent.formation.guards import (
+from memory_graph_agent.prompting.guards import (
     fact_is_grounded,
     fact_key_is_valid,
     self_statements,
@@ -44,7 +44,7 @@ def test_placeholder_keys_copied_from_the_schema_are_rejected():
 
 
 def test_reflection_that_invents_entities_is_rejected():
-    from memory_graph_agent.formation.guards import invents_few_entities
+    from memory_graph_agent.prompting.guards import invents_few_entities
 
     summaries = "- The user Zhang San lives in Berlin and prefers Go."
     assert invents_few_entities("Zhang San, based in Berlin, likes Go.", summaries)

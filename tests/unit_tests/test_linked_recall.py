@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from memory_graph_agent.prompting.rendering import render_memories, text_tokens
 from memory_graph_agent.recall.items import episode_item
 from memory_graph_agent.recall.linking import link_turns, summary_turns
 from memory_graph_agent.recall.ranking import RRF_K, fill_budget
 from memory_graph_agent.recall.retrieval import prompt_order
-from memory_graph_agent.recall.weights import RecallWeights
+from memory_graph_agent.settings import RecallWeights
 from memory_graph_agent.storage.episode_index import EpisodeHit
 from memory_graph_agent.storage.memory_rows import Memory
-from memory_graph_agent.turn.rendering import render_memories, text_tokens
 
 DAY1 = datetime(2023, 5, 8, 13, 0, tzinfo=UTC)
 DAY2 = datetime(2023, 6, 1, 9, 0, tzinfo=UTC)

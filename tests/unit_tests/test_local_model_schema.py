@@ -1,7 +1,7 @@
 """Schemas sent to the local model's grammar engine keep bounds it can take."""
 
-from memory_graph_agent.formation.schemas import ConsolidationDecision, FactList, ReflectionOut
 from memory_graph_agent.local.chat_model import GRAMMAR_MAX_LENGTH, grammar_safe_schema
+from memory_graph_agent.prompting.schemas import ConsolidationDecision, FactList, ReflectionOut
 
 
 def _bounds(node, key: str) -> list[int]:

@@ -11,7 +11,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from prometheus_client import REGISTRY
 from pydantic import BaseModel
 
-from memory_graph_agent.formation.llm import invoke_structured, invoke_text, tokens
+from memory_graph_agent.prompting.llm import invoke_structured, invoke_text, tokens
 
 
 class Reporting(BaseChatModel):

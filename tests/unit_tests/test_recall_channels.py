@@ -6,15 +6,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from graph.context import Context
 from memory_graph_agent.recall.channels import CHANNELS
 from memory_graph_agent.recall.channels.base import Found, Hit, Hits, Search
 from memory_graph_agent.recall.items import episode_item
 from memory_graph_agent.recall.retrieval import fuse, rankings
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.episode_index import EpisodeHit
 
 DAY = datetime(2023, 5, 8, 13, 0, tzinfo=UTC)
-SEARCH = Search(Context(user_id="u"), "What did Ann say?", depth=20)
+SEARCH = Search(Settings(), "u", "What did Ann say?", depth=20)
 
 
 def turn_row(i: int, similarity: float | None = None, score: float | None = None) -> dict:

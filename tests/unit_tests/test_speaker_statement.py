@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graph.context import Context
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.episode_index import MAX_SPEAKER_WORDS, SPEAKER_SQL
 from memory_graph_agent.storage.episodes import EpisodeLog
 
@@ -45,6 +45,6 @@ def test_the_words_tried_as_speakers_are_capped():
 
 
 def test_speaker_turns_must_not_be_negative():
-    with pytest.raises(ValueError, match="speaker_turns must be >= 0"):
-        Context(user_id="u1", speaker_turns=-1)
-    assert Context(user_id="u1", speaker_turns=0).speaker_turns == 0
+    with pytest.raises(ValueError, match="speaker_turns"):
+        Settings().override(speaker_turns=-1)
+    assert Settings().override(speaker_turns=0).recall.speaker_turns == 0

@@ -6,7 +6,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
-from memory_graph_agent.turn.budgets import count_tokens, prompt_tokens
+from memory_graph_agent.prompting.budgets import count_tokens, prompt_tokens
 
 # (text, tokens SmolLM2's tokenizer really needs, measured with llama.cpp's tokenizer)
 MEASURED = {

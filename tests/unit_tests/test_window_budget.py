@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage, HumanMessage
 
-from memory_graph_agent.turn.budgets import (
+from memory_graph_agent.prompting.budgets import (
     count_tokens,
     recall_budget,
     window_cut,

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from bench.window_share import read_run, summarize
-from graph.context import KNOB_FIELDS
+from memory_graph_agent.settings import Settings
 
-DEFAULT = float(KNOB_FIELDS["window_token_share"].default)
+DEFAULT = Settings().window.token_share
 
 
 def _run(share: float, locomo_recall: list[float], lme_recall: list[float], lme_share=None):

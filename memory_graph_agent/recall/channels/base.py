@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from memory_graph_agent.services.stores import Services
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.episode_links import Neighbours
 from memory_graph_agent.storage.episodes import EpisodeHit
 from memory_graph_agent.storage.memories import Memory
@@ -20,16 +21,15 @@ from memory_graph_agent.storage.memory_rows import VectorLiteral
 from memory_graph_agent.storage.postgres import Statement
 from memory_graph_agent.storage.recall_search import Rows, Searches, run_searches
 
-if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
-    from graph.context import Context
-
 
 @dataclass(frozen=True)
 class Search:
     """One recall's query, as every channel sees it."""
 
-    settings: Context
-    """The run's knobs: the user, ``recall_k``, ``speaker_turns``..."""
+    settings: Settings
+    """The deployment's settings: ``recall.k``, ``recall.speaker_turns``..."""
+    user_id: str
+    """Whose memory is searched."""
     text: str
     """The query's text (the user's message, or the model's tool query)."""
     depth: int
@@ -38,11 +38,6 @@ class Search:
     """Each turn channel also brings the neighbours of its ``around`` best turns (0: none)."""
     vector: VectorLiteral | None = None
     """The query's vector, for the channels that need it (set once it is embedded)."""
-
-    @property
-    def user_id(self) -> str:
-        """Whose memory is searched."""
-        return self.settings.user_id
 
 
 @dataclass(slots=True)

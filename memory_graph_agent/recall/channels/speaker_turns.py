@@ -33,7 +33,7 @@ class SpeakerTurns(DenseTurns):
 
     def statements(self, services: Services, search: Search) -> Sequence[Statement] | None:
         """`EpisodeIndex.speaker_statements`; none unless the query names someone."""
-        n = search.settings.speaker_turns
+        n = search.settings.recall.speaker_turns
         if n <= 0:
             return None
         return services.episodes.speaker_statements(

@@ -29,7 +29,7 @@ class Summaries:
 
     def statements(self, services: Services, search: Search) -> Sequence[Statement]:
         """`MemoryStore.search_statements`, bringing the found summaries' turns."""
-        user, k = search.user_id, search.settings.recall_k
+        user, k = search.user_id, search.settings.recall.k
         *options, query = services.memories.search_statements(user, search.vector, k)
         return [*options, services.episodes.with_members(user, query)]
 

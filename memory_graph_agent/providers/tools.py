@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memory_graph_agent.core.kinds import is_stored, is_turn
+from memory_graph_agent.core.run import RunContext
+from memory_graph_agent.prompting.rendering import defang, render_memory
 from memory_graph_agent.providers.base import MemoryProvider
 from memory_graph_agent.services.stores import Services
+from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.storage.profile import Fact, normalize_fact_key
-from memory_graph_agent.turn.rendering import defang, render_memory
 from memory_graph_agent.turn.validation import InvalidInputError, validate_text
-
-if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
-    from graph.context import Context
 
 MAX_FACT_CHARS = 500
 """Longest fact value `remember` accepts (the profile keeps at most this much)."""
@@ -43,19 +42,22 @@ def render_hit(item: dict[str, Any]) -> str:
     return line
 
 
-async def search(provider: MemoryProvider, settings: Context, thread_id: str, query: str) -> str:
+async def search(
+    provider: MemoryProvider, settings: Settings, ctx: RunContext, thread_id: str, query: str
+) -> str:
     """The user's memories matching ``query``, best first, inside a <memories> block.
 
-    ``provider`` recalls them within ``memory_token_budget``; one that can ``touch``
+    ``provider`` recalls them within ``settings.window.memory_token_budget``; one that can ``touch``
     counts the access (they are shown to the model now).
     """
     query = query.strip()
     if not query:
         return "error: query is empty; say what to look for"
     try:
-        items = await provider.recall(settings, thread_id, query, settings.memory_token_budget)
+        budget = settings.window.memory_token_budget
+        items = await provider.recall(ctx, thread_id, query, budget)
         if (touch := getattr(provider, "touch", None)) is not None:
-            await touch(settings, items)
+            await touch(ctx, items)
     except StoreUnavailable:
         return UNAVAILABLE
     if not items:
@@ -66,7 +68,8 @@ async def search(provider: MemoryProvider, settings: Context, thread_id: str, qu
 
 async def remember(
     services: Services,
-    settings: Context,
+    settings: Settings,
+    ctx: RunContext,
     key: str,
     fact: str,
     importance: float,
@@ -89,8 +92,8 @@ async def remember(
         return f"error: importance must be between 0 and 1, got {importance}"
     try:
         changes = await services.profile.upsert(
-            settings.user_id, [Fact(name, value, importance, source_ids=source_ids)],
-            settings.ttl_days,
+            ctx.user_id, [Fact(name, value, importance, source_ids=source_ids)],
+            settings.retention.ttl_days,
         )  # fmt: skip
     except StoreUnavailable:
         return UNAVAILABLE
@@ -122,9 +125,11 @@ async def forget(services: Services, user_id: str, ref: str) -> str:
     return f"forgot {key}: {removed.get('value')!r}"
 
 
-async def set_pinned(services: Services, settings: Context, ref: str, pinned: bool) -> str:
+async def set_pinned(
+    services: Services, settings: Settings, ctx: RunContext, ref: str, pinned: bool
+) -> str:
     """Pin (never expires) or unpin a profile fact or memory of the run's user."""
-    user = settings.user_id
+    user = ctx.user_id
     verb = "pinned" if pinned else "unpinned"
     ref = ref.strip()
     try:
@@ -133,13 +138,13 @@ async def set_pinned(services: Services, settings: Context, ref: str, pinned: bo
             found = await services.memories.get(user, [mid])  # only this user's rows
             changed = False
             if found:
-                days = settings.ttl_days(found[0].importance, pinned)
+                days = settings.retention.ttl_days(found[0].importance, pinned)
                 expires = None if days is None else datetime.now(UTC) + timedelta(days=days)
                 changed = await services.memories.set_pinned(user, mid, pinned, expires)
             return f"{verb} memory {mid}" if changed else f"no memory with id {ref!r}"
         key = normalize_fact_key(ref)
         changed = bool(key) and await services.profile.set_pinned(
-            user, key, pinned, settings.ttl_days
+            user, key, pinned, settings.retention.ttl_days
         )
     except StoreUnavailable:
         return UNAVAILABLE

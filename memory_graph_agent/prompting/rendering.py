@@ -12,8 +12,8 @@ from langchain_core.messages import AnyMessage, HumanMessage
 from memory_graph_agent.core import tokens
 from memory_graph_agent.core.kinds import is_turn
 from memory_graph_agent.core.records import MemoryEvent, event
+from memory_graph_agent.prompting.budgets import cut_text
 from memory_graph_agent.storage.outages import outages
-from memory_graph_agent.turn.budgets import cut_text
 
 
 def notices(node: str) -> list[MemoryEvent]:

@@ -8,16 +8,14 @@ smaller of ``context_window_tokens`` and the context the chat model declares.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.messages import BaseMessage, SystemMessage, trim_messages
 
 from memory_graph_agent.core.tokens import message_tokens, text_tokens
 from memory_graph_agent.core.turns import cut_to_recent_turns, turn_boundary_cut, turn_starts
 from memory_graph_agent.services.models import load_chat_model, model_context_tokens
-
-if TYPE_CHECKING:  # the domain takes the graph's `Context` without importing the graph
-    from graph.context import Context
+from memory_graph_agent.settings import Settings
 
 __all__ = [
     "batch_that_fits",
@@ -55,17 +53,19 @@ def prompt_tokens(system_prompt: str, messages: Sequence[Any]) -> int:
     return message_tokens([SystemMessage(system_prompt)]) + count_tokens(messages)
 
 
-def context_tokens(settings: Context) -> int:
-    """The prompt context to plan for: ``context_window_tokens``, or less if the model says.
+def context_tokens(settings: Settings, model: str) -> int:
+    """The prompt context to plan for: ``window.context_window_tokens``, or less if the model says.
 
     The local model's server runs with a smaller ``n_ctx`` (4096) than the default
     ``context_window_tokens`` (8192); a known hosted model declares its own in its profile.
     """
     try:
-        declared = model_context_tokens(load_chat_model(settings.model))
+        declared = model_context_tokens(load_chat_model(model))
     except Exception:  # a model that cannot be built fails where it is called, not here
         declared = None
-    return min(settings.context_window_tokens, declared or settings.context_window_tokens)
+    return min(
+        settings.window.context_window_tokens, declared or settings.window.context_window_tokens
+    )
 
 
 def reply_budget(context: int) -> int:

@@ -1,0 +1,1 @@
+"""What goes to the model and what comes back: rendering, token budgets, guarded calls, checks."""
