@@ -29,8 +29,6 @@ from rich.markup import escape
 from graph.context import Context
 from memory_graph_agent.cli.console import console
 from memory_graph_agent.core.tokens import text_tokens
-from memory_graph_agent.formation.llm import tagged
-from memory_graph_agent.formation.schemas import FactList
 from memory_graph_agent.local.chat_model import LocalModelUnavailable, StructuredOutputError
 from memory_graph_agent.local.embedded import (
     EmbeddedServiceError,
@@ -39,6 +37,8 @@ from memory_graph_agent.local.embedded import (
     vector_selfcheck,
 )
 from memory_graph_agent.local.model_server import ModelServerError
+from memory_graph_agent.prompting.llm import tagged
+from memory_graph_agent.prompting.schemas import FactList
 from memory_graph_agent.services.models import (
     default_embedding_model,
     load_chat_model,
