@@ -181,21 +181,21 @@ class Verifier:
             raise AuthFailed(f"invalid token: {exc}") from None
 
 
-def _header(headers: Mapping[bytes, bytes] | Mapping[str, str], name: str) -> str | None:
-    """A header's value, whichever shape the engine passes (LangGraph: bytes, Aegra: str)."""
-    for key, value in headers.items():
-        text = key.decode("latin-1") if isinstance(key, bytes) else key
-        if text.lower() == name:
-            return value.decode("latin-1") if isinstance(value, bytes) else value
-    return None
+def _text(value: bytes | str) -> str:
+    return value.decode("latin-1") if isinstance(value, bytes) else value
 
 
 def _credential(headers: Mapping[bytes, bytes] | Mapping[str, str]) -> str | None:
-    if raw := _header(headers, "authorization"):
+    """The bearer key or token, whichever shape the engine passes (LangGraph: bytes, Aegra: str)."""
+    wanted = ("authorization", "x-api-key")
+    found = {
+        k: _text(v) for k, v in ((_text(k).lower(), v) for k, v in headers.items()) if k in wanted
+    }
+    if raw := found.get("authorization"):
         scheme, _, value = raw.strip().partition(" ")
         if scheme.lower() != "bearer" or not value.strip():
             raise AuthFailed("the Authorization header must be 'Bearer <key or token>'")
         return value.strip()
-    if raw := _header(headers, "x-api-key"):
+    if raw := found.get("x-api-key"):
         return raw.strip() or None
     return None

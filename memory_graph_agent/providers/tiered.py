@@ -16,7 +16,7 @@ import memory_graph_agent.providers.tools as do
 from memory_graph_agent.core.records import RecalledItem
 from memory_graph_agent.core.run import RunContext
 from memory_graph_agent.providers.base import MemoryProvider, ProfileView
-from memory_graph_agent.recall.retrieval import hot_memories, record_access, retrieve
+from memory_graph_agent.recall.retrieval import find, record_access
 from memory_graph_agent.services.stores import Services
 from memory_graph_agent.settings import Settings
 
@@ -50,19 +50,10 @@ class TieredProvider:
 
         Hybrid search, or (``flat``) the hottest memories, with no search and no embedding.
         """
-        if self.flat:
-            found = await hot_memories(self.services, self.settings, ctx, budget, touch=False)
-        else:
-            found = await retrieve(
-                self.services,
-                self.settings,
-                ctx,
-                query,
-                thread_id,
-                budget=budget,
-                touch=False,
-                shown=shown,
-            )
+        found = await find(
+            self.services, self.settings, ctx, query, thread_id,
+            flat=self.flat, budget=budget, shown=shown,
+        )  # fmt: skip
         return found.items  # type: ignore[return-value]
 
     async def touch(self, ctx: RunContext, items: list[Any]) -> None:

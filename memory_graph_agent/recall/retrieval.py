@@ -337,6 +337,28 @@ async def hot_memories(
     return Retrieval(items=items, candidates=len(candidates), tokens=used, budget=budget)
 
 
+async def find(
+    services: Services,
+    settings: Settings,
+    ctx: RunContext,
+    query: str,
+    thread_id: str,
+    *,
+    flat: bool,
+    budget: int | None = None,
+    shown: set[str] | None = None,
+) -> Retrieval:
+    """``flat``: the hottest memories, no search and no embedding; else `retrieve` ``query``.
+
+    The access statistics are written after the reply (`record_access`), not here.
+    """
+    if flat:
+        return await hot_memories(services, settings, ctx, budget, touch=False)
+    return await retrieve(
+        services, settings, ctx, query, thread_id, budget=budget, touch=False, shown=shown
+    )
+
+
 async def recall_memories(
     services: Services,
     settings: Settings,
@@ -356,20 +378,17 @@ async def recall_memories(
     """
     if mode == "tool":
         return [], [event("recall", "tool_mode", "recall: tool mode, the model searches memory")]
-    try:  # the access statistics are written after the reply (`record_access`)
-        if mode == "flat":
-            found = await hot_memories(services, settings, ctx, budget, touch=False)
-        else:
-            found = await retrieve(
-                services,
-                settings,
-                ctx,
-                query,
-                thread_id,
-                budget=budget,
-                touch=False,
-                shown=shown,
-            )
+    try:
+        found = await find(
+            services,
+            settings,
+            ctx,
+            query,
+            thread_id,
+            flat=mode == "flat",
+            budget=budget,
+            shown=shown,
+        )
     except StoreUnavailable:
         text = "recall: long-term memory unavailable, answering from profile and window"
         return [], [event("recall", "unavailable", text)]

@@ -4,7 +4,7 @@ The LangGraph server (``langgraph dev``) passes headers as bytes and a run's fie
 in ``kwargs``, applies edits made in place and takes a returned dict as the owner filter.
 Aegra passes headers as str and a run's fields flat (``metadata`` may be None), applies
 only the ``context``/``config`` of a returned dict, and cannot take a rewritten input.
-Each shape is adapted in one place (`auth.credentials._header`, `auth.handlers.create_run`);
+Each shape is adapted in one place (`auth.credentials._credential`, `auth.handlers.create_run`);
 a deployment whose auth cannot load refuses to start on both (`memory_graph_agent.webapp`).
 """
 
