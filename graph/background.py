@@ -3,7 +3,7 @@
 A turn's run ends after trim_window (the evicted messages are already in the thread's
 durable pending list); its scheduler then starts a *memory run* of the same graph on the
 thread's memory thread (`memory_thread_id`), with ``context.memory_of`` naming the
-conversation thread: START → trim_window → summarize → consolidate → reflect. Memory runs
+conversation thread: START → backlog → summarize → consolidate → reflect. Memory runs
 of one thread run one at a time, on a thread of their own, so the next turn never waits for them. A
 memory run that dies loses nothing: its batch stays leased in Redis and a later run
 claims it (exactly once, by the queue's leases and deterministic summary ids).

@@ -27,6 +27,7 @@ from graph.tools import build_tool_node, memory_tools
 from graph.wrapping import Wrap, unwrapped, wrap_node
 from memory_graph_agent.services.stores import Services, server_services
 from memory_graph_agent.settings import Settings
+from nodes.backlog import backlog
 from nodes.consolidate import consolidate
 from nodes.load_profile import load_profile
 from nodes.recall import recall
@@ -50,7 +51,7 @@ def build_builder(
     """The uncompiled graph: load_profile ∥ recall → respond ⇄ tools → trim_window → memory.
 
     With a ``scheduler``, turns in ``memory_mode="background"`` end after trim_window and
-    the scheduler starts a memory run (START → trim_window → summarize → consolidate → reflect).
+    the scheduler starts a memory run (START → backlog → summarize → consolidate → reflect).
     ``wrap(node, name)`` wraps each node as `graph.wrapping.wrap_node` runs it (the
     benchmarks time them).
     """
@@ -86,15 +87,16 @@ def add_memory(
     """Add our memory to a hand-built ``builder``: the nodes of the ``memory_agent`` graph.
 
     A turn runs ``START → load_profile ∥ recall → answer → … → ends_turn → trim_window``,
-    then (inline, or as a memory run of the same graph when a ``scheduler`` takes it)
-    ``summarize → consolidate → reflect``. Your ``answer`` node builds its system prompt
-    with `graph.prompts.memory_prompt` (the fenced profile, memories and running
-    summary); ``ends_turn`` (default: ``answer``) is the node whose turn is over, an edge
-    from it to ``trim_window`` is added (``None``: you route to ``trim_window`` yourself).
+    then (inline, or in a memory run of the same graph, from ``backlog``, when a
+    ``scheduler`` takes it) ``summarize → consolidate → reflect``. Your ``answer`` node
+    builds its system prompt with `graph.prompts.memory_prompt` (the fenced profile,
+    memories and running summary); ``ends_turn`` (default: ``answer``) is the node whose
+    turn is over, an edge from it to ``trim_window`` is added (``None``: you route to
+    ``trim_window`` yourself).
 
     The builder's state must have the keys of `graph.state.State` (subclass it and add
     your own): ``messages``, ``end_session``, ``compress``, ``profile``,
-    ``profile_changes``, ``recalled``, ``recall_again``, ``thread_summary``, ``pending_count``,
+    ``profile_changes``, ``recalled``, ``thread_summary``, ``pending_count``,
     ``memory_scheduled``, ``summary``, ``summary_stored``, ``summaries_since_reflection``,
     ``importance_since_reflection``, ``memory_events``, ``memory_decisions``,
     ``memory_cost``. Its context schema must be `graph.context.Context` (or a subclass):
@@ -117,18 +119,18 @@ def add_memory(
         builder.add_node(name, wrap_node(bound, name, services, calls_model=calls_model, wrap=wrap))
     trim = partial(trim_window, services=services, settings=settings, scheduler=scheduler)
     builder.add_node("trim_window", wrap_node(trim, "trim_window", services, wrap=wrap))
-    # a turn: load_profile and recall side by side; a memory run: trim_window
-    builder.add_conditional_edges(START, routing.route_start, [*routing.TURN_START, "trim_window"])
-    again = partial(recall, services=services, settings=settings, again=True)
-    builder.add_node("recall_again", wrap_node(again, "recall_again", services, wrap=wrap))
-    # load_profile routes the turn; recall's writes join the next step without an edge
-    paths = {"respond": answer, "recall_again": "recall_again", "trim_window": "trim_window"}
+    start = partial(backlog, services=services)
+    builder.add_node("backlog", wrap_node(start, "backlog", services, wrap=wrap))
+    # a turn: load_profile and recall side by side, then the answer once; a memory run: backlog
+    builder.add_conditional_edges(START, routing.route_start, routing.STARTS)
+    paths = {"respond": answer, "trim_window": "trim_window"}
     builder.add_conditional_edges("load_profile", routing.route_turn, paths)
-    builder.add_edge("recall_again", answer)
+    builder.add_edge("recall", answer)
     if ends_turn is not None:
         builder.add_edge(ends_turn or answer, "trim_window")
     bound = partial(routing.bound, settings=settings)
     builder.add_conditional_edges("trim_window", bound(routing.route_after_trim))
+    builder.add_conditional_edges("backlog", bound(routing.route_after_trim))
     builder.add_conditional_edges("summarize", routing.route_after_summarize)
     builder.add_conditional_edges("consolidate", bound(routing.route_after_consolidate))
     builder.add_conditional_edges("reflect", bound(routing.route_after_reflect))

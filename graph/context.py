@@ -55,7 +55,7 @@ class Context:
     memory_of: str = _field(
         "",
         "Set by the scheduler on memory runs only: the conversation thread whose memory the "
-        "run forms (it starts at trim_window, on the thread's memory thread). Leave empty; "
+        "run forms (it starts at backlog, on the thread's memory thread). Leave empty; "
         "the server accepts it only on that memory thread of the caller's.",
     )
 

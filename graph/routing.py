@@ -16,6 +16,8 @@ from memory_graph_agent.settings import Settings
 
 TURN_START = ("load_profile", "recall")
 """The nodes a turn starts with, side by side."""
+STARTS = [*TURN_START, "backlog"]
+"""Where a run may start: a turn (or, alone, a session end's load_profile), a memory run."""
 
 
 def bound(route: Callable[..., Any], settings: Settings) -> Callable[..., Any]:
@@ -31,29 +33,29 @@ def route_after_respond(state: State) -> Literal["tools", "trim_window"]:
 
 
 def route_start(state: State) -> list[str]:
-    """Where a run starts: a turn at load_profile and recall, a memory run at trim_window.
+    """Where a run starts: a turn at load_profile and recall, a memory run at backlog.
 
     A turn starts with ``load_profile`` and ``recall`` side by side (one step, so the
-    query embedding and the searches run while the profile is read); a memory run
-    (``context.memory_of`` set) starts at trim_window.
+    query embedding and the searches run while the profile is read), and both lead to
+    the answer, which runs once, after both. A session end (the input says so) searches
+    nothing: ``load_profile`` alone, then ``trim_window``. A memory run
+    (``context.memory_of`` set, `graph.background`) starts at ``backlog``.
 
     ``update_state(..., as_node="__start__")`` routes without a runtime: as a turn.
     """
     context = getattr(get_runtime(), "context", None)
-    return ["trim_window"] if getattr(context, "memory_of", "") else list(TURN_START)
+    if getattr(context, "memory_of", ""):
+        return ["backlog"]
+    return ["load_profile"] if session_ends(state) else list(TURN_START)
 
 
-def route_turn(state: State) -> Literal["respond", "recall_again", "trim_window"]:
-    """After the turn's first step: answer, or (a session end) only archive the thread.
+def route_turn(state: State) -> Literal["respond", "trim_window"]:
+    """After ``load_profile``: answer (with ``recall``, beside it), or archive the thread.
 
-    ``load_profile`` routes by it: a branch sees only its own node's writes, and only
-    ``load_profile`` knows whether it removed messages ``recall``, beside it, counted as
-    on screen (``State.recall_again``); then ``recall_again`` goes before the answer.
-    ``recall`` has no edge of its own: its writes are in the state the next step reads.
+    By ``load_profile``'s ``end_session``: the rule `route_start` applied to the input,
+    before ``load_profile`` repaired the messages, so the two always agree.
     """
-    if session_ends(state):
-        return "trim_window"
-    return "recall_again" if state.get("recall_again") else "respond"
+    return "trim_window" if state.get("end_session") else "respond"
 
 
 def route_after_trim(state: State, *, settings: Settings) -> Literal["summarize", "__end__"]:

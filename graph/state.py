@@ -45,10 +45,6 @@ class State(InputState, total=False):
         profile: The user's hard memory, ``{key: {"value", "importance", ...}}``.
         profile_changes: Recent value changes of the profile, noted in the prompt.
         recalled: Memories recalled for this turn, with provenance and score parts.
-        recall_again: Whether ``load_profile`` removed messages from the state that
-            ``recall``, running beside it, counted as on screen (a thread archived while
-            idle, or another user's rejected turn): ``recall_again`` then searches with
-            the state as it now is, before the answer.
         thread_summary: The running summary of this thread's evicted messages.
         pending_count: Messages waiting in the thread's pending list after trimming.
         memory_scheduled: Whether trim_window handed this turn's memory work to a
@@ -68,7 +64,6 @@ class State(InputState, total=False):
     profile: dict[str, dict[str, Any]]
     profile_changes: list[ProfileChange]
     recalled: list[RecalledItem]
-    recall_again: bool
     thread_summary: str
     pending_count: int
     memory_scheduled: bool

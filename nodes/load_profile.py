@@ -52,6 +52,4 @@ async def load_profile(
             update[key] = Overwrite(value) if key in RESET else value
     if turn.repairs:  # another user's rejected turn, or a thread archived while idle
         update["messages"] = turn.repairs
-    if bool(turn.repairs) != bool(state.get("recall_again")):  # recall saw them: again
-        update["recall_again"] = bool(turn.repairs)
     return update

@@ -2,7 +2,7 @@
 
 Runs beside ``load_profile`` in the turn's first step (its embedding and searches overlap
 the profile's reads); it writes nothing but state, so a turn ``load_profile`` refuses
-leaves no trace of it. A session end searches nothing.
+leaves no trace of it. A session end does not come here.
 
 The query's embedding was started with the run (`graph.prefetch`), when it could be.
 The modes are `memory_graph_agent.recall.retrieval.recall_memories`; ``tool`` mode falls back to
@@ -10,8 +10,10 @@ The modes are `memory_graph_agent.recall.retrieval.recall_memories`; ``tool`` mo
 shows leaves of ``memory_token_budget``, so window and memories keep within it together.
 Items keep their score parts (seen in Studio).
 
-``recall_again`` is this node run a second time, before the answer, when
-``load_profile`` removed messages this one counted as on screen (``State.recall_again``).
+The messages on screen (not recalled again) are those of the state that the thread's
+Redis window also holds: a message ``load_profile``, beside it, takes out of the state
+(a thread archived while idle, another user's rejected turn) is not in that window, so
+it can be recalled.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from graph.context import Context, current_thread_id
-from graph.state import State, session_ends, turn_start
+from graph.state import State, turn_start
 from memory_graph_agent.core.records import event
 from memory_graph_agent.prompting.budgets import recall_budget
 from memory_graph_agent.prompting.rendering import latest_human_text
@@ -35,15 +37,8 @@ async def recall(
     *,
     services: Services,
     settings: Settings,
-    again: bool = False,
 ) -> dict:
-    """Fill ``recalled`` for this turn according to ``recall_mode``.
-
-    ``again``: the second search of a turn whose state ``load_profile`` cut (its events
-    add to the turn's, and it clears ``recall_again``).
-    """
-    if session_ends(state):  # archived, not answered
-        return {}
+    """Fill ``recalled`` for this turn according to ``recall_mode``."""
     ctx = runtime.context
     mode, events = ctx.recall_mode, []
     if mode == "tool" and not supports_tool_calling(load_chat_model(ctx.model)):
@@ -59,6 +54,4 @@ async def recall(
     items, found = await recall_memories(
         services, settings, ctx, mode, query, thread_id, shown, budget
     )
-    if again:
-        return {"recalled": items, "memory_events": events + found, "recall_again": False}
     return {"recalled": items, "memory_events": turn_start(events + found)}

@@ -2,9 +2,8 @@
 
 Rules: `memory_graph_agent.turn.closing.finish_turn` (the window, the access of what
 ``recall`` put in the prompt, after the reply, and, in ``memory_mode="background"``, due
-memory work handed to the scheduler); this node also consumes ``end_session``. It is the
-first node of a memory run (``context.memory_of``): there it only reads the backlog and
-starts that run's report.
+memory work handed to the scheduler); this node also consumes ``end_session``. A turn's
+last node: a memory run starts at ``backlog`` instead.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from functools import partial
 
 from langchain_core.messages import RemoveMessage
 from langgraph.runtime import Runtime
-from langgraph.types import Overwrite
 
 from graph.context import Context, MemoryScheduler, current_thread_id
 from graph.prompts import system_prompt
@@ -22,7 +20,6 @@ from memory_graph_agent.prompting.rendering import notices
 from memory_graph_agent.services.stores import Services
 from memory_graph_agent.settings import Settings
 from memory_graph_agent.turn.closing import finish_turn
-from memory_graph_agent.turn.windowing import read_backlog
 
 
 async def trim_window(
@@ -36,16 +33,6 @@ async def trim_window(
     """Push new messages (once each), move the oldest out of the window to pending."""
     ctx = runtime.context
     thread = current_thread_id()
-    if ctx.memory_of:  # a memory run starts here: the backlog, and its own report
-        backlog = await read_backlog(services, ctx.user_id, thread)
-        return {
-            "pending_count": backlog.pending,
-            "compress": bool(state.get("compress")) and backlog.pending > 0,
-            "memory_scheduled": False,
-            "memory_events": Overwrite(notices("trim_window") + backlog.events),
-            "memory_decisions": Overwrite([]),
-            "memory_cost": Overwrite({}),
-        }
     messages = state.get("messages") or []
     end_session = bool(state.get("end_session"))
     background = scheduler is not None and settings.formation.mode == "background"

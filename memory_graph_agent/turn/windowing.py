@@ -44,8 +44,8 @@ class WindowUpdate:
     events: list[MemoryEvent] = field(default_factory=list)
 
 
-def _note(update: WindowUpdate, kind: str, text: str) -> None:
-    update.events.append(event("trim_window", kind, text))
+def _note(update: WindowUpdate, kind: str, text: str, node: str = "trim_window") -> None:
+    update.events.append(event(node, kind, text))
 
 
 async def read_backlog(services: Services, user: str, thread_id: str) -> WindowUpdate:
@@ -56,9 +56,9 @@ async def read_backlog(services: Services, user: str, thread_id: str) -> WindowU
     except StoreUnavailable as exc:
         if exc.service != "redis":
             raise
-        _note(update, "unavailable", "window: Redis unavailable, the backlog waits")
+        _note(update, "unavailable", "window: Redis unavailable, the backlog waits", "backlog")
         return update
-    _note(update, "backlog", f"window: memory run, {update.pending} messages waiting")
+    _note(update, "backlog", f"memory run: {update.pending} messages waiting", "backlog")
     return update
 
 

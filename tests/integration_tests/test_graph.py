@@ -439,3 +439,16 @@ async def test_an_unchanged_profile_is_not_written_to_the_checkpoint_again(
     third = await say(agent, ctx, thread, "I moved.")
     assert third["profile"]["city"]["value"] == "Bergen"
     assert (await versions())["profile"] != after["profile"]
+
+
+def test_the_drawing_shows_how_a_turn_and_a_memory_run_flow(graph_for):
+    """Every node leads somewhere; no node re-runs to patch a branch; both entries drawn."""
+    drawn = graph_for().get_graph()
+    edges = {(e.source, e.target) for e in drawn.edges}
+    ends = {node for node in drawn.nodes if node != "__end__"} - {s for s, _ in edges}
+    assert not ends, f"nodes that end in nothing: {ends}"
+    assert "recall_again" not in drawn.nodes
+    assert {("__start__", "load_profile"), ("__start__", "recall")} <= edges, "a turn"
+    assert ("recall", "respond") in edges and ("load_profile", "respond") in edges
+    assert ("__start__", "backlog") in edges and ("backlog", "summarize") in edges, "memory run"
+    assert ("__start__", "trim_window") not in edges, "trim_window ends turns only"

@@ -150,7 +150,7 @@ async def test_a_memory_run_runs_on_its_own_thread_and_names_the_conversation(
     assert not saved.values.get("messages")  # no conversation copied into the memory thread
     # each memory run reports only itself: the memory thread's state does not grow
     starts = [e for e in saved.values["memory_events"] if e["kind"] == "backlog"]
-    assert len(starts) == 1 and saved.values["memory_events"][0]["node"] == "trim_window"
+    assert len(starts) == 1 and saved.values["memory_events"][0]["node"] == "backlog"
     stored = await services.memories.list(ctx.user_id, kind="summary")
     assert stored and {m.thread_id for m in stored} == {thread}
 

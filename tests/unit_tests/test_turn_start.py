@@ -12,7 +12,7 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from graph.routing import TURN_START, route_turn
-from graph.state import turn_start
+from graph.state import session_ends, turn_start
 from memory_graph_agent.core.records import TurnStart, add_events, event
 from memory_graph_agent.core.turns import ends_session
 
@@ -79,19 +79,17 @@ CASES = [
 
 
 @pytest.mark.parametrize(("messages", "end_session"), CASES)
-def test_the_flag_load_profile_writes_back_routes_as_the_input_does(messages, end_session):
-    """load_profile routes on the input state plus the flag it wrote back: the same way."""
+def test_load_profile_routes_by_the_flag_it_wrote_back_as_the_start_did(messages, end_session):
+    """START sends a session end to load_profile alone; load_profile then archives it."""
     state = {"messages": messages, "end_session": end_session}
     written = {**state, "end_session": ends_session(messages, end_session)}
-    assert route_turn(state) == route_turn(written)
+    assert (route_turn(written) == "trim_window") == session_ends(state)
 
 
-def test_recall_runs_again_when_load_profile_cut_the_state_unless_the_session_ends():
-    turn = {"messages": [HumanMessage("hi")], "recall_again": True}
-    assert route_turn(turn) == "recall_again"
-    assert route_turn({**turn, "recall_again": False}) == "respond"
-    answered = [HumanMessage("hi"), AIMessage("hello")]
-    assert route_turn({**turn, "messages": answered, "end_session": True}) == "trim_window"
+def test_a_turn_whose_human_message_load_profile_dropped_is_still_answered():
+    """Both branches of the first step must agree: recall's edge leads to respond too."""
+    written = {"messages": [AIMessage("hello")], "end_session": False}  # the input was a turn
+    assert route_turn(written) == "respond"
 
 
 def test_a_session_end_with_a_message_to_answer_is_a_turn():
