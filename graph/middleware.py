@@ -5,7 +5,8 @@ The same domain functions as the ``memory_agent`` graph, at the agent's hooks:
 * ``abefore_agent`` (once per turn, before the first model call): admission
   (`turn.admission.start_turn`: the input's rules and the thread's owner, nothing written
   for a turn it refuses), the running summary, the provider's profile and its recall
-  within what the window leaves of its token budget (`prompting.budgets.recall_budget`).
+  within what the window on screen leaves of its token budget (`turn.screen`, as the
+  ``recall`` node).
 * ``awrap_model_call`` (each model call): the fenced memory blocks of our ``respond``
   node (`graph.prompts.memory_prompt`) appended to the agent's own system prompt.
 * ``aafter_agent`` (once, after the turn's last model and tool calls): the turn ends in
@@ -26,14 +27,18 @@ is called in the run's thread. ``drain_sync`` waits for the memory runs there.
 
 The user is the run's: ``context.user_id`` (an object or a dict), or the authenticated
 identity of a LangGraph server run. Without one the turn is refused with `MissingUserError`;
-nothing is ever written under a default user.
+nothing is ever written under a default user. The run's ``recall_mode`` and ``memory_tools``
+(`graph.context.Context`), when its context has them, mean what they mean in our graph:
+``flat`` recalls the hottest memories (our provider's), ``tool`` leaves recall to the
+model's ``search_memory`` (a middleware built with ``tools=True``), ``memory_tools=False``
+hides the memory tools from the model. A choice the middleware cannot honour is refused
+by name, before anything is read or written.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from dataclasses import fields
 from functools import partial
 from typing import Annotated, Any, NotRequired, TypeVar
 
@@ -46,49 +51,35 @@ from langchain.agents.middleware import (
 )
 from langchain.agents.middleware.types import OmitFromInput
 from langchain.tools import ToolRuntime
-from langchain_core.messages import RemoveMessage, SystemMessage
-from langgraph.config import get_config
-from langgraph.graph.message import add_messages
+from langchain_core.messages import SystemMessage
 from langgraph.runtime import Runtime
 
 from graph.background import LocalScheduler, ServerScheduler, memory_run
 from graph.builder import GRAPH_NAME, build_graph
 from graph.context import Context, MemoryScheduler, current_thread_id
+from graph.middleware_runs import run_choices, user_of
 from graph.middleware_tools import DeferredProvider, middleware_tools
 from graph.prompts import memory_prompt
 from memory_graph_agent.core.records import MemoryEvent, ProfileChange, RecalledItem, event
 from memory_graph_agent.core.turns import ends_session
-from memory_graph_agent.prompting.budgets import recall_budget
 from memory_graph_agent.prompting.rendering import latest_human_text
 from memory_graph_agent.providers.base import MemoryProvider, ProfileView
-from memory_graph_agent.providers.tiered import PROVIDERS, provider_named
+from memory_graph_agent.providers.tiered import PROVIDERS, TieredProvider, provider_named
 from memory_graph_agent.services.stores import Services, server_services
 from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.turn.admission import start_turn
 from memory_graph_agent.turn.closing import finish_turn
-from memory_graph_agent.turn.validation import InvalidInputError, check_id
+from memory_graph_agent.turn.screen import screen
+from memory_graph_agent.turn.validation import InvalidInputError
 
-HOW_TO_PASS_THE_USER = (
-    "MemoryMiddleware needs the id of the user whose memory this run reads and writes. "
-    "Pass it in the run's context: create_agent(..., context_schema=YourContext) with a "
-    "user_id field and agent.ainvoke(..., context=YourContext(user_id='ada')) (a dict "
-    "{'user_id': 'ada'} works too), or serve the agent with authentication on a LangGraph "
-    "server, where the user is the authenticated identity. Nothing was written."
-)
 HOW_TO_RUN_SYNC = (
     "MemoryMiddleware's sync hooks (agent.invoke, agent.stream) need services opened for "
     "sync code: services_session_sync(), on a loop thread of their own. These services live "
     "in an event loop (services_session) that a sync call would block: in async code, call "
     "agent.ainvoke or agent.astream."
 )
-UNSET_USER = next((f.default for f in fields(Context) if f.name == "user_id"), None)
-"""`Context`'s placeholder user: refused, so that nothing lands under a shared default."""
 T = TypeVar("T")
-
-
-class MissingUserError(InvalidInputError):
-    """The run named no user: the middleware refuses to read or write anyone's memory."""
 
 
 class MemoryAgentState(AgentState):
@@ -103,33 +94,6 @@ class MemoryAgentState(AgentState):
     memory_recalled: NotRequired[Annotated[list[RecalledItem], OmitFromInput]]
     memory_summary: NotRequired[Annotated[str, OmitFromInput]]
     memory_events: NotRequired[Annotated[list[MemoryEvent], OmitFromInput]]
-
-
-def user_of(runtime: Runtime[Any] | ToolRuntime[Any]) -> str:
-    """The run's user: the authenticated identity of a server run, else ``context.user_id``.
-
-    Raises `MissingUserError` when neither names one, `InvalidInputError` for an id that
-    is not 1-64 of ``[A-Za-z0-9_.@-]``, or for a context naming another user than the
-    authenticated one.
-    """
-    context = runtime.context
-    claimed = context.get("user_id") if isinstance(context, Mapping) else None
-    claimed = claimed or getattr(context, "user_id", None)
-    auth = (
-        (runtime.config if isinstance(runtime, ToolRuntime) else get_config())
-        .get("configurable", {})
-        .get("langgraph_auth_user")
-    )
-    identity = auth.get("identity") if isinstance(auth, Mapping) else getattr(auth, "identity", "")
-    if identity and claimed and claimed != identity:
-        raise InvalidInputError(
-            f"user_id {claimed!r} in the context is not the authenticated user; "
-            "leave user_id out or pass your own"
-        )
-    user = identity or claimed
-    if not user or user == UNSET_USER:
-        raise MissingUserError(HOW_TO_PASS_THE_USER)
-    return check_id(user, "user_id")
 
 
 class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
@@ -156,7 +120,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
     Args:
         services: Our stores (`services_session`). ``None``: a LangGraph server's, opened
             on first use, with memory runs on its ``memory_agent`` graph.
-        provider: ``"tiered"`` (default), ``"flat"`` or your own `MemoryProvider`.
+        provider: ``"tiered"`` (default, ours) or your own `MemoryProvider`.
         tools: Offer ``search_memory``, ``remember``, ``forget`` (and ``pin``/``unpin``
             when the provider can pin) to the model, for the run's user only.
         scheduler: Where memory runs: default `LocalScheduler` with services, else
@@ -201,8 +165,12 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
         )
 
     def context(self, runtime: Runtime[Any] | ToolRuntime[Any]) -> Context:
-        """The run's `Context`: its user (`user_of`) and the middleware's model."""
-        return Context(user_id=user_of(runtime), model=self.model)
+        """The run's `Context`: its user (`user_of`), its choices, the middleware's model."""
+        user = user_of(runtime)
+        try:
+            return Context(user_id=user, model=self.model, **run_choices(runtime))
+        except ValueError as exc:  # a recall_mode that is none of ours
+            raise InvalidInputError(f"{exc}; nothing was written") from exc
 
     async def open(self) -> tuple[Services, MemoryProvider]:
         """The services and the provider (a server's: opened on first use)."""
@@ -247,9 +215,9 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
     async def abefore_agent(self, state: MemoryAgentState, runtime: Runtime[Any]) -> dict[str, Any]:
         """Admit the turn while the profile and recall are read (all side by side).
 
-        A session end is admitted alone, and the run jumps to ``aafter_agent``. When the
-        admission removes messages from the state (a thread archived while idle, another
-        user's rejected turn), recall runs again within the budget they no longer take.
+        A session end is admitted alone, and the run jumps to ``aafter_agent``. What the
+        admission removes from the state (a thread archived while idle, another user's
+        rejected turn) is off screen for recall already (`turn.screen`).
         """
         ctx = self.context(runtime)
         thread = current_thread_id()
@@ -257,12 +225,11 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
         messages = state.get("messages") or []
         if ends_session(messages, bool(state.get("end_session"))):
             return await self._start_session_end(services, ctx, thread, messages)
-        budget = recall_budget(self.settings.window.memory_token_budget, messages)
-        query = latest_human_text(messages)
+        self._check_mode(ctx, provider)
         # side by side, as load_profile ∥ recall: reads only, dropped if admission refuses
         reads = asyncio.gather(
             _or_empty(provider.profile(ctx), ProfileView()),
-            _or_empty(provider.recall(ctx, thread, query, budget), []),
+            _or_empty(self._recall(services, provider, ctx, thread, messages), []),
         )
         try:
             turn = await start_turn(
@@ -272,11 +239,9 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
             reads.cancel()
             raise
         profile, recalled = await reads
-        if turn.repairs:  # messages recall counted as on screen left the state: again
-            kept = add_messages(messages, turn.repairs)
-            budget = recall_budget(self.settings.window.memory_token_budget, kept)
-            recalled = await _or_empty(provider.recall(ctx, thread, query, budget), [])
         text = f"memory: {len(profile.facts)} facts, {len(recalled)} memories recalled"
+        if ctx.recall_mode != "auto":
+            text += f" ({ctx.recall_mode})"
         update: dict[str, Any] = {
             "memory_profile": profile.facts,
             "memory_changes": profile.changes,
@@ -288,6 +253,40 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
         if turn.repairs:  # another user's rejected turn, left in this thread's checkpoint
             update["messages"] = turn.repairs
         return update
+
+    def _check_mode(self, ctx: Context, provider: MemoryProvider) -> None:
+        """Refuse, by name, a run choice this middleware cannot honour."""
+        if ctx.recall_mode == "tool" and not (self.tools and ctx.memory_tools):
+            raise InvalidInputError(
+                "recall_mode='tool' leaves recall to the model's search_memory tool: build "
+                "MemoryMiddleware(..., tools=True) and keep memory_tools on, or use "
+                "recall_mode='auto'; nothing was written"
+            )
+        if ctx.recall_mode == "flat" and not isinstance(provider, TieredProvider):
+            raise InvalidInputError(
+                f"recall_mode='flat' recalls our memory's hottest items; the provider "
+                f"{type(provider).__name__} recalls its own way: use recall_mode='auto'; "
+                "nothing was written"
+            )
+
+    async def _recall(
+        self,
+        services: Services,
+        provider: MemoryProvider,
+        ctx: Context,
+        thread: str,
+        messages: list[Any],
+    ) -> list[RecalledItem]:
+        """The provider's recall per ``recall_mode``, within what the screen leaves."""
+        if ctx.recall_mode == "tool":  # the model searches
+            return []
+        total = self.settings.window.memory_token_budget
+        on = await screen(services, total, ctx.user_id, thread, messages)
+        query = latest_human_text(messages)
+        if isinstance(provider, TieredProvider):
+            flat = ctx.recall_mode == "flat"
+            return await provider.recall(ctx, thread, query, on.budget, on.shown, flat=flat)
+        return await provider.recall(ctx, thread, query, on.budget)
 
     async def _start_session_end(
         self, services: Services, ctx: Context, thread: str, messages: list[Any]
@@ -318,11 +317,15 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
 
     def _with_memory(self, request: ModelRequest) -> ModelRequest:
         """The model request with the memory blocks after the agent's own system prompt."""
-        self.context(request.runtime)  # a run that names no user is refused here too
+        ctx = self.context(request.runtime)  # a run that names no user is refused here too
         blocks = memory_prompt(_shown(request.state), self.settings.window.profile_token_budget)
         own = request.system_message.text if request.system_message is not None else ""
         system = SystemMessage(f"{own}\n\n{blocks}" if own else blocks)
-        return request.override(system_message=system)
+        if ctx.memory_tools or not self.tools:
+            return request.override(system_message=system)
+        ours = {t.name for t in self.tools}  # memory_tools=False: the model does not see them
+        tools = [t for t in request.tools if getattr(t, "name", None) not in ours]
+        return request.override(system_message=system, tools=tools)
 
     async def aafter_agent(self, state: MemoryAgentState, runtime: Runtime[Any]) -> dict[str, Any]:
         """End the turn: window, overflow to pending, then a memory run when one is due."""
@@ -331,7 +334,6 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
         services, provider = await self.open()
         messages = state.get("messages") or []
         ending = ends_session(messages, bool(state.get("end_session")))
-        background = self.scheduler is not None and self.settings.formation.mode == "background"
         end = await finish_turn(
             services,
             self.settings,
@@ -343,9 +345,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
                 _shown(state), self.settings.window.profile_token_budget
             ),
             recalled=state.get("memory_recalled") or [],
-            schedule=partial(self.scheduler, ctx, thread, delay_s=self.settings.formation.delay_s)  # type: ignore[arg-type]
-            if background
-            else None,
+            scheduler=self.scheduler,
             touch=partial(provider.touch, ctx) if hasattr(provider, "touch") else _untouched,
         )
         events = list(state.get("memory_events") or []) + end.events
@@ -357,9 +357,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
             inputs = {"compress": end.window.compress}
             done = await graph.ainvoke(inputs, config, context=memory_ctx)
             events += done.get("memory_events") or []
-        in_state = {m.id for m in messages}
-        removed = [RemoveMessage(id=m.id) for m in end.window.moved if m.id in in_state]
-        update: dict[str, Any] = {"messages": removed, "memory_events": events}
+        update: dict[str, Any] = {"messages": end.removed, "memory_events": events}
         if state.get("end_session"):  # consumed: the thread's next turn is an ordinary one
             update["end_session"] = False
         return update

@@ -18,7 +18,6 @@ from typing import Any
 
 __all__ = [
     "Context",
-    "FlatProvider",
     "MemoryMiddleware",
     "MemoryProvider",
     "MemoryState",
@@ -34,8 +33,10 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     """Load a name of `__all__` on first use."""
-    if name in ("MemoryMiddleware", "MissingUserError"):
+    if name == "MemoryMiddleware":
         from graph import middleware as module
+    elif name == "MissingUserError":
+        from graph import middleware_runs as module
     elif name == "add_memory":
         from graph import builder as module
     elif name == "MemoryState":
@@ -50,7 +51,7 @@ def __getattr__(name: str) -> Any:
         from memory_graph_agent import settings as module
     elif name in ("MemoryProvider", "ProfileView"):
         from memory_graph_agent.providers import base as module
-    elif name in ("TieredProvider", "FlatProvider"):
+    elif name == "TieredProvider":
         from memory_graph_agent.providers import tiered as module
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,10 +10,9 @@ The modes are `memory_graph_agent.recall.retrieval.recall_memories`; ``tool`` mo
 shows leaves of ``memory_token_budget``, so window and memories keep within it together.
 Items keep their score parts (seen in Studio).
 
-The messages on screen (not recalled again) are those of the state that the thread's
-Redis window also holds: a message ``load_profile``, beside it, takes out of the state
-(a thread archived while idle, another user's rejected turn) is not in that window, so
-it can be recalled.
+What is on screen (not recalled again) and the budget are `turn.screen`'s: a message
+``load_profile``, beside it, takes out of the state (a thread archived while idle,
+another user's rejected turn) is not in the thread's Redis window, so it is off screen.
 """
 
 from __future__ import annotations
@@ -23,12 +22,12 @@ from langgraph.runtime import Runtime
 from graph.context import Context, current_thread_id
 from graph.state import State, turn_start
 from memory_graph_agent.core.records import event
-from memory_graph_agent.prompting.budgets import recall_budget
 from memory_graph_agent.prompting.rendering import latest_human_text
 from memory_graph_agent.recall.retrieval import recall_memories
 from memory_graph_agent.services.models import load_chat_model, supports_tool_calling
 from memory_graph_agent.services.stores import Services
 from memory_graph_agent.settings import Settings
+from memory_graph_agent.turn.screen import screen
 
 
 async def recall(
@@ -45,13 +44,12 @@ async def recall(
         mode = "auto"
         text = f"recall: model {ctx.model!r} cannot call tools, tool mode falls back to auto"
         events.append(event("recall", "tool_fallback", text))
-    query = latest_human_text(state["messages"])
-    shown = {m.id for m in state["messages"] if m.id}  # in the prompt already: not again
-    thread_id = current_thread_id()
-    budget = recall_budget(
-        settings.window.memory_token_budget, state["messages"]
-    )  # the window's rest
+    messages, thread_id = state["messages"], current_thread_id()
+    on = await screen(  # in the prompt already: not again; recall fills the window's rest
+        services, settings.window.memory_token_budget, ctx.user_id, thread_id, messages
+    )
+    query = latest_human_text(messages)
     items, found = await recall_memories(
-        services, settings, ctx, mode, query, thread_id, shown, budget
+        services, settings, ctx, mode, query, thread_id, on.shown, on.budget
     )
     return {"recalled": items, "memory_events": turn_start(events + found)}

@@ -8,9 +8,6 @@ last node: a memory run starts at ``backlog`` instead.
 
 from __future__ import annotations
 
-from functools import partial
-
-from langchain_core.messages import RemoveMessage
 from langgraph.runtime import Runtime
 
 from graph.context import Context, MemoryScheduler, current_thread_id
@@ -35,7 +32,6 @@ async def trim_window(
     thread = current_thread_id()
     messages = state.get("messages") or []
     end_session = bool(state.get("end_session"))
-    background = scheduler is not None and settings.formation.mode == "background"
     end = await finish_turn(
         services,
         settings,
@@ -46,15 +42,10 @@ async def trim_window(
         # the next prompt is estimated as this turn's system prompt plus what stays
         next_system_prompt=system_prompt(state, settings.window.profile_token_budget),
         recalled=state.get("recalled") or [],
-        schedule=(
-            partial(scheduler, ctx, thread, delay_s=settings.formation.delay_s)
-            if background
-            else None
-        ),
+        scheduler=scheduler,
     )
-    in_state = {m.id for m in messages}
     update = {
-        "messages": [RemoveMessage(id=m.id) for m in end.window.moved if m.id in in_state],
+        "messages": end.removed,
         "pending_count": end.window.pending,
         "compress": end.window.compress,
         "memory_scheduled": end.scheduled or end.deferred,  # either way not in this run

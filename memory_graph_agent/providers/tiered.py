@@ -1,10 +1,9 @@
-"""The providers of our own memory: ``tiered`` (the default) and ``flat``.
+"""The provider of our own memory: ``tiered``, the memory the ``memory_agent`` graph uses.
 
-``tiered`` is the memory the ``memory_agent`` graph uses: the Redis profile with its
-change notes, and hybrid recall over summaries, reflections and evicted turns in
-Postgres + pgvector (`memory_graph_agent.recall.retrieval.retrieve`). ``flat`` keeps the
-same profile and tools but recalls the user's hottest memories, with no search
-(`hot_memories`, as ``recall_mode="flat"``). Both are thin: the logic is the domain's.
+The Redis profile with its change notes, and hybrid recall over summaries, reflections
+and evicted turns in Postgres + pgvector (`memory_graph_agent.recall.retrieval.retrieve`),
+or, for a run with ``recall_mode="flat"``, the user's hottest memories with no search
+(`hot_memories`). It is thin: the logic is the domain's.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ class TieredProvider:
     """Our Redis + pgvector memory: profile, hybrid recall, facts and pins."""
 
     name = "tiered"
-    flat = False
 
     def __init__(self, services: Services, settings: Settings) -> None:
         self.services = services
@@ -45,14 +43,17 @@ class TieredProvider:
         query: str,
         budget: int,
         shown: set[str] | None = None,
+        *,
+        flat: bool = False,
     ) -> list[RecalledItem]:
         """Recall ``query`` within ``budget`` (``shown``: ids already in the prompt).
 
-        Hybrid search, or (``flat``) the hottest memories, with no search and no embedding.
+        Hybrid search, or (``flat``: the run's ``recall_mode``) the hottest memories, with
+        no search and no embedding.
         """
         found = await find(
             self.services, self.settings, ctx, query, thread_id,
-            flat=self.flat, budget=budget, shown=shown,
+            flat=flat, budget=budget, shown=shown,
         )  # fmt: skip
         return found.items  # type: ignore[return-value]
 
@@ -77,21 +78,13 @@ class TieredProvider:
         return await do.set_pinned(self.services, self.settings, ctx, ref, pinned)
 
 
-class FlatProvider(TieredProvider):
-    """The same memory, recalled flat: the hottest memories by importance, no search."""
-
-    name = "flat"
-    flat = True
-
-
 PROVIDERS: dict[str, Callable[[Services, Settings], MemoryProvider]] = {
     "tiered": TieredProvider,
-    "flat": FlatProvider,
 }
 
 
 def provider_named(name: str, services: Services, settings: Settings) -> MemoryProvider:
-    """The provider called ``name`` (``"tiered"`` or ``"flat"``) on ``services``."""
+    """The provider called ``name`` (``"tiered"``) on ``services``."""
     if name not in PROVIDERS:
         raise ValueError(f"unknown memory provider {name!r}: use one of {sorted(PROVIDERS)}")
     return PROVIDERS[name](services, settings)

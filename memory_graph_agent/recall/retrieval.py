@@ -197,16 +197,13 @@ def prompt_order(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 async def _shown(
     services: Services, user_id: str, thread_id: str, shown: set[str] | None
 ) -> set[str]:
-    """The thread's Redis window's ids (of them, those in ``shown`` if given).
-
-    A message of the state that left the window (archived while idle) is not on screen
-    for long. Redis down: ``shown`` (or nothing: a turn may show twice).
-    """
+    """``shown``, or the ids of the thread's window messages; empty if Redis is down."""
+    if shown is not None:
+        return shown
     try:
-        window = {m.id for m in await services.window.window(user_id, thread_id)}
-    except StoreUnavailable:
-        return shown or set()
-    return window if shown is None else window & shown
+        return {m.id for m in await services.window.window(user_id, thread_id)}
+    except StoreUnavailable:  # recall still works, a turn may show twice
+        return set()
 
 
 async def record_access(services: Services, user_id: str, items: list[dict[str, Any]]) -> None:
@@ -249,9 +246,8 @@ async def retrieve(
         vector: ``query``'s embedding, or the embedding still running, when the caller
             already has it (benchmarks with pre-embedded queries); otherwise the one
             started ahead for ``query`` (`services.query_vectors`), or a new one.
-        shown: Ids of the messages of the prompt's state (the ``recall`` node's); of
-            them, those the thread's Redis window holds are not returned again
-            (``None``: the window's).
+        shown: Ids of the messages the prompt already shows (the ``recall`` node's
+            state); ``None`` reads the thread's Redis window for them.
 
     Returns:
         The kept items in prompt order with their score parts.

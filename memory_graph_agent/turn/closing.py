@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.messages import RemoveMessage
+
 from memory_graph_agent.core.records import MemoryEvent, event
 from memory_graph_agent.core.run import RunContext
 from memory_graph_agent.recall.retrieval import record_access
@@ -25,8 +27,9 @@ from memory_graph_agent.turn.windowing import WindowUpdate, update_window
 
 log = logging.getLogger(__name__)
 
-Schedule = Callable[[bool], Awaitable[None]]
-"""Starts the thread's memory run soon (its argument: compress the whole backlog)."""
+Scheduler = Callable[..., Awaitable[None]]
+"""Starts a thread's memory run soon: ``(ctx, thread_id, compress, *, delay_s)``
+(`graph.context.MemoryScheduler`)."""
 Touch = Callable[[list[Any]], Awaitable[None]]
 """Counts the access of the recalled items the model saw."""
 
@@ -44,6 +47,8 @@ class TurnEnd:
     """``schedule`` raised: the work waits, durably in the pending list, for a later memory
     run (the next turn schedules it again) or the session end; not this run either."""
     events: list[MemoryEvent] = field(default_factory=list)
+    removed: list[RemoveMessage] = field(default_factory=list)
+    """The state's messages that left the window: the caller's ``messages`` update."""
 
     @property
     def forms_here(self) -> bool:
@@ -61,14 +66,15 @@ async def finish_turn(
     end_session: bool,
     next_system_prompt: str,
     recalled: list[Any],
-    schedule: Schedule | None = None,
+    scheduler: Scheduler | None = None,
     touch: Touch | None = None,
 ) -> TurnEnd:
     """Push ``messages`` into the window, move the overflow, then hand due memory on.
 
     ``touch`` counts the access of ``recalled`` (default: our memory's access counters).
-    Without ``schedule`` (inline memory, or a session end) due work is left to the
-    caller (`TurnEnd.forms_here`). A ``schedule`` that raises leaves the work waiting
+    ``scheduler`` takes due work in ``formation.mode="background"``, in
+    ``formation.delay_s``. Without it (inline memory, or a session end) due work is left
+    to the caller (`TurnEnd.forms_here`). A ``scheduler`` that raises leaves the work waiting
     (``deferred``, a ``deferred`` event), never to this run: a turn that hands memory to
     the background may run with durability ``"exit"`` (`graph.durability`), which suits a
     short turn, not the model calls of memory.
@@ -82,12 +88,15 @@ async def finish_turn(
             await record_access(services, user, recalled)
         else:
             await touch(recalled)
-    end = TurnEnd(window, events=list(window.events))
+    in_state = {m.id for m in messages}
+    removed = [RemoveMessage(id=m.id) for m in window.moved if m.id in in_state]
+    end = TurnEnd(window, events=list(window.events), removed=removed)
     end.due = window.pending >= settings.formation.summary_batch or window.compress
-    if schedule is None or not end.due or end_session:
+    background = scheduler is not None and settings.formation.mode == "background"
+    if not background or not end.due or end_session:
         return end
     try:
-        await schedule(window.compress)
+        await scheduler(ctx, thread_id, window.compress, delay_s=settings.formation.delay_s)
     except Exception as exc:  # no scheduler reachable: the work waits for a later run
         log.warning("memory run of thread %s not scheduled (%r); its messages wait", thread_id, exc)
         end.deferred = True

@@ -303,23 +303,49 @@ def test_the_middleware_refuses_bad_configuration(services) -> None:
         MemoryMiddleware(services, window_sise=3)
 
 
-async def test_the_flat_provider_recalls_the_hottest_memories(services, checkpointer, user_id):
+async def test_the_runs_recall_mode_and_memory_tools_mean_what_they_mean_in_our_graph(
+    services, checkpointer, user_id
+):
     model = ScriptedChatModel()
-    memory = MemoryMiddleware(
-        services,
-        provider="flat",
-        model=_spec(model),
-        settings=Settings().override(window_size=2, summary_batch=2),
-    )
+    settings = Settings().override(window_size=2, summary_batch=2)
+    memory = MemoryMiddleware(services, model=_spec(model), settings=settings, tools=True)
     agent = _agent(checkpointer, model, memory)
-    thread = _thread()
+    thread, config = _thread(), {"configurable": {"thread_id": _thread()}}
     for text in ("I keep bees on my roof.", "one", "two", "three"):
         await _say(agent, user_id, thread, text)
     await memory.drain()
-    await _say(agent, user_id, _thread(), "completely unrelated words")  # no search: hottest
-    assert "bees" in block(model.system_prompts()[-1], "memories")
-    assert isinstance(memory._provider, type(memory._provider))  # named, opened once
-    assert type(memory._provider).__name__ == "FlatProvider"
+
+    flat = {"user_id": user_id, "recall_mode": "flat", "memory_tools": False}
+    ask = {"messages": [HumanMessage("completely unrelated words")]}
+    state = await agent.ainvoke(ask, config, context=flat)
+    assert "bees" in block(model.system_prompts()[-1], "memories"), "no search: the hottest"
+    assert model.tools_seen[-1] == [], "memory_tools=False: the model sees no memory tool"
+    assert any("(flat)" in e["text"] for e in state["memory_events"])
+
+    searched = {"user_id": user_id, "recall_mode": "tool"}
+    state = await agent.ainvoke({"messages": [HumanMessage("bees?")]}, config, context=searched)
+    assert state["memory_recalled"] == [], "tool mode: the model searches, nothing up front"
+    assert "search_memory" in model.tools_seen[-1]
+
+
+async def test_a_run_choice_the_middleware_cannot_honour_is_refused_by_name(
+    services, checkpointer, model, memory, user_id
+):
+    agent = _agent(checkpointer, model, memory)  # built without tools
+    thread = _thread()
+    config = {"configurable": {"thread_id": thread}}
+    turn = {"messages": [HumanMessage("hello")]}
+    with pytest.raises(InvalidInputError, match="recall_mode='tool'"):
+        await agent.ainvoke(turn, config, context={"user_id": user_id, "recall_mode": "tool"})
+    with pytest.raises(InvalidInputError, match="recall_mode must be"):
+        await agent.ainvoke(turn, config, context={"user_id": user_id, "recall_mode": "deep"})
+    custom = MemoryMiddleware(services, provider=RecordingProvider(), model=memory.model)
+    with pytest.raises(InvalidInputError, match="recall_mode='flat'"):
+        await _agent(checkpointer, model, custom).ainvoke(
+            turn, {"configurable": {"thread_id": _thread()}},
+            context={"user_id": user_id, "recall_mode": "flat"},
+        )  # fmt: skip
+    assert await services.window.window(user_id, thread) == [], "nothing was written"
 
 
 async def test_a_session_end_archives_the_whole_thread_into_one_summary_each(
