@@ -237,7 +237,7 @@ async def run_peers(
         builder = build_builder(services, settings, _no_memory_run, wrap=_read_path_wrap)
         graph = with_query_prefetch(  # as `graph.builder.build_graph` compiles it
             builder.compile(checkpointer=saver, name="memory_agent_read_path"),
-            services.query_vectors,
+            services.embeddings,
         )
 
         questions = [user_question(rng) for _ in range(queries)]

@@ -34,7 +34,7 @@ def build_timed_graph(
     settings = Settings.from_env() if settings is None else settings
     builder = build_builder(services, settings, scheduler, wrap=timed_node)
     graph = builder.compile(checkpointer=checkpointer, name="memory_agent_timed")
-    return with_query_prefetch(graph, services.query_vectors)  # as `build_graph` does
+    return with_query_prefetch(graph, services.embeddings)  # as `build_graph` does
 
 
 def build_baseline_graph(checkpointer: Any = None, settings: Any = None) -> Any:

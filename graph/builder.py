@@ -161,7 +161,7 @@ def build_graph(
     settings = Settings.from_env() if settings is None else settings
     builder = build_builder(services, settings, scheduler)
     graph = builder.compile(checkpointer=checkpointer, name=GRAPH_NAME)
-    return with_query_prefetch(graph, services.query_vectors)
+    return with_query_prefetch(graph, services.embeddings)
 
 
 _compiled: weakref.WeakKeyDictionary[Services, CompiledStateGraph] = weakref.WeakKeyDictionary()

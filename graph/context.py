@@ -10,7 +10,9 @@ weights) are not here: they are `memory_graph_agent.settings.Settings`, handed o
 
 from __future__ import annotations
 
+import asyncio
 import os
+from collections.abc import Awaitable
 from dataclasses import dataclass, field, fields
 from typing import Annotated, Any, Literal, Protocol, get_args
 
@@ -83,6 +85,17 @@ CONTEXT_FIELDS = frozenset(f.name for f in fields(Context))
 
 
 DEFAULT_THREAD = "default"
+QUERY_VECTOR = "__memory_query_vector"
+"""The run's ``configurable`` key of its question's embedding, started with the run
+(`graph.prefetch`; ``__``: never persisted)."""
+
+
+@dataclass(frozen=True)
+class StartedVector:
+    """The embedding of a run's question, started with the run."""
+
+    question: str
+    vector: asyncio.Future[list[float]]
 
 
 class MemoryScheduler(Protocol):
@@ -133,3 +146,12 @@ def current_thread_id() -> str:
     configurable = get_config().get("configurable", {})
     thread = memory_of or configurable.get("thread_id") or DEFAULT_THREAD
     return check_id(str(thread), "thread_id")
+
+
+def query_vector(query: str) -> Awaitable[list[float]] | None:
+    """The run's embedding of ``query`` started with the run, else ``None``."""
+    started = get_config().get("configurable", {}).get(QUERY_VECTOR)
+    if isinstance(started, StartedVector) and started.question == query:
+        if not started.vector.cancelled():
+            return started.vector
+    return None

@@ -1,33 +1,33 @@
 """Start a turn's query embedding as its run starts, while LangGraph loads the checkpoint.
 
-`with_query_prefetch` binds a callback handler (LangChain's public callbacks, through the
-graph's own config) to a compiled graph. LangGraph calls its ``on_chain_start`` with the
-run's input before it reads the thread's checkpoint; the handler starts embedding the
-input's newest human message (`services.query_vectors.QueryVectors.start`), and the
-``recall`` node takes that embedding instead of starting its own. Only the graph's own run
-calls it (the handler is not inherited by nodes or subgraphs), and it works the same under
-``ainvoke``, ``astream``, ``astream_events`` and the server's runs.
+`PrefetchGraph` is the compiled graph whose ``astream`` (and so ``ainvoke``,
+``astream_events`` and the server's runs, which all stream) starts embedding the input's
+newest human message before LangGraph reads the thread's checkpoint, and hands it to the
+run in its config (``configurable[QUERY_VECTOR]``, a key LangGraph never stores). The
+``recall`` node takes it there (`query_vector`) for that same question, and starts its own
+otherwise (a graph not built by `graph.builder.build_graph`). At the run's end an
+embedding nobody took (a refused turn, ``tool`` or ``flat`` mode) is cancelled.
 
-The handler sees the input, not the run's context: a run that will not search (a session
-end, a memory run) has no human message in its input and starts nothing; a turn that
-does not search (``tool`` or ``flat`` mode, no memory budget) or is refused starts one
-that nobody takes, and it is cancelled when the run ends.
+A run that will not search starts nothing: a session end or a memory run (no human
+message in its input), a turn whose context asks for ``tool`` or ``flat`` recall.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, TypeVar
-from uuid import UUID
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
 
-from langchain_core.callbacks import AsyncCallbackHandler, AsyncCallbackManager
+from langchain_core.embeddings import Embeddings
 from langchain_core.messages import convert_to_messages
-from langgraph.pregel import Pregel
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import merge_configs
+from langgraph.graph.state import CompiledStateGraph
 
+from graph.context import QUERY_VECTOR, StartedVector
 from memory_graph_agent.prompting.rendering import latest_human_text
-from memory_graph_agent.services.query_vectors import QueryVectors
 
-G = TypeVar("G", bound=Pregel)
+EmbedQuery = Callable[[str], Awaitable[list[float]]]
 
 
 def turn_question(input: Any) -> str:
@@ -40,42 +40,50 @@ def turn_question(input: Any) -> str:
         return ""
 
 
-class QueryPrefetch(AsyncCallbackHandler):
-    """On a graph run's start, start embedding its input's question; cancel it at its end.
+class PrefetchGraph(CompiledStateGraph):
+    """A compiled graph whose runs start their question's embedding first."""
 
-    At the run's end an embedding ``recall`` did not take (the turn was refused) is
-    cancelled; one it took is the node's already.
-    """
+    def __init__(self, *, embed_query: EmbedQuery | None = None, **kwargs: Any) -> None:
+        """As `CompiledStateGraph`, plus the embedding of a question (``copy`` keeps it)."""
+        super().__init__(**kwargs)
+        self.embed_query = embed_query
 
-    run_inline = True  # awaited in turn, before LangGraph reads the checkpoint
-
-    def __init__(self, vectors: QueryVectors) -> None:
-        self.vectors = vectors
-        self._questions: dict[UUID, str] = {}  # runs in flight -> their question
-
-    async def on_chain_start(
-        self, serialized: Any, inputs: Any, *, run_id: UUID, **kwargs: Any
-    ) -> None:
-        """Start the embedding of ``inputs``' newest human message, if it has one."""
-        if question := turn_question(inputs):
-            self._questions[run_id] = question
-            self.vectors.start(question)
-            await asyncio.sleep(0)  # one loop pass: the embedding is handed to its thread
-
-    async def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        """The run is over: cancel its embedding if nobody took it."""
-        self._end(run_id)
-
-    async def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        """The run failed (a refused turn, say): cancel its embedding if nobody took it."""
-        self._end(run_id)
-
-    def _end(self, run_id: UUID) -> None:
-        if (question := self._questions.pop(run_id, None)) is not None:
-            self.vectors.discard(question)
+    async def astream(  # type: ignore[override]
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        """`CompiledStateGraph.astream`, the question's embedding running meanwhile."""
+        searches = _searches(kwargs.get("context"))
+        question = turn_question(input) if self.embed_query is not None and searches else ""
+        if not question:
+            async for part in super().astream(input, config, **kwargs):
+                yield part
+            return
+        vector = asyncio.ensure_future(self.embed_query(question))  # type: ignore[misc]
+        vector.add_done_callback(_read_error)  # one nobody takes logs nothing
+        await asyncio.sleep(0)  # one loop pass: the embedding starts before the checkpoint read
+        started = {"configurable": {QUERY_VECTOR: StartedVector(question, vector)}}
+        try:
+            async for part in super().astream(input, merge_configs(config, started), **kwargs):
+                yield part
+        finally:  # taken and done, or never taken: cancelled
+            vector.cancel()
 
 
-def with_query_prefetch(graph: G, vectors: QueryVectors) -> G:
-    """``graph`` whose runs start their question's embedding first (a copy; same graph)."""
-    callbacks = AsyncCallbackManager(handlers=[QueryPrefetch(vectors)], inheritable_handlers=[])
-    return graph.with_config(callbacks=callbacks)
+def _searches(context: Any) -> bool:
+    """Whether a run with ``context`` may search: not with ``tool`` or ``flat`` recall."""
+    if isinstance(context, Mapping):
+        mode = context.get("recall_mode")
+    else:
+        mode = getattr(context, "recall_mode", None)
+    return mode not in ("tool", "flat")
+
+
+def with_query_prefetch(graph: CompiledStateGraph, embeddings: Embeddings) -> PrefetchGraph:
+    """``graph`` whose runs start their question's embedding with ``embeddings`` first."""
+    return PrefetchGraph(**{**graph.__dict__, "embed_query": embeddings.aembed_query})
+
+
+def _read_error(future: asyncio.Future) -> None:
+    """Mark a finished embedding's error as read (whoever takes it still gets it)."""
+    if not future.cancelled():
+        future.exception()

@@ -4,7 +4,8 @@ Runs beside ``load_profile`` in the turn's first step (its embedding and searche
 the profile's reads); it writes nothing but state, so a turn ``load_profile`` refuses
 leaves no trace of it. A session end does not come here.
 
-The query's embedding was started with the run (`graph.prefetch`), when it could be.
+The query's embedding was started with the run and reaches it in the run's config
+(`graph.context.query_vector`), when it could be.
 The modes are `memory_graph_agent.recall.retrieval.recall_memories`; ``tool`` mode falls back to
 ``auto`` for a model that cannot call tools. Recall fills what the window the prompt
 shows leaves of ``memory_token_budget``, so window and memories keep within it together.
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from graph.context import Context, current_thread_id
+from graph.context import Context, current_thread_id, query_vector
 from graph.state import State, turn_start
 from memory_graph_agent.core.records import event
 from memory_graph_agent.prompting.rendering import latest_human_text
@@ -50,6 +51,6 @@ async def recall(
     )
     query = latest_human_text(messages)
     items, found = await recall_memories(
-        services, settings, ctx, mode, query, thread_id, on.shown, on.budget
+        services, settings, ctx, mode, query, thread_id, on.shown, on.budget, query_vector(query)
     )
     return {"recalled": items, "memory_events": turn_start(events + found)}

@@ -244,8 +244,7 @@ async def retrieve(
         touch: Record the access of the kept summaries/reflections (recency signal);
             ``False`` for read-only views such as ``memory show --query``.
         vector: ``query``'s embedding, or the embedding still running, when the caller
-            already has it (benchmarks with pre-embedded queries); otherwise the one
-            started ahead for ``query`` (`services.query_vectors`), or a new one.
+            already has it (the one a turn's run started, `graph.prefetch`); else a new one.
         shown: Ids of the messages the prompt already shows (the ``recall`` node's
             state); ``None`` reads the thread's Redis window for them.
 
@@ -266,7 +265,7 @@ async def retrieve(
             search_channels(  # the keyword search and the window overlap the embedding
                 services,
                 search,
-                services.query_vectors.embed(query) if vector is None else vector,
+                services.embeddings.aembed_query(query) if vector is None else vector,
                 CHANNELS,
             ),
             _shown(services, ctx.user_id, thread_id, shown),
@@ -347,6 +346,7 @@ async def find(
     flat: bool,
     budget: int | None = None,
     shown: set[str] | None = None,
+    vector: Awaitable[list[float]] | None = None,
 ) -> Retrieval:
     """``flat``: the hottest memories, no search and no embedding; else `retrieve` ``query``.
 
@@ -355,8 +355,9 @@ async def find(
     if flat:
         return await hot_memories(services, settings, ctx, budget, touch=False)
     return await retrieve(
-        services, settings, ctx, query, thread_id, budget=budget, touch=False, shown=shown
-    )
+        services, settings, ctx, query, thread_id,
+        budget=budget, touch=False, shown=shown, vector=vector,
+    )  # fmt: skip
 
 
 async def recall_memories(
@@ -368,6 +369,7 @@ async def recall_memories(
     thread_id: str,
     shown: set[str] | None = None,
     budget: int | None = None,
+    vector: Awaitable[list[float]] | None = None,
 ) -> tuple[list[dict[str, Any]], list[MemoryEvent]]:
     """The items ``recall`` puts in the prompt for ``mode``, and what it did.
 
@@ -388,6 +390,7 @@ async def recall_memories(
             flat=mode == "flat",
             budget=budget,
             shown=shown,
+            vector=vector,
         )
     except StoreUnavailable:
         text = "recall: long-term memory unavailable, answering from profile and window"

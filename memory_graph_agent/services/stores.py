@@ -32,7 +32,6 @@ from memory_graph_agent.local.embedded import (
     ensure_services,
 )
 from memory_graph_agent.services.models import default_embedding_model, load_embeddings
-from memory_graph_agent.services.query_vectors import QueryVectors
 from memory_graph_agent.storage.costs import MemoryCosts
 from memory_graph_agent.storage.decisions import DecisionLog
 from memory_graph_agent.storage.episodes import EpisodeLog
@@ -69,13 +68,8 @@ class Services:
     embeddings: Embeddings
     embedding_model: str
     database_url: str
-    query_vectors: QueryVectors = field(init=False)
-    """Query embeddings started ahead of recall (`services.query_vectors`)."""
     loop_thread: LoopThread | None = field(default=None, init=False)
     """The loop they live on when opened for sync code (`services_session_sync`), else None."""
-
-    def __post_init__(self) -> None:
-        self.query_vectors = QueryVectors(self.embeddings)
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run ``coroutine`` on the services' loop thread and wait for its result (sync code).

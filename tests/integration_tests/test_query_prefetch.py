@@ -63,12 +63,6 @@ class RecordedSaver(AsyncPostgresSaver):
         return await super().aget_tuple(config)
 
 
-def graph_vectors(graph):  # noqa: ANN001, ANN201
-    """The `QueryVectors` a graph of `build_graph` starts its questions on."""
-    (handler,) = graph.config["callbacks"].handlers
-    return handler.vectors
-
-
 def _thread() -> str:
     return f"prefetch-{uuid.uuid4().hex[:8]}"
 
@@ -128,24 +122,26 @@ async def test_runs_without_a_question_embed_nothing(recorded, make_context):
 
 
 @pytest.mark.parametrize(
-    ("overrides", "settings"),
+    ("overrides", "settings", "started"),
     [
-        ({"recall_mode": "flat"}, Settings()),
-        ({"recall_mode": "tool"}, Settings()),
-        ({}, Settings().override(memory_token_budget=0)),
+        ({"recall_mode": "flat"}, Settings(), False),
+        ({"recall_mode": "tool"}, Settings(), False),
+        ({}, Settings().override(memory_token_budget=0), True),
     ],
     ids=["flat-recall", "tool-recall", "no-memory-budget"],
 )
 async def test_turns_that_do_not_search_leave_no_embedding_behind(
-    recorded, make_context, overrides, settings
+    recorded, make_context, overrides, settings, started
 ):
+    """A context that will not search starts none; a turn with no budget cancels its own."""
     graph, embeddings, log = recorded(delay_s=5.0, settings=settings)
-    started = time.perf_counter()
-    await say(graph, make_context(**overrides), _thread(), "Remember that I like green tea.")
-    assert time.perf_counter() - started < 4.0  # the turn did not wait for it
+    began = time.perf_counter()
+    text = "Remember that I like green tea."
+    await say(graph, make_context(**overrides), _thread(), text)
+    assert time.perf_counter() - began < 4.0  # the turn did not wait for it
     await asyncio.sleep(0)
-    assert embeddings.cancelled == ["Remember that I like green tea."]
-    assert len(graph_vectors(graph)) == 0
+    assert embeddings.cancelled == ([text] if started else [])
+    assert [t for kind, t, _ in log if kind == "embed"] == ([text] if started else [])
 
 
 async def test_an_embedding_error_fails_the_turn_as_before(recorded, make_context):
@@ -166,7 +162,6 @@ async def test_a_refused_turn_leaves_no_embedding_running(recorded, make_context
     assert [text for kind, text, _ in log if kind == "embed"] == [too_long]
     await asyncio.sleep(0)
     assert embeddings.cancelled == [too_long]
-    assert len(graph_vectors(graph)) == 0
     assert not await services.memories.count(ctx.user_id)
 
 
