@@ -67,7 +67,7 @@ RANKING_STEPS = (
     (retrieval, "search_channels"),
     (retrieval, "fuse"),
     (retrieval, "score"),
-    (retrieval, "_with_tokens"),
+    (retrieval, "with_tokens"),
     (retrieval, "linked_turns"),
     (retrieval, "fill_budget"),
     (retrieval, "prompt_order"),

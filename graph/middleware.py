@@ -5,8 +5,8 @@ The same domain functions as the ``memory_agent`` graph, at the agent's hooks:
 * ``abefore_agent`` (once per turn, before the first model call): admission
   (`turn.admission.start_turn`: the input's rules and the thread's owner, nothing written
   for a turn it refuses), the running summary, the provider's profile and its recall
-  within what the window on screen leaves of its token budget (`turn.screen`, as the
-  ``recall`` node).
+  within what the window on screen leaves of its token budget (`prompting.screen`, as
+  the ``recall`` node).
 * ``awrap_model_call`` (each model call): the fenced memory blocks of our ``respond``
   node (`graph.prompts.memory_prompt`) appended to the agent's own system prompt.
 * ``aafter_agent`` (once, after the turn's last model and tool calls): the turn ends in
@@ -63,14 +63,15 @@ from graph.prompts import memory_prompt
 from memory_graph_agent.core.records import MemoryEvent, ProfileChange, RecalledItem, event
 from memory_graph_agent.core.turns import ends_session
 from memory_graph_agent.prompting.rendering import latest_human_text
+from memory_graph_agent.prompting.screen import Screen
 from memory_graph_agent.providers.base import MemoryProvider, ProfileView
 from memory_graph_agent.providers.tiered import PROVIDERS, TieredProvider, provider_named
+from memory_graph_agent.recall.retrieval import window_ids
 from memory_graph_agent.services.stores import Services, server_services
 from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.outages import StoreUnavailable
 from memory_graph_agent.turn.admission import start_turn
 from memory_graph_agent.turn.closing import finish_turn
-from memory_graph_agent.turn.screen import screen
 from memory_graph_agent.turn.validation import InvalidInputError
 
 HOW_TO_RUN_SYNC = (
@@ -217,7 +218,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
 
         A session end is admitted alone, and the run jumps to ``aafter_agent``. What the
         admission removes from the state (a thread archived while idle, another user's
-        rejected turn) is off screen for recall already (`turn.screen`).
+        rejected turn) is off screen for recall already (`prompting.screen`).
         """
         ctx = self.context(runtime)
         thread = current_thread_id()
@@ -280,12 +281,13 @@ class MemoryMiddleware(AgentMiddleware[MemoryAgentState, Any]):
         """The provider's recall per ``recall_mode``, within what the screen leaves."""
         if ctx.recall_mode == "tool":  # the model searches
             return []
-        total = self.settings.window.memory_token_budget
-        on = await screen(services, total, ctx.user_id, thread, messages)
+        screen = Screen(self.settings.window.memory_token_budget, messages)
         query = latest_human_text(messages)
-        if isinstance(provider, TieredProvider):
+        if isinstance(provider, TieredProvider):  # the window is read beside the search
             flat = ctx.recall_mode == "flat"
-            return await provider.recall(ctx, thread, query, on.budget, on.shown, flat=flat)
+            budget = screen.of(None).budget
+            return await provider.recall(ctx, thread, query, budget, screen, flat=flat)
+        on = screen.of(await window_ids(services, ctx.user_id, thread))
         return await provider.recall(ctx, thread, query, on.budget)
 
     async def _start_session_end(

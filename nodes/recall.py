@@ -6,12 +6,13 @@ leaves no trace of it. A session end does not come here.
 
 The query's embedding was started with the run and reaches it in the run's config
 (`graph.context.query_vector`), when it could be.
-The modes are `memory_graph_agent.recall.retrieval.recall_memories`; ``tool`` mode falls back to
+The modes are `memory_graph_agent.recall.modes.recall_memories`; ``tool`` mode falls back to
 ``auto`` for a model that cannot call tools. Recall fills what the window the prompt
 shows leaves of ``memory_token_budget``, so window and memories keep within it together.
 Items keep their score parts (seen in Studio).
 
-What is on screen (not recalled again) and the budget are `turn.screen`'s: a message
+What is on screen (not recalled again) and the budget are `prompting.screen`'s, told
+once the search has read the thread's Redis window beside it: a message
 ``load_profile``, beside it, takes out of the state (a thread archived while idle,
 another user's rejected turn) is not in the thread's Redis window, so it is off screen.
 """
@@ -24,11 +25,11 @@ from graph.context import Context, current_thread_id, query_vector
 from graph.state import State, turn_start
 from memory_graph_agent.core.records import event
 from memory_graph_agent.prompting.rendering import latest_human_text
-from memory_graph_agent.recall.retrieval import recall_memories
+from memory_graph_agent.prompting.screen import Screen
+from memory_graph_agent.recall.modes import recall_memories
 from memory_graph_agent.services.models import load_chat_model, supports_tool_calling
 from memory_graph_agent.services.stores import Services
 from memory_graph_agent.settings import Settings
-from memory_graph_agent.turn.screen import screen
 
 
 async def recall(
@@ -45,12 +46,11 @@ async def recall(
         mode = "auto"
         text = f"recall: model {ctx.model!r} cannot call tools, tool mode falls back to auto"
         events.append(event("recall", "tool_fallback", text))
-    messages, thread_id = state["messages"], current_thread_id()
-    on = await screen(  # in the prompt already: not again; recall fills the window's rest
-        services, settings.window.memory_token_budget, ctx.user_id, thread_id, messages
-    )
+    messages = state["messages"]
+    screen = Screen(settings.window.memory_token_budget, messages)  # read beside the search
     query = latest_human_text(messages)
     items, found = await recall_memories(
-        services, settings, ctx, mode, query, thread_id, on.shown, on.budget, query_vector(query)
-    )
+        services, settings, ctx, mode, query, current_thread_id(), screen,
+        screen.of(None).budget, query_vector(query),
+    )  # fmt: skip
     return {"recalled": items, "memory_events": turn_start(events + found)}

@@ -14,8 +14,10 @@ from typing import Any
 import memory_graph_agent.providers.tools as do
 from memory_graph_agent.core.records import RecalledItem
 from memory_graph_agent.core.run import RunContext
+from memory_graph_agent.prompting.screen import Screen
 from memory_graph_agent.providers.base import MemoryProvider, ProfileView
-from memory_graph_agent.recall.retrieval import find, record_access
+from memory_graph_agent.recall.modes import find
+from memory_graph_agent.recall.retrieval import record_access
 from memory_graph_agent.services.stores import Services
 from memory_graph_agent.settings import Settings
 
@@ -42,11 +44,11 @@ class TieredProvider:
         thread_id: str,
         query: str,
         budget: int,
-        shown: set[str] | None = None,
+        shown: set[str] | Screen | None = None,
         *,
         flat: bool = False,
     ) -> list[RecalledItem]:
-        """Recall ``query`` within ``budget`` (``shown``: ids already in the prompt).
+        """Recall ``query`` within ``budget``; ``shown``: what the prompt shows (`retrieve`).
 
         Hybrid search, or (``flat``: the run's ``recall_mode``) the hottest memories, with
         no search and no embedding.

@@ -1,17 +1,17 @@
 """Retrieval that ranks like a memory: the search behind recall, `search_memory` and the CLI.
 
 `retrieve` embeds the query once and runs every channel of `recall.channels.CHANNELS`
-concurrently (today: dense search over the user's summaries and reflections, dense and
-full-text search over the raw turns that left the window, and dense search over the
-turns of whomever the query names). The channels' rankings are fused by reciprocal rank
-(`ranking.rrf`), then the
-memory graph's links add turns (`linking`): a recalled summary's turns, and the turns
-just before and after the best turns (evidence is often next to a hit). Every candidate is scored
+concurrently (dense search over summaries and reflections, dense and full-text search
+over the raw turns that left the window, dense search over the turns of whomever the
+query names), beside the read of what the window shows. The channels' rankings are fused
+by reciprocal rank (`ranking.rrf`), then the memory graph's links add turns (`linking`):
+a recalled summary's turns, and the turns just before and after the best turns (evidence
+is often next to a hit). Every candidate is scored
 like a memory (relevance, recency, importance) and the token budget is filled in score
 order, skipping turns already in the window or quoted by a taken raw summary. The kept
 items come back in prompt order: reflections, summaries, then turns by date, each day's
-turns under one date line (`rendering.render_memories`). `hot_memories` is the
-search-free ``recall_mode='flat'``.
+turns under one date line (`rendering.render_memories`). `recall.modes` picks it or
+the search-free ``recall_mode='flat'``.
 """
 
 from __future__ import annotations
@@ -24,13 +24,12 @@ from typing import Any
 
 from memory_graph_agent.core import metrics
 from memory_graph_agent.core.kinds import TIER_ORDER, is_turn
-from memory_graph_agent.core.records import MemoryEvent, event
 from memory_graph_agent.core.run import RunContext
 from memory_graph_agent.prompting.rendering import episode_header, render_memory, text_tokens
+from memory_graph_agent.prompting.screen import OnScreen, Screen
 from memory_graph_agent.recall.channels import CHANNELS, RecallChannel
 from memory_graph_agent.recall.channels.base import Found, Hit, Search, search_channels
 from memory_graph_agent.recall.entity_linking import link_entities, link_speakers, reach_entities
-from memory_graph_agent.recall.items import memory_item
 from memory_graph_agent.recall.linking import NEIGHBOUR_PREFETCH, linked_turns
 from memory_graph_agent.recall.ranking import RRF_K, fill_budget, memory_score, recency, rrf
 from memory_graph_agent.recall.topics import link_topics
@@ -40,9 +39,6 @@ from memory_graph_agent.settings import RecallWeights, Settings
 from memory_graph_agent.storage.outages import StoreUnavailable
 
 MIN_EPISODE_DEPTH = 20
-TOKENS_PER_HOT_CANDIDATE = 20
-"""Flat mode fetches one memory per 20 budget tokens (shorter than any real memory)."""
-MAX_HOT_CANDIDATES = 500
 
 
 @dataclass
@@ -64,7 +60,7 @@ class Retrieval:
     budget: int = 0
 
     def describe(self) -> str:
-        """One line for ``memory_events``: how many items of each kind, how many tokens."""
+        """One line for ``memory_events``: items of each kind, tokens."""
         kinds = [(k, sum(m["kind"] == k for m in self.items)) for k in TIER_ORDER]
         parts = [f"{self.tokens} tokens"] + [f"{n} {k}" for k, n in kinds if n]
         return f"{len(self.items)} of {self.candidates} hits kept ({', '.join(parts)})"
@@ -163,14 +159,14 @@ def score(
         at = item.get("seen_at")
         fresh = seen.get(at)
         if fresh is None:
-            fresh = seen[at] = round(recency(_parse(at), now, half_life), 6)
+            fresh = seen[at] = round(recency(parse_time(at), now, half_life), 6)
         item["recency"] = fresh
         importance = item["importance"] = float(item.get("importance") or 0.0)
         item["score"] = round(memory_score(relevance, fresh, importance, parts), 6)
     return sorted(items, key=lambda m: -m["score"])
 
 
-def _with_tokens(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def with_tokens(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each item's prompt cost; a turn also names the date line its group pays once."""
     for item in items:
         item["tokens"] = text_tokens(render_memory(item))
@@ -180,7 +176,8 @@ def _with_tokens(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return items
 
 
-def _parse(ts: str | None) -> datetime | None:
+def parse_time(ts: str | None) -> datetime | None:
+    """An ISO timestamp, or ``None``."""
     return None if not ts else datetime.fromisoformat(ts)
 
 
@@ -194,16 +191,24 @@ def prompt_order(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted((dict(m) for m in items), key=key)
 
 
-async def _shown(
-    services: Services, user_id: str, thread_id: str, shown: set[str] | None
-) -> set[str]:
-    """``shown``, or the ids of the thread's window messages; empty if Redis is down."""
-    if shown is not None:
-        return shown
+async def window_ids(services: Services, user_id: str, thread_id: str) -> set[str] | None:
+    """The ids the thread's Redis window holds; ``None`` if Redis is down."""
     try:
         return {m.id for m in await services.window.window(user_id, thread_id)}
-    except StoreUnavailable:  # recall still works, a turn may show twice
-        return set()
+    except StoreUnavailable:
+        return None
+
+
+async def _on_screen(
+    services: Services, user_id: str, thread_id: str, budget: int, shown: set[str] | Screen | None
+) -> OnScreen:
+    """What is on screen: ``shown``, or read from the window (a `Screen`, or its ids)."""
+    if isinstance(shown, set):
+        return OnScreen(shown, budget)
+    held = await window_ids(services, user_id, thread_id)
+    if shown is None:  # recall still works without Redis, a turn may show twice
+        return OnScreen(held or set(), budget)
+    return shown.of(held)
 
 
 async def record_access(services: Services, user_id: str, items: list[dict[str, Any]]) -> None:
@@ -228,7 +233,7 @@ async def retrieve(
     budget: int | None = None,
     touch: bool = True,
     vector: list[float] | Awaitable[list[float]] | None = None,
-    shown: set[str] | None = None,
+    shown: set[str] | Screen | None = None,
 ) -> Retrieval:
     """Search every long-term tier for ``query``, score, and fill the token budget.
 
@@ -245,8 +250,9 @@ async def retrieve(
             ``False`` for read-only views such as ``memory show --query``.
         vector: ``query``'s embedding, or the embedding still running, when the caller
             already has it (the one a turn's run started, `graph.prefetch`); else a new one.
-        shown: Ids of the messages the prompt already shows (the ``recall`` node's
-            state); ``None`` reads the thread's Redis window for them.
+        shown: Ids of the messages the prompt already shows; ``None`` reads the thread's
+            Redis window for them; a `Screen` (a turn's state) reads it too and tells
+            what of the state is on screen, and the budget they leave (`Screen.of`).
 
     Returns:
         The kept items in prompt order with their score parts.
@@ -255,20 +261,21 @@ async def retrieve(
         StoreUnavailable: Postgres is down; the caller decides how to degrade.
     """
     budget = settings.window.memory_token_budget if budget is None else max(0, budget)
-    if budget == 0:  # nothing could be shown: skip the embedding and the searches
+    at_most = shown.of(set()).budget if isinstance(shown, Screen) else budget
+    if at_most == 0:  # nothing could be shown: skip the embedding and the searches
         return Retrieval()
     with metrics.observe_retrieval():
         weights = settings.recall.weights
         around = NEIGHBOUR_PREFETCH if weights.neighbour_weight > 0 else 0
         search = Search(settings, ctx.user_id, query, episode_depth(settings, budget), around)
-        found, window = await asyncio.gather(
+        found, on = await asyncio.gather(
             search_channels(  # the keyword search and the window overlap the embedding
                 services,
                 search,
                 services.embeddings.aembed_query(query) if vector is None else vector,
                 CHANNELS,
             ),
-            _shown(services, ctx.user_id, thread_id, shown),
+            _on_screen(services, ctx.user_id, thread_id, budget, shown),
         )
     memories = found.memories
     hits = fuse(found, settings.recall.min_similarity, weights.recall_rrf_k)
@@ -281,119 +288,10 @@ async def retrieve(
     scored = score(fused, weights, datetime.now(UTC))
     if settings.recall.newest_first:  # an update never ranks below what it replaced
         scored = newest_first(scored, query)
-    candidates = _with_tokens(scored)
-    kept, used = fill_budget(candidates, budget, exclude=window)
+    candidates = with_tokens(scored)
+    kept, used = fill_budget(candidates, on.budget, exclude=on.shown)
     items = prompt_order(kept)
     metrics.record_similarities(items)
     if touch:
         await record_access(services, ctx.user_id, items)
-    return Retrieval(items=items, candidates=len(candidates), tokens=used, budget=budget)
-
-
-async def hot_memories(
-    services: Services,
-    settings: Settings,
-    ctx: RunContext,
-    budget: int | None = None,
-    *,
-    touch: bool = True,
-) -> Retrieval:
-    """The user's hottest memories, no search and no embedding (``recall_mode='flat'``).
-
-    Active summaries and reflections by importance, then most recent access (or
-    creation), taken greedily while they fit the budget. Each item carries
-    ``importance`` and ``recency``; its ``score`` is the weighted mean of those two
-    (there is no query, so ``relevance`` is ``None``), the order is importance first.
-    """
-    budget = settings.window.memory_token_budget if budget is None else max(0, budget)
-    limit = min(MAX_HOT_CANDIDATES, max(settings.recall.k, budget // TOKENS_PER_HOT_CANDIDATE))
-    memories = await services.memories.hot(ctx.user_id, limit) if budget else []
-    now = datetime.now(UTC)
-    half_life = settings.recall.weights.recency_half_life_days
-    weights = (
-        0.0,
-        settings.recall.weights.weight_recency,
-        settings.recall.weights.weight_importance,
-    )
-    candidates = []
-    for memory in memories:
-        item = memory_item(memory)
-        item.update(similarity=None, keyword_score=None, dense_rank=None, keyword_rank=None)
-        item.update(rrf=None, relevance=None)
-        item["recency"] = round(recency(_parse(item["seen_at"]), now, half_life), 6)
-        item["importance"] = float(memory.importance)
-        item["score"] = round(
-            memory_score(0.0, item["recency"], item["importance"], weights)
-            if sum(weights)
-            else item["importance"],
-            6,
-        )
-        candidates.append(item)
-    kept, used = fill_budget(_with_tokens(candidates), budget)
-    items = prompt_order(kept)
-    if touch:
-        await record_access(services, ctx.user_id, items)
-    return Retrieval(items=items, candidates=len(candidates), tokens=used, budget=budget)
-
-
-async def find(
-    services: Services,
-    settings: Settings,
-    ctx: RunContext,
-    query: str,
-    thread_id: str,
-    *,
-    flat: bool,
-    budget: int | None = None,
-    shown: set[str] | None = None,
-    vector: Awaitable[list[float]] | None = None,
-) -> Retrieval:
-    """``flat``: the hottest memories, no search and no embedding; else `retrieve` ``query``.
-
-    The access statistics are written after the reply (`record_access`), not here.
-    """
-    if flat:
-        return await hot_memories(services, settings, ctx, budget, touch=False)
-    return await retrieve(
-        services, settings, ctx, query, thread_id,
-        budget=budget, touch=False, shown=shown, vector=vector,
-    )  # fmt: skip
-
-
-async def recall_memories(
-    services: Services,
-    settings: Settings,
-    ctx: RunContext,
-    mode: str,
-    query: str,
-    thread_id: str,
-    shown: set[str] | None = None,
-    budget: int | None = None,
-    vector: Awaitable[list[float]] | None = None,
-) -> tuple[list[dict[str, Any]], list[MemoryEvent]]:
-    """The items ``recall`` puts in the prompt for ``mode``, and what it did.
-
-    ``tool`` recalls nothing here (the model searches); ``flat`` takes the hottest
-    memories; ``auto`` runs `retrieve` on ``query``. Both fill ``budget`` tokens (default
-    ``memory_token_budget``). Long-term memory being down means answering from profile
-    and window alone.
-    """
-    if mode == "tool":
-        return [], [event("recall", "tool_mode", "recall: tool mode, the model searches memory")]
-    try:
-        found = await find(
-            services,
-            settings,
-            ctx,
-            query,
-            thread_id,
-            flat=mode == "flat",
-            budget=budget,
-            shown=shown,
-            vector=vector,
-        )
-    except StoreUnavailable:
-        text = "recall: long-term memory unavailable, answering from profile and window"
-        return [], [event("recall", "unavailable", text)]
-    prefix = "recall (flat): hottest " if mode == "flat" else "recall: "
-    return found.items, [event("recall", mode, prefix + found.describe())]
+    return Retrieval(items=items, candidates=len(candidates), tokens=used, budget=on.budget)

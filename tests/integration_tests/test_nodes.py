@@ -210,34 +210,27 @@ async def test_recall_respects_the_token_budget(services, make_context, user_id)
             assert len(kept) == 3
 
 
-async def test_recall_leaves_out_what_the_prompt_shows_without_reading_redis(
-    services, make_context, user_id, monkeypatch
+async def test_recall_leaves_out_what_the_window_shows_and_finds_what_left_it(
+    services, make_context, user_id
 ):
+    """On screen: the state's messages the Redis window holds; the rest is recalled."""
     thread = _thread()
-    ids = await log_turns(
-        services, user_id, thread, "My sister is a marine biologist in Lisbon.", "Nice!"
-    )
+    said = "My sister is a marine biologist in Lisbon."
+    ids = await log_turns(services, user_id, thread, said, "Nice!")
     settings = Settings().override(min_similarity=0.0, memory_token_budget=10_000)
     ctx = make_context()
     question = HumanMessage("What does my sister do?")
-    reads: list[str] = []
-    window = services.window.window
+    shown = HumanMessage(said, id=ids[0])
 
-    async def counted(user: str, thread_id: str):
-        reads.append(thread_id)
-        return await window(user, thread_id)
+    def recalled(out: dict) -> set[str]:
+        return {s for m in out["recalled"] for s in m["source_ids"]}
 
-    monkeypatch.setattr(services.window, "window", counted)
-    alone = await run_node(
-        services, recall, {"messages": [question]}, ctx, thread, settings=settings
-    )
-    assert ids[0] in {s for m in alone["recalled"] for s in m["source_ids"]}
-    shown = HumanMessage("My sister is a marine biologist in Lisbon.", id=ids[0])
-    beside = await run_node(
-        services, recall, {"messages": [shown, question]}, ctx, thread, settings=settings
-    )
-    assert ids[0] not in {s for m in beside["recalled"] for s in m["source_ids"]}
-    assert reads == []  # the state says what the prompt shows: no window read
+    state = {"messages": [shown, question]}
+    left = await run_node(services, recall, state, ctx, thread, settings=settings)
+    assert ids[0] in recalled(left), "in the state but not in the window: off screen"
+    await services.window.push(user_id, thread, [StoredMessage.from_message(shown)])
+    held = await run_node(services, recall, state, ctx, thread, settings=settings)
+    assert ids[0] not in recalled(held), "the window shows it: not again"
 
 
 async def test_recall_k_caps_the_hits(services, make_context, user_id):

@@ -1,10 +1,11 @@
-"""A turn's read path makes one Redis round trip, and still loads all it loaded before.
+"""A turn's read path makes one Redis round trip per node, side by side.
 
 Through the compiled graph (`graph.builder.build_builder`, as shipped) on the
-real Redis: from ``ainvoke`` until ``respond`` starts, the turn borrows one connection of
-the Redis pool once. The admission, the profile with its recent changes and the thread's
-running summary travel together (`ThreadOwners.admit`'s ``also``), and each still
-reaches the state, the profile's change notes included.
+real Redis: from ``ainvoke`` until ``respond`` starts, the turn borrows a connection of
+the Redis pool twice, in one step: ``load_profile``'s admission, the profile with its recent
+changes and the thread's running summary travel together (`ThreadOwners.admit`'s
+``also``), and each still reaches the state, the profile's change notes included; beside
+it, ``recall`` reads the window beside its searches (`prompting.screen`).
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ async def test_a_turn_reads_redis_in_one_round_trip_before_the_model(
 
     state = await turn(ctx, thread, "Which city should I start from?")
 
-    assert counts[-1] == 1  # was 3: admission, then the profile, beside the running summary
+    assert counts[-1] == 2  # load_profile's one (was 3), and recall's window read beside it
     assert state["profile"]["city"]["value"] == "Bergen"
     assert [(c["key"], c["old"], c["new"]) for c in state["profile_changes"]] == [
         ("city", "Oslo", "Bergen")
