@@ -78,7 +78,7 @@ from bench.seeding import VectorSource, embed_batched, seed_size
 from bench.timing import CURRENT_TURN, TurnRecord, instrument, timed_node
 from graph.builder import build_builder
 from graph.context import Context
-from graph.prefetch import with_query_prefetch
+from graph.prefetch import as_memory_graph
 from memory_graph_agent.services.stores import open_checkpointer, services_session
 from memory_graph_agent.settings import Settings
 
@@ -235,7 +235,7 @@ async def run_peers(
 
             saver = InMemorySaver()
         builder = build_builder(services, settings, _no_memory_run, wrap=_read_path_wrap)
-        graph = with_query_prefetch(  # as `graph.builder.build_graph` compiles it
+        graph = as_memory_graph(  # as `graph.builder.build_graph` compiles it
             builder.compile(checkpointer=saver, name="memory_agent_read_path"),
             services.embeddings,
         )

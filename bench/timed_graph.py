@@ -16,7 +16,7 @@ from langgraph.graph import END, START, StateGraph
 from bench.timing import timed_node
 from graph.builder import build_builder
 from graph.context import Context
-from graph.prefetch import with_query_prefetch
+from graph.prefetch import as_memory_graph
 from graph.state import InputState, State
 from memory_graph_agent.services.stores import Services
 from memory_graph_agent.settings import Settings
@@ -34,7 +34,7 @@ def build_timed_graph(
     settings = Settings.from_env() if settings is None else settings
     builder = build_builder(services, settings, scheduler, wrap=timed_node)
     graph = builder.compile(checkpointer=checkpointer, name="memory_agent_timed")
-    return with_query_prefetch(graph, services.embeddings)  # as `build_graph` does
+    return as_memory_graph(graph, services.embeddings)  # as `build_graph` does
 
 
 def build_baseline_graph(checkpointer: Any = None, settings: Any = None) -> Any:

@@ -21,7 +21,8 @@ from langgraph.graph.state import CompiledStateGraph
 from graph import routing
 from graph.background import ServerScheduler
 from graph.context import Context, MemoryScheduler
-from graph.prefetch import with_query_prefetch
+from graph.durability import turn_durability
+from graph.prefetch import as_memory_graph
 from graph.state import InputState, State
 from graph.tools import build_tool_node, memory_tools
 from graph.wrapping import Wrap, unwrapped, wrap_node
@@ -161,7 +162,7 @@ def build_graph(
     settings = Settings.from_env() if settings is None else settings
     builder = build_builder(services, settings, scheduler)
     graph = builder.compile(checkpointer=checkpointer, name=GRAPH_NAME)
-    return with_query_prefetch(graph, services.embeddings)
+    return as_memory_graph(graph, services.embeddings, turn_durability(settings, scheduler))
 
 
 _compiled: weakref.WeakKeyDictionary[Services, CompiledStateGraph] = weakref.WeakKeyDictionary()

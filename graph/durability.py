@@ -9,39 +9,41 @@ CPU off the read path (`bench.graph_floor`, docs/benchmarks.md).
 
 What ``"exit"`` gives up is the checkpoint of each step: a process that dies mid-turn
 leaves the thread's checkpoint as the previous turn left it (not even the new message).
-Outside the LangGraph server nothing resumes a crashed turn anyway; the caller sends the
-message again and the turn runs from its start. The turn's writes to Redis and Postgres
-bear such a re-run, as they must for a step re-run after a crash: messages go by id
-through seen-sets, batches by lease, facts by key (only access counts may count twice).
+The run is then started again with the same input, from its start: the LangGraph server
+does it for a run whose worker died (it keeps the run's input), a CLI user sends the
+message again. The turn's writes to Redis and Postgres bear such a re-run, as they must
+for a step re-run after a crash: messages go by id through seen-sets, batches by lease,
+facts by key (only access counts may count twice). With ``"async"`` the re-run resumes
+after the last step the checkpoint holds; it loses nothing either, and costs a checkpoint
+per step.
 
-Who runs turns so: the CLI (`memory_graph_agent.cli.session.run_turn` with the agent's
-scheduler). Memory runs, session ends and inline memory (model calls after the reply,
-worth resuming) keep ``"async"``; so does every run the LangGraph server starts (it
-passes its own durability, ``"async"`` unless the run asks otherwise). Nor does a turn
-whose scheduler call fails form memory in its own run: the work waits in the pending
-list for the next memory run (`memory_graph_agent.turn.closing.finish_turn`).
+Who runs turns so: every turn of a graph of `graph.builder.build_graph` with a scheduler,
+the server's and the CLI's alike: the graph picks it (`graph.prefetch.MemoryGraph`) when
+the caller asks for ``"async"`` (the server's default) or nothing; ``"sync"`` is kept.
+Memory runs, session ends and inline memory (model calls after the reply, worth resuming)
+keep LangGraph's ``"async"``. Nor does a turn whose scheduler call fails form memory in
+its own run: the work waits in the pending list for the next memory run
+(`memory_graph_agent.turn.closing.finish_turn`).
 """
 
 from __future__ import annotations
 
 from langgraph.types import Durability
 
-from graph.context import Context, MemoryScheduler
+from graph.context import MemoryScheduler
 from memory_graph_agent.settings import Settings
 
 TURN_DURABILITY: Durability = "exit"
 """The durability of a turn whose memory forms in the background."""
 
 
-def turn_durability(
-    settings: Settings, context: Context, scheduler: MemoryScheduler | None
-) -> Durability | None:
-    """``TURN_DURABILITY`` for a turn that ends at trim_window, else ``None`` (LangGraph's).
+def turn_durability(settings: Settings, scheduler: MemoryScheduler | None) -> Durability | None:
+    """``TURN_DURABILITY`` for the turns of a graph whose turns end at trim_window.
 
     ``scheduler``: the memory scheduler the graph was built with (``None``: memory forms
-    inline, in the turn's run). A memory run (``memory_of``) or inline memory gets
-    ``None``: LangGraph's default, ``"async"``.
+    inline, in the turn's run). Inline memory gets ``None``: LangGraph's default,
+    ``"async"``. `graph.prefetch.MemoryGraph` applies it to the runs that are turns.
     """
-    if scheduler is None or context.memory_of or settings.formation.mode != "background":
+    if scheduler is None or settings.formation.mode != "background":
         return None
     return TURN_DURABILITY

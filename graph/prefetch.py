@@ -1,15 +1,20 @@
-"""Start a turn's query embedding as its run starts, while LangGraph loads the checkpoint.
+"""What a turn's run gets as it starts: its question's embedding, and its durability.
 
-`PrefetchGraph` is the compiled graph whose ``astream`` (and so ``ainvoke``,
-``astream_events`` and the server's runs, which all stream) starts embedding the input's
-newest human message before LangGraph reads the thread's checkpoint, and hands it to the
-run in its config (``configurable[QUERY_VECTOR]``, a key LangGraph never stores). The
-``recall`` node takes it there (`query_vector`) for that same question, and starts its own
-otherwise (a graph not built by `graph.builder.build_graph`). At the run's end an
-embedding nobody took (a refused turn, ``tool`` or ``flat`` mode) is cancelled.
+`MemoryGraph` is the compiled graph whose ``astream`` (and so ``ainvoke``,
+``astream_events`` and the server's runs, which all stream) does, for a run that is a turn
+(its input has a human message to answer):
 
-A run that will not search starts nothing: a session end or a memory run (no human
-message in its input), a turn whose context asks for ``tool`` or ``flat`` recall.
+- starts embedding that message before LangGraph reads the thread's checkpoint, and hands
+  it to the run in its config (``configurable[QUERY_VECTOR]``, a key LangGraph never
+  stores). The ``recall`` node takes it there (`graph.context.query_vector`) for that
+  same question, and starts its own otherwise (a graph not built by
+  `graph.builder.build_graph`). At the run's end an embedding nobody took (a refused turn,
+  no memory budget) is cancelled. A turn whose context asks for ``tool`` or ``flat``
+  recall starts none;
+- runs with the graph's turn durability (`graph.durability`) when the caller asked for
+  ``"async"`` or nothing.
+
+Session ends and memory runs (no human message in their input) are LangGraph's own.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from langchain_core.messages import convert_to_messages
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import merge_configs
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Durability
 
 from graph.context import QUERY_VECTOR, StartedVector
 from memory_graph_agent.prompting.rendering import latest_human_text
@@ -40,20 +46,33 @@ def turn_question(input: Any) -> str:
         return ""
 
 
-class PrefetchGraph(CompiledStateGraph):
-    """A compiled graph whose runs start their question's embedding first."""
+class MemoryGraph(CompiledStateGraph):
+    """A compiled graph whose turns start their question's embedding first."""
 
-    def __init__(self, *, embed_query: EmbedQuery | None = None, **kwargs: Any) -> None:
-        """As `CompiledStateGraph`, plus the embedding of a question (``copy`` keeps it)."""
+    def __init__(
+        self,
+        *,
+        embed_query: EmbedQuery | None = None,
+        turn_durability: Durability | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """As `CompiledStateGraph`, plus the question's embedding and the turns' durability.
+
+        (``copy`` and ``with_config``, which the server calls, keep them.)
+        """
         super().__init__(**kwargs)
         self.embed_query = embed_query
+        self.turn_durability = turn_durability
 
     async def astream(  # type: ignore[override]
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> AsyncIterator[Any]:
-        """`CompiledStateGraph.astream`, the question's embedding running meanwhile."""
-        searches = _searches(kwargs.get("context"))
-        question = turn_question(input) if self.embed_query is not None and searches else ""
+        """`CompiledStateGraph.astream`; a turn's question embedding meanwhile."""
+        question = turn_question(input)
+        if question and self.turn_durability and kwargs.get("durability") in (None, "async"):
+            kwargs["durability"] = self.turn_durability
+        if self.embed_query is None or not _searches(kwargs.get("context")):
+            question = ""
         if not question:
             async for part in super().astream(input, config, **kwargs):
                 yield part
@@ -78,9 +97,15 @@ def _searches(context: Any) -> bool:
     return mode not in ("tool", "flat")
 
 
-def with_query_prefetch(graph: CompiledStateGraph, embeddings: Embeddings) -> PrefetchGraph:
-    """``graph`` whose runs start their question's embedding with ``embeddings`` first."""
-    return PrefetchGraph(**{**graph.__dict__, "embed_query": embeddings.aembed_query})
+def as_memory_graph(
+    graph: CompiledStateGraph, embeddings: Embeddings, turn_durability: Durability | None = None
+) -> MemoryGraph:
+    """``graph`` as a `MemoryGraph`: ``embeddings`` embed its turns' questions.
+
+    ``turn_durability``: its turns' durability (``None``: as the caller asks).
+    """
+    extra = {"embed_query": embeddings.aembed_query, "turn_durability": turn_durability}
+    return MemoryGraph(**{**graph.__dict__, **extra})
 
 
 def _read_error(future: asyncio.Future) -> None:

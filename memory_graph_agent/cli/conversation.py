@@ -45,9 +45,7 @@ async def _turn(
 
     printer = ReplyPrinter("[green]agent>[/] ")
     try:
-        state = await run_turn(
-            agent, context, thread, text, on_token=printer, memory=memory, settings=settings
-        )
+        state = await run_turn(agent, context, thread, text, on_token=printer, settings=settings)
     except InvalidInputError as exc:
         console.print(f"[red]error:[/] {escape(str(exc))} (message not sent)")
         return True  # rejected for good: nothing to keep
@@ -163,7 +161,7 @@ async def _send(args: argparse.Namespace) -> int:
             console.print(f"[dim]thread {thread}[/]")
         if text is not None:
             state = await session.run_turn(
-                agent, context, thread, text, on_token=printer, memory=memory, settings=settings
+                agent, context, thread, text, on_token=printer, settings=settings
             )
             if printer is not None:  # the reply is shown before memory work finishes
                 printer.close(str(state["messages"][-1].content))

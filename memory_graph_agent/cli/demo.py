@@ -165,9 +165,7 @@ async def run_demo(turns: int = 6, window_size: int = 6) -> int:
         for i, text in enumerate(script, 1):
             console.print(f"[bold]turn {i:>2}[/] you: {escape(text)}")
             printer = ReplyPrinter("        agent: ", limit=100)
-            state = await run_turn(
-                agent, zhang, thread, text, on_token=printer, memory=memory, settings=settings
-            )
+            state = await run_turn(agent, zhang, thread, text, on_token=printer, settings=settings)
             printer.close(str(state["messages"][-1].content))
             window = await services.window.window(zhang.user_id, thread)
             counts = await services.memories.count(zhang.user_id)
@@ -196,9 +194,7 @@ async def run_demo(turns: int = 6, window_size: int = 6) -> int:
                 return 1
         console.print(f"[bold]turn {len(script) + 1:>2}[/] you: {escape(CHANGE)}")
         printer = ReplyPrinter("        agent: ", limit=100)
-        state = await run_turn(
-            agent, zhang, thread, CHANGE, on_token=printer, memory=memory, settings=settings
-        )
+        state = await run_turn(agent, zhang, thread, CHANGE, on_token=printer, settings=settings)
         printer.close(str(state["messages"][-1].content))
         console.rule("[bold]/new: the session ends, the whole thread is archived")
         state = await end_session(agent, zhang, thread, memory)
@@ -227,7 +223,6 @@ async def run_demo(turns: int = 6, window_size: int = 6) -> int:
             f"demo-{run}-new",
             RECALL_QUESTION,
             on_token=printer,
-            memory=memory,
             settings=settings,
         )
         printer.close(str(state["messages"][-1].content))
@@ -254,7 +249,7 @@ async def run_demo(turns: int = 6, window_size: int = 6) -> int:
 
         console.rule("[bold]another user asks the same")
         state = await run_turn(
-            agent, other, f"demo-{run}-other", RECALL_QUESTION, memory=memory, settings=settings
+            agent, other, f"demo-{run}-other", RECALL_QUESTION, settings=settings
         )
         prompt = system_prompt(state, settings.window.profile_token_budget)
         profile, memories = _block(prompt, "profile"), _block(prompt, "memories")

@@ -3,8 +3,8 @@
 The checkpointer keys threads by ``thread_id`` only, so a CLI thread id belongs to one user.
 Replies stream token by token (``stream_mode="messages"``, the ``respond`` node only);
 memory forms after the reply, in this process (`graph.background.LocalScheduler`). A turn
-checkpoints once, when it ends (durability ``"exit"``, `graph.durability`); a session end
-after every step.
+checkpoints once, when it ends (durability ``"exit"``, which the graph picks:
+`graph.durability`); a session end after every step.
 """
 
 from __future__ import annotations
@@ -15,12 +15,10 @@ from typing import Any
 
 from langchain_core.messages import AIMessageChunk, HumanMessage
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Durability
 
 from graph.background import LocalScheduler
 from graph.builder import build_graph
-from graph.context import Context, MemoryScheduler
-from graph.durability import turn_durability
+from graph.context import Context
 from memory_graph_agent.services.stores import Services, open_checkpointer, services_session
 from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.outages import POSTGRES_ERRORS, StoreUnavailable
@@ -76,7 +74,6 @@ async def _stream(
     config: dict[str, Any],
     graph_input: dict[str, Any],
     on_token: OnToken,
-    durability: Durability | None,
 ) -> dict[str, Any]:
     """Run the graph, passing the reply's tokens to ``on_token``; return the final state.
 
@@ -86,7 +83,7 @@ async def _stream(
     state: dict[str, Any] = {}
     modes = ["messages", "values"]
     async for mode, payload in agent.astream(
-        graph_input, config, context=context, stream_mode=modes, durability=durability
+        graph_input, config, context=context, stream_mode=modes
     ):
         if mode == "values":
             state = payload
@@ -104,14 +101,13 @@ async def _invoke(
     thread_id: str,
     graph_input: dict[str, Any],
     on_token: OnToken | None = None,
-    durability: Durability | None = None,
 ) -> dict[str, Any]:
     """Run the graph; a rejected input is removed from the checkpoint, so the next run is clean."""
     config = {"configurable": {"thread_id": thread_id}, "recursion_limit": RECURSION_LIMIT}
     try:
         if on_token is not None:
-            return await _stream(agent, context, config, graph_input, on_token, durability)
-        return await agent.ainvoke(graph_input, config, context=context, durability=durability)
+            return await _stream(agent, context, config, graph_input, on_token)
+        return await agent.ainvoke(graph_input, config, context=context)
     except InvalidInputError as exc:
         if agent.checkpointer is not None:
             await discard_rejected(agent, config, exc)
@@ -127,21 +123,19 @@ async def run_turn(
     text: str,
     on_token: OnToken | None = None,
     *,
-    memory: MemoryScheduler | None = None,
     settings: Settings | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
     """Send one user message; return the final state of the turn.
 
-    With ``on_token``, the reply is streamed to it as the model produces it. ``memory``:
-    the scheduler ``agent`` was built with (`open_agent`'s); a turn whose memory it forms
-    in the background checkpoints once, when it ends (`graph.durability`). ``settings``:
-    the ones ``agent`` was built with (default: `Settings`' defaults).
+    With ``on_token``, the reply is streamed to it as the model produces it. A turn whose
+    memory forms in the background checkpoints once, when it ends (the graph picks that:
+    `graph.durability`). ``settings``: the ones ``agent`` was built with (default:
+    `Settings`' defaults).
     """
     settings = Settings() if settings is None else settings
     message = HumanMessage(check_turn(settings, thread_id, text), **extra)
-    durability = turn_durability(settings, context, memory)
-    return await _invoke(agent, context, thread_id, {"messages": [message]}, on_token, durability)
+    return await _invoke(agent, context, thread_id, {"messages": [message]}, on_token)
 
 
 async def end_session(

@@ -1,11 +1,13 @@
 """A turn whose memory forms in the background writes its checkpoint once, when it ends.
 
-Through the CLI's `run_turn` on the graph with a memory scheduler (as `open_agent`
-builds it) and the real Postgres checkpointer: one checkpoint per turn (five with
-LangGraph's default, ``"async"``), holding all the turn did. Session ends, memory runs,
-inline memory and a caller without the scheduler keep ``"async"``; a turn whose
-scheduler fails leaves its memory waiting instead of forming it in its own run
-(`graph.durability`).
+Through the CLI's `run_turn` and a plain ``ainvoke`` with ``durability="async"`` (what
+the server passes when its client asks for nothing) on the graph with a memory scheduler
+(as `open_agent` and `make_graph` build it) and the real Postgres checkpointer: one
+checkpoint per turn (five with LangGraph's default, ``"async"``), holding all the turn
+did. Session ends, memory runs, inline memory and a caller asking ``"sync"`` keep a
+checkpoint per step; a turn whose scheduler fails leaves its memory waiting instead of
+forming it in its own run (`graph.durability`). What a crash mid-turn loses with each
+choice: `test_a_turn_killed_mid_reply_is_answered_once_when_sent_again`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import uuid
 from typing import Any
 
 import pytest
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
 from graph.background import LocalScheduler, memory_thread_id
@@ -23,6 +26,7 @@ from memory_graph_agent.cli.session import end_session, run_turn
 from memory_graph_agent.settings import Settings
 from memory_graph_agent.turn.validation import InvalidInputError
 from tests.conftest import kinds
+from tests.integration_tests.memory_child import CRASH_TEXT, crash_id, kill_mid_reply
 from tests.integration_tests.test_durability import _assert_exactly_once
 
 
@@ -83,10 +87,12 @@ async def test_a_background_turn_writes_one_checkpoint_holding_the_whole_turn(
 ):
     agent, memory = background()
     ctx, thread = make_context(), _thread()
-    assert turn_durability(settings, ctx, memory) == "exit"
-    await run_turn(agent, ctx, thread, "Hello, I am planning a trip to Oslo.", memory=memory)
+    assert turn_durability(settings, memory) == "exit"
+    await run_turn(agent, ctx, thread, "Hello, I am planning a trip to Oslo.")
     assert saver.count(thread) == 1  # the first turn of a thread too
-    state = await run_turn(agent, ctx, thread, "Which city did I say?", memory=memory)
+    config = {"configurable": {"thread_id": thread}}
+    ask = {"messages": [("user", "Which city did I say?")]}  # the server's way: "async"
+    state = await agent.ainvoke(ask, config, context=ctx, durability="async")
 
     assert saver.count(thread) == 1  # 5 with "async": the input's, one after each step
     saved = (await agent.aget_state({"configurable": {"thread_id": thread}})).values
@@ -102,24 +108,22 @@ async def test_session_ends_memory_runs_and_inline_memory_keep_langgraphs_defaul
     settings = Settings().override(window_size=2, summary_batch=2)
     agent, memory = background(settings)
     ctx, thread = make_context(), _thread()
-    await run_turn(agent, ctx, thread, "Hello there.", memory=memory, settings=settings)
+    await run_turn(agent, ctx, thread, "Hello there.", settings=settings)
     saver.count(thread)
-    await run_turn(
-        agent, ctx, thread, "No scheduler named.", settings=settings
-    )  # a caller without it
+    config = {"configurable": {"thread_id": thread}}
+    asked = {"messages": [("user", "A checkpoint per step, please.")]}
+    await agent.ainvoke(asked, config, context=ctx, durability="sync")  # the caller's choice
     assert saver.count(thread) == 5
 
     settings_inline = Settings().override(window_size=2, summary_batch=2, memory_mode="inline")
     inline = make_context()
-    assert turn_durability(settings_inline, inline, memory) is None
+    assert turn_durability(settings_inline, memory) is None
     inline_agent = build_graph(services, saver, scheduler=memory, settings=settings_inline)
-    await run_turn(
-        inline_agent, inline, thread, "Memory inline now.", memory=memory, settings=settings_inline
-    )
+    await run_turn(inline_agent, inline, thread, "Memory inline now.", settings=settings_inline)
     assert saver.count(thread) >= 5
 
     for i in range(3):  # background turns: a memory run forms what they evict
-        await run_turn(agent, ctx, thread, f"number {i}", memory=memory, settings=settings)
+        await run_turn(agent, ctx, thread, f"number {i}", settings=settings)
     assert saver.count(thread) == 3
     await memory.drain()
     assert saver.count(memory_thread_id(ctx.user_id, thread)) >= 4  # a memory run: async
@@ -136,10 +140,9 @@ async def test_a_failed_scheduler_call_leaves_memory_waiting_not_in_the_turn(
     failing = FailingScheduler()
     agent = build_graph(services, saver, scheduler=failing, settings=settings)
     ctx, thread = make_context(), _thread()
-    assert turn_durability(settings, ctx, failing) == "exit"
+    assert turn_durability(settings, failing) == "exit"
     states = [
-        await run_turn(agent, ctx, thread, f"number {i}", memory=failing, settings=settings)
-        for i in range(4)
+        await run_turn(agent, ctx, thread, f"number {i}", settings=settings) for i in range(4)
     ]
 
     assert failing.calls >= 1
@@ -153,7 +156,7 @@ async def test_a_failed_scheduler_call_leaves_memory_waiting_not_in_the_turn(
 
     memory = LocalScheduler()  # the scheduler is back: the next turn hands the work on
     agent = memory.bind(build_graph(services, saver, scheduler=memory, settings=settings))
-    state = await run_turn(agent, ctx, thread, "number 4", memory=memory, settings=settings)
+    state = await run_turn(agent, ctx, thread, "number 4", settings=settings)
     assert ("trim_window", "scheduled") in kinds(state)
     await memory.drain()
     assert memory.failures == 0
@@ -168,13 +171,46 @@ async def test_a_refused_background_turn_leaves_the_thread_clean(
     settings = Settings().override(max_message_chars=50)
     agent, memory = background(settings)
     ctx, thread = make_context(), _thread()
-    await run_turn(agent, ctx, thread, "Hello.", memory=memory, settings=settings)
+    await run_turn(agent, ctx, thread, "Hello.", settings=settings)
     with pytest.raises(InvalidInputError):
-        await run_turn(agent, ctx, thread, "far too long " * 10, memory=memory, settings=settings)
-    state = await run_turn(agent, ctx, thread, "Short again.", memory=memory, settings=settings)
+        await run_turn(agent, ctx, thread, "far too long " * 10, settings=settings)
+    state = await run_turn(agent, ctx, thread, "Short again.", settings=settings)
 
     said = [m.content for m in state["messages"] if m.type == "human"]
     assert said == ["Hello.", "Short again."]
     window = [m.content for m in await services.window.window(ctx.user_id, thread)]
     assert "far too long " * 10 not in window and window[-2] == "Short again."
     await memory.drain()
+
+
+@pytest.mark.parametrize("durability", ["graph", "sync"])
+async def test_a_turn_killed_mid_reply_is_answered_once_when_sent_again(
+    durability, services, checkpointer, make_context, user_id
+):
+    """What a crash mid-turn loses, with the graph's ``"exit"`` and with ``"sync"``.
+
+    ``"exit"``: the thread's checkpoint is as the previous turn left it (not even the new
+    message); ``"sync"``: it holds the new message and the turn's first step. Either way,
+    the same input sent again (as the server retries a run whose worker died, or a user
+    sends the message again) is answered once, and every message reaches the window once.
+    """
+    thread = _thread()
+    await kill_mid_reply(user_id, thread, durability)
+    ctx = make_context()
+    memory = LocalScheduler()
+    agent = memory.bind(build_graph(services, checkpointer, scheduler=memory))
+    config = {"configurable": {"thread_id": thread}}
+    kept = (await agent.aget_state(config)).values
+    ids = [m.id for m in kept["messages"]]
+    if durability == "graph":
+        assert crash_id(thread) not in ids and len(ids) == 2, "the previous turn's checkpoint"
+    else:
+        assert ids[-1] == crash_id(thread) and "profile" in kept, "the new message, step 1"
+
+    again = {"messages": [HumanMessage(CRASH_TEXT, id=crash_id(thread))]}
+    state = await agent.ainvoke(again, config, context=ctx)
+    await memory.drain()
+    assert [m.type for m in state["messages"]] == ["human", "ai", "human", "ai"]
+    assert [m.id for m in state["messages"]].count(crash_id(thread)) == 1
+    window = [m.id for m in await services.window.window(user_id, thread)]
+    assert len(window) == len(set(window)) == 4, window

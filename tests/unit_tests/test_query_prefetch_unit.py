@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph import START, MessagesState, StateGraph
 
 from graph.context import query_vector
-from graph.prefetch import turn_question, with_query_prefetch
+from graph.prefetch import as_memory_graph, turn_question
 
 
 class Counting(Embeddings):
@@ -51,7 +51,7 @@ def _graph(node, embeddings: Embeddings):  # noqa: ANN001, ANN202
     builder = StateGraph(MessagesState)
     builder.add_node("recall", node)
     builder.add_edge(START, "recall")
-    return with_query_prefetch(builder.compile(), embeddings)
+    return as_memory_graph(builder.compile(), embeddings)
 
 
 async def test_a_graph_run_hands_its_question_to_its_nodes_once_and_only_its_own():
