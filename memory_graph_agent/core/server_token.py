@@ -49,7 +49,9 @@ def _auth_off(env: Mapping[str, str]) -> bool:
 
 def check_server_token(env: Mapping[str, str] = os.environ) -> None:
     """Raise `ServerTokenError` if the server URL is set but tokens cannot be minted."""
-    if server_url(env) is not None and not _auth_off(env) and not env.get("MEMORY_AGENT_JWT_SECRET"):
+    if server_url(env) is None or _auth_off(env):
+        return
+    if not env.get("MEMORY_AGENT_JWT_SECRET"):
         raise ServerTokenError(
             f"{SERVER_URL_ENV} is set: memory runs are created over HTTP with a token the "
             "server signs, so set MEMORY_AGENT_JWT_SECRET (API keys alone cannot sign one)"

@@ -3,9 +3,9 @@
 Runs where ``aegra-api`` is installed (Python 3.12+: `.ci/pythons` installs it beside the
 README's demo on 3.13). It covers what the engine adapts at the edge
 (`memory_graph_agent.auth`): str headers, flat run fields, FastAPI routes, and the
-auth that cannot load refusing the whole server instead of serving ``anonymous``.
-Background memory runs are not scheduled on Aegra yet (no in-process client): a turn's
-reply does not wait for them, and what left the window waits in the durable queue.
+auth that cannot load refusing the whole server instead of serving ``anonymous``; and
+the background memory runs, which Aegra's lack of an in-process client sends over HTTP
+to the server's own URL (``MEMORY_AGENT_SERVER_URL``, `graph.background.ServerScheduler`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
+import redis
+
+from memory_graph_agent.core.memory_threads import memory_thread_id
 
 pytest.importorskip("aegra_api")
 pytestmark = [pytest.mark.slow, pytest.mark.server, pytest.mark.local_model]
@@ -28,6 +32,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.server, pytest.mark.local_model]
 ROOT = Path(__file__).resolve().parents[2]
 ALICE = f"alice-key-{uuid.uuid4().hex}"
 BOB = f"bob-key-{uuid.uuid4().hex}"
+PREFIX = f"aegra-{uuid.uuid4().hex[:8]}"
+KNOBS = {"WINDOW_SIZE": "2", "SUMMARY_BATCH": "2", "SUMMARY_MODE": "raw"}
+"""A window of two messages: a second turn evicts the first into a memory run."""
 
 
 def _free_port() -> int:
@@ -45,11 +52,13 @@ def _start(keys: str, port: int, log: Path) -> subprocess.Popen[bytes]:
         "REDIS_URL": urls.redis_url,
         "DATABASE_URL": urls.database_url,
         "MEMORY_AGENT_API_KEYS": keys,
+        "MEMORY_AGENT_JWT_SECRET": uuid.uuid4().hex * 2,  # the scheduler's tokens
+        "MEMORY_AGENT_SERVER_URL": f"http://127.0.0.1:{port}",
         "AEGRA_CONFIG": "langgraph.json",
         "LANGSMITH_TRACING": "false",
         "MODEL": "local:smollm2",
-        "SUMMARY_MODE": "raw",
-        "MEMORY_KEY_PREFIX": f"aegra-{uuid.uuid4().hex[:8]}",
+        **KNOBS,
+        "MEMORY_KEY_PREFIX": PREFIX,
     }
     env.pop("MEMORY_AGENT_AUTH", None)
     command = [sys.executable, "-m", "uvicorn", "aegra_api.main:app",
@@ -124,3 +133,41 @@ def test_a_deployment_whose_auth_cannot_load_refuses_to_start(tmp_path: Path) ->
         if proc.poll() is None:
             proc.kill()
     assert "AuthConfigError" in (tmp_path / "aegra.log").read_text()
+
+
+def test_a_turns_memory_run_is_created_and_completes_on_its_memory_thread(aegra: str) -> None:
+    """Over HTTP with the server's token for the turn's user; the reply did not wait."""
+    from memory_graph_agent.local.embedded import ensure_services
+
+    with _http(aegra, ALICE) as alice, _http(aegra, BOB) as bob:
+        thread = alice.post("/threads", json={}).json()["thread_id"]
+        first = alice.post(f"/threads/{thread}/runs/wait", json=_turn("I keep bees."))
+        first_ids = [m["id"] for m in first.json()["messages"][:2]]
+        second = alice.post(f"/threads/{thread}/runs/wait", json=_turn("Two plus two?"))
+        events = second.json()["memory_events"]
+        assert ("trim_window", "scheduled") in [(e["node"], e["kind"]) for e in events], events
+        assert not any(e["node"] == "summarize" for e in events), "memory ran in the turn"
+        memory_thread = memory_thread_id("alice", thread)
+        deadline, runs = time.monotonic() + 60, []
+        while time.monotonic() < deadline:
+            runs = alice.get(f"/threads/{memory_thread}/runs").json()
+            if runs and all(r["status"] in ("success", "error") for r in runs):
+                break
+            time.sleep(0.5)
+        assert runs and {r["status"] for r in runs} == {"success"}, runs
+        memory = alice.get(f"/threads/{memory_thread}/state").json()["values"]
+        assert any(e["node"] == "summarize" for e in memory["memory_events"]), memory
+        assert bob.get(f"/threads/{memory_thread}").status_code == 404
+    urls = ensure_services()
+    with psycopg.connect(urls.database_url) as conn:
+        rows = conn.execute(
+            "SELECT source_ids FROM memories_384 WHERE user_id = 'alice' AND thread_id = %s "
+            "AND kind = 'summary'",
+            (thread,),
+        ).fetchall()
+    assert [row[0] for row in rows] == [first_ids]
+    r = redis.Redis.from_url(urls.redis_url)
+    try:
+        assert r.llen(f"{PREFIX}:pending:alice:{thread}") == 0  # the batch was acknowledged
+    finally:
+        r.close()
