@@ -11,36 +11,28 @@ to the server's own URL (``MEMORY_AGENT_SERVER_URL``, `graph.background.ServerSc
 from __future__ import annotations
 
 import os
-import socket
+import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import psycopg
 import pytest
 import redis
 
 from memory_graph_agent.core.memory_threads import memory_thread_id
+from tests.integration_tests import aegra_server
 
 pytest.importorskip("aegra_api")
 pytestmark = [pytest.mark.slow, pytest.mark.server, pytest.mark.local_model]
 
-ROOT = Path(__file__).resolve().parents[2]
 ALICE = f"alice-key-{uuid.uuid4().hex}"
 BOB = f"bob-key-{uuid.uuid4().hex}"
 PREFIX = f"aegra-{uuid.uuid4().hex[:8]}"
 KNOBS = {"WINDOW_SIZE": "2", "SUMMARY_BATCH": "2", "SUMMARY_MODE": "raw"}
 """A window of two messages: a second turn evicts the first into a memory run."""
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _start(keys: str, port: int, log: Path) -> subprocess.Popen[bytes]:
@@ -61,34 +53,20 @@ def _start(keys: str, port: int, log: Path) -> subprocess.Popen[bytes]:
         "MEMORY_KEY_PREFIX": PREFIX,
     }
     env.pop("MEMORY_AGENT_AUTH", None)
-    command = [sys.executable, "-m", "uvicorn", "aegra_api.main:app",
-               "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
-    with log.open("wb") as out:
-        return subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    return aegra_server.start(env, port, log)
 
 
 @pytest.fixture(scope="module")
 def aegra(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = _free_port()
+    port = aegra_server.free_port()
     log = tmp_path_factory.mktemp("aegra") / "aegra.log"
     proc = _start(f"{ALICE}:alice,{BOB}:bob", port, log)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, log.read_text()[-3000:]
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
-        else:
-            pytest.fail(f"Aegra did not answer: {log.read_text()[-3000:]}")
+        aegra_server.wait_healthy(proc, url, log)
         yield url
     finally:
-        proc.terminate()
-        proc.wait(20)
+        aegra_server.kill(proc)
 
 
 def _http(url: str, key: str | None = None) -> httpx.Client:
@@ -125,13 +103,12 @@ def test_a_turn_is_answered_and_kept_from_other_users(aegra: str) -> None:
 
 def test_a_deployment_whose_auth_cannot_load_refuses_to_start(tmp_path: Path) -> None:
     """Aegra served everyone as 'anonymous' when our auth module raised at its first request."""
-    port = _free_port()
+    port = aegra_server.free_port()
     proc = _start("short:alice", port, tmp_path / "aegra.log")
     try:
         assert proc.wait(90) != 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        aegra_server.kill(proc, signal.SIGKILL)
     assert "AuthConfigError" in (tmp_path / "aegra.log").read_text()
 
 
@@ -159,13 +136,7 @@ def test_a_turns_memory_run_is_created_and_completes_on_its_memory_thread(aegra:
         assert any(e["node"] == "summarize" for e in memory["memory_events"]), memory
         assert bob.get(f"/threads/{memory_thread}").status_code == 404
     urls = ensure_services()
-    with psycopg.connect(urls.database_url) as conn:
-        rows = conn.execute(
-            "SELECT source_ids FROM memories_384 WHERE user_id = 'alice' AND thread_id = %s "
-            "AND kind = 'summary'",
-            (thread,),
-        ).fetchall()
-    assert [row[0] for row in rows] == [first_ids]
+    assert aegra_server.summary_sources(urls.database_url, "alice", thread) == [first_ids]
     r = redis.Redis.from_url(urls.redis_url)
     try:
         assert r.llen(f"{PREFIX}:pending:alice:{thread}") == 0  # the batch was acknowledged
