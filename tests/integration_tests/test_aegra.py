@@ -142,3 +142,45 @@ def test_a_turns_memory_run_is_created_and_completes_on_its_memory_thread(aegra:
         assert r.llen(f"{PREFIX}:pending:alice:{thread}") == 0  # the batch was acknowledged
     finally:
         r.close()
+
+
+def test_crons_run_as_their_creator_and_refuse_what_aegra_would_not_check(aegra: str) -> None:
+    """Aegra fires a cron's runs without the run rules, from the payload as created: a
+    cron must name its user in its context and a maintenance input that needs no rewrite.
+
+    Its first run fires at creation, so no test waits for the next minute.
+    """
+    mine = {"user_id": "alice"}
+    nightly = {"dry_run": True, "user_id": "alice", "all_users": False}
+    with _http(aegra, ALICE) as alice:
+        thread = alice.post("/threads", json={}).json()["thread_id"]
+        cron = {"assistant_id": "maintenance", "schedule": "0 3 * * *"}
+        refused = {
+            "no user in its context": {**cron, "input": nightly},
+            "another user": {**cron, "input": nightly, "context": {"user_id": "bob"}},
+            "all users, not admin": {**cron, "input": {"all_users": True}, "context": mine},
+            "input to rewrite": {**cron, "input": {"dry_run": True}, "context": mine},
+        }
+        got = {name: alice.post(f"/threads/{thread}/runs/crons", json=body).status_code
+               for name, body in refused.items()}  # fmt: skip
+        assert got == dict.fromkeys(refused, 403), got
+        made = alice.post(
+            f"/threads/{thread}/runs/crons", json={**cron, "input": nightly, "context": mine}
+        )
+        assert made.status_code == 200, made.text
+        deadline, runs = time.monotonic() + 60, []
+        while time.monotonic() < deadline:
+            runs = alice.get(f"/threads/{thread}/runs").json()
+            if runs and runs[-1]["status"] in ("success", "error"):
+                break
+            time.sleep(0.5)
+        assert [r["status"] for r in runs] == ["success"], runs
+        state = alice.get(f"/threads/{thread}/state").json()["values"]
+        assert state["user_id"] == "alice" and state["report"]["dry_run"] is True, state
+        crons = alice.post("/runs/crons/search", json={}).json()
+        assert len(crons) == 1
+        cron_id = crons[0]["cron_id"]
+        patch = alice.patch(f"/runs/crons/{cron_id}", json={"input": {"all_users": True}})
+        assert patch.status_code == 403, patch.text
+        assert alice.patch(f"/runs/crons/{cron_id}", json={"enabled": False}).status_code == 200
+        assert alice.delete(f"/runs/crons/{cron_id}").status_code in (200, 204)
