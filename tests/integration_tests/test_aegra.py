@@ -177,6 +177,8 @@ def test_crons_run_as_their_creator_and_refuse_what_aegra_would_not_check(aegra:
         assert [r["status"] for r in runs] == ["success"], runs
         state = alice.get(f"/threads/{thread}/state").json()["values"]
         assert state["user_id"] == "alice" and state["report"]["dry_run"] is True, state
+        # with alice's threads of the tests before, retention is the engine's (test_server_token)
+        assert state["retention"] == "keep_latest" or "checkpointer.ttl" in state["retention"]
         crons = alice.post("/runs/crons/search", json={}).json()
         assert len(crons) == 1
         cron_id = crons[0]["cron_id"]

@@ -71,3 +71,19 @@ def test_a_malformed_server_url_is_refused(url: str) -> None:
 def test_no_token_for_an_id_that_could_escape_its_keys() -> None:
     with pytest.raises(ValueError, match="user_id"):
         server_token("alice:*", ENV)
+
+
+async def test_checkpoint_retention_is_the_engines_where_it_has_no_in_process_client(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Aegra (reached at the server URL) prunes with its own thread TTL; the maintenance
+    graph says so instead of failing on the missing loopback ('NoneType' not callable)."""
+    from memory_graph_agent.storage.server_threads import (
+        RetentionUnsupportedError,
+        ServerCheckpoints,
+    )
+
+    monkeypatch.setenv("MEMORY_AGENT_SERVER_URL", "http://127.0.0.1:2026")
+    with pytest.raises(RetentionUnsupportedError, match="checkpointer.ttl"):
+        await ServerCheckpoints().survey(["5f0c2f0e-8a9b-4c1d-9e2f-3a4b5c6d7e8f"])
+    await ServerCheckpoints().prune([])  # nothing to prune: nothing asked of any server
