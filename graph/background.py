@@ -9,14 +9,17 @@ memory run that dies loses nothing: its batch stays leased in Redis and a later 
 claims it (exactly once, by the queue's leases and deterministic summary ids).
 
 - `LocalScheduler`: asyncio tasks in this process (CLI, notebooks, benchmarks).
-- `ServerScheduler`: a background run on the LangGraph server, enqueued on the memory
-  thread (``multitask_strategy="enqueue"``), the way langchain-ai/memory-template
-  schedules its memory graph. It goes through the server's in-process loopback
+- `ServerScheduler`: a background run on the server, enqueued on the memory thread
+  (``multitask_strategy="enqueue"``), the way langchain-ai/memory-template schedules its
+  memory graph. On the LangGraph server it goes through the in-process loopback
   (`langgraph_sdk.get_client()` without a URL): no credentials are checked, but the
-  server's auth handlers still run, as the turn's user. So the run's context is what a
-  client of that user may send (`server_context`): the run's `Context` with ``memory_of``
-  (accepted on that memory thread only); the deployment's settings are the server's own
-  (`Settings.from_env`, read once), in the memory run as in the turn.
+  server's auth handlers still run, as the turn's user. On Aegra, which has no loopback,
+  it goes over HTTP to ``MEMORY_AGENT_SERVER_URL`` with a token for the turn's user that
+  the server signs, and waits out the delay itself (the class says why). Either way, the
+  run's context is what a client of that user may send (`server_context`): the run's
+  `Context` with ``memory_of`` (accepted on that memory thread only); the deployment's
+  settings are the server's own (`Settings.from_env`, read once), in the memory run as in
+  the turn.
   A memory thread id taken by another thread (possible only where auth was off or older
   rules let someone create it) is skipped for the next alternate id; memory never falls
   back to the turn's run for it.
@@ -35,7 +38,9 @@ from typing import Any
 from langgraph.constants import TAG_NOSTREAM
 
 from graph.context import CONTEXT_FIELDS, Context, MemoryScheduler
+from graph.deferred import Deferred
 from memory_graph_agent.core.memory_threads import ALTERNATES, memory_thread_id
+from memory_graph_agent.core.server_token import server_token, server_url
 
 log = logging.getLogger(__name__)
 
@@ -203,10 +208,28 @@ class LocalScheduler:
 
 
 class ServerScheduler:
-    """A background run on the LangGraph server, enqueued on the thread's memory thread."""
+    """A background run on the server, on the thread's memory thread.
 
-    def __init__(self, assistant_id: str) -> None:
+    The server's run API is reached one of two ways, chosen once, at construction:
+
+    - in process (`langgraph_sdk.get_client()` without a URL; `langgraph dev` and the
+      LangGraph server): the engine delays the run (``after_seconds``), queues it behind
+      the memory thread's running one (``enqueue``) and creates the thread;
+    - over HTTP at ``MEMORY_AGENT_SERVER_URL`` (Aegra: no in-process client, and it
+      ignores ``after_seconds``, ``if_not_exists`` and ``enqueue``), as the turn's user with
+      a one-minute token the server signs (`memory_graph_agent.core.server_token`), never
+      a user's key. This process waits out the delay itself (`graph.deferred`): requests
+      of a memory thread meanwhile join the waiting one, and a batch leased by another
+      worker is asked for again when its lease ends. Memory runs of one thread may overlap
+      there; the queue's leases still summarize each batch once.
+    """
+
+    def __init__(self, assistant_id: str, url: str | None = None) -> None:
+        """``url``: the server's own (default ``MEMORY_AGENT_SERVER_URL``; unset: in process)."""
         self.assistant_id = assistant_id
+        self.url = url or server_url()
+        self._deferred = Deferred()
+        self._client: Any = None
 
     async def __call__(
         self,
@@ -217,18 +240,47 @@ class ServerScheduler:
         *,
         delay_s: float = 0.0,
     ) -> None:
-        """Create the run (and the memory thread if needed); return without waiting.
+        """Create the run (and the memory thread if needed), or have it created later.
 
         A memory thread id the server refuses (another owner's thread holds it) is
-        skipped for the next alternate; all of them refused raises `MemoryThreadTaken`.
+        skipped for the next alternate; all of them refused raises `MemoryThreadTaken`
+        (over HTTP: logged when the run is due, the messages wait).
         """
+        wait_s = delay_s if after_s is None else after_s
+        if self.url is None:
+            await self._create(context, thread_id, compress, math.ceil(wait_s) or None)
+            return
+        server_token(context.user_id)  # a server that cannot sign one fails now, not later
+        key = memory_thread_id(context.user_id, thread_id)
+        self._deferred.request(key, wait_s, compress, partial(self._due, context, thread_id))
+
+    async def _due(self, context: Context, thread_id: str, compress: bool) -> None:
+        try:
+            await self._create(context, thread_id, compress, None)
+        except Exception as exc:  # noqa: BLE001 - the batch waits, durable, for a later run
+            log.warning("memory run of %s not created (%r); its messages wait", thread_id, exc)
+
+    def _sdk(self) -> Any:
+        """The in-process client, or one HTTP client of the server's URL, kept."""
         from langgraph_sdk import get_client
+
+        if self.url is None:
+            return get_client()
+        if self._client is None:  # never a key from the environment: the server's token
+            self._client = get_client(url=self.url, api_key=None)
+        return self._client
+
+    async def _create(
+        self, context: Context, thread_id: str, compress: bool, after_seconds: int | None
+    ) -> None:
         from langgraph_sdk.errors import ConflictError, NotFoundError
 
+        client = self._sdk()
         for attempt in range(ALTERNATES):
             config, memory_context = memory_run(context, thread_id, attempt)
+            token = server_token(context.user_id) if self.url is not None else None
             try:
-                await get_client().runs.create(
+                await client.runs.create(
                     config["configurable"]["thread_id"],
                     self.assistant_id,
                     input={"compress": compress},
@@ -242,7 +294,8 @@ class ServerScheduler:
                     },
                     multitask_strategy="enqueue",
                     if_not_exists="create",
-                    after_seconds=math.ceil(delay_s if after_s is None else after_s) or None,
+                    after_seconds=after_seconds,
+                    headers={"Authorization": f"Bearer {token}"} if token else None,
                 )
             except (NotFoundError, ConflictError):
                 log.warning(
@@ -253,6 +306,10 @@ class ServerScheduler:
                 continue
             return
         raise MemoryThreadTaken(f"every memory thread id of thread {thread_id} is taken")
+
+    async def drain(self) -> None:
+        """Wait for the runs this process still has to create (over HTTP); tests use it."""
+        await self._deferred.drain()
 
 
 class MemoryThreadTaken(RuntimeError):

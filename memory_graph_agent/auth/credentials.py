@@ -27,6 +27,7 @@ from pathlib import Path
 import jwt
 
 from memory_graph_agent.core.ids import InvalidIdError, validate_id
+from memory_graph_agent.core.server_token import ServerTokenError, check_server_token
 
 MIN_KEY_LENGTH = 16
 # `graph.context.Context` treats its default user id as "unset" and reads USER_ID instead:
@@ -125,7 +126,15 @@ class Verifier:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Verifier:
-        """Build the verifier from ``MEMORY_AGENT_*`` variables (see the module docstring)."""
+        """Build the verifier from ``MEMORY_AGENT_*`` variables (see the module docstring).
+
+        ``MEMORY_AGENT_SERVER_URL`` needs the JWT secret: the scheduler signs its tokens
+        with it (`memory_graph_agent.core.server_token`).
+        """
+        try:
+            check_server_token(env)
+        except ServerTokenError as exc:
+            raise AuthConfigError(str(exc)) from None
         keys = parse_api_keys(env.get("MEMORY_AGENT_API_KEYS", ""), "MEMORY_AGENT_API_KEYS")
         if path := env.get("MEMORY_AGENT_API_KEYS_FILE"):
             try:

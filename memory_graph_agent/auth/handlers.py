@@ -209,22 +209,46 @@ async def own_assistants(ctx: Auth.types.AuthContext, value: Value) -> Filter:
 
 @auth.on.crons.create
 async def create_cron(ctx: Auth.types.AuthContext, value: Value) -> None:
-    """A cron's runs follow the run rules, checked now and again each time it fires."""
+    """A cron's runs follow the run rules, checked now and again each time it fires.
+
+    Aegra passes the cron's fields flat (no ``payload``), ignores edits, and fires its
+    runs from the payload as sent, without the run rules: there, the context must
+    already name the caller and a maintenance input must need no rewrite.
+    """
     if ENABLED:
         user_id, roles = _caller(ctx)
-        payload = value["payload"]
+        nested = "payload" in value  # the LangGraph server's shape
+        payload = value["payload"] if nested else value
+        sent = payload.get("input")
         with _forbidden_is_403():
             _check_claims(payload, payload.get("assistant_id"), user_id, roles)
-            claim(value["metadata"], user_id)
+            if not nested:
+                _runs_as_sent(payload, sent, user_id)
+            if value.get("metadata") is not None:
+                claim(value["metadata"], user_id)
+
+
+def _runs_as_sent(payload: Value, sent: object, user_id: str) -> None:
+    """Aegra fires a cron's runs as sent: refuse what the run rules would have to change."""
+    if (payload.get("context") or {}).get("user_id") != user_id:
+        raise Forbidden(f"on this server, a cron's context must name its user: {user_id!r}")
+    if payload.get("input") != sent:
+        raise Forbidden(f"on this server, send the maintenance input as {payload['input']!r}")
 
 
 @auth.on.crons.update
 async def update_cron(ctx: Auth.types.AuthContext, value: Value) -> Filter:
-    """Only one's own crons; a new payload follows the run rules."""
+    """Only one's own crons; a new payload follows the run rules.
+
+    Aegra passes an update flat, without the cron's assistant, and fires what it stores
+    unchecked: there, a cron's input, context and config stay as created.
+    """
     if not ENABLED:
         return None
     user_id, roles = _caller(ctx)
     with _forbidden_is_403():
+        if "payload" not in value and value.keys() & {"input", "context", "config", "command"}:
+            raise Forbidden("on this server, a cron's payload is fixed: create another cron")
         if payload := value.get("payload"):
             _check_claims(payload, payload.get("assistant_id"), user_id, roles)
         keep_owner(value.get("metadata"), user_id)

@@ -17,6 +17,8 @@ import httpx
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import LangGraphError, NotFoundError
 
+from memory_graph_agent.core.server_token import SERVER_URL_ENV, server_url
+
 PAGE = 100
 USER_METADATA_KEY = "user_id"
 """Thread metadata key naming the user a thread belongs to."""
@@ -89,14 +91,24 @@ class ServerCheckpoints:
 
     Goes through the server's in-process loopback (`get_client()` without a URL):
     ``threads.prune(strategy="keep_latest")``. A thread that is not idle (a run in
-    flight or queued, or interrupted) is held whole.
+    flight or queued, or interrupted) is held whole. An engine without that loopback
+    (Aegra, reached at ``MEMORY_AGENT_SERVER_URL``) applies ``langgraph.json``'s
+    ``checkpointer.ttl`` itself, and its ``threads.prune`` means something else: there,
+    retention is the engine's (`RetentionUnsupportedError`).
     """
 
     def __init__(self, client: Any = None) -> None:
         self.client = client
 
     def _client(self) -> Any:
-        return self.client if self.client is not None else get_client()
+        if self.client is not None:
+            return self.client
+        if server_url() is not None:
+            raise RetentionUnsupportedError(
+                f"no in-process client ({SERVER_URL_ENV} is set): the engine prunes its "
+                "threads' checkpoints itself (langgraph.json's checkpointer.ttl)"
+            )
+        return get_client()
 
     async def survey(self, thread_ids: Sequence[str]) -> dict[str, Literal["prune", "in_flight"]]:
         """Each existing thread: prune it when idle, else hold it."""

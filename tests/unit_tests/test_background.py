@@ -138,6 +138,7 @@ async def test_the_server_scheduler_enqueues_a_later_run_after_the_lease(monkeyp
         runs = Runs()
 
     monkeypatch.setattr(langgraph_sdk, "get_client", lambda: Client())
+    monkeypatch.delenv("MEMORY_AGENT_SERVER_URL", raising=False)  # the in-process client
     ctx = Context(user_id="alice", model="local:smollm2")
     await ServerScheduler("agent")(ctx, "t1", False, delay_s=1.0)
     await ServerScheduler("agent")(ctx, "t1", True, after_s=2.3)
@@ -170,6 +171,7 @@ async def test_the_server_scheduler_skips_a_memory_thread_id_another_thread_hold
         runs = Runs()
 
     monkeypatch.setattr(langgraph_sdk, "get_client", lambda: Client())
+    monkeypatch.delenv("MEMORY_AGENT_SERVER_URL", raising=False)  # the in-process client
     ctx = Context(user_id="alice", model="local:smollm2")
     await ServerScheduler("agent")(ctx, "t1", False, delay_s=0)
     await ServerScheduler("agent")(ctx, "t1", False, delay_s=0)

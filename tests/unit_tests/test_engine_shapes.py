@@ -4,7 +4,8 @@ The LangGraph server (``langgraph dev``) passes headers as bytes and a run's fie
 in ``kwargs``, applies edits made in place and takes a returned dict as the owner filter.
 Aegra passes headers as str and a run's fields flat (``metadata`` may be None), applies
 only the ``context``/``config`` of a returned dict, and cannot take a rewritten input.
-Each shape is adapted in one place (`auth.credentials._credential`, `auth.handlers.create_run`);
+Each shape is adapted in one place (`auth.credentials._credential`, `auth.handlers.create_run`,
+`auth.handlers.create_cron` and `update_cron`);
 a deployment whose auth cannot load refuses to start on both (`memory_graph_agent.webapp`).
 """
 
@@ -94,6 +95,34 @@ def test_an_aegra_maintenance_run_must_name_its_caller(handlers) -> None:
     assert _run(handlers, _ctx("alice"), exact) == {"context": {"user_id": "alice"}}
     admin = {"assistant_id": "maintenance", "input": {"all_users": True}}
     assert _run(handlers, _ctx("ops", "admin"), admin) == {"context": {"user_id": "ops"}}
+
+
+def _status(handler, *args) -> int:
+    from langgraph_sdk import Auth
+
+    try:
+        asyncio.run(handler(*args))
+    except Auth.exceptions.HTTPException as exc:
+        return exc.status_code
+    return 200
+
+
+def test_crons_of_both_shapes_follow_the_run_rules(handlers) -> None:
+    """LangGraph nests a cron's run in ``payload`` and applies edits; Aegra passes it flat,
+    fires it as sent without the run rules, and passes an update without its assistant."""
+    nightly = {"dry_run": True, "user_id": "alice", "all_users": False}
+    langgraph = {"metadata": {}, "payload": {"assistant_id": "maintenance", "input": {}}}
+    assert _status(handlers.create_cron, _ctx("alice"), langgraph) == 200
+    assert langgraph["payload"]["input"] == {"user_id": "alice", "all_users": False}
+    aegra = {"assistant_id": "maintenance", "metadata": None, "input": nightly}
+    assert _status(handlers.create_cron, _ctx("alice"), aegra) == 403  # no user in context
+    assert _status(handlers.create_cron, _ctx("alice"),
+                   {**aegra, "context": {"user_id": "alice"}}) == 200  # fmt: skip
+    loose = {**aegra, "input": {"dry_run": True}, "context": {"user_id": "alice"}}
+    assert _status(handlers.create_cron, _ctx("alice"), loose) == 403  # cannot be rewritten
+    assert _status(handlers.update_cron, _ctx("alice"), {"cron_id": "c", "enabled": False}) == 200
+    changed = {"cron_id": "c", "input": {"all_users": True}}
+    assert _status(handlers.update_cron, _ctx("alice"), changed) == 403
 
 
 def test_the_custom_routes_are_fastapi_routes() -> None:
