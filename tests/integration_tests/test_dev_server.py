@@ -85,6 +85,8 @@ async def test_two_turns_through_the_server_reach_redis_and_pgvector(
     trim = [e for e in events if e["node"] == "trim_window"]
     assert any(e["kind"] == "scheduled" for e in trim), trim
     assert not any(e["node"] == "summarize" for e in events), "memory ran in the turn's run"
+    history = await sdk.threads.get_history(thread_id, limit=50)
+    assert len(history) == 2, "a turn's one checkpoint each (the graph picks durability exit)"
 
     # the memory run: the same graph, on the thread's memory thread, enqueued by the server
     memory_threads = await sdk.threads.search(metadata={"memory_of": thread_id})
