@@ -7,6 +7,14 @@ latest checkpoint with ``aprune(strategy="keep_latest")`` (langgraph-checkpoint-
 blobs it references, in one transaction per thread on one snapshot, so a run appending to
 the thread meanwhile loses nothing. A thread whose latest checkpoint still has pending
 writes (a step under way, interrupted or crashed) is held whole, not pruned.
+
+Rows deleted free no disk by themselves: Postgres reuses their space once a ``VACUUM``
+has marked it free. Autovacuum does that some time later (by default after a fifth of a
+table has changed); a prune runs it at once on the checkpoint tables (`reclaim`), so the
+next checkpoints fill the space the pruned ones left, and empty pages at a table's end go
+back to the file system. (``VACUUM FULL`` would give back all of it, but it locks the
+tables against every run; a table that only reuses its space is as large as its busiest
+day, not as its history.)
 """
 
 from __future__ import annotations
@@ -15,8 +23,12 @@ from collections.abc import Sequence
 from typing import Literal
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
 
 Verdict = Literal["prune", "in_flight"]
+CHECKPOINT_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+"""LangGraph's checkpoint tables (langgraph-checkpoint-postgres)."""
 
 
 class SaverCheckpoints:
@@ -40,3 +52,19 @@ class SaverCheckpoints:
         """Keep only the latest checkpoint (with its pending writes) of each thread."""
         if thread_ids:
             await self.saver.aprune(list(thread_ids), strategy="keep_latest")
+            await self.reclaim()
+
+    async def reclaim(self) -> None:
+        """``VACUUM`` the checkpoint tables: the pruned rows' space is free for new ones.
+
+        Only for LangGraph's Postgres checkpointer (its connection or pool, in
+        autocommit); another saver keeps its own storage.
+        """
+        conn = getattr(self.saver, "conn", None)
+        statement = f"VACUUM (ANALYZE) {', '.join(CHECKPOINT_TABLES)}"
+        if isinstance(conn, AsyncConnectionPool):
+            async with conn.connection() as connection:
+                await connection.execute(statement)
+        elif isinstance(conn, AsyncConnection):
+            async with self.saver.lock:  # a single connection is shared with the runs
+                await conn.execute(statement)
