@@ -3,8 +3,7 @@
     python -m bench.graph_floor [--turns 200] [--window 20] [--items 23] [--out bench/out]
 
 The graph is `graph.builder.build_builder` as shipped (its `State`, edges and routing
-functions), but every node is a stand-in that does no work (``build_builder``'s ``wrap``
-hook replaces each node):
+functions), but every node is a stand-in that does no work (`stand_ins` replaces each):
 ``load_profile`` writes a profile, ``recall`` writes ``--items`` recalled items shaped
 like the real ones, ``respond`` notes the time and answers, ``trim_window`` keeps the
 last ``--window`` messages. What is left is what
@@ -27,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import sys
 import time
 import uuid
@@ -38,6 +36,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import StateGraph
 
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.harness import main, write_results
@@ -86,13 +85,12 @@ def recalled_items(n: int) -> list[dict[str, Any]]:
     ]
 
 
-def stand_ins(items: int, window: int) -> Callable[[Callable, str], Callable]:
-    """`build_builder`'s ``wrap`` hook: each node replaced by a stand-in doing no work."""
+def stand_ins(builder: StateGraph, items: int, window: int) -> StateGraph:
+    """``builder`` (`build_builder`'s) with each node but ``tools`` a stand-in doing no work."""
     recalled = recalled_items(items)
 
-    def wrap(node: Callable, name: str) -> Callable:
-        @functools.wraps(node)  # LangGraph inspects the (state, runtime) signature
-        async def stand_in(state, runtime):  # noqa: ANN001, ANN202 - the node's signature
+    def stand_in(name: str) -> Callable:
+        async def run(state, runtime):  # noqa: ANN001, ANN202 - the node's signature
             if name == "load_profile":
                 return {"profile": PROFILE}
             if name == "recall":
@@ -107,9 +105,12 @@ def stand_ins(items: int, window: int) -> Callable[[Callable, str], Callable]:
                 return {"messages": [RemoveMessage(id=m.id) for m in old]} if old else {}
             raise RuntimeError(f"graph_floor: {name} is not on a turn's path")
 
-        return stand_in
+        return run
 
-    return wrap
+    for name in [n for n in builder.nodes if n != "tools"]:
+        del builder.nodes[name]  # the shipped edges and routing stay, to the same names
+        builder.add_node(name, stand_in(name))
+    return builder
 
 
 async def _turn(graph: Any, ctx: Context, thread: str, durability: str) -> tuple[float, float]:
@@ -155,7 +156,7 @@ async def run_graph_floor(
         info = await machine_info(env.database_url)
         saver = await stack.enter_async_context(open_checkpointer(env.database_url))
         savers = {"postgres": saver, "memory": InMemorySaver()}
-        builder = build_builder(services, Settings.from_env(), wrap=stand_ins(items, window))
+        builder = stand_ins(build_builder(services, Settings.from_env()), items, window)
         graphs = {kind: builder.compile(checkpointer=s) for kind, s in savers.items()}
         ctx = Context(user_id=f"floor-{tag}")
         samples: dict[str, list[tuple[float, float]]] = {label: [] for label, *_ in VARIANTS}

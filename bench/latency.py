@@ -59,8 +59,7 @@ from bench.latency_report import plot_latency
 from bench.locomo import DEFAULT_DATA
 from bench.locomo_data import load_locomo
 from bench.stats import ms_stats
-from bench.timed_graph import build_baseline_graph
-from bench.timing import CURRENT_TURN, TurnRecord, instrument
+from bench.timing import CURRENT_TURN, TurnRecord, build_baseline_graph, instrument
 from bench.verify import verify_conversation
 from graph.background import LocalScheduler
 from graph.builder import build_graph

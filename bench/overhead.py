@@ -20,11 +20,9 @@ What runs, per size N (ascending):
    (same question, alternating order, so load from other processes hits both alike),
    with an instant fake chat model and local MiniLM embeddings.
 
-Per-node timing: the benchmark graph is built from the project's node functions, each
-wrapped by `bench.timing.timed_node` (``functools.wraps`` keeps the ``(state, runtime)``
-signature LangGraph inspects), bound to the services and the memory tools and wired with
-the edges and routing functions of ``graph/builder.py`` (checked at start-up against
-`build_builder`). Inside the nodes,
+Per-node timing: the benchmark graph is `build_builder`'s, its nodes timed by a LangChain
+callback handler (`bench.timing.NodeTimer`: ``on_chain_start`` to ``on_chain_end`` of each
+node's run). Inside the nodes,
 ``embeddings.aembed_query`` / ``aembed_documents`` and ``MemoryStore.search`` / ``touch``
 / ``add`` / ``summaries_since_reflection`` are wrapped on the live instances, and the fake
 model times its own calls. Recall = the wait for the query embedding (``embed_wait``;
@@ -64,8 +62,13 @@ from bench.overhead_report import (
 from bench.seeding import VectorSource, embed_batched, seed_size
 from bench.sql import explain_recall, prepared_recall_plans
 from bench.stats import ms_stats
-from bench.timed_graph import build_baseline_graph, build_timed_graph
-from bench.timing import CURRENT_TURN, TurnRecord, instrument
+from bench.timing import (
+    CURRENT_TURN,
+    TurnRecord,
+    build_baseline_graph,
+    build_timed_graph,
+    instrument,
+)
 from graph.context import Context
 from memory_graph_agent.services.stores import open_checkpointer, services_session
 from memory_graph_agent.settings import Settings
@@ -265,7 +268,7 @@ async def run_overhead(
                         "memory_token_budget",
                     )
                 },
-                "timing": "nodes wrapped with functools.wraps (bench.timing.timed_node); "
+                "timing": "nodes timed by callbacks (bench.timing.NodeTimer); "
                 "embeddings/search/touch/add wrapped on the live instances",
             },
             "query_embedding_batch": {"texts": len(questions), "seconds": round(query_batch_s, 3)},

@@ -39,14 +39,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import os
 import random
 import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -75,31 +73,14 @@ from bench.peers_report import (
 )
 from bench.render.speed import render_peers_table
 from bench.seeding import VectorSource, embed_batched, seed_size
-from bench.timing import CURRENT_TURN, TurnRecord, instrument, timed_node
+from bench.timing import CURRENT_TURN, TurnRecord, instrument, timed
 from graph.builder import build_builder
 from graph.context import Context
 from graph.prefetch import with_query_prefetch
 from memory_graph_agent.services.stores import open_checkpointer, services_session
 from memory_graph_agent.settings import Settings
 
-RESPOND_AT: ContextVar[list[float] | None] = ContextVar("bench_respond_at", default=None)
 PEER_NAMES = ("mem0", "langgraph", "pgvectorstore")
-
-
-def _read_path_wrap(fn: Callable, name: str) -> Callable:
-    """`timed_node`, and for ``respond`` also the moment it starts (the model call)."""
-    timed = timed_node(fn, name)
-    if name != "respond":
-        return timed
-
-    @functools.wraps(fn)
-    async def respond_marked(state, runtime):  # noqa: ANN001, ANN202 - the node's signature
-        marks = RESPOND_AT.get()
-        if marks is not None and not marks:
-            marks.append(time.perf_counter())
-        return await timed(state, runtime)
-
-    return respond_marked
 
 
 async def _no_memory_run(context: Context, thread_id: str, compress: bool) -> None:
@@ -113,8 +94,8 @@ async def _read_path(
 
     ``durability``: the turn's (`graph.durability`); ``None`` is LangGraph's default.
     """
-    rec, marks = TurnRecord(), []
-    tokens = CURRENT_TURN.set(rec), RESPOND_AT.set(marks)
+    rec = TurnRecord()
+    token = CURRENT_TURN.set(rec)
     try:
         start = time.perf_counter()
         state = await graph.ainvoke(
@@ -125,9 +106,8 @@ async def _read_path(
         )
         turn = time.perf_counter() - start
     finally:
-        CURRENT_TURN.reset(tokens[0])
-        RESPOND_AT.reset(tokens[1])
-    read = marks[0] - start
+        CURRENT_TURN.reset(token)
+    read = rec.starts["respond"] - start
     nodes = rec.nodes
     kinds = [item["kind"] for item in state.get("recalled") or []]
     return {
@@ -234,10 +214,12 @@ async def run_peers(
             from langgraph.checkpoint.memory import InMemorySaver
 
             saver = InMemorySaver()
-        builder = build_builder(services, settings, _no_memory_run, wrap=_read_path_wrap)
-        graph = with_query_prefetch(  # as `graph.builder.build_graph` compiles it
-            builder.compile(checkpointer=saver, name="memory_agent_read_path"),
-            services.query_vectors,
+        builder = build_builder(services, settings, _no_memory_run)
+        graph = timed(  # as `graph.builder.build_graph` compiles it, nodes timed
+            with_query_prefetch(
+                builder.compile(checkpointer=saver, name="memory_agent_read_path"),
+                services.query_vectors,
+            )
         )
 
         questions = [user_question(rng) for _ in range(queries)]

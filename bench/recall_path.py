@@ -6,8 +6,8 @@ Per size N (ascending), the benchmark user holds N memories (and the raw turns o
 newest summaries, up to 50,000) among other users' (``--other-users`` x
 ``--per-other-user``), seeded exactly as `bench.overhead` does (`bench.seeding`: COPY,
 pooled MiniLM vectors plus noise, HNSW rebuilt). The questions are embedded once, up
-front, and the embeddings `retrieve` sees return them at once (`QueryVectors`, which
-also works with code older than ``retrieve(vector=...)``), so every number here is the
+front, and the embeddings `retrieve` sees return them at once (`QueryVectors`), so every
+number here is the
 path after the embedding: the searches, the links, fusion, scoring, token counting and
 the budget. Three passes over the same questions:
 

@@ -1,11 +1,11 @@
 """Where a benchmark turn spends its time: per node and per timed call.
 
-`timed_node` wraps a node function (plain or bound with ``functools.partial``) and
-`instrument` wraps the embedding and pgvector calls of the live `Services`; both report
-into the `TurnRecord` of the running turn, held in a context variable (`CURRENT_TURN`)
-so concurrent turns never mix their numbers. `record_part` is how other timed code (the
-fake chat model of `bench.fake_model`) reports, under the node that runs it
-(`CURRENT_NODE`).
+`NODE_TIMER` (a LangChain callback handler: `timed` binds it to a compiled graph) times
+each node from ``on_chain_start`` to its end, by the node name LangGraph puts in the
+run's metadata (``langgraph_node``), and `instrument` wraps the embedding and pgvector
+calls of the live `Services`; both report into the `TurnRecord` of the running turn, held
+in a context variable (`CURRENT_TURN`) so concurrent turns never mix their numbers.
+`record_part` is how other timed code (the fake chat model of `bench.fake_model`) reports.
 """
 
 from __future__ import annotations
@@ -18,7 +18,10 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
 
 from memory_graph_agent.recall import retrieval
 
@@ -29,6 +32,8 @@ class TurnRecord:
 
     nodes: dict[str, float] = field(default_factory=dict)
     parts: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    starts: dict[str, float] = field(default_factory=dict)
+    """``perf_counter`` at each node's first start (``respond``: the model call's)."""
 
     def add_node(self, name: str, seconds: float) -> None:
         """Add the duration of one node execution."""
@@ -52,9 +57,6 @@ class TurnRecord:
 CURRENT_TURN: contextvars.ContextVar[TurnRecord | None] = contextvars.ContextVar(
     "bench_turn", default=None
 )
-CURRENT_NODE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "bench_node", default=None
-)
 
 
 def on_path(nodes: dict[str, float]) -> float:
@@ -76,44 +78,37 @@ def record_part(part: str, seconds: float) -> None:
         rec.add(part, seconds)
 
 
-def node_name(fn: Callable) -> str:
-    """The name of the node function inside ``functools.partial`` and ``wraps`` layers.
+class NodeTimer(BaseCallbackHandler):
+    """Times every node run of a graph into the `TurnRecord` its run started under."""
 
-    A node may be bound with ``partial`` and wrapped with ``functools.wraps`` (which
-    points ``__wrapped__`` at what it wraps), so both layers are unwrapped.
-    """
-    while True:
-        if isinstance(fn, functools.partial):
-            fn = fn.func
-        elif getattr(fn, "__wrapped__", None) is not None:
-            fn = fn.__wrapped__
-        else:
-            return fn.__name__
+    run_inline = True  # called in the node's own context, no thread hop
+
+    def __init__(self) -> None:
+        self._running: dict[UUID, tuple[TurnRecord, str, float]] = {}
+
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID, **kw: Any) -> None:
+        """A node's run (its name is the metadata's ``langgraph_node``) starts its clock."""
+        node = (kw.get("metadata") or {}).get("langgraph_node")
+        if node is not None and kw.get("name") == node and (rec := CURRENT_TURN.get()):
+            now = time.perf_counter()
+            rec.starts.setdefault(node, now)
+            self._running[run_id] = (rec, node, now)
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kw: Any) -> None:
+        """Add the node's time to its record."""
+        if (run := self._running.pop(run_id, None)) is not None:
+            run[0].add_node(run[1], time.perf_counter() - run[2])
+
+    on_chain_error = on_chain_end
 
 
-def timed_node(fn: Callable, name: str | None = None) -> Callable:
-    """Wrap an async node ``fn(state, runtime)`` (maybe a ``partial``); name it ``name``.
+NODE_TIMER = NodeTimer()
+G = TypeVar("G")
 
-    ``functools.wraps`` keeps what LangGraph inspects (the signature, through
-    ``__wrapped__``); ``name`` defaults to the wrapped function's name (`node_name`).
-    """
-    name = name or node_name(fn)
 
-    @functools.wraps(fn)
-    async def wrapper(state, runtime):  # noqa: ANN001, ANN202 - same signature as the node
-        token = CURRENT_NODE.set(name)
-        start = time.perf_counter()
-        try:
-            return await fn(state, runtime)
-        finally:
-            elapsed = time.perf_counter() - start
-            CURRENT_NODE.reset(token)
-            rec = CURRENT_TURN.get()
-            if rec is not None:
-                rec.add_node(name, elapsed)
-
-    wrapper.__name__ = wrapper.__qualname__ = name
-    return wrapper
+def timed(graph: G) -> G:
+    """``graph`` (compiled) with its nodes timed by `NODE_TIMER` (a copy; same graph)."""
+    return graph.with_config(callbacks=[NODE_TIMER])  # type: ignore[attr-defined]
 
 
 def _timed_call(func: Callable, part: str) -> Callable:
@@ -216,3 +211,34 @@ def instrument(services: Any) -> Iterator[None]:
         for obj, method in patched:
             with contextlib.suppress(AttributeError):
                 object.__delattr__(obj, method)
+
+
+def build_timed_graph(
+    services: Any, checkpointer: Any = None, scheduler: Any = None, settings: Any = None
+) -> Any:
+    """`graph.builder.build_graph`'s graph, every node timed (default `Settings.from_env`)."""
+    from graph.builder import build_builder
+    from graph.prefetch import with_query_prefetch
+    from memory_graph_agent.settings import Settings
+
+    settings = Settings.from_env() if settings is None else settings
+    builder = build_builder(services, settings, scheduler)
+    graph = builder.compile(checkpointer=checkpointer, name="memory_agent_timed")
+    return timed(with_query_prefetch(graph, services.query_vectors))  # as `build_graph` does
+
+
+def build_baseline_graph(checkpointer: Any = None, settings: Any = None) -> Any:
+    """Memory bypassed: the project's `respond` node alone (no memory tools), timed."""
+    from langgraph.graph import END, START, StateGraph
+
+    from graph.context import Context
+    from graph.state import InputState, State
+    from memory_graph_agent.settings import Settings
+    from nodes.respond import respond
+
+    settings = Settings.from_env() if settings is None else settings
+    builder = StateGraph(State, input_schema=InputState, context_schema=Context)
+    builder.add_node("respond", functools.partial(respond, settings=settings))
+    builder.add_edge(START, "respond")
+    builder.add_edge("respond", END)
+    return timed(builder.compile(checkpointer=checkpointer, name="respond_only"))

@@ -17,7 +17,7 @@ search-free ``recall_mode='flat'``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -227,7 +227,6 @@ async def retrieve(
     *,
     budget: int | None = None,
     touch: bool = True,
-    vector: list[float] | Awaitable[list[float]] | None = None,
     shown: set[str] | None = None,
 ) -> Retrieval:
     """Search every long-term tier for ``query``, score, and fill the token budget.
@@ -243,9 +242,6 @@ async def retrieve(
         budget: Token budget of the kept items; defaults to ``settings.window.memory_token_budget``.
         touch: Record the access of the kept summaries/reflections (recency signal);
             ``False`` for read-only views such as ``memory show --query``.
-        vector: ``query``'s embedding, or the embedding still running, when the caller
-            already has it (benchmarks with pre-embedded queries); otherwise the one
-            started ahead for ``query`` (`services.query_vectors`), or a new one.
         shown: Ids of the messages the prompt already shows (the ``recall`` node's
             state); ``None`` reads the thread's Redis window for them.
 
@@ -266,7 +262,7 @@ async def retrieve(
             search_channels(  # the keyword search and the window overlap the embedding
                 services,
                 search,
-                services.query_vectors.embed(query) if vector is None else vector,
+                services.query_vectors.embed(query),
                 CHANNELS,
             ),
             _shown(services, ctx.user_id, thread_id, shown),

@@ -238,9 +238,7 @@ async def test_graph_floor_benchmark_tiny(memory_env, tmp_path):
 
 async def test_graph_floor_runs_the_shipped_graph_with_stand_in_nodes(settings, services):
     """The shipped edges and State carry the stand-ins' writes: a turn's path, no real node."""
-    graph = build_builder(services, settings, wrap=stand_ins(3, 4)).compile(
-        checkpointer=InMemorySaver()
-    )
+    graph = stand_ins(build_builder(services, settings), 3, 4).compile(checkpointer=InMemorySaver())
     ctx, config = Context(user_id="floor-check"), {"configurable": {"thread_id": uuid.uuid4().hex}}
     for i in range(5):
         state = await graph.ainvoke({"messages": [HumanMessage(f"q{i}")]}, config, context=ctx)
