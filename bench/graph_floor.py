@@ -39,8 +39,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import StateGraph
 
 from bench.env import EMBEDDING, isolated_services, machine_info
-from bench.harness import main, write_results
-from bench.stats import ms_stats
+from bench.harness import main, ms_stats, write_results
 from graph.builder import build_builder
 from graph.context import Context
 from memory_graph_agent.services.stores import open_checkpointer, services_session

@@ -58,8 +58,7 @@ from bench.clock import age_stores
 from bench.content import memory_text, user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
-from bench.harness import main, write_results
-from bench.stats import ms_stats
+from bench.harness import main, ms_stats, write_results
 from graph.background import LocalScheduler
 from graph.builder import build_graph
 from graph.context import Context

@@ -22,9 +22,11 @@ import inspect
 import json
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 SCENARIOS = (
     "locomo",
@@ -183,6 +185,17 @@ def write_results(
     fig.savefig(png_path, dpi=dpi)
     plt.close(fig)
     return json_path, png_path
+
+
+def ms_stats(seconds: Sequence[float]) -> dict[str, float | int | None]:
+    """n, p50, p95, p99, mean, min, max in milliseconds (None when empty)."""
+    if not seconds:
+        return {"n": 0, **dict.fromkeys(("p50", "p95", "p99", "mean", "min", "max"))}
+    a = np.asarray(seconds, dtype=float) * 1000.0
+    p50, p95, p99 = (round(float(np.percentile(a, q)), 3) for q in (50, 95, 99))
+    return {"n": int(a.size), "p50": p50, "p95": p95, "p99": p99,
+            "mean": round(float(a.mean()), 3), "min": round(float(a.min()), 3),
+            "max": round(float(a.max()), 3)}  # fmt: skip
 
 
 def say(quiet: bool, *args: Any) -> None:

@@ -107,12 +107,7 @@ async def run_benchmark(
         "machine": machine,
         "runs": runs,
     }
-    write_results(out, "ingestion", report)
-    for r in runs:
-        print(
-            f"{r['mode']:5} {r['model'] or '':16} {r['turns']} turns in "
-            f"{r['seconds']:.0f} s: {r['turns_per_s']:.2f} turns/s, stored {r['stored']}"
-        )
+    write_results(out, "ingestion", report, show=("ingestion-table",))
     return report
 
 

@@ -77,7 +77,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.env import EMBEDDING, isolated_services, machine_info
-from bench.harness import main, write_results
+from bench.harness import main, say, write_results
 from bench.locomo_cv import cross_validate, default_key, grid_points, point_key
 from bench.locomo_data import Conversation, Question, load_locomo
 from bench.locomo_pipeline import (
@@ -102,7 +102,6 @@ from bench.locomo_report import (
     data_summary,
     git_commit,
     plot,
-    print_table,
     progress_bar,
     run_config,
 )
@@ -293,9 +292,9 @@ async def run_benchmark(
     }
     for r in records:  # the grid's tokens are summed up by cross_validated; its recall
         r.pop("grid_tokens")  # stays per question, for bench.joint_cv
-    write_results(out, "locomo", report, plot)
-    if not quiet:
-        print_table(report)
+    write_results(out, "locomo", report, plot, show=() if quiet else ("locomo-table",))
+    counts = {k: v for k, v in report["defects"]["counts"].items() if v}
+    say(quiet, f"data defects: {counts}; chat model calls: {guard.calls}")
     return report
 
 

@@ -115,3 +115,22 @@ def cross_validate(
         "in_sample_overall_1_4": {k: round(overall(records, k), 4) for k in keys},
         "folds": folds,
     }
+
+
+def parse_grid(text: str) -> dict[str, tuple[Any, ...]]:
+    """``--grid 'a=0,0.5;b=5'`` as ``{"a": (0.0, 0.5), "b": (5,)}``, typed like the setting.
+
+    Settings go by their environment names in lower case (``neighbour_weight``), as
+    `Settings.override` takes them.
+    """
+    defaults = Settings().by_name()
+    grid: dict[str, tuple[Any, ...]] = {}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        name, _, values = part.partition("=")
+        if name not in defaults:  # a recall weight by its own name (`RecallWeights`)
+            raise ValueError(f"unknown setting {name!r}")
+        # typed and checked as the environment's values are
+        grid[name] = tuple(
+            Settings().override(**{name: v.strip()}).by_name()[name] for v in values.split(",")
+        )
+    return grid

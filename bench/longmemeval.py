@@ -50,8 +50,7 @@ from langchain_core.messages import HumanMessage
 
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.harness import main, write_results
-from bench.knobs import parse_grid
-from bench.locomo_cv import GRID, grid_points, point_key
+from bench.locomo_cv import GRID, grid_points, parse_grid, point_key
 from bench.locomo_pipeline import (
     RECALL_K,
     GuardChatModel,
@@ -77,13 +76,11 @@ from bench.locomo_scoring import (
     rrf,
 )
 from bench.longmemeval_data import QUESTION_TYPES, Haystack, load_longmemeval
-from bench.longmemeval_report import plot, print_table
+from bench.longmemeval_report import plot
 from bench.seeding import embed_batched
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.services.stores import Services, services_session
-from memory_graph_agent.settings import Settings
 
-DEFAULTS = Settings().by_name()
 DEFAULT_DATA = os.environ.get(
     "LONGMEMEVAL_DATA", "/work/shared/data/longmemeval/longmemeval_s_dev60.json"
 )
@@ -369,9 +366,7 @@ async def run_benchmark(
         "haystacks": infos,
         "questions": records,
     }
-    write_results(out, "longmemeval", report, plot)
-    if not quiet:
-        print_table(report)
+    write_results(out, "longmemeval", report, plot, show=() if quiet else ("longmemeval-table",))
     return report
 
 

@@ -1,4 +1,4 @@
-"""The report of `bench.longmemeval`: its printed table and its plot."""
+"""The plot of `bench.longmemeval` (its table is `bench.render.quality`'s)."""
 
 from __future__ import annotations
 
@@ -7,22 +7,6 @@ from typing import Any
 import numpy as np
 
 from bench.longmemeval_data import QUESTION_TYPES
-
-
-def print_table(report: dict[str, Any]) -> None:
-    """Turn recall per question type, session recall and tokens overall."""
-    results = report["results"]
-    types = [t for t in QUESTION_TYPES if t in results["memory_in_budget"]["turn_recall"]]
-    head = ["method", *[t[:14] for t in types], "turn", "session", "tokens"]
-    print(" | ".join(f"{h:>14}" for h in head))
-    for method, r in results.items():
-        cells = [r["turn_recall"].get(t) for t in types]
-        cells += [r["turn_recall"]["overall"], r["session_recall"]["overall"]]
-        row = [f"{c:.3f}" if c is not None else "-" for c in cells]
-        row.append(f"{r['tokens']['overall']:.0f}")
-        print(" | ".join(f"{x:>14}" for x in [method, *row]))
-    t = report["ingestion"]
-    print(f"ingestion: {t['turns']} turns in {t['replay_s']:.0f} s, {t['turns_per_s']:.1f} turns/s")
 
 
 def plot(report: dict[str, Any], plt: Any) -> Any:

@@ -51,17 +51,15 @@ from langgraph.checkpoint.memory import InMemorySaver
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
-from bench.harness import main, say, write_results
+from bench.harness import main, ms_stats, say, write_results
 from bench.overhead_report import (
     PEERS_SEARCH_P50_MS,
     plot_overhead,
-    print_size,
     summarize_baseline,
     summarize_full,
 )
 from bench.seeding import VectorSource, embed_batched, seed_size
 from bench.sql import explain_recall, prepared_recall_plans
-from bench.stats import ms_stats
 from bench.timing import (
     CURRENT_TURN,
     TurnRecord,
@@ -238,7 +236,8 @@ async def run_overhead(
                     },
                 }
             )
-            print_size(results[-1])
+            turn = results[-1]["full"]["turn"]
+            say(quiet, f"[overhead] size {size}: turn p50 {turn['p50']} ms, p95 {turn['p95']} ms")
 
         data = {
             "benchmark": "overhead",

@@ -68,10 +68,8 @@ from bench.peer_stores import (
 from bench.peers_report import (
     READ_PATHS,
     plot_peers,
-    print_size,
     summarize_size,
 )
-from bench.render.speed import render_peers_table
 from bench.seeding import VectorSource, embed_batched, seed_size
 from bench.timing import CURRENT_TURN, TurnRecord, instrument, timed
 from graph.builder import build_builder
@@ -318,7 +316,7 @@ async def run_peers(
                     },
                 )
             )
-            print_size(results[-1])
+            say(quiet, f"[peers] size {size} done")
 
         data = {
             "benchmark": "peers",
@@ -346,8 +344,7 @@ async def run_peers(
             "layout_check": layout,
             "sizes": results,
         }
-    paths = write_results(out, "peers", data, plot_peers)
-    print(render_peers_table(Path(out)))
+    paths = write_results(out, "peers", data, plot_peers, show=("peers-table", "peers-parts"))
     say(quiet, f"[peers] wrote {' and '.join(map(str, paths))}")
     return data
 

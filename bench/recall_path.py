@@ -6,10 +6,10 @@ Per size N (ascending), the benchmark user holds N memories (and the raw turns o
 newest summaries, up to 50,000) among other users' (``--other-users`` x
 ``--per-other-user``), seeded exactly as `bench.overhead` does (`bench.seeding`: COPY,
 pooled MiniLM vectors plus noise, HNSW rebuilt). The questions are embedded once, up
-front, and the embeddings `retrieve` sees return them at once (`QueryVectors`), so every
-number here is the
-path after the embedding: the searches, the links, fusion, scoring, token counting and
-the budget. Three passes over the same questions:
+front, and the embeddings `retrieve` sees return them at once (a filled
+`bench.locomo_pipeline.QueryCache`), so every number here is the path after the
+embedding: the searches, the links, fusion, scoring, token counting and the budget.
+Three passes over the same questions:
 
 1. **timed**: `retrieve` end to end, nothing wrapped (p50/p95 of the whole path);
 2. **phases**: the store calls and the ranking steps wrapped with timers on the live
@@ -44,9 +44,9 @@ from typing import Any
 
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
-from bench.harness import main, write_results
+from bench.harness import main, ms_stats, write_results
+from bench.locomo_pipeline import QueryCache
 from bench.seeding import VectorSource, embed_batched, seed_size
-from bench.stats import fmt, ms_stats
 from graph.context import Context
 from memory_graph_agent.recall import linking, ranking, retrieval
 from memory_graph_agent.services.stores import services_session
@@ -75,17 +75,6 @@ RANKING_STEPS = (
     (ranking, "rrf"),
 )
 """(module, function) timed in the phases pass, when the code has them."""
-
-
-class QueryVectors:
-    """The run's query vectors by text, returned at once (no thread hop, no model)."""
-
-    def __init__(self, vectors: dict[str, list[float]]) -> None:
-        self.vectors = vectors
-
-    async def aembed_query(self, text: str) -> list[float]:
-        """The stored vector of ``text``."""
-        return self.vectors[text]
 
 
 PHASES: dict[str, list[float]] = {}
@@ -182,19 +171,6 @@ async def measure(
     }
 
 
-def print_size(row: dict[str, Any]) -> None:
-    """One size's numbers as a small table."""
-    t = row["retrieve_after_embedding"]
-    print(
-        f"\n== {row['size']:,} memories of the user ({row['bench_user_turns']:,} turns), "
-        f"load {row['loadavg_after'][0]:.2f}: retrieve after the embedding "
-        f"p50 {fmt(t['p50'])} / p95 {fmt(t['p95'])} ms, "
-        f"{row['mean_items']} items of {row['mean_candidates']} candidates"
-    )
-    for name, s in row["phases"].items():
-        print(f"   {name:<28} p50 {fmt(s['p50'], 3):>8}  p95 {fmt(s['p95'], 3):>8}  n={s['n']}")
-
-
 def plot(data: dict[str, Any], plt: Any) -> Any:
     """p50 and p95 of `retrieve` after the embedding, per size."""
     rows = data["sizes"]
@@ -245,7 +221,8 @@ async def run_recall_path(
         source = VectorSource("perturbed", services.embeddings, rng, pool=pool)
         questions = [user_question(rng) for _ in range(queries)]
         vectors = (await embed_batched(services.embeddings, questions)).tolist()
-        lookup = QueryVectors(dict(zip(questions, vectors, strict=True)))
+        lookup = QueryCache(services.embeddings)
+        lookup.vectors.update(zip(questions, vectors, strict=True))
         fast = replace(services, embeddings=lookup)
         have = sum((await services.memories.count(user)).values())
         first = have == 0
@@ -276,8 +253,6 @@ async def run_recall_path(
                 "loadavg_after": list(os.getloadavg()),
             }
             results.append(row)
-            if not quiet:
-                print_size(row)
     data = {
         "benchmark": "recall_path",
         "machine": info,
@@ -306,7 +281,8 @@ async def run_recall_path(
         },
         "sizes": results,
     }
-    json_path, _png = write_results(out, "recall_path", data, plot, dpi=120)
+    show = () if quiet else ("recall-path-table",)
+    json_path, _png = write_results(out, "recall_path", data, plot, dpi=120, show=show)
     say(f"wrote {json_path}")
     return data
 

@@ -44,7 +44,7 @@ from langchain_core.messages import HumanMessage
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_faulty_model
-from bench.harness import main, parser, say, write_results
+from bench.harness import main, ms_stats, parser, say, write_results
 from bench.soak_faults import Servers, WorkerKill, inject, private_home, schedule
 from bench.soak_maintenance import Maintainer, checkpoint_storage
 from bench.soak_report import (
@@ -52,13 +52,11 @@ from bench.soak_report import (
     exact_rows,
     failure_causes,
     plot_soak,
-    print_soak,
     recovery,
     sample_growth,
     uptime,
     verify_soak,
 )
-from bench.stats import ms_stats
 from graph.background import LocalScheduler
 from graph.builder import build_graph
 from graph.context import Context
@@ -331,9 +329,9 @@ async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
     }
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    write_results(out, "soak", data, lambda d, plt: plot_soak(d, records, plt), dpi=100)
+    show = ("soak-summary", "soak-recovery")
+    write_results(out, "soak", data, lambda d, plt: plot_soak(d, records, plt), 100, show)
     write_results(out, "soak_turns", records)  # every turn: when, ok, degraded by what
-    print_soak(data)
     return data
 
 

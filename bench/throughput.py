@@ -33,8 +33,7 @@ from langchain_core.messages import HumanMessage
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
-from bench.harness import main, parse_ints, say, write_results
-from bench.stats import fmt, ms_stats
+from bench.harness import main, ms_stats, parse_ints, say, write_results
 from bench.timing import CURRENT_TURN, TurnRecord, instrument
 from bench.verify import verify_conversation
 from graph.background import LocalScheduler
@@ -229,7 +228,7 @@ async def run_throughput(
                 "verification": verification,
             }
             levels.append(level)
-            _print_level(level)
+            say(quiet, f"[throughput] {level['concurrency']}: {level['turns_per_s']} turns/s")
 
         data = {
             "benchmark": "throughput",
@@ -255,20 +254,6 @@ async def run_throughput(
     write_results(out, "throughput", data, plot_throughput, show=("throughput-table",))
     say(quiet, f"[throughput] wrote {out / 'throughput.json'} and {out / 'throughput.png'}")
     return data
-
-
-def _print_level(level: dict[str, Any]) -> None:
-    v = level["verification"]
-    status = "OK" if v["ok"] else "FAILED"
-    print(
-        f"concurrency {level['concurrency']}: {level['turns']} turns in "
-        f"{level['elapsed_s']:.1f} s = {level['turns_per_s']:.2f} turns/s, "
-        f"p95 {fmt(level['latency']['p95'])} ms, errors {level['errors']}; "
-        f"{v['left_window']} messages left {v['conversations']} windows: "
-        f"{v['summarized']} in summaries, {v['pending']} pending, "
-        f"{v['lost']} lost, {v['duplicated']} duplicated [{status}]",
-        flush=True,
-    )
 
 
 def plot_throughput(data: dict[str, Any], plt: Any) -> Any:
