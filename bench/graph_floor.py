@@ -1,25 +1,15 @@
 """LangGraph's own cost on a turn's read path: the shipped graph with stand-in nodes.
 
-    python -m bench.graph_floor [--turns 200] [--window 20] [--items 23] [--out bench/out]
+    python -m bench graph_floor [--turns 200] [--window 20] [--items 23] [--out bench/out]
 
-The graph is `graph.builder.build_builder` as shipped (its `State`, edges and routing
-functions), but every node is a stand-in that does no work (`stand_ins` replaces each):
-``load_profile`` writes a profile, ``recall`` writes ``--items`` recalled items shaped
-like the real ones, ``respond`` notes the time and answers, ``trim_window`` keeps the
-last ``--window`` messages. What is left is what
-LangGraph (and the checkpointer) costs a turn before the model is called, whatever
-the memory does: the floor under the read path's "graph overhead".
-
-Variants, interleaved turn by turn (each on its own thread, the order rotated so load
-from other processes hits all alike): the Postgres checkpointer with durability
-``"async"`` (LangGraph's default: a step's checkpoint written beside the next step),
-``"exit"`` (one checkpoint, when the run ends) and ``"sync"``, and LangGraph's in-memory
-saver. Reported: ms from ``ainvoke`` to the start of
-``respond`` (p50 / p95 / p99) and the whole run. Writes ``graph_floor.json`` and
-``graph_floor.png``.
-
-Runs on its own database and Redis key prefix (dropped at the end), like the other
-benchmarks; Redis and the embeddings are opened only because `build_builder` binds them.
+`graph.builder.build_builder`'s graph (its `State`, edges and routing) with every node a
+stand-in that does no work (`stand_ins`): ``load_profile`` writes a profile, ``recall``
+``--items`` items shaped like the real ones, ``respond`` notes the time and answers,
+``trim_window`` keeps the last ``--window`` messages. What is left is what LangGraph and
+the checkpointer cost a turn before the model is called: the floor under the read path's
+"graph overhead". Variants (`VARIANTS`: the Postgres checkpointer with each durability,
+and the in-memory saver) take turns, each on its own thread, the order rotated; reported:
+ms from ``ainvoke`` to the start of ``respond``, and the whole run.
 """
 
 from __future__ import annotations

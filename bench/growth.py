@@ -1,43 +1,22 @@
 """Growth: what each user's storage costs as conversations go on, retention on and off.
 
-    python -m bench.growth [--users 20] [--turns 3000] [--every 250] [--days-per-pass 20]
-                           [--out bench/out]
+    python -m bench growth [--users 20] [--turns 3000] [--every 250] [--days-per-pass 20]
 
-Each user talks through the compiled graph (`graph.builder.build_graph` with a
-`LocalScheduler` and the Postgres checkpointer, the instant fake model of
-`bench.fake_model`), starting a new thread every ``--session-turns`` turns as a returning
-user does; users take turns round-robin. Every ``--every`` turns per user, memory is
-drained, ``--days-per-pass`` days go by and the ``maintenance`` graph runs for all users
-(checkpoint retention through `memory_graph_agent.storage.checkpoints.SaverCheckpoints`),
-then storage is measured: Redis bytes by key kind (``MEMORY USAGE``) and Postgres bytes per
-table group: the live rows' bytes, and the tables' size on disk with indexes and TOAST
-after a plain VACUUM (autovacuum's job in production; files keep deleted rows' space, new
-rows reuse it); and the memories per user (rows, active ones, superseded ones).
-The whole run is made twice, in two fresh databases: ``checkpoint_retention="keep_latest"``
-and ``"off"``.
-
-Simulated time: the product only reads the real clock, so days "go by" as `bench.clock`
-moves every stored timestamp that decay, expiry, eviction, compaction and decision
-retention read back by ``--days-per-pass`` days (memories' ``created_at``,
-``last_accessed_at`` and ``expires_at``, decisions' ``decided_at``, the Redis profile's
-facts, history and tombstones; Redis key TTLs are shortened by as much, and a key whose
-TTL runs out is deleted; its docstring says what is not aged and why), with SQL UPDATEs
-and Redis writes on the run's own database and key prefix. The pass after it then expires,
-evicts and prunes as it would that many days later. A partial last interval ages in
-proportion. The default, 20 days per 250 turns, makes the default run 240 days: with the
-default ``ttl_policy`` a 7-day memory goes at the next pass and a 30-day one (a summary's)
-at the one after, and the 180 days of eviction and decision retention are reached from
-the ninth pass (day 180) on. The turns of an interval all happen at its start in simulated
-time, so at a pass everything stored since the last one is ``--days-per-pass`` old: a
-memory whose TTL is not longer than that goes at the next pass (more memories die than
-with turns spread over the days; a smaller value decays finer). ``--days-per-pass 0``:
-no simulated time, memories keep their expiry and age and decay removes none.
+Users talk round-robin through the compiled graph (`graph.builder.build_graph`, a
+`LocalScheduler`, the Postgres checkpointer and the instant fake model), a new thread every
+``--session-turns`` turns. Every ``--every`` turns per user, memory is drained,
+``--days-per-pass`` simulated days go by (`bench.clock.age_stores`: a partial last interval
+in proportion; 0: none) and the ``maintenance`` graph runs for all users; then storage is
+measured: Redis bytes by key kind (``MEMORY USAGE``), Postgres bytes per table group (the
+live rows', and on disk after a plain VACUUM) and the memories per user (rows, active,
+superseded). Twice, each in a fresh database: ``checkpoint_retention="keep_latest"`` and
+``"off"``. The turns of an interval all happen at its start in simulated time, so a memory
+whose TTL is not longer than ``--days-per-pass`` goes at the next pass.
 
 Reported: bytes per user per 1,000 turns at the end, per store and table group; per
-measurement the simulated day, the memories per user and what maintenance removed; the
-growth curve (bytes per user against turns per user and simulated days) of each run; and
-p50/p95 of the read path (`retrieve`, the recall node's search, embedding included) on
-``--queries`` questions at the first and the last measurement.
+measurement the simulated day, the memories per user and what maintenance removed; and
+p50/p95 of the read path (`retrieve`, embedding included) on ``--queries`` questions at the
+first and the last measurement.
 """
 
 from __future__ import annotations

@@ -1,42 +1,19 @@
 """Time to first token, to the reply and to the next turn, with a model of realistic speed.
 
-    python -m bench.latency [--turns 120] [--first-token 0.3] [--tokens-per-s 40]
+    python -m bench latency [--turns 120] [--first-token 0.3] [--tokens-per-s 40]
                             [--cost-conversations 2] [--modes respond_only,background,...]
-                            [--out bench/out]
 
-One conversation of ``--turns`` LoCoMo turns (conversation 1 of the dev set, said by
-its speakers as the user), through each agent of ``--modes`` (default: all) on the same
-Redis, Postgres and checkpointer, each with a fresh `bench.fake_model.PacedChatModel`
-(every call, reply and memory alike, waits ``--first-token`` and then streams
-``--tokens-per-s``):
-
-- ``respond_only``: the project's ``respond`` node alone (no memory);
-- ``inline``: the memory graph, memory formed inside each turn's run;
-- ``background``: the memory graph as shipped (`graph.background.LocalScheduler`);
-- ``agent_only``: a LangChain ``create_agent`` agent with no middleware (no memory);
-- ``middleware_background``: the same agent with `MemoryMiddleware`, its memory runs on
-  the same scheduler as ``background``'s.
-
-What memory adds is measured against the run's memory-less twin: ``agent_only`` for the
-middleware when it ran, else (and for our graph) ``respond_only``.
-
-Each turn streams (``stream_mode=["messages", "updates"]``). Per turn: time to the first
-reply token (TTFT), to the whole reply, to the end of the turn's run, and how long the
-*next* turn waits (the user sends it as soon as the reply is complete; the thread takes
-it when the run has ended). Turns are split into those that formed memory (inline: ran
-summarize; background: handed work to a memory run) and the others. "Memory adds to
-TTFT" is each turn's TTFT minus the respond-only TTFT of the same turn, reported whole
-and without the query embedding: minus the time recall waited for it (``embed_wait``;
-``recall`` runs beside ``load_profile``, and its keyword search and window read beside
-the embedding, so what they overlap is not waited for); its own duration is reported
-apart. What remains is the critical path's cost beyond the embedding. Then the
-background runs are drained and every message is checked to be in exactly one summary
-(`bench.verify`).
-
-Memory's own model cost: ``--cost-conversations`` whole LoCoMo conversations replayed
-with the instant fake model, memory inline (each batch of ``summary_batch`` messages
-summarized as it is due: what a user slower than memory costs; background runs of a
-faster replay coalesce into larger, fewer batches); calls and tokens per turn by
+``--turns`` LoCoMo turns through each agent of ``--modes`` (`MODES`: our ``respond`` node
+alone, our graph with memory inline or in the background, ``create_agent`` without and
+with `MemoryMiddleware`), each with a fresh `bench.fake_model.PacedChatModel`, streaming.
+Per turn: time to the first reply token (TTFT), to the whole reply, to the end of the
+run, and how long the next turn waits; turns that formed memory apart (docs/benchmarks.md).
+"Memory adds to TTFT" is each turn's TTFT minus that of the same turn of the run's
+memory-less twin (``agent_only`` for the middleware when it ran, else ``respond_only``),
+whole and minus what recall waited for the query embedding (``embed_wait``). Then the
+background runs are drained and every message checked to be in exactly one summary
+(`bench.verify`). Memory's own model cost: ``--cost-conversations`` whole conversations
+replayed with the instant fake model, memory inline; calls and tokens per turn by
 purpose, from the per-user totals (`memory_graph_agent.storage.costs`).
 """
 

@@ -1,35 +1,18 @@
 """LongMemEval evidence recall of the memory pipeline, against retrieval baselines.
 
-The product's own setting: one user talks to an assistant over ~48 dated sessions, with
-long replies and facts that change, then asks something that depends on an old session.
-Each question's haystack is its own user (`bench.longmemeval_data`):
+    python -m bench longmemeval [--per-type N] [--offset K] [--budget 1800]
 
-* **Replay.** Sessions, in date order, become threads of their own. Each exchange (the
-  user's message and the assistant's replies) enters as one live turn would, the user's
-  turns as ``HumanMessage`` and the assistant's as ``AIMessage``, stamped with their
-  session's date, through the project's memory nodes (``trim_window → summarize →
-  consolidate → reflect``, raw summaries, no model: `bench.locomo_pipeline`). Every
-  session but the last then ends (``end_session``), which archives its window.
-* **The question** is asked twice, through the project's ``recall`` node with
-  ``memory_token_budget`` = the budget. First in the last session's thread, before it
-  ends, as a user who goes on talking would ask it: the thread's window (its token share,
-  at least the newest two turns) and the recalled memories stay within the budget together
-  (``memory_in_thread``). Then that session ends too, and the question opens a session of
-  its own at ``question_date``, as LongMemEval poses it: recall has the whole budget
-  (``memory_in_budget``, the headline, and every grid point of `bench.locomo_cv.GRID`).
-* **Measures**, per method: turn-level evidence recall (the ``has_answer`` turns present
-  in the context: the window, or the provenance of a recalled memory), session-level
-  recall (``answer_session_ids`` with at least one turn in the context) and, for
-  knowledge-update questions, whether the newest evidence is in the context
-  (``newest_in``) and ranked above every stale one that is (``newest_first``).
-* **Baselines** on the same turns, embeddings and budget (`bench.locomo_scoring`): the
-  window (the last ``window_size`` messages of the question's thread), dense, BM25,
-  hybrid RRF and dense over 5-turn chunks.
-* **Ingestion throughput**: replayed turns per second (raw summaries, no model).
-
-    .venv/bin/python -m bench.longmemeval [--per-type N] [--offset K] [--budget 1800]
-
-Writes ``<out>/longmemeval.json`` and ``<out>/longmemeval.png`` and prints a table.
+Each question's haystack (`bench.longmemeval_data`) is its own user: its sessions, in date
+order, become threads; each exchange enters through the memory nodes as one live turn
+would (`bench.locomo_pipeline`, raw summaries, no model), and every session but the last
+then ends. The question goes through the ``recall`` node within the budget twice: in the
+last session's thread before it ends, beside its window (``memory_in_thread``), then in a
+session of its own at ``question_date`` (``memory_in_budget``, the headline, and every
+point of `bench.locomo_cv.GRID`). Per method: turn-level and session-level evidence recall
+and, for knowledge updates, whether the newest evidence is in the context (``newest_in``)
+and above every stale one (``newest_first``); baselines as `bench.locomo`'s; and the
+replay's turns per second (docs/benchmarks.md). Writes ``<out>/longmemeval.json`` and
+``<out>/longmemeval.png`` and shows the docs' table.
 """
 
 from __future__ import annotations
@@ -76,7 +59,6 @@ from bench.locomo_scoring import (
     rrf,
 )
 from bench.longmemeval_data import QUESTION_TYPES, Haystack, load_longmemeval
-from bench.longmemeval_report import plot
 from bench.seeding import embed_batched
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.services.stores import Services, services_session
@@ -368,6 +350,26 @@ async def run_benchmark(
     }
     write_results(out, "longmemeval", report, plot, show=() if quiet else ("longmemeval-table",))
     return report
+
+
+def plot(report: dict[str, Any], plt: Any) -> Any:
+    """Turn-level recall per question type, one bar per method."""
+    results = report["results"]
+    types = [t for t in QUESTION_TYPES if t in results["memory_in_budget"]["turn_recall"]]
+    groups = [*types, "overall"]
+    fig, ax = plt.subplots(figsize=(12, 4.5))
+    width = 0.8 / len(results)
+    for n, (method, r) in enumerate(results.items()):
+        values = [r["turn_recall"].get(g) or 0.0 for g in groups]
+        ax.bar(np.arange(len(groups)) + n * width, values, width, label=method)
+    ax.set_xticks(np.arange(len(groups)) + 0.4 - width / 2, groups, rotation=15, fontsize=8)
+    ax.set_ylabel("turn-level evidence recall")
+    ax.set_title(
+        f"LongMemEval dev: {report['data']['questions']} questions, budget "
+        f"{report['config']['budget_tokens']} tokens (window included)"
+    )
+    ax.legend(fontsize=7, ncol=4)
+    return fig
 
 
 def flags(p: argparse.ArgumentParser) -> None:

@@ -1,36 +1,17 @@
 """Per-turn overhead of the memory graph vs the same agent without memory.
 
-    python -m bench.overhead [--sizes 1000,10000,100000] [--turns 200] [--out bench/out]
+    python -m bench overhead [--sizes 1000,10000,100000] [--turns 200] [--out bench/out]
 
-What runs, per size N (ascending):
-
-1. The benchmark user gets N stored memories (10 summaries then a reflection, repeated,
-   with provenance and timestamps), other users get ``--other-users`` x
-   ``--per-other-user`` (9 x 1000 by default: at N=1000 that is the peers' setup, 10k
-   memories over 10 users; at N=100000 the table holds 109k rows). Rows are generated,
-   vectors made per ``--vectors`` (default ``perturbed``: a pool of texts embedded with
-   MiniLM in batches, each row a pooled embedding plus noise; ``real`` embeds every
-   row in batches; ``random``), and bulk-loaded with ``COPY`` into ``memories_384``
-   with every metadata column and ``stored_at``. The HNSW index is dropped before the
-   load and rebuilt after it (timed), then ``VACUUM ANALYZE``.
-2. ``EXPLAIN`` of the exact recall SQL (captured from SQLAlchemy) with its ``SET LOCAL``
-   options: custom plan (EXPLAIN ANALYZE) and the generic plan of a prepared statement.
-3. Search only: ``MemoryStore.search`` with pre-embedded queries (what the peers report).
-4. Turns: the full memory graph and the respond-only graph, interleaved turn by turn
-   (same question, alternating order, so load from other processes hits both alike),
-   with an instant fake chat model and local MiniLM embeddings.
-
-Per-node timing: the benchmark graph is `build_builder`'s, its nodes timed by a LangChain
-callback handler (`bench.timing.NodeTimer`: ``on_chain_start`` to ``on_chain_end`` of each
-node's run). Inside the nodes,
-``embeddings.aembed_query`` / ``aembed_documents`` and ``MemoryStore.search`` / ``touch``
-/ ``add`` / ``summaries_since_reflection`` are wrapped on the live instances, and the fake
-model times its own calls. Recall = the wait for the query embedding (``embed_wait``;
-its keyword search runs beside it) + search + the rest, and
-"excluding embedding" figures subtract that wait and the summary embeddings (and, in the
-second figure, the fake model's calls).
-
-Everything is written under a fresh database and Redis key prefix, dropped at the end.
+Per size (ascending): the benchmark user's memories and other users' are seeded
+(`bench.seeding`: ``COPY``, vectors per ``--vectors``, the HNSW index rebuilt after the
+load, timed); the exact recall SQL is explained (`bench.sql`: the custom plan analysed and
+the generic plan of a prepared statement); ``MemoryStore.search`` is timed on pre-embedded
+queries (what the peers report); then the full memory graph (memory inline) and the
+respond-only graph take turns, interleaved with alternating order, on an instant fake
+model. Nodes are timed by callbacks (`bench.timing.NodeTimer`), the embedding and store
+calls on the live instances (`bench.timing.instrument`), and the fake model times its own
+calls; "excluding embedding" figures subtract what recall waited for the query embedding
+(``embed_wait``) and the summary embeddings (and, in the second, the fake model's calls).
 """
 
 from __future__ import annotations

@@ -1,38 +1,21 @@
 """Our read path against the memory layers people use, on one Postgres, in one run.
 
-    python -m bench.peers [--sizes 1000,10000,100000] [--queries 200] [--out bench/out]
+    python -m bench peers [--sizes 1000,10000,100000] [--queries 200] [--out bench/out]
 
 Needs the ``peers`` extra (``pip install -c constraints.txt -e '.[local,dev,peers]'``);
 a peer whose package is missing is reported as unavailable and the others still run.
 
-Per size N (ascending), the benchmark user holds N memories among other users'
-(``--other-users`` x ``--per-other-user``, 9 x 1000 by default), seeded into our table
-exactly as `bench.overhead` does (COPY, pooled MiniLM vectors plus noise, HNSW rebuilt),
-then copied row for row (ids, texts, vectors, users) into each peer's table
-(`bench.peer_fill.fill`). The same questions, embedded once for the pre-embedded
-calls, then go to every system, interleaved query by query in a rotating order so load
-from other processes hits all alike:
-
-- the floor: the query embedding (sentence-transformers, the peers' runtime) plus one
-  raw filtered kNN (psycopg, ``WHERE user_id = ... ORDER BY embedding <=> q LIMIT k``);
-- Mem0 OSS ``Memory.search``, LangGraph ``AsyncPostgresStore.asearch`` and
-  langchain-postgres ``PGVectorStore.asimilarity_search``, each with its embedding
-  and pre-embedded;
-- our ``MemoryStore.search`` (pre-embedded, and after ``aembed_query``);
-- our whole read path: a turn of the compiled graph (`graph.builder.build_builder`,
-  nodes timed, compiled as `graph.builder.build_graph` compiles it) from ``ainvoke``
-  to the start of ``respond``, i.e. graph start (the query embedding starts here,
-  `graph.prefetch`), load_profile beside recall (hybrid search) and the graph's own
-  overhead, before the model is called. "Excluding embedding" subtracts the time recall
-  still waited for the embedding (``embed_wait``). Twice: as ``ainvoke`` and the
-  server run a turn (LangGraph's default durability, a checkpoint per step), and as the
-  CLI does (``durability="exit"``, `graph.durability`: one checkpoint, at the end), each
-  on a thread of its own.
-  Memory runs are scheduled to a no-op, so turns leave the stored memories as seeded.
-
-Reported per system: p50/p95, the ratio of p50 to the floor's (same mode) and the
-results returned out of k. Everything is written under a fresh database and Redis key
-prefix, dropped at the end.
+Per size (ascending) the benchmark user's memories are seeded among other users' as
+`bench.overhead` seeds them, then copied row for row into each peer's table
+(`bench.peer_fill`). The same questions, embedded once for the pre-embedded calls, go to
+every system query by query in a rotating order (docs/benchmarks.md): the floor (the query
+embedding plus one raw filtered kNN), Mem0, LangGraph's store, langchain-postgres'
+``PGVectorStore`` and our ``MemoryStore.search``, each with its embedding and
+pre-embedded; and our read path: a turn of the compiled graph, nodes timed, from
+``ainvoke`` to the start of ``respond``, once with LangGraph's default durability and once
+with the CLI's ``"exit"`` (`graph.durability`), each on a thread of its own; its memory runs
+are scheduled to a no-op, so turns leave the memories as seeded. Reported per system:
+p50/p95, the ratio of p50 to the floor's and the results returned out of k.
 """
 
 from __future__ import annotations

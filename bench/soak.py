@@ -1,30 +1,16 @@
 """Soak: many users, many turns, random faults; nothing may be lost or duplicated.
 
-    python -m bench.soak [--users 20] [--turns 300] [--concurrency 10] [--out bench/out]
+    python -m bench soak [--users 20] [--turns 300] [--concurrency 10] [--out bench/out]
 
-Not a timed test: a long run through the compiled graph (``graph.builder.build_graph``
-with a `LocalScheduler` and the Postgres checkpointer of
-`memory_graph_agent.services.stores.open_checkpointer`), each user one thread, at most
-``--concurrency`` turns at a time, with seeded random faults:
-
-- the chat model fails or times out at random, on replies and on memory calls
-  (`bench.fake_model.FaultyChatModel`);
-- Redis is killed with ``kill -9`` and PostgreSQL is stopped, each left down
-  ``--down-s`` seconds, then restarted the way the next CLI start does
-  (`ensure_services`); the turns go on throughout;
-- a few conversations are handed to a worker process (`bench.soak_worker`), which is
-  SIGKILLed while one of its memory runs is inside a model call; this process then
-  continues those conversations, and a later memory run must claim the dead batch
-  once its lease expires;
-- retention runs throughout: every ``--maintain-every`` seconds the maintenance pass of
-  ``memory-agent maintain --all-users`` (`bench.soak_maintenance`) prunes checkpoints and
-  tidies memory, through faults too, and once more before the check (0: never).
-
-The servers are the embedded ones of a private ``MEMORY_AGENT_HOME`` (`bench.soak_faults`),
-never the machine's shared ones. At the end every conversation gets one more turn
-(what a returning user does), memory is drained, and each is checked (`bench.soak_report`):
-messages lost / duplicated (must be 0 / 0), turns failed by cause and whether their
-message was kept, recovery time after each fault, and memory growth over time.
+Not a timed test (docs/reliability-and-security.md): each user's thread runs through the
+compiled graph (`LocalScheduler`, the Postgres checkpointer), ``--concurrency`` turns at a
+time, while the chat model fails or times out at random (`bench.fake_model.FaultyChatModel`),
+Redis and PostgreSQL of a private ``MEMORY_AGENT_HOME`` are killed and restarted
+(`bench.soak_faults`), a worker process is SIGKILLed inside a memory run (`bench.soak_worker`)
+and the maintenance pass runs every ``--maintain-every`` seconds (`bench.soak_maintenance`).
+At the end every conversation gets one more turn, memory is drained and each is checked
+(`bench.soak_report`): messages lost / duplicated (must be 0 / 0), turns failed by cause and
+whether their message was kept, recovery after each fault, and growth over time.
 """
 
 from __future__ import annotations
