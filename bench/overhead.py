@@ -26,7 +26,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from bench.content import user_question
@@ -42,32 +41,15 @@ from bench.overhead_report import (
 from bench.seeding import VectorSource, embed_batched, seed_size
 from bench.sql import explain_recall, prepared_recall_plans
 from bench.timing import (
-    CURRENT_TURN,
     TurnRecord,
     build_baseline_graph,
     build_timed_graph,
     instrument,
+    timed_turn,
 )
 from graph.context import Context
 from memory_graph_agent.services.stores import open_checkpointer, services_session
 from memory_graph_agent.settings import Settings
-
-# -------------------------------------------------------------------------------- run
-
-
-async def _turn(graph: Any, ctx: Context, thread: str, text: str) -> tuple[TurnRecord, float]:
-    rec = TurnRecord()
-    token = CURRENT_TURN.set(rec)
-    try:
-        start = time.perf_counter()
-        await graph.ainvoke(
-            {"messages": [HumanMessage(text)]},
-            {"configurable": {"thread_id": thread}},
-            context=ctx,
-        )
-        return rec, time.perf_counter() - start
-    finally:
-        CURRENT_TURN.reset(token)
 
 
 async def _checkpointer(kind: str, database_url: str, stack: Any) -> Any:
@@ -184,11 +166,11 @@ async def run_overhead(
                 order = ("base", "full") if i % 2 == 0 else ("full", "base")
                 for which in order:
                     if which == "full":
-                        r = await _turn(full_graph, ctx, full_thread, text)
+                        r = (await timed_turn(full_graph, ctx, full_thread, text))[:2]
                         if i >= warmup:
                             full_recs.append(r)
                     else:
-                        r = await _turn(base_graph, ctx, base_thread, text)
+                        r = (await timed_turn(base_graph, ctx, base_thread, text))[:2]
                         if i >= warmup:
                             base_recs.append(r)
             counts = await services.memories.count(bench_user)

@@ -32,8 +32,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import HumanMessage
-
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
@@ -54,7 +52,7 @@ from bench.peers_report import (
     summarize_size,
 )
 from bench.seeding import VectorSource, embed_batched, seed_size
-from bench.timing import CURRENT_TURN, TurnRecord, instrument, timed
+from bench.timing import instrument, timed, timed_turn
 from graph.builder import build_builder
 from graph.context import Context
 from graph.prefetch import with_query_prefetch
@@ -75,20 +73,9 @@ async def _read_path(
 
     ``durability``: the turn's (`graph.durability`); ``None`` is LangGraph's default.
     """
-    rec = TurnRecord()
-    token = CURRENT_TURN.set(rec)
-    try:
-        start = time.perf_counter()
-        state = await graph.ainvoke(
-            {"messages": [HumanMessage(text)]},
-            {"configurable": {"thread_id": thread}},
-            context=ctx,
-            **({"durability": durability} if durability else {}),
-        )
-        turn = time.perf_counter() - start
-    finally:
-        CURRENT_TURN.reset(token)
-    read = rec.starts["respond"] - start
+    options = {"durability": durability} if durability else {}
+    rec, turn, state = await timed_turn(graph, ctx, thread, text, **options)
+    read = rec.starts["respond"] - rec.sent
     nodes = rec.nodes
     kinds = [item["kind"] for item in state.get("recalled") or []]
     return {

@@ -28,13 +28,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import HumanMessage
-
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
 from bench.harness import main, ms_stats, parse_ints, say, write_results
-from bench.timing import CURRENT_TURN, TurnRecord, instrument
+from bench.timing import TurnRecord, instrument, timed_turn
 from bench.verify import verify_conversation
 from graph.background import LocalScheduler
 from graph.builder import build_graph
@@ -93,21 +91,12 @@ async def _conversation(
 ) -> None:
     for t in range(turns):
         text = f"{user_question(rng)} (turn {t})"
-        rec = TurnRecord()
-        token = CURRENT_TURN.set(rec)
-        start = time.perf_counter()
         try:
-            await agent.ainvoke(
-                {"messages": [HumanMessage(text)]},
-                {"configurable": {"thread_id": thread}},
-                context=ctx,
-            )
-            latencies.append(time.perf_counter() - start)
+            rec, seconds, _state = await timed_turn(agent, ctx, thread, text)
+            latencies.append(seconds)
             records.append(rec)
         except Exception as exc:  # noqa: BLE001 - counted and reported
             errors.append(f"{ctx.user_id}/{thread} turn {t}: {type(exc).__name__}: {exc}"[:300])
-        finally:
-            CURRENT_TURN.reset(token)
 
 
 async def run_throughput(

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import HumanMessage
 
 from memory_graph_agent.recall import retrieval
 
@@ -34,6 +35,8 @@ class TurnRecord:
     parts: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     starts: dict[str, float] = field(default_factory=dict)
     """``perf_counter`` at each node's first start (``respond``: the model call's)."""
+    sent: float = 0.0
+    """``perf_counter`` when `timed_turn` sent the turn."""
 
     def add_node(self, name: str, seconds: float) -> None:
         """Add the duration of one node execution."""
@@ -76,6 +79,23 @@ def record_part(part: str, seconds: float) -> None:
     rec = CURRENT_TURN.get()
     if rec is not None:
         rec.add(part, seconds)
+
+
+async def timed_turn(
+    graph: Any, ctx: Any, thread: str, text: str, **options: Any
+) -> tuple[TurnRecord, float, Any]:
+    """One turn of ``text`` on ``thread`` under a fresh `TurnRecord`: it, its seconds, the state."""
+    rec = TurnRecord()
+    token = CURRENT_TURN.set(rec)
+    try:
+        rec.sent = time.perf_counter()
+        config = {"configurable": {"thread_id": thread}}
+        state = await graph.ainvoke(
+            {"messages": [HumanMessage(text)]}, config, context=ctx, **options
+        )
+        return rec, time.perf_counter() - rec.sent, state
+    finally:
+        CURRENT_TURN.reset(token)
 
 
 class NodeTimer(BaseCallbackHandler):
