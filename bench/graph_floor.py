@@ -21,7 +21,6 @@ import time
 import uuid
 from collections.abc import Callable
 from contextvars import ContextVar
-from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
@@ -120,46 +119,37 @@ async def _turn(graph: Any, ctx: Context, thread: str, durability: str) -> tuple
     return marks[0] - start, run
 
 
-async def run_graph_floor(
-    turns: int = 200,
-    out: str | Path = "bench/out",
-    *,
-    window: int = 20,
-    items: int = 23,
-    warmup: int = 15,
-    database_url: str | None = None,
-    redis_url: str | None = None,
-    key_prefix: str | None = None,
-    quiet: bool = False,
-) -> dict[str, Any]:
-    """Run the benchmark; write ``graph_floor.json`` / ``graph_floor.png`` under ``out``.
+async def run(a: argparse.Namespace) -> dict[str, Any]:
+    """Run the benchmark; write ``graph_floor.json`` / ``graph_floor.png`` under ``--out``.
 
-    ``warmup`` unmeasured turns per variant first fill each thread's window.
+    ``--warmup`` unmeasured turns per variant first fill each thread's window.
     """
+    if min(a.turns, a.window, a.warmup + 1) < 1 or a.items < 0:
+        raise SystemExit("--turns and --window must be >= 1, --warmup and --items >= 0")
     tag = uuid.uuid4().hex[:8]
     async with contextlib.AsyncExitStack() as stack:
         env = await stack.enter_async_context(
-            isolated_services(database_url, redis_url, key_prefix, tag="bench_graph_floor")
+            isolated_services(a.database_url, a.redis_url, a.key_prefix, tag="bench_graph_floor")
         )
         services = await stack.enter_async_context(services_session(EMBEDDING))
         info = await machine_info(env.database_url)
         saver = await stack.enter_async_context(open_checkpointer(env.database_url))
         savers = {"postgres": saver, "memory": InMemorySaver()}
-        builder = stand_ins(build_builder(services, Settings.from_env()), items, window)
+        builder = stand_ins(build_builder(services, Settings.from_env()), a.items, a.window)
         graphs = {kind: builder.compile(checkpointer=s) for kind, s in savers.items()}
         ctx = Context(user_id=f"floor-{tag}")
         samples: dict[str, list[tuple[float, float]]] = {label: [] for label, *_ in VARIANTS}
-        for i in range(warmup + turns):
+        for i in range(a.warmup + a.turns):
             shift = i % len(VARIANTS)
             for label, kind, durability in VARIANTS[shift:] + VARIANTS[:shift]:
                 thread = f"floor-{tag}-{kind}-{durability}"
                 timing = await _turn(graphs[kind], ctx, thread, durability)
-                if i >= warmup:
+                if i >= a.warmup:
                     samples[label].append(timing)
     data = {
         "benchmark": "graph_floor",
         "machine": info,
-        "config": {"turns": turns, "warmup": warmup, "window": window, "items": items},
+        "config": {"turns": a.turns, "warmup": a.warmup, "window": a.window, "items": a.items},
         "variants": [
             {
                 "label": label,
@@ -171,9 +161,9 @@ async def run_graph_floor(
             for label, kind, durability in VARIANTS
         ],
     }
-    show = () if quiet else ("graph-floor-table",)
-    json_path, png_path = write_results(out, "graph_floor", data, plot_graph_floor, show=show)
-    if not quiet:
+    show = () if a.quiet else ("graph-floor-table",)
+    json_path, png_path = write_results(a.out, "graph_floor", data, plot_graph_floor, show=show)
+    if not a.quiet:
         print(f"wrote {json_path} and {png_path}", file=sys.stderr)
     return data
 
@@ -194,7 +184,7 @@ def plot_graph_floor(data: dict[str, Any], plt: Any) -> Any:
     return fig
 
 
-COMMON = ("out",)
+COMMON = ("out", "database", "redis", "quiet")
 
 
 def flags(p: argparse.ArgumentParser) -> None:
@@ -203,13 +193,6 @@ def flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--window", type=int, default=20, help="messages each thread keeps")
     p.add_argument("--items", type=int, default=23, help="recalled items written per turn")
     p.add_argument("--warmup", type=int, default=15, help="unmeasured turns per variant")
-
-
-async def run(a: argparse.Namespace) -> None:
-    """Run with the parsed flags."""
-    if min(a.turns, a.window, a.warmup + 1) < 1 or a.items < 0:
-        raise SystemExit("--turns and --window must be >= 1, --warmup and --items >= 0")
-    await run_graph_floor(a.turns, a.out, window=a.window, items=a.items, warmup=a.warmup)
 
 
 if __name__ == "__main__":

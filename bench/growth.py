@@ -26,7 +26,6 @@ import random
 import sys
 import time
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -137,23 +136,13 @@ def _text(rng: random.Random) -> str:
     return user_question(rng) if rng.random() < 0.3 else memory_text(rng)
 
 
-async def run_one(
-    retention: str,
-    users: int,
-    turns: int,
-    every: int,
-    session_turns: int,
-    queries: int,
-    seed: int,
-    quiet: bool,
-    days_per_pass: float = 0.0,
-) -> dict[str, Any]:
+async def run_one(retention: str, a: argparse.Namespace) -> dict[str, Any]:
     """One whole simulation in a fresh database, with ``checkpoint_retention=retention``.
 
-    Before each maintenance pass, ``days_per_pass`` days (in proportion for a partial
+    Before each maintenance pass, ``--days-per-pass`` days (in proportion for a partial
     last interval) go by (`bench.clock.age_stores`).
     """
-    rng = random.Random(seed)
+    rng = random.Random(a.seed)
     async with (
         isolated_services(tag="growth") as env,
         services_session(EMBEDDING) as services,
@@ -164,18 +153,18 @@ async def run_one(
         settings = Settings.from_env().override(memory_delay_s=0, checkpoint_retention=retention)
         agent = memory.bind(build_graph(services, saver, scheduler=memory, settings=settings))
         maintenance = build_maintenance_graph(services, SaverCheckpoints(saver), settings=settings)
-        contexts = [Context(user_id=f"growth-u{u:03d}", model=spec) for u in range(users)]
+        contexts = [Context(user_id=f"growth-u{u:03d}", model=spec) for u in range(a.users)]
         samples, reads, started = [], {}, time.perf_counter()
         day, last_pass = 0.0, 0
-        for done in range(1, turns + 1):
+        for done in range(1, a.turns + 1):
             for ctx in contexts:
-                thread = f"{ctx.user_id}-s{(done - 1) // session_turns}"
+                thread = f"{ctx.user_id}-s{(done - 1) // a.session_turns}"
                 config = {"configurable": {"thread_id": thread}}
                 await agent.ainvoke({"messages": [HumanMessage(_text(rng))]}, config, context=ctx)
-            if done % every and done != turns:
+            if done % a.every and done != a.turns:
                 continue
             await memory.drain()
-            days, last_pass = days_per_pass * (done - last_pass) / every, done
+            days, last_pass = a.days_per_pass * (done - last_pass) / a.every, done
             if days:
                 await age_stores(services.redis, services.keys.prefix, env.database_url, days)
                 day += days
@@ -185,23 +174,23 @@ async def run_one(
                 {
                     "turns_per_user": done,
                     "day": round(day, 3),
-                    "memories_per_user": await memories_per_user(env.database_url, users),
+                    "memories_per_user": await memories_per_user(env.database_url, a.users),
                     "maintenance": {k: state["report"][k] for k in REMOVALS},
                     **sizes,
                 }
             )
-            reads.setdefault("start", await read_path(services, settings, contexts, queries, rng))
-            if not quiet:
+            reads.setdefault("start", await read_path(services, settings, contexts, a.queries, rng))
+            if not a.quiet:
                 total = sum(sizes["redis"].values()) + sum(sizes["postgres"].values())
                 mems = samples[-1]["memories_per_user"]["active"]
                 print(
-                    f"[{retention}] {done}/{turns} turns per user, day {day:.0f}: "
-                    f"{total / users / 1024:.0f} KiB and {mems:.0f} active memories per user "
+                    f"[{retention}] {done}/{a.turns} turns per user, day {day:.0f}: "
+                    f"{total / a.users / 1024:.0f} KiB and {mems:.0f} active memories per user "
                     f"({time.perf_counter() - started:.0f} s)",
                     file=sys.stderr,
                     flush=True,
                 )
-        reads["end"] = await read_path(services, settings, contexts, queries, rng)
+        reads["end"] = await read_path(services, settings, contexts, a.queries, rng)
         if memory.failures:
             raise RuntimeError(f"{memory.failures} memory runs failed")
         machine = await machine_info(env.database_url)
@@ -259,46 +248,29 @@ def plot(data: dict[str, Any], plt: Any) -> Any:
     return fig
 
 
-async def run_growth(
-    users: int,
-    turns: int,
-    every: int,
-    out: str | Path,
-    *,
-    session_turns: int = 50,
-    queries: int = 50,
-    seed: int = 7,
-    quiet: bool = False,
-    days_per_pass: float = DAYS_PER_PASS,
-) -> dict[str, Any]:
+async def run(a: argparse.Namespace) -> dict[str, Any]:
     """Both runs (retention on, then off); writes ``growth.json`` and ``growth.png``."""
-    if min(users, turns, every, session_turns, queries) < 1:
+    if min(a.users, a.turns, a.every, a.session_turns, a.queries) < 1:
         raise ValueError("users, turns, every, session_turns and queries must be >= 1")
-    if not 0 <= days_per_pass < float("inf"):  # NaN too
-        raise ValueError(f"days_per_pass must be a number of days >= 0, got {days_per_pass!r}")
-    runs = []
-    for retention in RETENTIONS:
-        runs.append(
-            await run_one(
-                retention, users, turns, every, session_turns, queries, seed, quiet, days_per_pass
-            )
-        )
+    if not 0 <= a.days_per_pass < float("inf"):  # NaN too
+        raise ValueError(f"days_per_pass must be a number of days >= 0, got {a.days_per_pass!r}")
+    runs = [await run_one(retention, a) for retention in RETENTIONS]
     data = {
-        "users": users,
-        "turns": turns,
-        "every": every,
-        "session_turns": session_turns,
-        "days_per_pass": days_per_pass,
+        "users": a.users,
+        "turns": a.turns,
+        "every": a.every,
+        "session_turns": a.session_turns,
+        "days_per_pass": a.days_per_pass,
         "runs": runs,
-        "per_user_per_1k_turns": {r["retention"]: per_user_per_1k(r, users) for r in runs},
+        "per_user_per_1k_turns": {r["retention"]: per_user_per_1k(r, a.users) for r in runs},
         "machine": runs[-1].pop("machine"),
     }
     runs[0].pop("machine")
-    write_results(out, "growth", data, plot, show=() if quiet else ("growth-table",))
+    write_results(a.out, "growth", data, plot, show=() if a.quiet else ("growth-table",))
     return data
 
 
-COMMON = ("out", "seed")
+COMMON = ("out", "seed", "quiet")
 
 
 def flags(p: argparse.ArgumentParser) -> None:
@@ -314,11 +286,6 @@ def flags(p: argparse.ArgumentParser) -> None:
         help="simulated days that go by before each maintenance pass (0: none)",
     )
     p.add_argument("--queries", type=int, default=50, help="read-path questions per probe")
-
-
-async def run(a: argparse.Namespace) -> None:
-    """Run with the parsed flags (they are `run_growth`'s parameters)."""
-    await run_growth(**vars(a))
 
 
 if __name__ == "__main__":

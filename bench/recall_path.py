@@ -39,7 +39,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from bench.content import user_question
@@ -187,69 +186,56 @@ def plot(data: dict[str, Any], plt: Any) -> Any:
     return fig
 
 
-async def run_recall_path(
-    sizes: list[int],
-    queries: int = 200,
-    out: str | Path = "bench/out",
-    *,
-    other_users: int = 9,
-    per_other_user: int = 1000,
-    pool: int = 2048,
-    profile_queries: int = 50,
-    seed: int = 7,
-    user: str = "bench-recall",
-    database_url: str | None = None,
-    quiet: bool = False,
-) -> dict[str, Any]:
-    """Seed, measure each size, write ``recall_path.json`` / ``.png`` under ``out``."""
-    sizes = sorted(set(sizes))
-    rng = random.Random(seed)
-    others = [f"{user}-other-{i}" for i in range(other_users)]
+async def run(a: argparse.Namespace) -> dict[str, Any]:
+    """Seed, measure each size, write ``recall_path.json`` / ``.png`` under ``--out``."""
+    sizes = sorted(set(a.sizes))
+    rng = random.Random(a.seed)
+    others = [f"{a.user}-other-{i}" for i in range(a.other_users)]
     anchor = datetime(2026, 1, 1, tzinfo=UTC) - timedelta(days=1)
     say: Callable[[str], None] = (
         (lambda _m: None)
-        if quiet
+        if a.quiet
         else (lambda m: print(f"[recall_path] {m}", file=sys.stderr, flush=True))
     )
     results = []
     async with contextlib.AsyncExitStack() as stack:
         env = await stack.enter_async_context(
-            isolated_services(database_url, tag="bench_recall_path")
+            isolated_services(a.database_url, tag="bench_recall_path")
         )
         services = await stack.enter_async_context(services_session(EMBEDDING))
         info = await machine_info(env.database_url)
-        source = VectorSource("perturbed", services.embeddings, rng, pool=pool)
-        questions = [user_question(rng) for _ in range(queries)]
+        source = VectorSource("perturbed", services.embeddings, rng, pool=a.pool)
+        questions = [user_question(rng) for _ in range(a.queries)]
         vectors = (await embed_batched(services.embeddings, questions)).tolist()
         lookup = QueryCache(services.embeddings)
         lookup.vectors.update(zip(questions, vectors, strict=True))
         fast = replace(services, embeddings=lookup)
-        have = sum((await services.memories.count(user)).values())
+        have = sum((await services.memories.count(a.user)).values())
         first = have == 0
         for size in sizes:
             if size > have:
                 seeding, _index = await seed_size(
                     env.database_url,
-                    user,
+                    a.user,
                     have,
                     size,
                     others if first else [],
-                    per_other_user,
+                    a.per_other_user,
                     source,
                     anchor,
                     say=say,
                 )
                 have, first = size, False
-            ctx, settings = Context(user_id=user), Settings.from_env()
+            ctx, settings = Context(user_id=a.user), Settings.from_env()
             turns = await services.db.query(
-                'SELECT count(*) AS n FROM "episode_vectors_384" WHERE user_id = :u', {"u": user}
+                'SELECT count(*) AS n FROM "episode_vectors_384" WHERE user_id = :u', {"u": a.user}
             )
-            say(f"size {size}: {queries} queries x 3 passes")
+            say(f"size {size}: {a.queries} queries x 3 passes")
             row = {
                 "size": size,
                 "bench_user_memories": have,
                 "bench_user_turns": int(turns[0]["n"]),
-                **await measure(fast, settings, ctx, questions, profile_queries),
+                **await measure(fast, settings, ctx, questions, a.profile_queries),
                 "loadavg_after": list(os.getloadavg()),
             }
             results.append(row)
@@ -258,12 +244,12 @@ async def run_recall_path(
         "machine": info,
         "config": {
             "sizes": sizes,
-            "queries": queries,
-            "other_users": other_users,
-            "per_other_user": per_other_user,
+            "queries": a.queries,
+            "other_users": a.other_users,
+            "per_other_user": a.per_other_user,
             "vectors": "perturbed",
-            "pool": pool,
-            "seed": seed,
+            "pool": a.pool,
+            "seed": a.seed,
             "embedding_model": EMBEDDING,
             "context": {
                 k: Settings.from_env().by_name()[k]
@@ -281,13 +267,13 @@ async def run_recall_path(
         },
         "sizes": results,
     }
-    show = () if quiet else ("recall-path-table",)
-    json_path, _png = write_results(out, "recall_path", data, plot, dpi=120, show=show)
+    show = () if a.quiet else ("recall-path-table",)
+    json_path, _png = write_results(a.out, "recall_path", data, plot, dpi=120, show=show)
     say(f"wrote {json_path}")
     return data
 
 
-COMMON = ("out", "seed", "seeded", "database")
+COMMON = ("out", "seed", "seeded", "database", "quiet")
 
 
 def flags(p: argparse.ArgumentParser) -> None:
@@ -295,11 +281,6 @@ def flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queries", type=int, default=200, help="questions per size and pass")
     p.add_argument("--profile-queries", type=int, default=50)
     p.add_argument("--user", default="bench-recall", help="the benchmark user's id")
-
-
-async def run(a: argparse.Namespace) -> None:
-    """Run with the parsed flags (they are `run_recall_path`'s parameters)."""
-    await run_recall_path(**vars(a))
 
 
 if __name__ == "__main__":

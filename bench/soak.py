@@ -30,7 +30,7 @@ from langchain_core.messages import HumanMessage
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_faulty_model
-from bench.harness import main, ms_stats, parser, say, write_results
+from bench.harness import args, main, ms_stats, say, write_results
 from bench.soak_faults import Servers, WorkerKill, inject, private_home, schedule
 from bench.soak_maintenance import Maintainer, checkpoint_storage
 from bench.soak_report import (
@@ -321,7 +321,7 @@ async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
     return data
 
 
-COMMON = ("out", "seed")
+COMMON = ("out", "seed", "quiet")
 
 
 def flags(p: argparse.ArgumentParser) -> None:
@@ -353,14 +353,11 @@ def flags(p: argparse.ArgumentParser) -> None:
     add("--maintain-timeout", type=float, default=120.0, help="a pass longer than this fails")
     for name, rate in RATES.items():
         add(f"--{name.replace('_', '-')}-rate", type=float, default=rate, dest=name)
-    add("--quiet", action="store_true")
 
 
 def options(argv: list[str] | None = None, **overrides: Any) -> argparse.Namespace:
     """Parsed flags (``overrides`` by name, for tests), with ``rates`` gathered."""
-    a = parser("soak").parse_args(argv or [])
-    for k, v in overrides.items():
-        setattr(a, k, v)
+    a = args("soak", argv, **overrides)
     a.rates = {name: getattr(a, name) for name in RATES}
     return a
 
