@@ -35,7 +35,7 @@ from typing import Any
 
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.harness import main, say, write_results
-from bench.locomo_cv import cross_validate, default_key, grid_points, point_key
+from bench.locomo_cv import cross_validate, default_key, grid_points, point_key, points_by_weight
 from bench.locomo_data import Conversation, Question, load_locomo
 from bench.locomo_pipeline import (
     RECALL_K,
@@ -105,12 +105,8 @@ async def evaluate_conversation(
     full_ctx = recall_context(conv, graphs.model_spec, budget + mem.window_tokens, recall_k)
     fit_ctx = recall_context(conv, graphs.model_spec, budget, recall_k)
     default = default_key()
-    # grid points by the index-time knob: the turns are indexed again for each other value
-    by_weight: dict[float, dict[str, Run]] = {}
     replayed = ctx.settings.recall.weights.turn_context_weight  # what the replay indexed with
-    for point in grid_points():
-        weight = point.get("turn_context_weight", replayed)
-        by_weight.setdefault(weight, {})[point_key(point)] = fit_ctx.override(**point)
+    by_weight = points_by_weight(fit_ctx, replayed)
     bar.update(tasks["questions"], description=f"questions {conv.sample_id}")
     t0 = time.perf_counter()
     probes_of: dict[int, dict[str, tuple[set[str], int]]] = {q.index: {} for q in scored}
@@ -179,41 +175,29 @@ def _record(
     }
 
 
-async def run_benchmark(
-    data: str | Path = DEFAULT_DATA,
-    out: str | Path = "bench/out",
-    *,
-    limit: int | None = None,
-    budget: int = 1800,
-    recall_k: int = RECALL_K,
-    database_url: str | None = None,
-    redis_url: str | None = None,
-    key_prefix: str | None = None,
-    progress: bool = True,
-    quiet: bool = False,
-) -> dict[str, Any]:
-    """Run the benchmark; write ``locomo.json`` / ``locomo.png`` under ``out``.
+async def run(a: argparse.Namespace) -> dict[str, Any]:
+    """Run the benchmark; write ``locomo.json`` / ``locomo.png`` under ``--out``.
 
-    Without ``database_url`` a fresh database and key prefix are created on the
+    Without ``--database-url`` a fresh database and key prefix are created on the
     embedded (or ``REDIS_URL``/``DATABASE_URL``) servers and dropped at the end; with
     them (e.g. pytest's ``memory_env``) they are used and left in place.
     """
     started = time.perf_counter()
-    data, out = Path(data), Path(out)
-    conversations, defects = load_locomo(data, limit)
+    data = Path(a.data)
+    conversations, defects = load_locomo(data, a.limit)
     records: list[dict[str, Any]] = []
     per_conversation: list[dict[str, Any]] = []
     guard = GuardChatModel()
     guard_spec = register_chat_model(f"locomo-guard-{uuid.uuid4().hex[:8]}", guard)
     async with (
-        isolated_services(database_url, redis_url, key_prefix, tag="bench_locomo") as env,
+        isolated_services(a.database_url, a.redis_url, a.key_prefix, tag="bench_locomo") as env,
         services_session(EMBEDDING) as services,  # closed before the database is dropped
     ):
         graphs = Graphs(
             build_replay_graph(services), build_recall_graph(services), guard_spec, guard
         )
         machine = await machine_info(env.database_url)
-        with progress_bar(progress and not quiet) as bar:
+        with progress_bar(not a.no_progress and not a.quiet) as bar:
             n_turns = sum(len(c.turns) for c in conversations)
             n_questions = sum(q.scored for c in conversations for q in c.questions)
             tasks = {
@@ -222,7 +206,7 @@ async def run_benchmark(
             }
             for conv in conversations:
                 recs, info = await evaluate_conversation(
-                    conv, services, graphs, budget, recall_k, bar, tasks
+                    conv, services, graphs, a.budget, a.recall_k, bar, tasks
                 )
                 records += recs
                 per_conversation.append(info)
@@ -233,7 +217,7 @@ async def run_benchmark(
         "git_commit": git_commit(),
         "data": data_summary(data, conversations),
         "defects": defects.as_dict(),
-        "config": run_config(budget, recall_k, conversations),
+        "config": run_config(a.budget, a.recall_k, conversations),
         "machine": machine,
         "llm_calls": guard.calls,
         "results": aggregate(records, list(METHODS)),
@@ -249,13 +233,13 @@ async def run_benchmark(
     }
     for r in records:  # the grid's tokens are summed up by cross_validated; its recall
         r.pop("grid_tokens")  # stays per question, for bench.joint_cv
-    write_results(out, "locomo", report, plot, show=() if quiet else ("locomo-table",))
+    write_results(a.out, "locomo", report, plot, show=() if a.quiet else ("locomo-table",))
     counts = {k: v for k, v in report["defects"]["counts"].items() if v}
-    say(quiet, f"data defects: {counts}; chat model calls: {guard.calls}")
+    say(a.quiet, f"data defects: {counts}; chat model calls: {guard.calls}")
     return report
 
 
-COMMON = ("out",)
+COMMON = ("out", "database", "redis", "quiet")
 
 
 def flags(p: argparse.ArgumentParser) -> None:
@@ -265,18 +249,6 @@ def flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", type=int, default=1800, help="context token budget")
     p.add_argument("--recall-k", type=int, default=RECALL_K, help="recall_k of the recall node")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-async def run(a: argparse.Namespace) -> None:
-    """Run with the parsed flags."""
-    await run_benchmark(
-        a.data,
-        a.out,
-        limit=a.limit,
-        budget=a.budget,
-        recall_k=a.recall_k,
-        progress=not a.no_progress,
-    )
 
 
 if __name__ == "__main__":

@@ -52,6 +52,21 @@ def point_key(point: dict[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in point.items())
 
 
+def points_by_weight(
+    fit: Any, replayed: float, grid: dict[str, tuple[Any, ...]] = GRID
+) -> dict[float, dict[str, Any]]:
+    """The grid's points as runs of ``fit`` (a `Run`), by the turns' index-time weight.
+
+    ``replayed``: the ``turn_context_weight`` the replay indexed with (a point without the
+    knob is asked with those vectors); each other value needs the turns indexed again.
+    """
+    by_weight: dict[float, dict[str, Any]] = {}
+    for point in grid_points(grid):
+        weight = point.get("turn_context_weight", replayed)
+        by_weight.setdefault(weight, {})[point_key(point)] = fit.override(**point)
+    return by_weight
+
+
 def default_key() -> str:
     """The grid point the shipped `Context` defaults make."""
     defaults = Settings().by_name()

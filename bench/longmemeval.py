@@ -33,7 +33,7 @@ from langchain_core.messages import HumanMessage
 
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.harness import main, write_results
-from bench.locomo_cv import GRID, grid_points, parse_grid, point_key
+from bench.locomo_cv import GRID, parse_grid, points_by_weight
 from bench.locomo_pipeline import (
     RECALL_K,
     GuardChatModel,
@@ -204,11 +204,8 @@ async def evaluate(
             async with accesses_rolled_back(services, hay.user_id):
                 grid[key] = score(hay, await recall_ranked(recall_graph, hay, point_ctx))
 
-    by_weight: dict[float, dict[str, Run]] = {}
     replayed = ctx.settings.recall.weights.turn_context_weight  # what the replay indexed with
-    for point in grid_points(knobs):
-        weight = point.get("turn_context_weight", replayed)
-        by_weight.setdefault(weight, {})[point_key(point)] = fit.override(**point)
+    by_weight = points_by_weight(fit, replayed, knobs)
     for weight in [w for w in by_weight if w != replayed]:
         await reindex(services, hay, weight)
         await probe(by_weight[weight])
@@ -269,39 +266,27 @@ def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-async def run_benchmark(
-    data: str | Path = DEFAULT_DATA,
-    out: str | Path = "bench/out",
-    *,
-    per_type: int | None = None,
-    offset: int = 0,
-    budget: int = 1800,
-    grid: dict[str, tuple[Any, ...]] = GRID,
-    database_url: str | None = None,
-    redis_url: str | None = None,
-    key_prefix: str | None = None,
-    quiet: bool = False,
-) -> dict[str, Any]:
-    """Run the benchmark; write ``longmemeval.json`` / ``longmemeval.png`` under ``out``."""
+async def run(a: argparse.Namespace) -> dict[str, Any]:
+    """Run the benchmark; write ``longmemeval.json`` / ``longmemeval.png`` under ``--out``."""
     started = time.perf_counter()
-    data, out = Path(data), Path(out)
-    haystacks = load_longmemeval(data, per_type, offset)
+    data = Path(a.data)
+    haystacks = load_longmemeval(data, a.per_type, a.offset)
     guard = GuardChatModel()
     spec = register_chat_model(f"lme-guard-{uuid.uuid4().hex[:8]}", guard)
     records, infos = [], []
     async with (
-        isolated_services(database_url, redis_url, key_prefix, tag="bench_lme") as env,
+        isolated_services(a.database_url, a.redis_url, a.key_prefix, tag="bench_lme") as env,
         services_session(EMBEDDING) as services,
     ):
         replay_graph, recall_graph = build_replay_graph(services), build_recall_graph(services)
         machine = await machine_info(env.database_url)
         for n, hay in enumerate(haystacks, start=1):
             record, info = await evaluate(
-                hay, services, replay_graph, recall_graph, spec, budget, grid
+                hay, services, replay_graph, recall_graph, spec, a.budget, a.grid
             )
             records.append(record)
             infos.append(info)
-            if not quiet:
+            if not a.quiet:
                 got = record["methods"]["memory_in_budget"]["turn_recall"]
                 hyb = record["methods"]["hybrid"]["turn_recall"]
                 print(
@@ -319,13 +304,13 @@ async def run_benchmark(
         "data": {
             "path": data.name,
             "questions": len(haystacks),
-            "per_type": per_type,
-            "offset": offset,
+            "per_type": a.per_type,
+            "offset": a.offset,
             "turns": turns,
         },
         "config": {
-            "budget_tokens": budget,
-            "grid": {k: list(v) for k, v in grid.items()},
+            "budget_tokens": a.budget,
+            "grid": {k: list(v) for k, v in a.grid.items()},
             "question_types": [
                 t for t in QUESTION_TYPES if any(h.question_type == t for h in haystacks)
             ],
@@ -348,7 +333,9 @@ async def run_benchmark(
         "haystacks": infos,
         "questions": records,
     }
-    write_results(out, "longmemeval", report, plot, show=() if quiet else ("longmemeval-table",))
+    write_results(
+        a.out, "longmemeval", report, plot, show=() if a.quiet else ("longmemeval-table",)
+    )
     return report
 
 
@@ -372,8 +359,11 @@ def plot(report: dict[str, Any], plt: Any) -> Any:
     return fig
 
 
+COMMON = ("out", "database", "redis", "quiet")
+
+
 def flags(p: argparse.ArgumentParser) -> None:
-    """The flags of `bench.longmemeval` beside ``--out``."""
+    """The flags of `bench.longmemeval` beside the common ones."""
     p.add_argument("--data", default=DEFAULT_DATA, help="LongMemEval-format JSON file")
     p.add_argument("--per-type", type=int, default=None, help="N questions of each type")
     p.add_argument("--offset", type=int, default=0, help="skip the first K of each type")
@@ -384,13 +374,6 @@ def flags(p: argparse.ArgumentParser) -> None:
         default=GRID,
         help="knobs to probe, e.g. 'neighbour_weight=0,0.5;recall_rrf_k=5,60' "
         "(default: bench.locomo_cv.GRID)",
-    )
-
-
-async def run(a: argparse.Namespace) -> None:
-    """Run with the parsed flags."""
-    await run_benchmark(
-        a.data, a.out, per_type=a.per_type, offset=a.offset, budget=a.budget, grid=a.grid
     )
 
 
