@@ -18,10 +18,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.outputs import ChatGenerationChunk
-from langchain_core.runnables import ensure_config
 from pydantic import Field
 
-from bench.timing import record_part
+from bench.timing import CURRENT_NODE, record_part
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.testing import ScriptedChatModel
 
@@ -33,12 +32,11 @@ class InstantChatModel(ScriptedChatModel):
 
     async def ainvoke(self, input, config=None, **kwargs):  # noqa: ANN001, ANN201, A002
         """Time the whole LangChain call (callbacks included): that is the model's cost."""
-        node = ensure_config(config)["metadata"].get("langgraph_node", "?")
         start = time.perf_counter()
         try:
             return await super().ainvoke(input, config, **kwargs)
         finally:
-            record_part(f"model:{node}", time.perf_counter() - start)
+            record_part(f"model:{CURRENT_NODE.get()}", time.perf_counter() - start)
 
 
 def register_instant_model() -> tuple[str, InstantChatModel]:

@@ -60,6 +60,8 @@ class TurnRecord:
 CURRENT_TURN: contextvars.ContextVar[TurnRecord | None] = contextvars.ContextVar(
     "bench_turn", default=None
 )
+CURRENT_NODE: contextvars.ContextVar[str] = contextvars.ContextVar("bench_node", default="?")
+"""The node running (set by `NodeTimer` in the node's own context: the fake model reads it)."""
 
 
 def on_path(nodes: dict[str, float]) -> float:
@@ -104,20 +106,26 @@ class NodeTimer(BaseCallbackHandler):
     run_inline = True  # called in the node's own context, no thread hop
 
     def __init__(self) -> None:
-        self._running: dict[UUID, tuple[TurnRecord, str, float]] = {}
+        self._running: dict[UUID, tuple[TurnRecord | None, str, float, contextvars.Token]] = {}
 
     def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID, **kw: Any) -> None:
         """A node's run (its name is the metadata's ``langgraph_node``) starts its clock."""
         node = (kw.get("metadata") or {}).get("langgraph_node")
-        if node is not None and kw.get("name") == node and (rec := CURRENT_TURN.get()):
-            now = time.perf_counter()
+        if node is None or kw.get("name") != node:
+            return
+        rec, now = CURRENT_TURN.get(), time.perf_counter()
+        if rec is not None:
             rec.starts.setdefault(node, now)
-            self._running[run_id] = (rec, node, now)
+        self._running[run_id] = (rec, node, now, CURRENT_NODE.set(node))
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kw: Any) -> None:
         """Add the node's time to its record."""
         if (run := self._running.pop(run_id, None)) is not None:
-            run[0].add_node(run[1], time.perf_counter() - run[2])
+            rec, node, start, token = run
+            if rec is not None:
+                rec.add_node(node, time.perf_counter() - start)
+            with contextlib.suppress(ValueError):  # ended in another context: it ends with it
+                CURRENT_NODE.reset(token)
 
     on_chain_error = on_chain_end
 
