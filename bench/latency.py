@@ -153,19 +153,14 @@ async def _conversation(graph: Any, ctx: Any, texts: list[str]) -> list[dict[str
     return [{**t, "thread": thread} for t in turns]
 
 
-async def run_latency(
-    turns: int,
-    out: Path,
-    first_token: float,
-    tokens_per_s: float,
-    cost_conversations: int,
-    locomo: Path = LOCOMO,
-    modes: Sequence[str] = MODES,
-) -> dict[str, Any]:
-    """Run the agents of ``modes`` and the cost replay; write latency.json and latency.png."""
-    (texts,) = _texts(locomo, 1)
-    texts = (texts * (turns // len(texts) + 1))[:turns]
-    speed = {"first_token_s": first_token, "tokens_per_s": tokens_per_s}
+async def run(a: argparse.Namespace) -> bool:
+    """Run the agents of ``--modes`` and the cost replay; write latency.json and latency.png.
+
+    True when no message was lost or duplicated.
+    """
+    (texts,) = _texts(a.locomo, 1)
+    texts = (texts * (a.turns // len(texts) + 1))[: a.turns]
+    speed = {"first_token_s": a.first_token, "tokens_per_s": a.tokens_per_s}
     results: dict[str, Any] = {}
     async with isolated_services(tag="latency") as env:
         info = await machine_info(env.database_url)
@@ -181,7 +176,7 @@ async def run_latency(
             }
             with instrument(services):
                 raw: dict[str, list[dict[str, Any]]] = {}
-                for mode in modes:
+                for mode in a.modes:
                     spec, model = register_paced_model(**speed)
                     user = f"lat-{mode.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
                     # the inline graph has no scheduler: its memory forms in the turn
@@ -190,12 +185,12 @@ async def run_latency(
                     if mode in AGENTS:  # the middleware's knobs are its own; the user the run's
                         agent = _agent(services, saver, memory, mode, spec, model)
                         context = {"user_id": user}
-                    print(f"[latency] {mode}: {turns} turns", flush=True)
+                    print(f"[latency] {mode}: {a.turns} turns", flush=True)
                     raw[mode] = await _conversation(agent, context, texts)
                     started = time.perf_counter()
                     await memory.drain()
                     lag = time.perf_counter() - started
-                    baseline = baseline_of(mode, modes)
+                    baseline = baseline_of(mode, a.modes)
                     results[mode] = _summary(raw[mode], raw.get(baseline or ""))
                     if baseline:
                         results[mode]["baseline"] = baseline
@@ -208,18 +203,18 @@ async def run_latency(
                         results[mode]["verification"] = check
                         results[mode]["memory_cost"] = await services.costs.get(user)
             results["memory_cost_per_turn"] = await _cost_replay(
-                services, saver, locomo, cost_conversations
+                services, saver, a.locomo, a.cost_conversations
             )
     data = {
         "benchmark": "latency",
         "machine": info,
-        "config": {"turns": turns, **speed, "reply_tokens": 40, "embedding_model": EMBEDDING},
-        "modes": {m: results[m] for m in modes},
+        "config": {"turns": a.turns, **speed, "reply_tokens": 40, "embedding_model": EMBEDDING},
+        "modes": {m: results[m] for m in a.modes},
         "memory_cost_per_turn": results["memory_cost_per_turn"],
     }
     show = ("latency-table", "latency-adds", "latency-cost")
-    write_results(out, "latency", data, plot_latency, show=show)
-    return data
+    write_results(a.out, "latency", data, plot_latency, show=show)
+    return all(m["verification"]["ok"] for m in data["modes"].values() if "verification" in m)
 
 
 def _agent(services: Any, saver: Any, memory: Any, mode: str, spec: str, model: Any) -> Any:
@@ -311,14 +306,6 @@ def flags(p: argparse.ArgumentParser) -> None:
         default=MODES,
         help=f"comma-separated agents to run, of {','.join(MODES)}",
     )
-
-
-async def run(a: argparse.Namespace) -> bool:
-    """Run with the parsed flags; true when no message was lost or duplicated."""
-    data = await run_latency(
-        a.turns, a.out, a.first_token, a.tokens_per_s, a.cost_conversations, a.locomo, a.modes
-    )
-    return all(m["verification"]["ok"] for m in data["modes"].values() if "verification" in m)
 
 
 if __name__ == "__main__":
