@@ -62,8 +62,10 @@ from memory_graph_agent.settings import Settings
 PEER_NAMES = ("mem0", "langgraph", "pgvectorstore")
 
 
-async def _no_memory_run(context: Context, thread_id: str, compress: bool) -> None:
-    """The memory scheduler of the benchmark graph: memory runs never start."""
+async def _no_memory_run(
+    context: Context, thread_id: str, compress: bool, *_: Any, **__: Any
+) -> None:
+    """The memory scheduler of the benchmark graph (`MemoryScheduler`): runs never start."""
 
 
 async def _read_path(
