@@ -152,9 +152,9 @@ def args(scenario: str, argv: list[str] | None = None, **values: Any) -> argpars
 
 def main(scenario: str, argv: list[str] | None = None) -> int:
     """Parse ``argv`` for ``scenario``, run it; exit 1 if it returns False, or its int."""
-    args = parser(scenario).parse_args(argv)
+    a = parser(scenario).parse_args(argv)
     quiet_logs()
-    result = importlib.import_module(f"bench.{scenario}").run(args)
+    result = importlib.import_module(f"bench.{scenario}").run(a)
     if inspect.iscoroutine(result):
         result = asyncio.run(result)
     if isinstance(result, int) and not isinstance(result, bool):

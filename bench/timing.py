@@ -5,7 +5,8 @@ each node from ``on_chain_start`` to its end, by the node name LangGraph puts in
 run's metadata (``langgraph_node``), and `instrument` wraps the embedding and pgvector
 calls of the live `Services`; both report into the `TurnRecord` of the running turn, held
 in a context variable (`CURRENT_TURN`) so concurrent turns never mix their numbers.
-`record_part` is how other timed code (the fake chat model of `bench.fake_model`) reports.
+`record_part` is how other timed code reports (the fake chat model of `bench.fake_model`,
+under the node `CURRENT_NODE` names).
 """
 
 from __future__ import annotations
