@@ -29,10 +29,9 @@ from typing import Any
 import numpy as np
 
 from bench.env import cpu_id, cpu_model
-from bench.harness import main, write_results
+from bench.harness import main, ms_stats, write_results
 from bench.locomo import DEFAULT_DATA
 from bench.locomo_data import load_locomo
-from bench.stats import fmt, ms_stats
 from memory_graph_agent.services.models import OnnxEmbeddings, local_embeddings
 
 RUNTIMES = ("torch", "onnx")
@@ -233,18 +232,7 @@ def run(a: argparse.Namespace) -> None:
     counts = [int(n) for n in a.threads.split(",")]
     data["onnx_threads"] = thread_latency(a.locomo, a.queries, counts)
     data["machine"]["loadavg_at_end"] = list(os.getloadavg())
-    write_results(a.out, "embedding", data, plot, dpi=120)
-    lat = data["query_ms"]
-    print(f"neighbours: {data['neighbours']}")
-    for name in QUERY_MODELS:
-        print(f"{name}: one query {fmt(lat[name]['p50'])} / {fmt(lat[name]['p95'])} ms p50/p95")
-    for n, cell in data["onnx_threads"].items():
-        alone, beside = cell["query_alone_ms"], cell["query_beside_batches_ms"]
-        print(
-            f"onnx {n} thread(s): one query {fmt(alone['p50'])} / {fmt(alone['p95'])} ms alone, "
-            f"{fmt(beside['p50'])} / {fmt(beside['p95'])} ms beside batches "
-            f"({cell['batch_texts_per_s_beside_queries']} texts/s)"
-        )
+    write_results(a.out, "embedding", data, plot, dpi=120, show=("embedding-table",))
 
 
 if __name__ == "__main__":

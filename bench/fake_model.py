@@ -36,7 +36,7 @@ class InstantChatModel(ScriptedChatModel):
         try:
             return await super().ainvoke(input, config, **kwargs)
         finally:
-            record_part(f"model:{CURRENT_NODE.get() or '?'}", time.perf_counter() - start)
+            record_part(f"model:{CURRENT_NODE.get()}", time.perf_counter() - start)
 
 
 def register_instant_model() -> tuple[str, InstantChatModel]:

@@ -1,47 +1,34 @@
 """LangGraph's own cost on a turn's read path: the shipped graph with stand-in nodes.
 
-    python -m bench.graph_floor [--turns 200] [--window 20] [--items 23] [--out bench/out]
+    python -m bench graph_floor [--turns 200] [--window 20] [--items 23] [--out bench/out]
 
-The graph is `graph.builder.build_builder` as shipped (its `State`, edges and routing
-functions), but every node is a stand-in that does no work (``build_builder``'s ``wrap``
-hook replaces each node):
-``load_profile`` writes a profile, ``recall`` writes ``--items`` recalled items shaped
-like the real ones, ``respond`` notes the time and answers, ``trim_window`` keeps the
-last ``--window`` messages. What is left is what
-LangGraph (and the checkpointer) costs a turn before the model is called, whatever
-the memory does: the floor under the read path's "graph overhead".
-
-Variants, interleaved turn by turn (each on its own thread, the order rotated so load
-from other processes hits all alike): the Postgres checkpointer with durability
-``"async"`` (LangGraph's default: a step's checkpoint written beside the next step),
-``"exit"`` (one checkpoint, when the run ends) and ``"sync"``, and LangGraph's in-memory
-saver. Reported: ms from ``ainvoke`` to the start of
-``respond`` (p50 / p95 / p99) and the whole run. Writes ``graph_floor.json`` and
-``graph_floor.png``.
-
-Runs on its own database and Redis key prefix (dropped at the end), like the other
-benchmarks; Redis and the embeddings are opened only because `build_builder` binds them.
+`graph.builder.build_builder`'s graph (its `State`, edges and routing) with every node a
+stand-in that does no work (`stand_ins`): ``load_profile`` writes a profile, ``recall``
+``--items`` items shaped like the real ones, ``respond`` notes the time and answers,
+``trim_window`` keeps the last ``--window`` messages. What is left is what LangGraph and
+the checkpointer cost a turn before the model is called: the floor under the read path's
+"graph overhead". Variants (`VARIANTS`: the Postgres checkpointer with each durability,
+and the in-memory saver) take turns, each on its own thread, the order rotated; reported:
+ms from ``ainvoke`` to the start of ``respond``, and the whole run.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import sys
 import time
 import uuid
 from collections.abc import Callable
 from contextvars import ContextVar
-from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import StateGraph
 
 from bench.env import EMBEDDING, isolated_services, machine_info
-from bench.harness import main, write_results
-from bench.stats import ms_stats
+from bench.harness import main, ms_stats, write_results
 from graph.builder import build_builder
 from graph.context import Context
 from memory_graph_agent.services.stores import open_checkpointer, services_session
@@ -86,13 +73,12 @@ def recalled_items(n: int) -> list[dict[str, Any]]:
     ]
 
 
-def stand_ins(items: int, window: int) -> Callable[[Callable, str], Callable]:
-    """`build_builder`'s ``wrap`` hook: each node replaced by a stand-in doing no work."""
+def stand_ins(builder: StateGraph, items: int, window: int) -> StateGraph:
+    """``builder`` (`build_builder`'s) with each node but ``tools`` a stand-in doing no work."""
     recalled = recalled_items(items)
 
-    def wrap(node: Callable, name: str) -> Callable:
-        @functools.wraps(node)  # LangGraph inspects the (state, runtime) signature
-        async def stand_in(state, runtime):  # noqa: ANN001, ANN202 - the node's signature
+    def stand_in(name: str) -> Callable:
+        async def run(state, runtime):  # noqa: ANN001, ANN202 - the node's signature
             if name == "load_profile":
                 return {"profile": PROFILE}
             if name == "recall":
@@ -107,9 +93,12 @@ def stand_ins(items: int, window: int) -> Callable[[Callable, str], Callable]:
                 return {"messages": [RemoveMessage(id=m.id) for m in old]} if old else {}
             raise RuntimeError(f"graph_floor: {name} is not on a turn's path")
 
-        return stand_in
+        return run
 
-    return wrap
+    for name in [n for n in builder.nodes if n != "tools"]:
+        del builder.nodes[name]  # the shipped edges and routing stay, to the same names
+        builder.add_node(name, stand_in(name))
+    return builder
 
 
 async def _turn(graph: Any, ctx: Context, thread: str, durability: str) -> tuple[float, float]:
@@ -130,46 +119,37 @@ async def _turn(graph: Any, ctx: Context, thread: str, durability: str) -> tuple
     return marks[0] - start, run
 
 
-async def run_graph_floor(
-    turns: int = 200,
-    out: str | Path = "bench/out",
-    *,
-    window: int = 20,
-    items: int = 23,
-    warmup: int = 15,
-    database_url: str | None = None,
-    redis_url: str | None = None,
-    key_prefix: str | None = None,
-    quiet: bool = False,
-) -> dict[str, Any]:
-    """Run the benchmark; write ``graph_floor.json`` / ``graph_floor.png`` under ``out``.
+async def run(a: argparse.Namespace) -> dict[str, Any]:
+    """Run the benchmark; write ``graph_floor.json`` / ``graph_floor.png`` under ``--out``.
 
-    ``warmup`` unmeasured turns per variant first fill each thread's window.
+    ``--warmup`` unmeasured turns per variant first fill each thread's window.
     """
+    if min(a.turns, a.window, a.warmup + 1) < 1 or a.items < 0:
+        raise SystemExit("--turns and --window must be >= 1, --warmup and --items >= 0")
     tag = uuid.uuid4().hex[:8]
     async with contextlib.AsyncExitStack() as stack:
         env = await stack.enter_async_context(
-            isolated_services(database_url, redis_url, key_prefix, tag="bench_graph_floor")
+            isolated_services(a.database_url, a.redis_url, a.key_prefix, tag="bench_graph_floor")
         )
         services = await stack.enter_async_context(services_session(EMBEDDING))
         info = await machine_info(env.database_url)
         saver = await stack.enter_async_context(open_checkpointer(env.database_url))
         savers = {"postgres": saver, "memory": InMemorySaver()}
-        builder = build_builder(services, Settings.from_env(), wrap=stand_ins(items, window))
+        builder = stand_ins(build_builder(services, Settings.from_env()), a.items, a.window)
         graphs = {kind: builder.compile(checkpointer=s) for kind, s in savers.items()}
         ctx = Context(user_id=f"floor-{tag}")
         samples: dict[str, list[tuple[float, float]]] = {label: [] for label, *_ in VARIANTS}
-        for i in range(warmup + turns):
+        for i in range(a.warmup + a.turns):
             shift = i % len(VARIANTS)
             for label, kind, durability in VARIANTS[shift:] + VARIANTS[:shift]:
                 thread = f"floor-{tag}-{kind}-{durability}"
                 timing = await _turn(graphs[kind], ctx, thread, durability)
-                if i >= warmup:
+                if i >= a.warmup:
                     samples[label].append(timing)
     data = {
         "benchmark": "graph_floor",
         "machine": info,
-        "config": {"turns": turns, "warmup": warmup, "window": window, "items": items},
+        "config": {"turns": a.turns, "warmup": a.warmup, "window": a.window, "items": a.items},
         "variants": [
             {
                 "label": label,
@@ -181,9 +161,9 @@ async def run_graph_floor(
             for label, kind, durability in VARIANTS
         ],
     }
-    show = () if quiet else ("graph-floor-table",)
-    json_path, png_path = write_results(out, "graph_floor", data, plot_graph_floor, show=show)
-    if not quiet:
+    show = () if a.quiet else ("graph-floor-table",)
+    json_path, png_path = write_results(a.out, "graph_floor", data, plot_graph_floor, show=show)
+    if not a.quiet:
         print(f"wrote {json_path} and {png_path}", file=sys.stderr)
     return data
 
@@ -204,7 +184,7 @@ def plot_graph_floor(data: dict[str, Any], plt: Any) -> Any:
     return fig
 
 
-COMMON = ("out",)
+COMMON = ("out", "database", "redis", "quiet")
 
 
 def flags(p: argparse.ArgumentParser) -> None:
@@ -213,13 +193,6 @@ def flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--window", type=int, default=20, help="messages each thread keeps")
     p.add_argument("--items", type=int, default=23, help="recalled items written per turn")
     p.add_argument("--warmup", type=int, default=15, help="unmeasured turns per variant")
-
-
-async def run(a: argparse.Namespace) -> None:
-    """Run with the parsed flags."""
-    if min(a.turns, a.window, a.warmup + 1) < 1 or a.items < 0:
-        raise SystemExit("--turns and --window must be >= 1, --warmup and --items >= 0")
-    await run_graph_floor(a.turns, a.out, window=a.window, items=a.items, warmup=a.warmup)
 
 
 if __name__ == "__main__":

@@ -1,43 +1,22 @@
 """Growth: what each user's storage costs as conversations go on, retention on and off.
 
-    python -m bench.growth [--users 20] [--turns 3000] [--every 250] [--days-per-pass 20]
-                           [--out bench/out]
+    python -m bench growth [--users 20] [--turns 3000] [--every 250] [--days-per-pass 20]
 
-Each user talks through the compiled graph (`graph.builder.build_graph` with a
-`LocalScheduler` and the Postgres checkpointer, the instant fake model of
-`bench.fake_model`), starting a new thread every ``--session-turns`` turns as a returning
-user does; users take turns round-robin. Every ``--every`` turns per user, memory is
-drained, ``--days-per-pass`` days go by and the ``maintenance`` graph runs for all users
-(checkpoint retention through `memory_graph_agent.storage.checkpoints.SaverCheckpoints`),
-then storage is measured: Redis bytes by key kind (``MEMORY USAGE``) and Postgres bytes per
-table group: the live rows' bytes, and the tables' size on disk with indexes and TOAST
-after a plain VACUUM (autovacuum's job in production; files keep deleted rows' space, new
-rows reuse it); and the memories per user (rows, active ones, superseded ones).
-The whole run is made twice, in two fresh databases: ``checkpoint_retention="keep_latest"``
-and ``"off"``.
-
-Simulated time: the product only reads the real clock, so days "go by" as `bench.clock`
-moves every stored timestamp that decay, expiry, eviction, compaction and decision
-retention read back by ``--days-per-pass`` days (memories' ``created_at``,
-``last_accessed_at`` and ``expires_at``, decisions' ``decided_at``, the Redis profile's
-facts, history and tombstones; Redis key TTLs are shortened by as much, and a key whose
-TTL runs out is deleted; its docstring says what is not aged and why), with SQL UPDATEs
-and Redis writes on the run's own database and key prefix. The pass after it then expires,
-evicts and prunes as it would that many days later. A partial last interval ages in
-proportion. The default, 20 days per 250 turns, makes the default run 240 days: with the
-default ``ttl_policy`` a 7-day memory goes at the next pass and a 30-day one (a summary's)
-at the one after, and the 180 days of eviction and decision retention are reached from
-the ninth pass (day 180) on. The turns of an interval all happen at its start in simulated
-time, so at a pass everything stored since the last one is ``--days-per-pass`` old: a
-memory whose TTL is not longer than that goes at the next pass (more memories die than
-with turns spread over the days; a smaller value decays finer). ``--days-per-pass 0``:
-no simulated time, memories keep their expiry and age and decay removes none.
+Users talk round-robin through the compiled graph (`graph.builder.build_graph`, a
+`LocalScheduler`, the Postgres checkpointer and the instant fake model), a new thread every
+``--session-turns`` turns. Every ``--every`` turns per user, memory is drained,
+``--days-per-pass`` simulated days go by (`bench.clock.age_stores`: a partial last interval
+in proportion; 0: none) and the ``maintenance`` graph runs for all users; then storage is
+measured: Redis bytes by key kind (``MEMORY USAGE``), Postgres bytes per table group (the
+live rows', and on disk after a plain VACUUM) and the memories per user (rows, active,
+superseded). Twice, each in a fresh database: ``checkpoint_retention="keep_latest"`` and
+``"off"``. The turns of an interval all happen at its start in simulated time, so a memory
+whose TTL is not longer than ``--days-per-pass`` goes at the next pass.
 
 Reported: bytes per user per 1,000 turns at the end, per store and table group; per
-measurement the simulated day, the memories per user and what maintenance removed; the
-growth curve (bytes per user against turns per user and simulated days) of each run; and
-p50/p95 of the read path (`retrieve`, the recall node's search, embedding included) on
-``--queries`` questions at the first and the last measurement.
+measurement the simulated day, the memories per user and what maintenance removed; and
+p50/p95 of the read path (`retrieve`, embedding included) on ``--queries`` questions at the
+first and the last measurement.
 """
 
 from __future__ import annotations
@@ -47,7 +26,6 @@ import random
 import sys
 import time
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -58,8 +36,7 @@ from bench.clock import age_stores
 from bench.content import memory_text, user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
-from bench.harness import main, write_results
-from bench.stats import ms_stats
+from bench.harness import main, ms_stats, write_results
 from graph.background import LocalScheduler
 from graph.builder import build_graph
 from graph.context import Context
@@ -159,23 +136,13 @@ def _text(rng: random.Random) -> str:
     return user_question(rng) if rng.random() < 0.3 else memory_text(rng)
 
 
-async def run_one(
-    retention: str,
-    users: int,
-    turns: int,
-    every: int,
-    session_turns: int,
-    queries: int,
-    seed: int,
-    quiet: bool,
-    days_per_pass: float = 0.0,
-) -> dict[str, Any]:
+async def run_one(retention: str, a: argparse.Namespace) -> dict[str, Any]:
     """One whole simulation in a fresh database, with ``checkpoint_retention=retention``.
 
-    Before each maintenance pass, ``days_per_pass`` days (in proportion for a partial
+    Before each maintenance pass, ``--days-per-pass`` days (in proportion for a partial
     last interval) go by (`bench.clock.age_stores`).
     """
-    rng = random.Random(seed)
+    rng = random.Random(a.seed)
     async with (
         isolated_services(tag="growth") as env,
         services_session(EMBEDDING) as services,
@@ -186,18 +153,18 @@ async def run_one(
         settings = Settings.from_env().override(memory_delay_s=0, checkpoint_retention=retention)
         agent = memory.bind(build_graph(services, saver, scheduler=memory, settings=settings))
         maintenance = build_maintenance_graph(services, SaverCheckpoints(saver), settings=settings)
-        contexts = [Context(user_id=f"growth-u{u:03d}", model=spec) for u in range(users)]
+        contexts = [Context(user_id=f"growth-u{u:03d}", model=spec) for u in range(a.users)]
         samples, reads, started = [], {}, time.perf_counter()
         day, last_pass = 0.0, 0
-        for done in range(1, turns + 1):
+        for done in range(1, a.turns + 1):
             for ctx in contexts:
-                thread = f"{ctx.user_id}-s{(done - 1) // session_turns}"
+                thread = f"{ctx.user_id}-s{(done - 1) // a.session_turns}"
                 config = {"configurable": {"thread_id": thread}}
                 await agent.ainvoke({"messages": [HumanMessage(_text(rng))]}, config, context=ctx)
-            if done % every and done != turns:
+            if done % a.every and done != a.turns:
                 continue
             await memory.drain()
-            days, last_pass = days_per_pass * (done - last_pass) / every, done
+            days, last_pass = a.days_per_pass * (done - last_pass) / a.every, done
             if days:
                 await age_stores(services.redis, services.keys.prefix, env.database_url, days)
                 day += days
@@ -207,23 +174,23 @@ async def run_one(
                 {
                     "turns_per_user": done,
                     "day": round(day, 3),
-                    "memories_per_user": await memories_per_user(env.database_url, users),
+                    "memories_per_user": await memories_per_user(env.database_url, a.users),
                     "maintenance": {k: state["report"][k] for k in REMOVALS},
                     **sizes,
                 }
             )
-            reads.setdefault("start", await read_path(services, settings, contexts, queries, rng))
-            if not quiet:
+            reads.setdefault("start", await read_path(services, settings, contexts, a.queries, rng))
+            if not a.quiet:
                 total = sum(sizes["redis"].values()) + sum(sizes["postgres"].values())
                 mems = samples[-1]["memories_per_user"]["active"]
                 print(
-                    f"[{retention}] {done}/{turns} turns per user, day {day:.0f}: "
-                    f"{total / users / 1024:.0f} KiB and {mems:.0f} active memories per user "
+                    f"[{retention}] {done}/{a.turns} turns per user, day {day:.0f}: "
+                    f"{total / a.users / 1024:.0f} KiB and {mems:.0f} active memories per user "
                     f"({time.perf_counter() - started:.0f} s)",
                     file=sys.stderr,
                     flush=True,
                 )
-        reads["end"] = await read_path(services, settings, contexts, queries, rng)
+        reads["end"] = await read_path(services, settings, contexts, a.queries, rng)
         if memory.failures:
             raise RuntimeError(f"{memory.failures} memory runs failed")
         machine = await machine_info(env.database_url)
@@ -281,46 +248,29 @@ def plot(data: dict[str, Any], plt: Any) -> Any:
     return fig
 
 
-async def run_growth(
-    users: int,
-    turns: int,
-    every: int,
-    out: str | Path,
-    *,
-    session_turns: int = 50,
-    queries: int = 50,
-    seed: int = 7,
-    quiet: bool = False,
-    days_per_pass: float = DAYS_PER_PASS,
-) -> dict[str, Any]:
+async def run(a: argparse.Namespace) -> dict[str, Any]:
     """Both runs (retention on, then off); writes ``growth.json`` and ``growth.png``."""
-    if min(users, turns, every, session_turns, queries) < 1:
+    if min(a.users, a.turns, a.every, a.session_turns, a.queries) < 1:
         raise ValueError("users, turns, every, session_turns and queries must be >= 1")
-    if not 0 <= days_per_pass < float("inf"):  # NaN too
-        raise ValueError(f"days_per_pass must be a number of days >= 0, got {days_per_pass!r}")
-    runs = []
-    for retention in RETENTIONS:
-        runs.append(
-            await run_one(
-                retention, users, turns, every, session_turns, queries, seed, quiet, days_per_pass
-            )
-        )
+    if not 0 <= a.days_per_pass < float("inf"):  # NaN too
+        raise ValueError(f"days_per_pass must be a number of days >= 0, got {a.days_per_pass!r}")
+    runs = [await run_one(retention, a) for retention in RETENTIONS]
     data = {
-        "users": users,
-        "turns": turns,
-        "every": every,
-        "session_turns": session_turns,
-        "days_per_pass": days_per_pass,
+        "users": a.users,
+        "turns": a.turns,
+        "every": a.every,
+        "session_turns": a.session_turns,
+        "days_per_pass": a.days_per_pass,
         "runs": runs,
-        "per_user_per_1k_turns": {r["retention"]: per_user_per_1k(r, users) for r in runs},
+        "per_user_per_1k_turns": {r["retention"]: per_user_per_1k(r, a.users) for r in runs},
         "machine": runs[-1].pop("machine"),
     }
     runs[0].pop("machine")
-    write_results(out, "growth", data, plot, show=() if quiet else ("growth-table",))
+    write_results(a.out, "growth", data, plot, show=() if a.quiet else ("growth-table",))
     return data
 
 
-COMMON = ("out", "seed")
+COMMON = ("out", "seed", "quiet")
 
 
 def flags(p: argparse.ArgumentParser) -> None:
@@ -336,11 +286,6 @@ def flags(p: argparse.ArgumentParser) -> None:
         help="simulated days that go by before each maintenance pass (0: none)",
     )
     p.add_argument("--queries", type=int, default=50, help="read-path questions per probe")
-
-
-async def run(a: argparse.Namespace) -> None:
-    """Run with the parsed flags (they are `run_growth`'s parameters)."""
-    await run_growth(**vars(a))
 
 
 if __name__ == "__main__":

@@ -2,12 +2,12 @@
 
 ``python -m bench <scenario> [flags]`` (or ``python -m bench.<scenario> [flags]``) builds the
 scenario's command line from the common flags it names in ``COMMON`` and its own ``flags``,
-then calls its ``run(args)`` (a coroutine is run to its end) and exits with what it returns
-(``None`` or a true value: 0). A scenario is a module of `bench` with::
+then calls its ``run(args)`` (a coroutine is run to its end) and exits 1 if it returns
+False, with the int it returns, else 0. A scenario is a module of `bench` with::
 
     COMMON = ("out", "seed")              # the shared flags it takes (default: ("out",))
     def flags(p: ArgumentParser) -> None  # its own flags (optional)
-    async def run(a: Namespace) -> bool | int | None
+    async def run(a: Namespace) -> Any  # False: exit 1; an int: that status
 
 Results go through `write_results`: ``<out>/<name>.json`` and, when the scenario draws
 one, ``<out>/<name>.png``.
@@ -22,9 +22,11 @@ import inspect
 import json
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 SCENARIOS = (
     "locomo",
@@ -67,6 +69,10 @@ def _redis(p: argparse.ArgumentParser) -> None:
     p.add_argument("--key-prefix", default=None, help="Redis key prefix (default: a fresh one)")
 
 
+def _quiet(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
 def _seeded(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--sizes",
@@ -97,6 +103,7 @@ COMMON_FLAGS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "seed": _seed,
     "database": _database,
     "redis": _redis,
+    "quiet": _quiet,
     "seeded": _seeded,
     "vectors": _vectors,
 }
@@ -136,16 +143,23 @@ def parser(scenario: str) -> argparse.ArgumentParser:
     return p
 
 
+def args(scenario: str, argv: list[str] | None = None, **values: Any) -> argparse.Namespace:
+    """``scenario``'s flags parsed from ``argv``, then ``values`` set by name (tests)."""
+    a = parser(scenario).parse_args(argv or [])
+    vars(a).update(values)
+    return a
+
+
 def main(scenario: str, argv: list[str] | None = None) -> int:
-    """Parse ``argv`` for ``scenario``, run it, and map what it returns to an exit status."""
-    args = parser(scenario).parse_args(argv)
+    """Parse ``argv`` for ``scenario``, run it; exit 1 if it returns False, or its int."""
+    a = parser(scenario).parse_args(argv)
     quiet_logs()
-    result = importlib.import_module(f"bench.{scenario}").run(args)
+    result = importlib.import_module(f"bench.{scenario}").run(a)
     if inspect.iscoroutine(result):
         result = asyncio.run(result)
-    if isinstance(result, bool) or result is None:
-        return 0 if result in (None, True) else 1
-    return int(result)
+    if isinstance(result, int) and not isinstance(result, bool):
+        return result
+    return 1 if result is False else 0
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -183,6 +197,17 @@ def write_results(
     fig.savefig(png_path, dpi=dpi)
     plt.close(fig)
     return json_path, png_path
+
+
+def ms_stats(seconds: Sequence[float]) -> dict[str, float | int | None]:
+    """n, p50, p95, p99, mean, min, max in milliseconds (None when empty)."""
+    if not seconds:
+        return {"n": 0, **dict.fromkeys(("p50", "p95", "p99", "mean", "min", "max"))}
+    a = np.asarray(seconds, dtype=float) * 1000.0
+    p50, p95, p99 = (round(float(np.percentile(a, q)), 3) for q in (50, 95, 99))
+    return {"n": int(a.size), "p50": p50, "p95": p95, "p99": p99,
+            "mean": round(float(a.mean()), 3), "min": round(float(a.min()), 3),
+            "max": round(float(a.max()), 3)}  # fmt: skip
 
 
 def say(quiet: bool, *args: Any) -> None:

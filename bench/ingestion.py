@@ -89,30 +89,20 @@ async def ingest(hay: Haystack, mode: str, model: str, guard: str) -> dict[str, 
     }
 
 
-async def run_benchmark(
-    data: str | Path = DEFAULT_DATA,
-    out: str | Path = "bench/out",
-    turns: int = 200,
-    model: str = "local:smollm2",
-) -> dict[str, Any]:
+async def run(a: argparse.Namespace) -> dict[str, Any]:
     """Both modes on the same turns; write ``ingestion.json`` under ``out``."""
-    hay = first_turns(load_longmemeval(Path(data), 1, 0)[0], turns)
+    hay = first_turns(load_longmemeval(Path(a.data), 1, 0)[0], a.turns)
     guard = register_chat_model(f"ingest-guard-{uuid.uuid4().hex[:8]}", GuardChatModel())
     async with isolated_services(tag="bench_ingest_probe") as env:
         machine = await machine_info(env.database_url)
-    runs = [await ingest(hay, mode, model, guard) for mode in ("raw", "model")]
+    runs = [await ingest(hay, mode, a.model, guard) for mode in ("raw", "model")]
     report = {
         "benchmark": "ingestion",
-        "data": {"path": Path(data).name, "question_id": hay.question_id, "turns": turns},
+        "data": {"path": Path(a.data).name, "question_id": hay.question_id, "turns": a.turns},
         "machine": machine,
         "runs": runs,
     }
-    write_results(out, "ingestion", report)
-    for r in runs:
-        print(
-            f"{r['mode']:5} {r['model'] or '':16} {r['turns']} turns in "
-            f"{r['seconds']:.0f} s: {r['turns_per_s']:.2f} turns/s, stored {r['stored']}"
-        )
+    write_results(a.out, "ingestion", report, show=("ingestion-table",))
     return report
 
 
@@ -121,11 +111,6 @@ def flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default=str(DEFAULT_DATA), help="LongMemEval-format JSON")
     p.add_argument("--turns", type=int, default=200, help="turns replayed per mode")
     p.add_argument("--model", default="local:smollm2", help="the model mode's chat model")
-
-
-async def run(a: argparse.Namespace) -> None:
-    """Run with the parsed flags."""
-    await run_benchmark(a.data, a.out, a.turns, a.model)
 
 
 if __name__ == "__main__":

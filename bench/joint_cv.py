@@ -116,8 +116,7 @@ def run(a: argparse.Namespace) -> None:
     locomo = _locomo_rows(json.loads(Path(a.locomo).read_text()))
     lme = _lme_rows(json.loads(Path(a.longmemeval).read_text()))
     result = cross_validate(locomo, lme, default_key())
-    write_results(a.out, "joint_cv", result)
-    print(json.dumps({k: v for k, v in result.items() if k != "points"}, indent=2))
+    write_results(a.out, "joint_cv", result, show=("joint-cv",))
 
 
 if __name__ == "__main__":

@@ -1,42 +1,19 @@
 """Time to first token, to the reply and to the next turn, with a model of realistic speed.
 
-    python -m bench.latency [--turns 120] [--first-token 0.3] [--tokens-per-s 40]
+    python -m bench latency [--turns 120] [--first-token 0.3] [--tokens-per-s 40]
                             [--cost-conversations 2] [--modes respond_only,background,...]
-                            [--out bench/out]
 
-One conversation of ``--turns`` LoCoMo turns (conversation 1 of the dev set, said by
-its speakers as the user), through each agent of ``--modes`` (default: all) on the same
-Redis, Postgres and checkpointer, each with a fresh `bench.fake_model.PacedChatModel`
-(every call, reply and memory alike, waits ``--first-token`` and then streams
-``--tokens-per-s``):
-
-- ``respond_only``: the project's ``respond`` node alone (no memory);
-- ``inline``: the memory graph, memory formed inside each turn's run;
-- ``background``: the memory graph as shipped (`graph.background.LocalScheduler`);
-- ``agent_only``: a LangChain ``create_agent`` agent with no middleware (no memory);
-- ``middleware_background``: the same agent with `MemoryMiddleware`, its memory runs on
-  the same scheduler as ``background``'s.
-
-What memory adds is measured against the run's memory-less twin: ``agent_only`` for the
-middleware when it ran, else (and for our graph) ``respond_only``.
-
-Each turn streams (``stream_mode=["messages", "updates"]``). Per turn: time to the first
-reply token (TTFT), to the whole reply, to the end of the turn's run, and how long the
-*next* turn waits (the user sends it as soon as the reply is complete; the thread takes
-it when the run has ended). Turns are split into those that formed memory (inline: ran
-summarize; background: handed work to a memory run) and the others. "Memory adds to
-TTFT" is each turn's TTFT minus the respond-only TTFT of the same turn, reported whole
-and without the query embedding: minus the time recall waited for it (``embed_wait``;
-``recall`` runs beside ``load_profile``, and its keyword search and window read beside
-the embedding, so what they overlap is not waited for); its own duration is reported
-apart. What remains is the critical path's cost beyond the embedding. Then the
-background runs are drained and every message is checked to be in exactly one summary
-(`bench.verify`).
-
-Memory's own model cost: ``--cost-conversations`` whole LoCoMo conversations replayed
-with the instant fake model, memory inline (each batch of ``summary_batch`` messages
-summarized as it is due: what a user slower than memory costs; background runs of a
-faster replay coalesce into larger, fewer batches); calls and tokens per turn by
+``--turns`` LoCoMo turns through each agent of ``--modes`` (`MODES`: our ``respond`` node
+alone, our graph with memory inline or in the background, ``create_agent`` without and
+with `MemoryMiddleware`), each with a fresh `bench.fake_model.PacedChatModel`, streaming.
+Per turn: time to the first reply token (TTFT), to the whole reply, to the end of the
+run, and how long the next turn waits; turns that formed memory apart (docs/benchmarks.md).
+"Memory adds to TTFT" is each turn's TTFT minus that of the same turn of the run's
+memory-less twin (``agent_only`` for the middleware when it ran, else ``respond_only``),
+whole and minus what recall waited for the query embedding (``embed_wait``). Then the
+background runs are drained and every message checked to be in exactly one summary
+(`bench.verify`). Memory's own model cost: ``--cost-conversations`` whole conversations
+replayed with the instant fake model, memory inline; calls and tokens per turn by
 purpose, from the per-user totals (`memory_graph_agent.storage.costs`).
 """
 
@@ -54,13 +31,10 @@ from langchain_core.messages import HumanMessage
 
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model, register_paced_model
-from bench.harness import main, write_results
-from bench.latency_report import plot_latency
+from bench.harness import main, ms_stats, write_results
 from bench.locomo import DEFAULT_DATA
 from bench.locomo_data import load_locomo
-from bench.stats import ms_stats
-from bench.timed_graph import build_baseline_graph
-from bench.timing import CURRENT_TURN, TurnRecord, instrument
+from bench.timing import CURRENT_TURN, TurnRecord, build_baseline_graph, instrument
 from bench.verify import verify_conversation
 from graph.background import LocalScheduler
 from graph.builder import build_graph
@@ -179,19 +153,14 @@ async def _conversation(graph: Any, ctx: Any, texts: list[str]) -> list[dict[str
     return [{**t, "thread": thread} for t in turns]
 
 
-async def run_latency(
-    turns: int,
-    out: Path,
-    first_token: float,
-    tokens_per_s: float,
-    cost_conversations: int,
-    locomo: Path = LOCOMO,
-    modes: Sequence[str] = MODES,
-) -> dict[str, Any]:
-    """Run the agents of ``modes`` and the cost replay; write latency.json and latency.png."""
-    (texts,) = _texts(locomo, 1)
-    texts = (texts * (turns // len(texts) + 1))[:turns]
-    speed = {"first_token_s": first_token, "tokens_per_s": tokens_per_s}
+async def run(a: argparse.Namespace) -> bool:
+    """Run the agents of ``--modes`` and the cost replay; write latency.json and latency.png.
+
+    True when no message was lost or duplicated.
+    """
+    (texts,) = _texts(a.locomo, 1)
+    texts = (texts * (a.turns // len(texts) + 1))[: a.turns]
+    speed = {"first_token_s": a.first_token, "tokens_per_s": a.tokens_per_s}
     results: dict[str, Any] = {}
     async with isolated_services(tag="latency") as env:
         info = await machine_info(env.database_url)
@@ -207,7 +176,7 @@ async def run_latency(
             }
             with instrument(services):
                 raw: dict[str, list[dict[str, Any]]] = {}
-                for mode in modes:
+                for mode in a.modes:
                     spec, model = register_paced_model(**speed)
                     user = f"lat-{mode.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
                     # the inline graph has no scheduler: its memory forms in the turn
@@ -216,12 +185,12 @@ async def run_latency(
                     if mode in AGENTS:  # the middleware's knobs are its own; the user the run's
                         agent = _agent(services, saver, memory, mode, spec, model)
                         context = {"user_id": user}
-                    print(f"[latency] {mode}: {turns} turns", flush=True)
+                    print(f"[latency] {mode}: {a.turns} turns", flush=True)
                     raw[mode] = await _conversation(agent, context, texts)
                     started = time.perf_counter()
                     await memory.drain()
                     lag = time.perf_counter() - started
-                    baseline = baseline_of(mode, modes)
+                    baseline = baseline_of(mode, a.modes)
                     results[mode] = _summary(raw[mode], raw.get(baseline or ""))
                     if baseline:
                         results[mode]["baseline"] = baseline
@@ -234,18 +203,18 @@ async def run_latency(
                         results[mode]["verification"] = check
                         results[mode]["memory_cost"] = await services.costs.get(user)
             results["memory_cost_per_turn"] = await _cost_replay(
-                services, saver, locomo, cost_conversations
+                services, saver, a.locomo, a.cost_conversations
             )
     data = {
         "benchmark": "latency",
         "machine": info,
-        "config": {"turns": turns, **speed, "reply_tokens": 40, "embedding_model": EMBEDDING},
-        "modes": {m: results[m] for m in modes},
+        "config": {"turns": a.turns, **speed, "reply_tokens": 40, "embedding_model": EMBEDDING},
+        "modes": {m: results[m] for m in a.modes},
         "memory_cost_per_turn": results["memory_cost_per_turn"],
     }
     show = ("latency-table", "latency-adds", "latency-cost")
-    write_results(out, "latency", data, plot_latency, show=show)
-    return data
+    write_results(a.out, "latency", data, plot_latency, show=show)
+    return all(m["verification"]["ok"] for m in data["modes"].values() if "verification" in m)
 
 
 def _agent(services: Any, saver: Any, memory: Any, mode: str, spec: str, model: Any) -> Any:
@@ -288,6 +257,42 @@ async def _cost_replay(services: Any, saver: Any, locomo: Path, conversations: i
     return {"conversations": per_conversation, "model": model}
 
 
+LABELS = {
+    "ttft": "time to first token",
+    "time_to_reply": "time to the whole reply",
+    "run_end": "end of the turn's run",
+    "next_turn_waits": "next turn waits",
+}
+
+
+def plot_latency(data: dict[str, Any], plt: Any) -> Any:
+    """One panel per metric: p50 bars and p95 ticks, per agent and turn kind."""
+    modes = list(data["modes"])
+    groups = [(m, kind) for m in modes for kind in ("memory_turns", "other_turns")]
+    groups = [(m, k) for m, k in groups if data["modes"][m][k]["n"]]
+    fig, axes = plt.subplots(1, len(LABELS), figsize=(4.2 * len(LABELS), 4.2))
+    for ax, metric in zip(axes, LABELS, strict=True):
+        p50 = [data["modes"][m][k][metric]["p50"] or 0 for m, k in groups]
+        p95 = [data["modes"][m][k][metric]["p95"] or 0 for m, k in groups]
+        xs = range(len(groups))
+        baselines = ("respond_only", "agent_only")
+        ax.bar(xs, p50, color=["#888" if m in baselines else "#2a7" for m, _ in groups])
+        ax.scatter(xs, p95, marker="_", s=300, color="black", label="p95", zorder=3)
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels(
+            [f"{m}\n{k.split('_')[0]}" for m, k in groups], rotation=45, ha="right", fontsize=7
+        )
+        ax.set_title(LABELS[metric], fontsize=9)
+        ax.set_ylabel("ms (bar p50, tick p95)")
+    cfg = data["config"]
+    fig.suptitle(
+        f"{cfg['turns']} turns, model {cfg['first_token_s'] * 1000:.0f} ms to first token, "
+        f"{cfg['tokens_per_s']:.0f} tokens/s",
+        fontsize=10,
+    )
+    return fig
+
+
 def flags(p: argparse.ArgumentParser) -> None:
     """The flags of `bench.latency` beside ``--out``."""
     p.add_argument("--turns", type=int, default=120, help="turns per agent (>= 100)")
@@ -301,14 +306,6 @@ def flags(p: argparse.ArgumentParser) -> None:
         default=MODES,
         help=f"comma-separated agents to run, of {','.join(MODES)}",
     )
-
-
-async def run(a: argparse.Namespace) -> bool:
-    """Run with the parsed flags; true when no message was lost or duplicated."""
-    data = await run_latency(
-        a.turns, a.out, a.first_token, a.tokens_per_s, a.cost_conversations, a.locomo, a.modes
-    )
-    return all(m["verification"]["ok"] for m in data["modes"].values() if "verification" in m)
 
 
 if __name__ == "__main__":

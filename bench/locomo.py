@@ -1,69 +1,26 @@
 """LoCoMo evidence recall of the memory pipeline, against retrieval baselines.
 
-Each LoCoMo conversation is replayed turn by turn through the project's own memory
-nodes (``trim_window → summarize → consolidate → reflect``, wired with the project's
-routing functions; no ``respond``, no ``load_profile``/``recall`` during the replay).
-Both speakers' turns enter the window as ``HumanMessage(content=text, name=speaker,
-id=dia_id)`` stamped with their session's date; the summarizer runs in raw-text mode,
-so no chat model is needed. Then every question goes through the project's ``recall``
-node and is scored by **evidence recall**: the fraction of the question's evidence
-dialog ids present in the context the agent would get, i.e. the live Redis window plus
-the provenance (``source_ids``) of the recalled memories. Recall is hybrid: dense search
-over the raw summaries, dense and full-text search over the raw turns (``episode``
-items, provenance = the turn's dialog id, indexed by ``consolidate``), fused by RRF and
-scored like a memory (relevance + recency + importance,
-`memory_graph_agent.recall.retrieval.retrieve`: the
-node calls it, so this measures the shipped ranking with the `Context` defaults, which
-``WEIGHT_RELEVANCE``, ``WEIGHT_RECENCY``, ``WEIGHT_IMPORTANCE`` and
-``RECENCY_HALF_LIFE_DAYS`` override). Questions run in file order and each recall
-marks the summaries it returns as accessed, as in a live session: later questions see
-them as recent (LoCoMo's own dates are from 2023, so nothing else is).
+    python -m bench locomo [--data PATH] [--out bench/out] [--limit N] [--budget 1800]
 
-Baselines on the same turns, the same MiniLM embeddings and the same token budget:
-the last ``window_size`` turns, dense top-k over raw turns, BM25, hybrid RRF
-(dense + BM25), dense over 5-turn chunks, and the full conversation. Results are per
-LoCoMo category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial)
-and overall over categories 1-4.
+Each conversation is replayed turn by turn through the project's memory nodes
+(`bench.locomo_pipeline`: ``trim_window → summarize → consolidate → reflect``, raw
+summaries; no checkpointer, the Redis window is the source of truth; the chat model is a
+guard that counts calls and refuses them: ``llm_calls`` must be 0). Every question then
+goes through the ``recall`` node with the shipped ranking and is scored by evidence
+recall: the share of its evidence dialog ids in the live window or in the provenance of
+the recalled items. Baselines on the same turns, MiniLM embeddings and token budget
+(`bench.locomo_scoring`): the window, dense, BM25, hybrid RRF, dense over 5-turn chunks
+and the whole conversation; per LoCoMo category and over categories 1-4
+(docs/benchmarks.md). Everything that defines the numbers is recorded under ``config``.
 
-    .venv/bin/python -m bench.locomo [--data PATH] [--out bench/out] [--limit N] [--budget 1800]
-
-Writes ``<out>/locomo.json`` (numbers, data defects, config, machine) and
-``<out>/locomo.png`` and prints a table. Choices, all recorded under ``config``:
-
-* Tokens: ``count_tokens_approximately``. A retrieved turn or chunk costs what the
-  recall node charges for a memory line (a ``SystemMessage`` of its rendered text,
-  ``[<ts>] <speaker>: <text>``, the pipeline's transcript format); the window costs
-  its messages. Budgets are filled greedily in rank order, skipping an item that does
-  not fit (the recall node's rule).
-* ``memory``: recall with the default ``recall_k`` (5: it bounds the summaries
-  channel; the episode channels are sized from the budget) and
-  ``memory_token_budget`` = budget + the window's tokens, so recall fills the whole
-  budget and the window comes on top; ``memory_in_budget`` sets it to the budget, of
-  which the recall node fills what the window leaves (`budgets.recall_budget`). Per
-  question ``memory_in_budget`` runs first and its accesses are rolled back, so it sees
-  the access history (recency) that ``memory`` left over the previous questions, not
-  a second asking of the same question.
-* The cross-validation grid (`bench.locomo_cv.GRID`) also holds an index-time knob,
-  ``turn_context_weight``: for each of its values other than the replay's, the
-  conversation's turns are indexed again with it (`reindex_turns`, the project's
-  `EpisodeIndex.index`, then the HNSW index rebuilt: no dead or unreachable entries) and
-  every question is probed, before the replay's own vectors are restored and the rest
-  runs as above. Those probes are rolled back too; they come before the questions'
-  ``memory`` runs, which with ``weight_recency`` 0 changes nothing.
-* The replay graph has no checkpointer: the Redis window is the source of truth, and
-  ``trim_window`` only emits ``RemoveMessage`` for messages present in the state (the
-  current turn's), so nothing accumulates across invocations.
-* ``reflect_after`` and ``reflect_importance_threshold`` are 10**6 and the chat model
-  is a registered guard that counts calls and raises: raw mode never calls it
-  (``llm_calls`` in the JSON must be 0).
-* Evidence ids are repaired when possible (``D:11:26`` → ``D11:26``, ``D30:05`` →
-  ``D30:5``, ``'D8:6; D9:17'`` split); ids that cannot be parsed or point to no turn are
-  dropped; questions left without evidence are not scored. Every case is counted.
-
-This module runs the benchmark; the pieces live next to it: `bench.locomo_data`
-(loading and repairing the data), `bench.locomo_scoring` (the metric and the
-baselines), `bench.locomo_pipeline` (replay and recall through the project's nodes) and
-`bench.locomo_report` (configuration, table and plot).
+``memory_in_budget``, the headline, fits window and recall in the budget; ``memory`` puts
+the window on top of it. Per question, ``memory_in_budget`` and every point of
+`bench.locomo_cv.GRID` run first with their accesses rolled back, so they see the access
+history (recency) that ``memory`` left over the previous questions. A grid value of the
+index-time ``turn_context_weight`` other than the replay's has the turns indexed again
+(`reindex_turns`) for its probes, before the replay's vectors are restored. Evidence ids
+are repaired or dropped and every defect counted (`bench.locomo_data`). Writes
+``<out>/locomo.json`` and ``<out>/locomo.png`` and shows the docs' table.
 """
 
 from __future__ import annotations
@@ -77,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.env import EMBEDDING, isolated_services, machine_info
-from bench.harness import main, write_results
-from bench.locomo_cv import cross_validate, default_key, grid_points, point_key
+from bench.harness import main, say, write_results
+from bench.locomo_cv import cross_validate, default_key, grid_points, point_key, points_by_weight
 from bench.locomo_data import Conversation, Question, load_locomo
 from bench.locomo_pipeline import (
     RECALL_K,
@@ -102,7 +59,6 @@ from bench.locomo_report import (
     data_summary,
     git_commit,
     plot,
-    print_table,
     progress_bar,
     run_config,
 )
@@ -149,12 +105,8 @@ async def evaluate_conversation(
     full_ctx = recall_context(conv, graphs.model_spec, budget + mem.window_tokens, recall_k)
     fit_ctx = recall_context(conv, graphs.model_spec, budget, recall_k)
     default = default_key()
-    # grid points by the index-time knob: the turns are indexed again for each other value
-    by_weight: dict[float, dict[str, Run]] = {}
     replayed = ctx.settings.recall.weights.turn_context_weight  # what the replay indexed with
-    for point in grid_points():
-        weight = point.get("turn_context_weight", replayed)
-        by_weight.setdefault(weight, {})[point_key(point)] = fit_ctx.override(**point)
+    by_weight = points_by_weight(fit_ctx, replayed)
     bar.update(tasks["questions"], description=f"questions {conv.sample_id}")
     t0 = time.perf_counter()
     probes_of: dict[int, dict[str, tuple[set[str], int]]] = {q.index: {} for q in scored}
@@ -223,41 +175,29 @@ def _record(
     }
 
 
-async def run_benchmark(
-    data: str | Path = DEFAULT_DATA,
-    out: str | Path = "bench/out",
-    *,
-    limit: int | None = None,
-    budget: int = 1800,
-    recall_k: int = RECALL_K,
-    database_url: str | None = None,
-    redis_url: str | None = None,
-    key_prefix: str | None = None,
-    progress: bool = True,
-    quiet: bool = False,
-) -> dict[str, Any]:
-    """Run the benchmark; write ``locomo.json`` / ``locomo.png`` under ``out``.
+async def run(a: argparse.Namespace) -> dict[str, Any]:
+    """Run the benchmark; write ``locomo.json`` / ``locomo.png`` under ``--out``.
 
-    Without ``database_url`` a fresh database and key prefix are created on the
+    Without ``--database-url`` a fresh database and key prefix are created on the
     embedded (or ``REDIS_URL``/``DATABASE_URL``) servers and dropped at the end; with
     them (e.g. pytest's ``memory_env``) they are used and left in place.
     """
     started = time.perf_counter()
-    data, out = Path(data), Path(out)
-    conversations, defects = load_locomo(data, limit)
+    data = Path(a.data)
+    conversations, defects = load_locomo(data, a.limit)
     records: list[dict[str, Any]] = []
     per_conversation: list[dict[str, Any]] = []
     guard = GuardChatModel()
     guard_spec = register_chat_model(f"locomo-guard-{uuid.uuid4().hex[:8]}", guard)
     async with (
-        isolated_services(database_url, redis_url, key_prefix, tag="bench_locomo") as env,
+        isolated_services(a.database_url, a.redis_url, a.key_prefix, tag="bench_locomo") as env,
         services_session(EMBEDDING) as services,  # closed before the database is dropped
     ):
         graphs = Graphs(
             build_replay_graph(services), build_recall_graph(services), guard_spec, guard
         )
         machine = await machine_info(env.database_url)
-        with progress_bar(progress and not quiet) as bar:
+        with progress_bar(not a.no_progress and not a.quiet) as bar:
             n_turns = sum(len(c.turns) for c in conversations)
             n_questions = sum(q.scored for c in conversations for q in c.questions)
             tasks = {
@@ -266,7 +206,7 @@ async def run_benchmark(
             }
             for conv in conversations:
                 recs, info = await evaluate_conversation(
-                    conv, services, graphs, budget, recall_k, bar, tasks
+                    conv, services, graphs, a.budget, a.recall_k, bar, tasks
                 )
                 records += recs
                 per_conversation.append(info)
@@ -277,7 +217,7 @@ async def run_benchmark(
         "git_commit": git_commit(),
         "data": data_summary(data, conversations),
         "defects": defects.as_dict(),
-        "config": run_config(budget, recall_k, conversations),
+        "config": run_config(a.budget, a.recall_k, conversations),
         "machine": machine,
         "llm_calls": guard.calls,
         "results": aggregate(records, list(METHODS)),
@@ -293,13 +233,13 @@ async def run_benchmark(
     }
     for r in records:  # the grid's tokens are summed up by cross_validated; its recall
         r.pop("grid_tokens")  # stays per question, for bench.joint_cv
-    write_results(out, "locomo", report, plot)
-    if not quiet:
-        print_table(report)
+    write_results(a.out, "locomo", report, plot, show=() if a.quiet else ("locomo-table",))
+    counts = {k: v for k, v in report["defects"]["counts"].items() if v}
+    say(a.quiet, f"data defects: {counts}; chat model calls: {guard.calls}")
     return report
 
 
-COMMON = ("out",)
+COMMON = ("out", "database", "redis", "quiet")
 
 
 def flags(p: argparse.ArgumentParser) -> None:
@@ -309,18 +249,6 @@ def flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", type=int, default=1800, help="context token budget")
     p.add_argument("--recall-k", type=int, default=RECALL_K, help="recall_k of the recall node")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-async def run(a: argparse.Namespace) -> None:
-    """Run with the parsed flags."""
-    await run_benchmark(
-        a.data,
-        a.out,
-        limit=a.limit,
-        budget=a.budget,
-        recall_k=a.recall_k,
-        progress=not a.no_progress,
-    )
 
 
 if __name__ == "__main__":

@@ -52,6 +52,21 @@ def point_key(point: dict[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in point.items())
 
 
+def points_by_weight(
+    fit: Any, replayed: float, grid: dict[str, tuple[Any, ...]] = GRID
+) -> dict[float, dict[str, Any]]:
+    """The grid's points as runs of ``fit`` (a `Run`), by the turns' index-time weight.
+
+    ``replayed``: the ``turn_context_weight`` the replay indexed with (a point without the
+    knob is asked with those vectors); each other value needs the turns indexed again.
+    """
+    by_weight: dict[float, dict[str, Any]] = {}
+    for point in grid_points(grid):
+        weight = point.get("turn_context_weight", replayed)
+        by_weight.setdefault(weight, {})[point_key(point)] = fit.override(**point)
+    return by_weight
+
+
 def default_key() -> str:
     """The grid point the shipped `Context` defaults make."""
     defaults = Settings().by_name()
@@ -115,3 +130,22 @@ def cross_validate(
         "in_sample_overall_1_4": {k: round(overall(records, k), 4) for k in keys},
         "folds": folds,
     }
+
+
+def parse_grid(text: str) -> dict[str, tuple[Any, ...]]:
+    """``--grid 'a=0,0.5;b=5'`` as ``{"a": (0.0, 0.5), "b": (5,)}``, typed like the setting.
+
+    Settings go by their environment names in lower case (``neighbour_weight``), as
+    `Settings.override` takes them.
+    """
+    defaults = Settings().by_name()
+    grid: dict[str, tuple[Any, ...]] = {}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        name, _, values = part.partition("=")
+        if name not in defaults:  # a recall weight by its own name (`RecallWeights`)
+            raise ValueError(f"unknown setting {name!r}")
+        # typed and checked as the environment's values are
+        grid[name] = tuple(
+            Settings().override(**{name: v.strip()}).by_name()[name] for v in values.split(",")
+        )
+    return grid

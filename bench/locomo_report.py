@@ -2,7 +2,7 @@
 
 Progress is a rich bar on a terminal and one line per 10% in logs; `run_config` records
 everything that defines the numbers, `data_summary` / `git_commit` which data and code
-produced them; `print_table` and `plot` show evidence recall per category and method
+produced them; `plot` shows evidence recall per category and method
 next to the reference numbers (`REFERENCE`) and the context tokens spent.
 """
 
@@ -21,6 +21,7 @@ from bench.env import EMBEDDING
 from bench.locomo_data import CATEGORIES, SCORED_CATEGORIES, Conversation
 from bench.locomo_pipeline import recall_context, replay_context
 from bench.locomo_scoring import BM25_B, BM25_K1, CHUNK_TURNS, METHODS, RRF_K
+from bench.render.common import num
 
 REFERENCE = {
     "window": 0.02,
@@ -155,49 +156,6 @@ def git_commit() -> str | None:
         return None
 
 
-def _fmt(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-def print_table(report: dict[str, Any]) -> None:
-    """Evidence recall per category and overall, tokens, reference, to stdout."""
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"LoCoMo evidence recall @ {report['config']['budget_tokens']} tokens")
-    table.add_column("method")
-    for c, name in CATEGORIES.items():
-        table.add_column(f"{c} {name}", justify="right")
-    for col in ("overall 1-4", "reference", "tokens/q"):
-        table.add_column(col, justify="right")
-    for method, r in report["results"].items():
-        table.add_row(
-            method,
-            *(_fmt(r["by_category"][str(c)]) for c in CATEGORIES),
-            _fmt(r["overall_1_4"], 3),
-            _fmt(REFERENCE.get(method)),
-            _fmt(r["tokens_mean"], 0),
-        )
-    cv = report.get("cross_validated")
-    if cv:
-        table.add_row(
-            "memory_in_budget (cross-validated)",
-            *(_fmt(cv["by_category"][str(c)]) for c in CATEGORIES),
-            _fmt(cv["overall_1_4"], 3),
-            "-",
-            _fmt(cv["tokens_mean"], 0),
-        )
-    console = Console(width=150)
-    console.print(table)
-    d = report["data"]
-    counts = {k: v for k, v in report["defects"]["counts"].items() if v}
-    console.print(
-        f"{d['conversations']} conversations, {d['turns']} turns, {d['scored_questions']}/"
-        f"{d['questions']} questions scored; defects: {counts}; llm calls: "
-        f"{report['llm_calls']}; runtime {report['runtime_s']} s"
-    )
-
-
 def plot(report: dict[str, Any], plt: Any) -> Any:
     """Grouped bars of evidence recall per category and method, plus context tokens."""
     results = dict(report["results"])
@@ -227,7 +185,7 @@ def plot(report: dict[str, Any], plt: Any) -> Any:
     ax_tokens.invert_yaxis()
     ax_tokens.axvline(report["config"]["budget_tokens"], color="grey", linestyle="--", lw=1)
     for y, (m, t) in enumerate(zip(methods, tokens, strict=True)):
-        ax_tokens.text(t, y, f" {t:,.0f} | {_fmt(results[m]['overall_1_4'])}", va="center")
+        ax_tokens.text(t, y, f" {t:,.0f} | {num(results[m]['overall_1_4'], 2)}", va="center")
     ax_tokens.set_title("context tokens per question | recall 1-4")
     ax_tokens.set_xlim(right=max(tokens + [1]) * 8)
     return fig

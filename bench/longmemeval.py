@@ -1,35 +1,18 @@
 """LongMemEval evidence recall of the memory pipeline, against retrieval baselines.
 
-The product's own setting: one user talks to an assistant over ~48 dated sessions, with
-long replies and facts that change, then asks something that depends on an old session.
-Each question's haystack is its own user (`bench.longmemeval_data`):
+    python -m bench longmemeval [--per-type N] [--offset K] [--budget 1800]
 
-* **Replay.** Sessions, in date order, become threads of their own. Each exchange (the
-  user's message and the assistant's replies) enters as one live turn would, the user's
-  turns as ``HumanMessage`` and the assistant's as ``AIMessage``, stamped with their
-  session's date, through the project's memory nodes (``trim_window → summarize →
-  consolidate → reflect``, raw summaries, no model: `bench.locomo_pipeline`). Every
-  session but the last then ends (``end_session``), which archives its window.
-* **The question** is asked twice, through the project's ``recall`` node with
-  ``memory_token_budget`` = the budget. First in the last session's thread, before it
-  ends, as a user who goes on talking would ask it: the thread's window (its token share,
-  at least the newest two turns) and the recalled memories stay within the budget together
-  (``memory_in_thread``). Then that session ends too, and the question opens a session of
-  its own at ``question_date``, as LongMemEval poses it: recall has the whole budget
-  (``memory_in_budget``, the headline, and every grid point of `bench.locomo_cv.GRID`).
-* **Measures**, per method: turn-level evidence recall (the ``has_answer`` turns present
-  in the context: the window, or the provenance of a recalled memory), session-level
-  recall (``answer_session_ids`` with at least one turn in the context) and, for
-  knowledge-update questions, whether the newest evidence is in the context
-  (``newest_in``) and ranked above every stale one that is (``newest_first``).
-* **Baselines** on the same turns, embeddings and budget (`bench.locomo_scoring`): the
-  window (the last ``window_size`` messages of the question's thread), dense, BM25,
-  hybrid RRF and dense over 5-turn chunks.
-* **Ingestion throughput**: replayed turns per second (raw summaries, no model).
-
-    .venv/bin/python -m bench.longmemeval [--per-type N] [--offset K] [--budget 1800]
-
-Writes ``<out>/longmemeval.json`` and ``<out>/longmemeval.png`` and prints a table.
+Each question's haystack (`bench.longmemeval_data`) is its own user: its sessions, in date
+order, become threads; each exchange enters through the memory nodes as one live turn
+would (`bench.locomo_pipeline`, raw summaries, no model), and every session but the last
+then ends. The question goes through the ``recall`` node within the budget twice: in the
+last session's thread before it ends, beside its window (``memory_in_thread``), then in a
+session of its own at ``question_date`` (``memory_in_budget``, the headline, and every
+point of `bench.locomo_cv.GRID`). Per method: turn-level and session-level evidence recall
+and, for knowledge updates, whether the newest evidence is in the context (``newest_in``)
+and above every stale one (``newest_first``); baselines as `bench.locomo`'s; and the
+replay's turns per second (docs/benchmarks.md). Writes ``<out>/longmemeval.json`` and
+``<out>/longmemeval.png`` and shows the docs' table.
 """
 
 from __future__ import annotations
@@ -50,8 +33,7 @@ from langchain_core.messages import HumanMessage
 
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.harness import main, write_results
-from bench.knobs import parse_grid
-from bench.locomo_cv import GRID, grid_points, point_key
+from bench.locomo_cv import GRID, parse_grid, points_by_weight
 from bench.locomo_pipeline import (
     RECALL_K,
     GuardChatModel,
@@ -77,13 +59,10 @@ from bench.locomo_scoring import (
     rrf,
 )
 from bench.longmemeval_data import QUESTION_TYPES, Haystack, load_longmemeval
-from bench.longmemeval_report import plot, print_table
 from bench.seeding import embed_batched
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.services.stores import Services, services_session
-from memory_graph_agent.settings import Settings
 
-DEFAULTS = Settings().by_name()
 DEFAULT_DATA = os.environ.get(
     "LONGMEMEVAL_DATA", "/work/shared/data/longmemeval/longmemeval_s_dev60.json"
 )
@@ -225,11 +204,8 @@ async def evaluate(
             async with accesses_rolled_back(services, hay.user_id):
                 grid[key] = score(hay, await recall_ranked(recall_graph, hay, point_ctx))
 
-    by_weight: dict[float, dict[str, Run]] = {}
     replayed = ctx.settings.recall.weights.turn_context_weight  # what the replay indexed with
-    for point in grid_points(knobs):
-        weight = point.get("turn_context_weight", replayed)
-        by_weight.setdefault(weight, {})[point_key(point)] = fit.override(**point)
+    by_weight = points_by_weight(fit, replayed, knobs)
     for weight in [w for w in by_weight if w != replayed]:
         await reindex(services, hay, weight)
         await probe(by_weight[weight])
@@ -290,39 +266,27 @@ def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-async def run_benchmark(
-    data: str | Path = DEFAULT_DATA,
-    out: str | Path = "bench/out",
-    *,
-    per_type: int | None = None,
-    offset: int = 0,
-    budget: int = 1800,
-    grid: dict[str, tuple[Any, ...]] = GRID,
-    database_url: str | None = None,
-    redis_url: str | None = None,
-    key_prefix: str | None = None,
-    quiet: bool = False,
-) -> dict[str, Any]:
-    """Run the benchmark; write ``longmemeval.json`` / ``longmemeval.png`` under ``out``."""
+async def run(a: argparse.Namespace) -> dict[str, Any]:
+    """Run the benchmark; write ``longmemeval.json`` / ``longmemeval.png`` under ``--out``."""
     started = time.perf_counter()
-    data, out = Path(data), Path(out)
-    haystacks = load_longmemeval(data, per_type, offset)
+    data = Path(a.data)
+    haystacks = load_longmemeval(data, a.per_type, a.offset)
     guard = GuardChatModel()
     spec = register_chat_model(f"lme-guard-{uuid.uuid4().hex[:8]}", guard)
     records, infos = [], []
     async with (
-        isolated_services(database_url, redis_url, key_prefix, tag="bench_lme") as env,
+        isolated_services(a.database_url, a.redis_url, a.key_prefix, tag="bench_lme") as env,
         services_session(EMBEDDING) as services,
     ):
         replay_graph, recall_graph = build_replay_graph(services), build_recall_graph(services)
         machine = await machine_info(env.database_url)
         for n, hay in enumerate(haystacks, start=1):
             record, info = await evaluate(
-                hay, services, replay_graph, recall_graph, spec, budget, grid
+                hay, services, replay_graph, recall_graph, spec, a.budget, a.grid
             )
             records.append(record)
             infos.append(info)
-            if not quiet:
+            if not a.quiet:
                 got = record["methods"]["memory_in_budget"]["turn_recall"]
                 hyb = record["methods"]["hybrid"]["turn_recall"]
                 print(
@@ -340,13 +304,13 @@ async def run_benchmark(
         "data": {
             "path": data.name,
             "questions": len(haystacks),
-            "per_type": per_type,
-            "offset": offset,
+            "per_type": a.per_type,
+            "offset": a.offset,
             "turns": turns,
         },
         "config": {
-            "budget_tokens": budget,
-            "grid": {k: list(v) for k, v in grid.items()},
+            "budget_tokens": a.budget,
+            "grid": {k: list(v) for k, v in a.grid.items()},
             "question_types": [
                 t for t in QUESTION_TYPES if any(h.question_type == t for h in haystacks)
             ],
@@ -369,14 +333,37 @@ async def run_benchmark(
         "haystacks": infos,
         "questions": records,
     }
-    write_results(out, "longmemeval", report, plot)
-    if not quiet:
-        print_table(report)
+    write_results(
+        a.out, "longmemeval", report, plot, show=() if a.quiet else ("longmemeval-table",)
+    )
     return report
 
 
+def plot(report: dict[str, Any], plt: Any) -> Any:
+    """Turn-level recall per question type, one bar per method."""
+    results = report["results"]
+    types = [t for t in QUESTION_TYPES if t in results["memory_in_budget"]["turn_recall"]]
+    groups = [*types, "overall"]
+    fig, ax = plt.subplots(figsize=(12, 4.5))
+    width = 0.8 / len(results)
+    for n, (method, r) in enumerate(results.items()):
+        values = [r["turn_recall"].get(g) or 0.0 for g in groups]
+        ax.bar(np.arange(len(groups)) + n * width, values, width, label=method)
+    ax.set_xticks(np.arange(len(groups)) + 0.4 - width / 2, groups, rotation=15, fontsize=8)
+    ax.set_ylabel("turn-level evidence recall")
+    ax.set_title(
+        f"LongMemEval dev: {report['data']['questions']} questions, budget "
+        f"{report['config']['budget_tokens']} tokens (window included)"
+    )
+    ax.legend(fontsize=7, ncol=4)
+    return fig
+
+
+COMMON = ("out", "database", "redis", "quiet")
+
+
 def flags(p: argparse.ArgumentParser) -> None:
-    """The flags of `bench.longmemeval` beside ``--out``."""
+    """The flags of `bench.longmemeval` beside the common ones."""
     p.add_argument("--data", default=DEFAULT_DATA, help="LongMemEval-format JSON file")
     p.add_argument("--per-type", type=int, default=None, help="N questions of each type")
     p.add_argument("--offset", type=int, default=0, help="skip the first K of each type")
@@ -387,13 +374,6 @@ def flags(p: argparse.ArgumentParser) -> None:
         default=GRID,
         help="knobs to probe, e.g. 'neighbour_weight=0,0.5;recall_rrf_k=5,60' "
         "(default: bench.locomo_cv.GRID)",
-    )
-
-
-async def run(a: argparse.Namespace) -> None:
-    """Run with the parsed flags."""
-    await run_benchmark(
-        a.data, a.out, per_type=a.per_type, offset=a.offset, budget=a.budget, grid=a.grid
     )
 
 

@@ -1,38 +1,17 @@
 """Per-turn overhead of the memory graph vs the same agent without memory.
 
-    python -m bench.overhead [--sizes 1000,10000,100000] [--turns 200] [--out bench/out]
+    python -m bench overhead [--sizes 1000,10000,100000] [--turns 200] [--out bench/out]
 
-What runs, per size N (ascending):
-
-1. The benchmark user gets N stored memories (10 summaries then a reflection, repeated,
-   with provenance and timestamps), other users get ``--other-users`` x
-   ``--per-other-user`` (9 x 1000 by default: at N=1000 that is the peers' setup, 10k
-   memories over 10 users; at N=100000 the table holds 109k rows). Rows are generated,
-   vectors made per ``--vectors`` (default ``perturbed``: a pool of texts embedded with
-   MiniLM in batches, each row a pooled embedding plus noise; ``real`` embeds every
-   row in batches; ``random``), and bulk-loaded with ``COPY`` into ``memories_384``
-   with every metadata column and ``stored_at``. The HNSW index is dropped before the
-   load and rebuilt after it (timed), then ``VACUUM ANALYZE``.
-2. ``EXPLAIN`` of the exact recall SQL (captured from SQLAlchemy) with its ``SET LOCAL``
-   options: custom plan (EXPLAIN ANALYZE) and the generic plan of a prepared statement.
-3. Search only: ``MemoryStore.search`` with pre-embedded queries (what the peers report).
-4. Turns: the full memory graph and the respond-only graph, interleaved turn by turn
-   (same question, alternating order, so load from other processes hits both alike),
-   with an instant fake chat model and local MiniLM embeddings.
-
-Per-node timing: the benchmark graph is built from the project's node functions, each
-wrapped by `bench.timing.timed_node` (``functools.wraps`` keeps the ``(state, runtime)``
-signature LangGraph inspects), bound to the services and the memory tools and wired with
-the edges and routing functions of ``graph/builder.py`` (checked at start-up against
-`build_builder`). Inside the nodes,
-``embeddings.aembed_query`` / ``aembed_documents`` and ``MemoryStore.search`` / ``touch``
-/ ``add`` / ``summaries_since_reflection`` are wrapped on the live instances, and the fake
-model times its own calls. Recall = the wait for the query embedding (``embed_wait``;
-its keyword search runs beside it) + search + the rest, and
-"excluding embedding" figures subtract that wait and the summary embeddings (and, in the
-second figure, the fake model's calls).
-
-Everything is written under a fresh database and Redis key prefix, dropped at the end.
+Per size (ascending): the benchmark user's memories and other users' are seeded
+(`bench.seeding`: ``COPY``, vectors per ``--vectors``, the HNSW index rebuilt after the
+load, timed); the exact recall SQL is explained (`bench.sql`: the custom plan analysed and
+the generic plan of a prepared statement); ``MemoryStore.search`` is timed on pre-embedded
+queries (what the peers report); then the full memory graph (memory inline) and the
+respond-only graph take turns, interleaved with alternating order, on an instant fake
+model. Nodes are timed by callbacks (`bench.timing.NodeTimer`), the embedding and store
+calls on the live instances (`bench.timing.instrument`), and the fake model times its own
+calls; "excluding embedding" figures subtract what recall waited for the query embedding
+(``embed_wait``) and the summary embeddings (and, in the second, the fake model's calls).
 """
 
 from __future__ import annotations
@@ -47,45 +26,30 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
-from bench.harness import main, say, write_results
+from bench.harness import main, ms_stats, say, write_results
 from bench.overhead_report import (
     PEERS_SEARCH_P50_MS,
     plot_overhead,
-    print_size,
     summarize_baseline,
     summarize_full,
 )
 from bench.seeding import VectorSource, embed_batched, seed_size
 from bench.sql import explain_recall, prepared_recall_plans
-from bench.stats import ms_stats
-from bench.timed_graph import build_baseline_graph, build_timed_graph
-from bench.timing import CURRENT_TURN, TurnRecord, instrument
+from bench.timing import (
+    TurnRecord,
+    build_baseline_graph,
+    build_timed_graph,
+    instrument,
+    timed_turn,
+)
 from graph.context import Context
 from memory_graph_agent.services.stores import open_checkpointer, services_session
 from memory_graph_agent.settings import Settings
-
-# -------------------------------------------------------------------------------- run
-
-
-async def _turn(graph: Any, ctx: Context, thread: str, text: str) -> tuple[TurnRecord, float]:
-    rec = TurnRecord()
-    token = CURRENT_TURN.set(rec)
-    try:
-        start = time.perf_counter()
-        await graph.ainvoke(
-            {"messages": [HumanMessage(text)]},
-            {"configurable": {"thread_id": thread}},
-            context=ctx,
-        )
-        return rec, time.perf_counter() - start
-    finally:
-        CURRENT_TURN.reset(token)
 
 
 async def _checkpointer(kind: str, database_url: str, stack: Any) -> Any:
@@ -98,57 +62,40 @@ async def _checkpointer(kind: str, database_url: str, stack: Any) -> Any:
     raise ValueError(f"checkpointer must be none|memory|postgres, got {kind!r}")
 
 
-async def run_overhead(
-    sizes: list[int] | tuple[int, ...] = (1000, 10000, 100000),
-    turns: int = 200,
-    out: str | Path = "bench/out",
-    *,
-    warmup: int = 5,
-    other_users: int = 9,
-    per_other_user: int = 1000,
-    vectors: str = "perturbed",
-    pool: int = 2048,
-    search_queries: int = 200,
-    summary_mode: str = "llm",
-    checkpointer: str = "memory",
-    maintenance_work_mem: str = "1GB",
-    seed: int = 7,
-    database_url: str | None = None,
-    redis_url: str | None = None,
-    key_prefix: str | None = None,
-    quiet: bool = False,
-) -> dict[str, Any]:
-    """Run the overhead benchmark; write ``overhead.json`` / ``overhead.png`` under ``out``.
+async def run(a: argparse.Namespace) -> dict[str, Any]:
+    """Run with the parsed flags; write ``overhead.json`` / ``overhead.png`` under ``--out``.
 
-    Without ``database_url`` a fresh database and key prefix are created on the
+    Without ``--database-url`` a fresh database and key prefix are created on the
     embedded (or ``REDIS_URL``/``DATABASE_URL``) servers and dropped at the end; with
     them (e.g. pytest's ``memory_env``) they are used and left in place.
     """
-    sizes = sorted(set(sizes))
-    out = Path(out)
-    rng = random.Random(seed)
+    sizes, out = sorted(set(a.sizes)), Path(a.out)
+    rng = random.Random(a.seed)
     tag = uuid.uuid4().hex[:8]
     bench_user = f"bench-{tag}"
-    others = [f"other-{i}-{tag}" for i in range(other_users)]
+    others = [f"other-{i}-{tag}" for i in range(a.other_users)]
     anchor = datetime.now(UTC) - timedelta(days=1)
 
     async with contextlib.AsyncExitStack() as stack:
         env = await stack.enter_async_context(
-            isolated_services(database_url, redis_url, key_prefix, tag="bench_overhead")
+            isolated_services(a.database_url, a.redis_url, a.key_prefix, tag="bench_overhead")
         )
-        say(quiet, f"[overhead] database {env.database_url.split('?')[0]}, prefix {env.key_prefix}")
+        say(
+            a.quiet,
+            f"[overhead] database {env.database_url.split('?')[0]}, prefix {env.key_prefix}",
+        )
         # opened after the environment points at the run's database; closed before it is
         # dropped (the stack unwinds in reverse). Opening creates the memory tables.
         services = await stack.enter_async_context(services_session(EMBEDDING))
         info = await machine_info(env.database_url)
         stack.enter_context(instrument(services))
-        source = VectorSource(vectors, services.embeddings, rng, pool=pool)
+        source = VectorSource(a.vectors, services.embeddings, rng, pool=a.pool)
         spec, _model = register_instant_model()
-        saver = await _checkpointer(checkpointer, env.database_url, stack)
-        settings = Settings.from_env().override(summary_mode=summary_mode)
+        saver = await _checkpointer(a.checkpointer, env.database_url, stack)
+        settings = Settings.from_env().override(summary_mode=a.summary_mode)
         full_graph = build_timed_graph(services, saver, settings=settings)
         base_graph = build_baseline_graph(saver, settings)
-        questions = [user_question(rng) for _ in range(max(search_queries, 1))]
+        questions = [user_question(rng) for _ in range(max(a.search_queries, 1))]
         t0 = time.perf_counter()
         query_vecs = (await embed_batched(services.embeddings, questions)).tolist()
         query_batch_s = time.perf_counter() - t0
@@ -163,16 +110,16 @@ async def run_overhead(
                     seeded,
                     size,
                     others if size_index == 0 else [],
-                    per_other_user,
+                    a.per_other_user,
                     source,
                     anchor,
-                    maintenance_work_mem,
-                    say=lambda m: say(quiet, f"[overhead] {m}"),
+                    a.maintenance_work_mem,
+                    say=lambda m: say(a.quiet, f"[overhead] {m}"),
                 )
                 seeded = size
             else:
                 seeding, index = {}, {}
-            seeding["vectors"] = vectors
+            seeding["vectors"] = a.vectors
 
             ctx = Context(user_id=bench_user, model=spec)
             explain = await explain_recall(services, bench_user, query_vecs[0], settings.recall.k)
@@ -183,7 +130,7 @@ async def run_overhead(
                     bench_user, v, settings.recall.k, settings.recall.min_similarity
                 )
             search_s, hits = [], []
-            for v in query_vecs[:search_queries]:
+            for v in query_vecs[: a.search_queries]:
                 start = time.perf_counter()
                 found = await services.memories.search(
                     bench_user, v, settings.recall.k, settings.recall.min_similarity
@@ -191,23 +138,23 @@ async def run_overhead(
                 search_s.append(time.perf_counter() - start)
                 hits.append(len(found))
 
-            say(quiet, f"[overhead] size {size}: {warmup} warm-up + {turns} turns per graph")
+            say(a.quiet, f"[overhead] size {size}: {a.warmup} warm-up + {a.turns} turns per graph")
             full_thread = f"full-{size}-{tag}"
             rotate = max(1, settings.window.size // 2)
             full_recs: list[tuple[TurnRecord, float]] = []
             base_recs: list[tuple[TurnRecord, float]] = []
-            for i in range(warmup + turns):
+            for i in range(a.warmup + a.turns):
                 text = user_question(rng)
                 base_thread = f"base-{size}-{i // rotate}-{tag}"
                 order = ("base", "full") if i % 2 == 0 else ("full", "base")
                 for which in order:
                     if which == "full":
-                        r = await _turn(full_graph, ctx, full_thread, text)
-                        if i >= warmup:
+                        r = (await timed_turn(full_graph, ctx, full_thread, text))[:2]
+                        if i >= a.warmup:
                             full_recs.append(r)
                     else:
-                        r = await _turn(base_graph, ctx, base_thread, text)
-                        if i >= warmup:
+                        r = (await timed_turn(base_graph, ctx, base_thread, text))[:2]
+                        if i >= a.warmup:
                             base_recs.append(r)
             counts = await services.memories.count(bench_user)
             prepared = await prepared_recall_plans(services)
@@ -219,7 +166,7 @@ async def run_overhead(
                     "size": size,
                     "bench_user_memories": counts,
                     "other_users": len(others),
-                    "other_memories": len(others) * per_other_user,
+                    "other_memories": len(others) * a.per_other_user,
                     "seeding": seeding,
                     "index": index,
                     "explain": explain,
@@ -235,25 +182,26 @@ async def run_overhead(
                     },
                 }
             )
-            print_size(results[-1])
+            turn = results[-1]["full"]["turn"]
+            say(a.quiet, f"[overhead] size {size}: turn p50 {turn['p50']} ms, p95 {turn['p95']} ms")
 
         data = {
             "benchmark": "overhead",
             "machine": info,
             "config": {
                 "sizes": sizes,
-                "turns": turns,
-                "warmup": warmup,
-                "other_users": other_users,
-                "per_other_user": per_other_user,
-                "vectors": vectors,
-                "pool": pool,
-                "search_queries": search_queries,
-                "summary_mode": summary_mode,
-                "checkpointer": checkpointer,
+                "turns": a.turns,
+                "warmup": a.warmup,
+                "other_users": a.other_users,
+                "per_other_user": a.per_other_user,
+                "vectors": a.vectors,
+                "pool": a.pool,
+                "search_queries": a.search_queries,
+                "summary_mode": a.summary_mode,
+                "checkpointer": a.checkpointer,
                 "embedding_model": EMBEDDING,
                 "chat_model": "InstantChatModel (bench.fake_model)",
-                "seed": seed,
+                "seed": a.seed,
                 "context": {
                     k: settings.by_name()[k]
                     for k in (
@@ -265,12 +213,12 @@ async def run_overhead(
                         "memory_token_budget",
                     )
                 },
-                "timing": "nodes wrapped with functools.wraps (bench.timing.timed_node); "
+                "timing": "nodes timed by callbacks (bench.timing.NodeTimer); "
                 "embeddings/search/touch/add wrapped on the live instances",
             },
             "query_embedding_batch": {"texts": len(questions), "seconds": round(query_batch_s, 3)},
             "seed_vectors": {
-                "mode": vectors,
+                "mode": a.vectors,
                 "texts_embedded": source.embedded_texts,
                 "embed_s": round(source.embed_seconds, 3),
             },
@@ -278,11 +226,11 @@ async def run_overhead(
             "sizes": results,
         }
     write_results(out, "overhead", data, plot_overhead, show=("overhead-table",))
-    say(quiet, f"[overhead] wrote {out / 'overhead.json'} and {out / 'overhead.png'}")
+    say(a.quiet, f"[overhead] wrote {out / 'overhead.json'} and {out / 'overhead.png'}")
     return data
 
 
-COMMON = ("out", "seed", "seeded", "vectors", "database", "redis")
+COMMON = ("out", "seed", "seeded", "vectors", "database", "redis", "quiet")
 
 
 def flags(p: argparse.ArgumentParser) -> None:
@@ -304,11 +252,6 @@ def flags(p: argparse.ArgumentParser) -> None:
         default="memory",
         help="checkpointer of both graphs",
     )
-
-
-async def run(a: argparse.Namespace) -> None:
-    """Run with the parsed flags (they are `run_overhead`'s parameters)."""
-    await run_overhead(**vars(a))
 
 
 if __name__ == "__main__":

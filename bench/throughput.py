@@ -28,14 +28,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import HumanMessage
-
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
-from bench.harness import main, parse_ints, say, write_results
-from bench.stats import fmt, ms_stats
-from bench.timing import CURRENT_TURN, TurnRecord, instrument
+from bench.harness import main, ms_stats, parse_ints, say, write_results
+from bench.timing import TurnRecord, instrument, timed_turn
 from bench.verify import verify_conversation
 from graph.background import LocalScheduler
 from graph.builder import build_graph
@@ -94,53 +91,29 @@ async def _conversation(
 ) -> None:
     for t in range(turns):
         text = f"{user_question(rng)} (turn {t})"
-        rec = TurnRecord()
-        token = CURRENT_TURN.set(rec)
-        start = time.perf_counter()
         try:
-            await agent.ainvoke(
-                {"messages": [HumanMessage(text)]},
-                {"configurable": {"thread_id": thread}},
-                context=ctx,
-            )
-            latencies.append(time.perf_counter() - start)
+            rec, seconds, _state = await timed_turn(agent, ctx, thread, text)
+            latencies.append(seconds)
             records.append(rec)
         except Exception as exc:  # noqa: BLE001 - counted and reported
             errors.append(f"{ctx.user_id}/{thread} turn {t}: {type(exc).__name__}: {exc}"[:300])
-        finally:
-            CURRENT_TURN.reset(token)
 
 
-async def run_throughput(
-    concurrency: list[int] | tuple[int, ...] = (1, 10, 50),
-    turns: int = 100,
-    out: str | Path = "bench/out",
-    *,
-    checkpointer: str = "postgres",
-    pool_size: int = 20,
-    summary_mode: str = "llm",
-    memory_mode: str = "background",
-    warmup: int = 3,
-    seed: int = 7,
-    database_url: str | None = None,
-    redis_url: str | None = None,
-    key_prefix: str | None = None,
-    quiet: bool = False,
-) -> dict[str, Any]:
-    """Run the throughput benchmark; write ``throughput.json`` / ``throughput.png``.
+async def run(a: argparse.Namespace) -> bool:
+    """Write ``throughput.json`` / ``.png``; true when no level lost, doubled or failed.
 
-    ``turns`` is per conversation. Without ``database_url`` a fresh database and key
+    ``--turns`` is per conversation. Without ``--database-url`` a fresh database and key
     prefix are used and dropped at the end; with them (pytest) they are used as is.
     """
-    out = Path(out)
+    out = Path(a.out)
     tag = uuid.uuid4().hex[:8]
     levels: list[dict[str, Any]] = []
     async with contextlib.AsyncExitStack() as stack:
         env = await stack.enter_async_context(
-            isolated_services(database_url, redis_url, key_prefix, tag="bench_throughput")
+            isolated_services(a.database_url, a.redis_url, a.key_prefix, tag="bench_throughput")
         )
         say(
-            quiet,
+            a.quiet,
             f"[throughput] database {env.database_url.split('?')[0]}, prefix {env.key_prefix}",
         )
         # opened once the environment points at the run's database, closed before it is
@@ -148,9 +121,11 @@ async def run_throughput(
         services = await stack.enter_async_context(services_session(EMBEDDING))
         info = await machine_info(env.database_url)
         stack.enter_context(instrument(services))
-        saver = await _open_checkpointer(checkpointer, env.database_url, pool_size, stack)
+        saver = await _open_checkpointer(a.checkpointer, env.database_url, a.pool_size, stack)
         memory = LocalScheduler()
-        settings = Settings.from_env().override(summary_mode=summary_mode, memory_mode=memory_mode)
+        settings = Settings.from_env().override(
+            summary_mode=a.summary_mode, memory_mode=a.memory_mode
+        )
         graph = build_graph(services, checkpointer=saver, scheduler=memory, settings=settings)
         agent = memory.bind(graph)
         spec, _model = register_instant_model()
@@ -158,21 +133,21 @@ async def run_throughput(
         def context(user: str) -> Context:
             return Context(user_id=user, model=spec)
 
-        if warmup:
-            say(quiet, f"[throughput] {warmup} warm-up turns")
+        if a.warmup:
+            say(a.quiet, f"[throughput] {a.warmup} warm-up turns")
             await _conversation(
                 agent,
                 context(f"warm-{tag}"),
                 f"warm-{tag}",
-                warmup,
-                random.Random(seed),
+                a.warmup,
+                random.Random(a.seed),
                 [],
                 [],
                 [],
             )
 
-        for c in concurrency:
-            say(quiet, f"[throughput] concurrency {c}: {c} conversations x {turns} turns")
+        for c in a.concurrency:
+            say(a.quiet, f"[throughput] concurrency {c}: {c} conversations x {a.turns} turns")
             latencies: list[float] = []
             records: list[TurnRecord] = []
             errors: list[str] = []
@@ -185,8 +160,8 @@ async def run_throughput(
                         agent,
                         context(user),
                         thread,
-                        turns,
-                        random.Random(f"{seed}:{c}:{i}"),
+                        a.turns,
+                        random.Random(f"{a.seed}:{c}:{i}"),
                         latencies,
                         records,
                         errors,
@@ -211,7 +186,7 @@ async def run_throughput(
             level = {
                 "concurrency": c,
                 "turns": len(latencies),
-                "turns_per_conversation": turns,
+                "turns_per_conversation": a.turns,
                 "elapsed_s": round(elapsed, 3),
                 "memory_drain_after_last_reply_s": round(elapsed - replies_done, 3),
                 "memory_run_failures": memory.failures,
@@ -229,20 +204,20 @@ async def run_throughput(
                 "verification": verification,
             }
             levels.append(level)
-            _print_level(level)
+            say(a.quiet, f"[throughput] {level['concurrency']}: {level['turns_per_s']} turns/s")
 
         data = {
             "benchmark": "throughput",
             "machine": info,
             "config": {
-                "concurrency": list(concurrency),
-                "turns_per_conversation": turns,
-                "checkpointer": checkpointer,
-                "pool_size": pool_size,
-                "summary_mode": summary_mode,
-                "memory_mode": memory_mode,
-                "warmup": warmup,
-                "seed": seed,
+                "concurrency": list(a.concurrency),
+                "turns_per_conversation": a.turns,
+                "checkpointer": a.checkpointer,
+                "pool_size": a.pool_size,
+                "summary_mode": a.summary_mode,
+                "memory_mode": a.memory_mode,
+                "warmup": a.warmup,
+                "seed": a.seed,
                 "embedding_model": EMBEDDING,
                 "chat_model": "InstantChatModel (bench.fake_model)",
                 "context": {
@@ -253,22 +228,8 @@ async def run_throughput(
             "levels": levels,
         }
     write_results(out, "throughput", data, plot_throughput, show=("throughput-table",))
-    say(quiet, f"[throughput] wrote {out / 'throughput.json'} and {out / 'throughput.png'}")
-    return data
-
-
-def _print_level(level: dict[str, Any]) -> None:
-    v = level["verification"]
-    status = "OK" if v["ok"] else "FAILED"
-    print(
-        f"concurrency {level['concurrency']}: {level['turns']} turns in "
-        f"{level['elapsed_s']:.1f} s = {level['turns_per_s']:.2f} turns/s, "
-        f"p95 {fmt(level['latency']['p95'])} ms, errors {level['errors']}; "
-        f"{v['left_window']} messages left {v['conversations']} windows: "
-        f"{v['summarized']} in summaries, {v['pending']} pending, "
-        f"{v['lost']} lost, {v['duplicated']} duplicated [{status}]",
-        flush=True,
-    )
+    say(a.quiet, f"[throughput] wrote {out / 'throughput.json'} and {out / 'throughput.png'}")
+    return all(lv["verification"]["ok"] and not lv["errors"] for lv in levels)
 
 
 def plot_throughput(data: dict[str, Any], plt: Any) -> Any:
@@ -313,7 +274,7 @@ def plot_throughput(data: dict[str, Any], plt: Any) -> Any:
     return fig
 
 
-COMMON = ("out", "seed", "database", "redis")
+COMMON = ("out", "seed", "database", "redis", "quiet")
 
 
 def flags(p: argparse.ArgumentParser) -> None:
@@ -340,12 +301,6 @@ def flags(p: argparse.ArgumentParser) -> None:
         help="background: a turn's latency ends with its reply and trim_window (as shipped)",
     )
     p.add_argument("--warmup", type=int, default=3, help="unmeasured warm-up turns")
-
-
-async def run(a: argparse.Namespace) -> bool:
-    """Run with the parsed flags; true when every level lost and duplicated nothing."""
-    data = await run_throughput(**vars(a))
-    return all(lv["verification"]["ok"] and not lv["errors"] for lv in data["levels"])
 
 
 if __name__ == "__main__":

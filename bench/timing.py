@@ -1,11 +1,12 @@
 """Where a benchmark turn spends its time: per node and per timed call.
 
-`timed_node` wraps a node function (plain or bound with ``functools.partial``) and
-`instrument` wraps the embedding and pgvector calls of the live `Services`; both report
-into the `TurnRecord` of the running turn, held in a context variable (`CURRENT_TURN`)
-so concurrent turns never mix their numbers. `record_part` is how other timed code (the
-fake chat model of `bench.fake_model`) reports, under the node that runs it
-(`CURRENT_NODE`).
+`NODE_TIMER` (a LangChain callback handler: `timed` binds it to a compiled graph) times
+each node from ``on_chain_start`` to its end, by the node name LangGraph puts in the
+run's metadata (``langgraph_node``), and `instrument` wraps the embedding and pgvector
+calls of the live `Services`; both report into the `TurnRecord` of the running turn, held
+in a context variable (`CURRENT_TURN`) so concurrent turns never mix their numbers.
+`record_part` is how other timed code reports (the fake chat model of `bench.fake_model`,
+under the node `CURRENT_NODE` names).
 """
 
 from __future__ import annotations
@@ -18,7 +19,11 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import HumanMessage
 
 from memory_graph_agent.recall import retrieval
 
@@ -29,6 +34,10 @@ class TurnRecord:
 
     nodes: dict[str, float] = field(default_factory=dict)
     parts: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    starts: dict[str, float] = field(default_factory=dict)
+    """``perf_counter`` at each node's first start (``respond``: the model call's)."""
+    sent: float = 0.0
+    """``perf_counter`` when `timed_turn` sent the turn."""
 
     def add_node(self, name: str, seconds: float) -> None:
         """Add the duration of one node execution."""
@@ -52,9 +61,8 @@ class TurnRecord:
 CURRENT_TURN: contextvars.ContextVar[TurnRecord | None] = contextvars.ContextVar(
     "bench_turn", default=None
 )
-CURRENT_NODE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "bench_node", default=None
-)
+CURRENT_NODE: contextvars.ContextVar[str] = contextvars.ContextVar("bench_node", default="?")
+"""The node running (set by `NodeTimer` in the node's own context: the fake model reads it)."""
 
 
 def on_path(nodes: dict[str, float]) -> float:
@@ -76,44 +84,60 @@ def record_part(part: str, seconds: float) -> None:
         rec.add(part, seconds)
 
 
-def node_name(fn: Callable) -> str:
-    """The name of the node function inside ``functools.partial`` and ``wraps`` layers.
+async def timed_turn(
+    graph: Any, ctx: Any, thread: str, text: str, **options: Any
+) -> tuple[TurnRecord, float, Any]:
+    """One turn of ``text`` on ``thread`` under a fresh `TurnRecord`: it, its seconds, the state."""
+    rec = TurnRecord()
+    token = CURRENT_TURN.set(rec)
+    try:
+        rec.sent = time.perf_counter()
+        config = {"configurable": {"thread_id": thread}}
+        state = await graph.ainvoke(
+            {"messages": [HumanMessage(text)]}, config, context=ctx, **options
+        )
+        return rec, time.perf_counter() - rec.sent, state
+    finally:
+        CURRENT_TURN.reset(token)
 
-    A node may be bound with ``partial`` and wrapped with ``functools.wraps`` (which
-    points ``__wrapped__`` at what it wraps), so both layers are unwrapped.
-    """
-    while True:
-        if isinstance(fn, functools.partial):
-            fn = fn.func
-        elif getattr(fn, "__wrapped__", None) is not None:
-            fn = fn.__wrapped__
-        else:
-            return fn.__name__
 
+class NodeTimer(BaseCallbackHandler):
+    """Times every node run of a graph into the `TurnRecord` its run started under."""
 
-def timed_node(fn: Callable, name: str | None = None) -> Callable:
-    """Wrap an async node ``fn(state, runtime)`` (maybe a ``partial``); name it ``name``.
+    run_inline = True  # called in the node's own context, no thread hop
 
-    ``functools.wraps`` keeps what LangGraph inspects (the signature, through
-    ``__wrapped__``); ``name`` defaults to the wrapped function's name (`node_name`).
-    """
-    name = name or node_name(fn)
+    def __init__(self) -> None:
+        self._running: dict[UUID, tuple[TurnRecord | None, str, float, contextvars.Token]] = {}
 
-    @functools.wraps(fn)
-    async def wrapper(state, runtime):  # noqa: ANN001, ANN202 - same signature as the node
-        token = CURRENT_NODE.set(name)
-        start = time.perf_counter()
-        try:
-            return await fn(state, runtime)
-        finally:
-            elapsed = time.perf_counter() - start
-            CURRENT_NODE.reset(token)
-            rec = CURRENT_TURN.get()
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID, **kw: Any) -> None:
+        """A node's run (its name is the metadata's ``langgraph_node``) starts its clock."""
+        node = (kw.get("metadata") or {}).get("langgraph_node")
+        if node is None or kw.get("name") != node:
+            return
+        rec, now = CURRENT_TURN.get(), time.perf_counter()
+        if rec is not None:
+            rec.starts.setdefault(node, now)
+        self._running[run_id] = (rec, node, now, CURRENT_NODE.set(node))
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kw: Any) -> None:
+        """Add the node's time to its record."""
+        if (run := self._running.pop(run_id, None)) is not None:
+            rec, node, start, token = run
             if rec is not None:
-                rec.add_node(name, elapsed)
+                rec.add_node(node, time.perf_counter() - start)
+            with contextlib.suppress(ValueError):  # ended in another context: it ends with it
+                CURRENT_NODE.reset(token)
 
-    wrapper.__name__ = wrapper.__qualname__ = name
-    return wrapper
+    on_chain_error = on_chain_end
+
+
+NODE_TIMER = NodeTimer()
+G = TypeVar("G")
+
+
+def timed(graph: G) -> G:
+    """``graph`` (compiled) with its nodes timed by `NODE_TIMER` (a copy; same graph)."""
+    return graph.with_config(callbacks=[NODE_TIMER])  # type: ignore[attr-defined]
 
 
 def _timed_call(func: Callable, part: str) -> Callable:
@@ -216,3 +240,34 @@ def instrument(services: Any) -> Iterator[None]:
         for obj, method in patched:
             with contextlib.suppress(AttributeError):
                 object.__delattr__(obj, method)
+
+
+def build_timed_graph(
+    services: Any, checkpointer: Any = None, scheduler: Any = None, settings: Any = None
+) -> Any:
+    """`graph.builder.build_graph`'s graph, every node timed (default `Settings.from_env`)."""
+    from graph.builder import build_builder
+    from graph.prefetch import as_memory_graph
+    from memory_graph_agent.settings import Settings
+
+    settings = Settings.from_env() if settings is None else settings
+    builder = build_builder(services, settings, scheduler)
+    graph = builder.compile(checkpointer=checkpointer, name="memory_agent_timed")
+    return timed(as_memory_graph(graph, services.embeddings))  # as `build_graph` does
+
+
+def build_baseline_graph(checkpointer: Any = None, settings: Any = None) -> Any:
+    """Memory bypassed: the project's `respond` node alone (no memory tools), timed."""
+    from langgraph.graph import END, START, StateGraph
+
+    from graph.context import Context
+    from graph.state import InputState, State
+    from memory_graph_agent.settings import Settings
+    from nodes.respond import respond
+
+    settings = Settings.from_env() if settings is None else settings
+    builder = StateGraph(State, input_schema=InputState, context_schema=Context)
+    builder.add_node("respond", functools.partial(respond, settings=settings))
+    builder.add_edge(START, "respond")
+    builder.add_edge("respond", END)
+    return timed(builder.compile(checkpointer=checkpointer, name="respond_only"))

@@ -89,18 +89,9 @@ def flags(p: argparse.ArgumentParser) -> None:
 
 
 def run(a: argparse.Namespace) -> None:
-    """Read the runs' folders, print and write the summary."""
+    """Read the runs' folders, write the summary and show its table."""
     summary = summarize([read_run(Path(f)) for f in a.runs])
-    for key, s in summary["shares"].items():
-        print(
-            f"{KNOB}={key}: LoCoMo {s['locomo']['overall_1_4']:.3f} "
-            f"({s['locomo']['tokens_mean']:.0f} tokens), LongMemEval in the thread "
-            f"{s['longmemeval_in_thread']['turn_recall']['overall']:.3f}, in a session of "
-            f"its own {s['longmemeval_in_budget']['turn_recall']['overall']:.3f}"
-        )
-    cv = summary["cross_validated"]
-    print(f"chosen in folds: {cv['chosen_in_folds']}; cross-validated {cv['cross_validated']}")
-    write_results(a.out, "window_share", summary)
+    write_results(a.out, "window_share", summary, show=("window-share",))
 
 
 if __name__ == "__main__":

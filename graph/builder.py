@@ -25,7 +25,7 @@ from graph.durability import turn_durability
 from graph.prefetch import as_memory_graph
 from graph.state import InputState, State
 from graph.tools import build_tool_node, memory_tools
-from graph.wrapping import Wrap, unwrapped, wrap_node
+from graph.wrapping import wrap_node
 from memory_graph_agent.services.stores import Services, server_services
 from memory_graph_agent.settings import Settings
 from nodes.backlog import backlog
@@ -47,14 +47,11 @@ def build_builder(
     services: Services,
     settings: Settings,
     scheduler: MemoryScheduler | None = None,
-    wrap: Wrap = unwrapped,
 ) -> StateGraph:
     """The uncompiled graph: load_profile ∥ recall → respond ⇄ tools → trim_window → memory.
 
     With a ``scheduler``, turns in ``memory_mode="background"`` end after trim_window and
     the scheduler starts a memory run (START → backlog → summarize → consolidate → reflect).
-    ``wrap(node, name)`` wraps each node as `graph.wrapping.wrap_node` runs it (the
-    benchmarks time them).
     """
     builder = StateGraph(State, input_schema=InputState, context_schema=Context)
     tools = memory_tools(services, settings=settings)
@@ -65,10 +62,9 @@ def build_builder(
         answer="respond",
         ends_turn=None,
         scheduler=scheduler,
-        wrap=wrap,
     )
     respond_node = partial(respond, settings=settings, tools=tools)
-    builder.add_node("respond", wrap_node(respond_node, "respond", services, wrap=wrap))
+    builder.add_node("respond", wrap_node(respond_node, "respond", services))
     builder.add_node("tools", build_tool_node(tools))
     builder.add_conditional_edges("respond", routing.route_after_respond)
     builder.add_edge("tools", "respond")
@@ -83,7 +79,6 @@ def add_memory(
     answer: str,
     ends_turn: str | None = "",
     scheduler: MemoryScheduler | None = None,
-    wrap: Wrap = unwrapped,
 ) -> StateGraph:
     """Add our memory to a hand-built ``builder``: the nodes of the ``memory_agent`` graph.
 
@@ -117,11 +112,11 @@ def add_memory(
             bound = partial(bound, scheduler=scheduler)
         calls_model = node in MODEL_CALLING
         name = node.__name__
-        builder.add_node(name, wrap_node(bound, name, services, calls_model=calls_model, wrap=wrap))
+        builder.add_node(name, wrap_node(bound, name, services, calls_model=calls_model))
     trim = partial(trim_window, services=services, settings=settings, scheduler=scheduler)
-    builder.add_node("trim_window", wrap_node(trim, "trim_window", services, wrap=wrap))
+    builder.add_node("trim_window", wrap_node(trim, "trim_window", services))
     start = partial(backlog, services=services)
-    builder.add_node("backlog", wrap_node(start, "backlog", services, wrap=wrap))
+    builder.add_node("backlog", wrap_node(start, "backlog", services))
     # a turn: load_profile and recall side by side, then the answer once; a memory run: backlog
     builder.add_conditional_edges(START, routing.route_start, routing.STARTS)
     paths = {"respond": answer, "trim_window": "trim_window"}

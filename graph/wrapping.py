@@ -9,9 +9,6 @@ Around a node function ``node(state, runtime)`` bound to its services, in this o
    (state) and to the user's running totals in Redis (`memory_graph_agent.storage.costs`,
    shown by ``memory show``). Prometheus counts the same calls by purpose, without user
    labels.
-
-The benchmarks' ``wrap(node, name)`` hook (`bench.timing.timed_node`) wraps the result,
-so a node's timing includes both.
 """
 
 from __future__ import annotations
@@ -31,12 +28,6 @@ from memory_graph_agent.turn.retries import check_task_start
 log = logging.getLogger(__name__)
 
 Node = Callable[[State, Runtime[Context]], Awaitable[dict]]
-Wrap = Callable[[Callable, str], Callable]
-
-
-def unwrapped(node: Callable, name: str) -> Callable:
-    """The default ``wrap`` hook: the node as it is."""
-    return node
 
 
 def wrap_node(
@@ -45,7 +36,6 @@ def wrap_node(
     services: Services,
     *,
     calls_model: bool = False,
-    wrap: Wrap = unwrapped,
 ) -> Node:
     """``node`` (named ``name``) as the graph runs it: crash-loop check, then metering.
 
@@ -54,7 +44,6 @@ def wrap_node(
         name: The node's name in the graph.
         services: Where starts are counted (``runs``) and costs totalled (``costs``).
         calls_model: Meter its chat-model calls (summarize, consolidate, reflect).
-        wrap: A benchmark's ``wrap(node, name)``, applied around all of it.
     """
 
     async def run(state: State, runtime: Runtime[Context]) -> dict:
@@ -74,4 +63,4 @@ def wrap_node(
         return {**(update or {}), "memory_cost": spent}
 
     run.__name__ = run.__qualname__ = name
-    return wrap(run, name)
+    return run

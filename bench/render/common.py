@@ -6,12 +6,21 @@ import json
 from pathlib import Path
 from typing import Any
 
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+"""This checkout's committed results."""
+
 
 def load(root: Path, name: str) -> dict[str, Any]:
-    """``<name>.json`` parsed, from a run's folder ``root`` or the repository's results."""
+    """``<name>.json`` parsed, from a run's folder ``root``, else the repository's results.
+
+    The repository is ``root`` (`bench.render_docs`), else this checkout (a run's tables
+    that read another benchmark's file it did not write, as the docs will render them).
+    """
     path = root / f"{name}.json"
     if not path.exists():
         path = root / "bench" / "results" / f"{name}.json"
+    if not path.exists():
+        path = RESULTS / f"{name}.json"
     return json.loads(path.read_text())
 
 

@@ -11,7 +11,8 @@ READ_PATH, READ_PATH_EXIT = "ours: read path", "ours: read path, CLI turn"
 PEER_FIRST, PEER_LAST = ["floor"], ["ours: MemoryStore.search", READ_PATH, READ_PATH_EXIT]
 
 
-def _peer_order(systems: dict[str, Any]) -> list[str]:
+def peer_order(systems: dict[str, Any]) -> list[str]:
+    """The systems of a size in table order (the floor first, ours last)."""
     middle = sorted(n for n in systems if n not in PEER_FIRST + PEER_LAST + ["query embedding"])
     return [n for n in PEER_FIRST + middle + PEER_LAST if n in systems]
 
@@ -23,7 +24,7 @@ def render_peers_table(root: Path) -> str:
     head = ["system", *(f"{num(s['size'], 0)}: p50 / p95 ms (× floor, returned)" for s in sizes)]
     head.append("pre-embedded p50 ms, " + " / ".join(num(s["size"], 0) for s in sizes))
     rows = []
-    for name in _peer_order(sizes[-1]["systems"]):
+    for name in peer_order(sizes[-1]["systems"]):
         cells = [f"**{name}**" if name in (READ_PATH, READ_PATH_EXIT) else name]
         for s in sizes:
             w = s["systems"].get(name, {}).get("with_embedding")
@@ -81,7 +82,7 @@ def render_peers_headline(root: Path) -> str:
     s = d["sizes"][-1]
     sy = s["systems"]
     rp, ours = sy["ours: read path"]["with_embedding"], sy["ours: MemoryStore.search"]
-    peers = [n for n in _peer_order(sy) if n not in PEER_FIRST + PEER_LAST]
+    peers = [n for n in peer_order(sy) if n not in PEER_FIRST + PEER_LAST]
     best = min(peers, key=lambda n: sy[n]["with_embedding"]["latency"]["p50"])
     search = ours["with_embedding"]["latency"]["p50"]
     cli = sy.get(READ_PATH_EXIT, {}).get("with_embedding")

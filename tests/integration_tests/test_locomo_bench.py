@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import uuid
 
-from bench.locomo import run_benchmark
+from bench.harness import args
+from bench.locomo import run
 from tests.builders import locomo_sample as _sample
 
 FILLER = [
@@ -54,16 +55,10 @@ async def test_end_to_end_memory_finds_evidence_that_left_the_window(
     path = tmp_path / "synthetic.json"
     path.write_text(json.dumps([_sample(sample_id, {1: session_1, 2: session_2}, qa)]))
 
-    report = await run_benchmark(
-        path,
-        tmp_path / "out",
-        budget=300,
-        database_url=memory_env["DATABASE_URL"],
-        redis_url=memory_env["REDIS_URL"],
-        key_prefix=memory_env["MEMORY_KEY_PREFIX"],
-        progress=False,
-        quiet=True,
-    )
+    servers = {"database_url": memory_env["DATABASE_URL"], "redis_url": memory_env["REDIS_URL"]}
+    servers["key_prefix"] = memory_env["MEMORY_KEY_PREFIX"]
+    flags = ["--budget", "300", "--no-progress", "--quiet"]
+    report = await run(args("locomo", flags, data=path, out=tmp_path / "out", **servers))
 
     assert (tmp_path / "out" / "locomo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((tmp_path / "out" / "locomo.json").read_text())["llm_calls"] == 0

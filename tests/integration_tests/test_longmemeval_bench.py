@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import uuid
 
-from bench.longmemeval import run_benchmark
+from bench.harness import args
+from bench.longmemeval import run
 from bench.longmemeval_data import load_longmemeval
 
 FILLER = [
@@ -69,15 +70,10 @@ def test_a_haystack_is_replayed_in_date_order_with_its_evidence(tmp_path):
 async def test_end_to_end_memory_finds_evidence_of_old_sessions(memory_env, tmp_path):
     path = tmp_path / "lme.json"
     path.write_text(json.dumps([_item("knowledge-update"), _item("single-session-user")]))
-    report = await run_benchmark(
-        path,
-        tmp_path / "out",
-        budget=600,
-        database_url=memory_env["DATABASE_URL"],
-        redis_url=memory_env["REDIS_URL"],
-        key_prefix=memory_env["MEMORY_KEY_PREFIX"],
-        quiet=True,
-    )
+    servers = {"database_url": memory_env["DATABASE_URL"], "redis_url": memory_env["REDIS_URL"]}
+    servers["key_prefix"] = memory_env["MEMORY_KEY_PREFIX"]
+    flags = ["--budget", "600", "--quiet"]
+    report = await run(args("longmemeval", flags, data=path, out=tmp_path / "out", **servers))
     assert (tmp_path / "out" / "longmemeval.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((tmp_path / "out" / "longmemeval.json").read_text())["llm_calls"] == 0
     results = report["results"]
@@ -104,7 +100,7 @@ async def test_end_to_end_memory_finds_evidence_of_old_sessions(memory_env, tmp_
 async def test_ingestion_replays_the_same_turns_raw_and_with_a_model(memory_env, tmp_path):
     """`bench.ingestion`: raw mode calls no model; the model mode's summaries are its own."""
     from bench.ingestion import first_turns
-    from bench.ingestion import run_benchmark as run_ingestion
+    from bench.ingestion import run as run_ingestion
     from memory_graph_agent.services.models import register_chat_model
     from memory_graph_agent.testing import ScriptedChatModel
 
@@ -117,7 +113,9 @@ async def test_ingestion_replays_the_same_turns_raw_and_with_a_model(memory_env,
 
     model = ScriptedChatModel()
     spec = register_chat_model(f"ingest-{uuid.uuid4().hex[:6]}", model)
-    report = await run_ingestion(path, tmp_path / "out", turns=26, model=spec)
+    report = await run_ingestion(
+        args("ingestion", ["--turns", "26"], data=path, out=tmp_path / "out", model=spec)
+    )
     raw, with_model = report["runs"]
     assert (raw["mode"], with_model["mode"]) == ("raw", "model")
     assert raw["turns"] == with_model["turns"] == 26

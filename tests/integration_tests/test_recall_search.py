@@ -97,14 +97,15 @@ async def test_another_users_rows_never_come_back(users, services):
         assert not any(f"QX-{o}{o}{o}" in t for o in range(3) if o != n for t in texts)
 
 
-async def test_retrieve_with_a_precomputed_vector_is_retrieve(
+async def test_retrieve_with_its_embedding_started_ahead_is_retrieve(
     settings, users, services, make_context
 ):
+    """The embedding a turn's run started (`graph.prefetch`) finds what retrieve's own does."""
     question = QUESTIONS[1]
-    vector = await services.embeddings.aembed_query(question)
     ctx = make_context(user_id=users[0])
     embedded = await retrieve(services, settings, ctx, question, "x", touch=False)
-    given = await retrieve(services, settings, ctx, question, "x", touch=False, vector=vector)
+    ahead = asyncio.ensure_future(services.embeddings.aembed_query(question))
+    given = await retrieve(services, settings, ctx, question, "x", touch=False, vector=ahead)
     strip = [{k: v for k, v in m.items() if k != "recency"} for m in embedded.items]
     assert strip == [{k: v for k, v in m.items() if k != "recency"} for m in given.items]
     assert embedded.items and given.candidates == embedded.candidates

@@ -6,6 +6,7 @@ known exactly (the model is not under test here)."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -88,6 +89,11 @@ def _query() -> list[float]:
     return _axis(1, 1.0)
 
 
+def _asking(services):
+    """``services`` whose query embedding is `_query` (`Planted.embed_query`)."""
+    return replace(services, embeddings=Planted({}))
+
+
 async def _ranked(services, user: str, question: str, speaker_k: int, k: int = 20) -> list:
     """The dense turns' ranking: the ``k`` nearest, and the speaker turns joined to it."""
     settings = Settings().override(recall_k=3, speaker_turns=speaker_k)
@@ -162,9 +168,7 @@ async def test_recall_brings_the_named_speakers_answer_only_with_speaker_turns(
 ):
     settings = Settings().override(speaker_turns=speaker_turns, recall_candidate_tokens=1000)
     ctx = Context(user_id=user)
-    found = await retrieve(
-        services, settings, ctx, QUERY, "no-window", touch=False, vector=_query()
-    )
+    found = await retrieve(_asking(services), settings, ctx, QUERY, "no-window", touch=False)
     texts = [m["text"] for m in found.items]
     # depth 20: the dense list holds Caroline's turns, the keyword list Melanie's short ones
     assert (f"Melanie: {TARGET}" in texts) is (speaker_turns > 0), texts
@@ -176,9 +180,7 @@ async def test_recall_searches_a_speakers_turns_only_for_a_name_the_query_capita
     settings = Settings().override(speaker_turns=40, recall_candidate_tokens=1000)
     ctx = Context(user_id=user)
     lower = QUERY.replace("Melanie", "melanie")
-    found = await retrieve(
-        services, settings, ctx, lower, "no-window", touch=False, vector=_query()
-    )
+    found = await retrieve(_asking(services), settings, ctx, lower, "no-window", touch=False)
     assert f"Melanie: {TARGET}" not in [m["text"] for m in found.items]
 
 

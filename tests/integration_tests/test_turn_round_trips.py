@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from langchain_core.callbacks import BaseCallbackHandler
 
 from graph.builder import build_builder
 from memory_graph_agent.storage.profile import Fact
@@ -34,17 +35,15 @@ def counted(services, checkpointer, monkeypatch, settings):
 
     monkeypatch.setattr(pool, "get_connection", get_connection)
 
-    def wrap(node, name):  # noqa: ANN001, ANN202 - `build_builder`'s hook
-        if name != "respond":
-            return node
+    class StopAtRespond(BaseCallbackHandler):
+        run_inline = True
 
-        async def respond(state_, runtime):  # noqa: ANN001, ANN202
-            state["counting"] = False
-            return await node(state_, runtime)
+        def on_chain_start(self, serialized, inputs, **kwargs):  # noqa: ANN001, ANN003, ANN202
+            if kwargs.get("name") == "respond":
+                state["counting"] = False
 
-        return respond
-
-    graph = build_builder(services, settings, wrap=wrap).compile(checkpointer=checkpointer)
+    graph = build_builder(services, settings).compile(checkpointer=checkpointer)
+    graph = graph.with_config(callbacks=[StopAtRespond()])
 
     async def turn(ctx, thread: str, text: str) -> dict:
         counts.append(0)

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from bench import growth
 from bench.clock import shift_fields, shift_iso
-from bench.growth import run_growth
+from bench.harness import args
 from bench.render import longrun
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +38,9 @@ def test_a_fact_moves_back_but_its_empty_and_never_times_stay() -> None:
 @pytest.mark.parametrize("days", [-1.0, float("nan"), float("inf")])
 def test_growth_refuses_days_that_are_not_a_number_of_days(days: float, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="days_per_pass"):
-        asyncio.run(run_growth(1, 1, 1, tmp_path, days_per_pass=days))
+        asyncio.run(
+            growth.run(args("growth", users=1, turns=1, every=1, out=tmp_path, days_per_pass=days))
+        )
     assert not any(tmp_path.iterdir())  # refused before anything ran
 
 
