@@ -185,9 +185,7 @@ def write_results(
     json_path = out / f"{name}.json"
     write_json(json_path, data)
     if show:
-        from bench.render_docs import RENDERERS
-
-        print("\n\n".join(RENDERERS[region](out) for region in show))
+        print("\n\n".join(_shown(region, out) for region in show))
     if figure is None:
         return json_path, None
     plt = pyplot()
@@ -197,6 +195,16 @@ def write_results(
     fig.savefig(png_path, dpi=dpi)
     plt.close(fig)
     return json_path, png_path
+
+
+def _shown(region: str, out: Path) -> str:
+    """A docs region rendered from ``out``, or why a partial run (some modes) cannot."""
+    from bench.render_docs import RENDERERS
+
+    try:
+        return RENDERERS[region](out)
+    except (KeyError, IndexError) as exc:
+        return f"{region}: not in this run ({exc!r} missing); the JSON is written"
 
 
 def ms_stats(seconds: Sequence[float]) -> dict[str, float | int | None]:

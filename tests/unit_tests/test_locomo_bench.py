@@ -263,3 +263,13 @@ def test_a_point_with_a_round_trip_must_beat_the_lean_one_by_the_minimum_gain():
 
     assert chosen(MIN_GAIN_FOR_ROUND_TRIP / 2) == {lean}  # better, but not by enough
     assert chosen(MIN_GAIN_FOR_ROUND_TRIP * 2) == {edges}
+
+
+def test_a_partial_run_writes_its_results_and_says_which_tables_it_cannot_show(tmp_path, capsys):
+    """A run of some modes only (``latency --modes background``) still writes its JSON."""
+    from bench.harness import write_results
+
+    data = {"memory_cost_per_turn": {"total": {}}}  # no ``--cost-conversations`` replays
+    path, _ = write_results(tmp_path, "latency", data, show=("latency-cost",))
+    assert path.exists()
+    assert "latency-cost: not in this run" in capsys.readouterr().out
