@@ -75,6 +75,8 @@ METHODS = {
     "dense": "dense top-k over raw turns (MiniLM, cosine), budget-filled",
     "bm25": "BM25 over raw turns, budget-filled",
     "hybrid": "RRF (k=60) of dense and BM25 over raw turns, budget-filled",
+    "hybrid_in_thread": "a plain agent asked in the last session's thread: its newest two "
+    "turns whole, then hybrid over the other raw turns in what they leave of the budget",
     "dense_chunks5": f"dense top-k over {CHUNK_TURNS}-turn chunks (the mean of their turns' "
     "vectors: five turns are far past MiniLM's 256 word pieces), budget-filled",
 }
@@ -112,6 +114,10 @@ async def recall_ranked(
     return list(dict.fromkeys(ids)), sum(int(item.get("tokens", 0)) for item in items)
 
 
+THREAD_TURNS = 2
+"""The newest turns (user message and reply) a plain agent carries in its thread."""
+
+
 def baselines(
     hay: Haystack, vectors: np.ndarray, qvec: np.ndarray, budget: int
 ) -> dict[str, Shown]:
@@ -122,9 +128,17 @@ def baselines(
     dense = ranking((vectors @ qvec).tolist())
     sparse = ranking(BM25(lines).scores(hay.question))
 
-    def filled(order: Sequence[int]) -> Shown:
+    def filled(order: Sequence[int], budget: int = budget) -> Shown:
         taken = fill_budget(order, costs, budget)
         return [turns[i].dia_id for i in taken], sum(costs[i] for i in taken)
+
+    # in the thread: the newest two turns as messages, newest first, then hybrid in the rest
+    carried = [t for ex in hay.sessions[-1].exchanges()[-THREAD_TURNS:] for t in ex]
+    carried_ids = {t.dia_id for t in carried}
+    carried_tokens = message_tokens([t.message() for t in carried])
+    rest = [i for i in rrf([dense, sparse]) if turns[i].dia_id not in carried_ids]
+    found, found_tokens = filled(rest, max(0, budget - carried_tokens))
+    in_thread = ([t.dia_id for t in reversed(carried)] + found, carried_tokens + found_tokens)
 
     chunks = [list(range(i, min(i + CHUNK_TURNS, len(turns)))) for i in range(0, len(turns), 5)]
     chunk_lines = ["\n".join(lines[j] for j in c) for c in chunks]
@@ -135,6 +149,7 @@ def baselines(
         "dense": filled(dense),
         "bm25": filled(sparse),
         "hybrid": filled(rrf([dense, sparse])),
+        "hybrid_in_thread": in_thread,
         "dense_chunks5": (
             [turns[j].dia_id for i in taken for j in chunks[i]],
             sum(chunk_costs[i] for i in taken),

@@ -91,6 +91,7 @@ async def test_end_to_end_memory_finds_evidence_of_old_sessions(memory_env, tmp_
     assert thread["turn_recall"]["overall"] == 1.0
     for record in report["questions"]:
         assert record["methods"]["memory_in_thread"]["tokens"] <= 600
+        assert record["methods"]["hybrid_in_thread"]["tokens"] <= 600
         assert record["methods"]["memory_in_budget"]["tokens"] <= 600
     assert set(memory["newest_in"]) == {"knowledge-update", "overall"}
     ingestion = report["ingestion"]
