@@ -50,6 +50,10 @@ async def test_two_turns_through_the_server_reach_redis_and_pgvector(
     drawn = await sdk.assistants.get_graph(assistant_id)
     node_ids = {n["id"] for n in drawn["nodes"]}
     assert NODES <= node_ids, f"missing nodes: {NODES - node_ids}"
+    leads = {e["source"] for e in drawn["edges"]}  # Studio's drawing: no node ends in nothing
+    assert node_ids - leads == {"__end__"}, node_ids - leads
+    entry = [e for e in drawn["edges"] if (e["source"], e["target"]) == ("__start__", "backlog")]
+    assert entry, "the memory run's entry is drawn"
 
     thread = await sdk.threads.create()
     thread_id = thread["thread_id"]
