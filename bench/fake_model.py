@@ -101,7 +101,7 @@ class FaultyChatModel(ScriptedChatModel):
     (a client's timeout); a faulty memory call (summary, facts, decisions, reflection)
     raises, or sleeps ``memory_hang_s`` so the caller's ``model_timeout_s`` fires. With
     ``hang_memory`` every memory call prints ``MEMORY-RUNNING`` and never returns (the
-    worker `bench.soak_worker` is killed there). ``injected`` counts what was injected.
+    worker `bench.soak_faults` is killed there). ``injected`` counts what was injected.
     """
 
     rates: dict[str, float] = Field(default_factory=dict)

@@ -2,15 +2,12 @@
 
     python -m bench soak [--users 20] [--turns 300] [--concurrency 10] [--out bench/out]
 
-Not a timed test (docs/reliability-and-security.md): each user's thread runs through the
-compiled graph (`LocalScheduler`, the Postgres checkpointer), ``--concurrency`` turns at a
-time, while the chat model fails or times out at random (`bench.fake_model.FaultyChatModel`),
-Redis and PostgreSQL of a private ``MEMORY_AGENT_HOME`` are killed and restarted
-(`bench.soak_faults`), a worker process is SIGKILLed inside a memory run (`bench.soak_worker`)
-and the maintenance pass runs every ``--maintain-every`` seconds (`bench.soak_maintenance`).
-At the end every conversation gets one more turn, memory is drained and each is checked
-(`bench.soak_report`): messages lost / duplicated (must be 0 / 0), turns failed by cause and
-whether their message was kept, recovery after each fault, and growth over time.
+Each user's thread runs through the compiled graph, ``--concurrency`` turns at a time,
+while the chat model fails at random (`bench.fake_model.FaultyChatModel`), the private
+Redis and PostgreSQL are killed and restarted, a worker process is SIGKILLed inside a
+memory run and maintenance runs every ``--maintain-every`` s (`bench.soak_faults`). Then
+every conversation gets one more turn, memory is drained and each is checked: messages
+lost / duplicated (must be 0 / 0), failed turns by cause, recovery per fault, growth.
 """
 
 from __future__ import annotations
@@ -20,6 +17,7 @@ import asyncio
 import contextlib
 import random
 import signal
+import subprocess
 import time
 from collections import Counter
 from pathlib import Path
@@ -32,17 +30,16 @@ from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_faulty_model
 from bench.harness import args, main, ms_stats, say, write_results
 from bench.soak_faults import Servers, WorkerKill, inject, private_home, schedule
-from bench.soak_maintenance import Maintainer, checkpoint_storage
 from bench.soak_report import (
     DEGRADED,
+    Maintainer,
+    checkpoint_storage,
     exact_rows,
     failure_causes,
-    plot_soak,
     recovery,
     sample_growth,
-    uptime,
     verify_soak,
-)
+)  # fmt: skip
 from graph.background import LocalScheduler
 from graph.builder import build_graph
 from graph.context import Context
@@ -50,18 +47,19 @@ from memory_graph_agent.services.stores import open_checkpointer, services_sessi
 from memory_graph_agent.settings import Settings
 
 RATES = {"reply_error": 0.02, "reply_timeout": 0.01, "memory_error": 0.05, "memory_timeout": 0.02}
+SETTINGS = ("window_size", "summary_batch", "lease_seconds", "model_timeout_s", "retry_backoff_s")
+"""The soak's flags that are settings of every turn (`Settings.override`; also the worker's)."""
 
 
 class Soak:
     """One soak run: the conversations, the turn log, the faults."""
 
-    def __init__(self, agent: Any, memory: LocalScheduler, services: Any, a: argparse.Namespace):
-        self.agent, self.memory, self.services, self.a = agent, memory, services, a
+    def __init__(self, agent: Any, services: Any, a: argparse.Namespace):
+        self.agent, self.services, self.a = agent, services, a
         self.convs = {f"soak-u{i}": f"soak-t{i}" for i in range(a.users)}
         self.records: list[dict] = []
         self.faults: list[dict] = []
-        self.done = 0
-        self.finished = False
+        self.done, self.finished = 0, False
         self.sem = asyncio.Semaphore(a.concurrency)
         self.worker: WorkerKill | None = None
         # one fault at a time: a worker started while Redis is down schedules no memory run,
@@ -80,12 +78,9 @@ class Soak:
         rec = {"user": user, "turn": turn, "text": self.text(user, turn), "where": phase}
         rec["start"] = time.time()
         try:
+            config = {"configurable": {"thread_id": self.convs[user]}}
             state = await asyncio.wait_for(
-                self.agent.ainvoke(
-                    {"messages": [HumanMessage(rec["text"])]},
-                    {"configurable": {"thread_id": self.convs[user]}},
-                    context=ctx,
-                ),
+                self.agent.ainvoke({"messages": [HumanMessage(rec["text"])]}, config, context=ctx),
                 self.a.turn_timeout,
             )
             kinds = {e["kind"] for e in state.get("memory_events", [])}
@@ -101,30 +96,25 @@ class Soak:
 
     async def settle(self, ctx: Context, turn: int, attempts: int = 10) -> None:
         """The returning user's turn: sent again until it completes (a model may fail)."""
-        for _ in range(attempts):
-            if (await self.turn(ctx, turn, "settle"))["ok"]:
+        for t in range(turn, turn + attempts):
+            if (await self.turn(ctx, t, "settle"))["ok"]:
                 return
-            turn += 1
 
     async def conversation(self, ctx: Context) -> None:
         """The user's turns, in order; the worker's share is run by the worker."""
-        t = 0
+        t, user = 0, ctx.user_id
         while t < self.a.turns:
             w = self.worker
-            if w and ctx.user_id in w.convs and ctx.user_id not in w.handed and t == w.at_turn:
-                t = await self.worker.hand_off(ctx.user_id)
-                self.done += len([r for r in self.worker.records if r["user"] == ctx.user_id])
+            if w and user in w.convs and user not in w.handed and t == w.at_turn:
+                t = await w.hand_off(user)
+                self.done += len([r for r in w.records if r["user"] == user])
                 continue
             async with self.sem:
                 await self.turn(ctx, t)
             t += 1
 
     async def inject_faults(self, servers: Servers, points: list[dict]) -> None:
-        """Run each scheduled fault when its share of the turns is done.
-
-        A fault still due when the turns are done (it waited behind the worker) runs then;
-        the settling turns measure its recovery.
-        """
+        """Run each fault when its share of the turns is done (or, still due, at the end)."""
         total = self.a.users * self.a.turns
         for point in points:
             while self.done < point["at_share"] * total and not self.finished:
@@ -140,22 +130,23 @@ class Soak:
             await asyncio.sleep(0.2)
         if w is None:
             return
+
+        async def held() -> set[str]:
+            out: set[str] = set()
+            for u, thread in w.convs.items():
+                out |= {m.id for m in await self.services.queue.processing(u, thread)}
+            return out
+
         leased: set[str] | None = None
         while leased is None:  # Redis may be down right now
             try:
-                leased = set()
-                for u, thread in w.convs.items():
-                    leased |= {m.id for m in await self.services.queue.processing(u, thread)}
+                leased = await held()
             except Exception:  # noqa: BLE001
-                leased = None
                 await asyncio.sleep(0.2)
         w.report["leased_messages"] = len(leased)
         while leased:
             with contextlib.suppress(Exception):
-                held = set()
-                for u in w.convs:
-                    held |= {m.id for m in await self.services.queue.processing(u, w.convs[u])}
-                if not leased & held:
+                if not leased & await held():
                     w.report["reclaimed_s"] = round(time.time() - w.report["at"], 2)
                     return
             await asyncio.sleep(0.5)
@@ -173,22 +164,8 @@ class Soak:
             await asyncio.sleep(self.a.sample_s)
 
 
-def soak_settings(a: argparse.Namespace) -> dict[str, Any]:
-    """The settings of every turn, by name (`Settings.override`; also the worker's)."""
-    return {
-        "window_size": a.window_size,
-        "summary_batch": a.summary_batch,
-        "lease_seconds": a.lease_seconds,
-        "model_timeout_s": a.model_timeout_s,
-        "retry_backoff_s": a.retry_backoff_s,
-    }
-
-
 async def run_soak(a: argparse.Namespace, home: Path | None = None) -> dict[str, Any]:
-    """Run the soak; write ``soak.json`` / ``soak.png`` to ``a.out``.
-
-    SIGTERM cancels it, so its private servers are still stopped and removed.
-    """
+    """Run the soak; write ``soak.json`` / ``soak.png`` to ``a.out`` (SIGTERM cancels it)."""
     task, loop = asyncio.current_task(), asyncio.get_running_loop()
     assert task is not None
     loop.add_signal_handler(signal.SIGTERM, task.cancel)
@@ -208,7 +185,7 @@ async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
     spec, model = register_faulty_model(
         rates=a.rates, seed=a.seed, memory_hang_s=a.model_timeout_s + 1
     )
-    settings = soak_settings(a)
+    settings = {k: getattr(a, k) for k in SETTINGS}
     servers = Servers(home)
     async with (
         services_session(EMBEDDING) as services,
@@ -217,8 +194,7 @@ async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
         memory = LocalScheduler()
         deployment = Settings.from_env().override(**settings)
         graph = build_graph(services, saver, scheduler=memory, settings=deployment)
-        agent = memory.bind(graph)
-        soak = Soak(agent, memory, services, a)
+        soak = Soak(memory.bind(graph), services, a)
         ctx = {u: Context(user_id=u, model=spec) for u in soak.convs}
         points = schedule(rng, a.redis_kills, a.postgres_restarts)
         if a.worker_users:
@@ -236,15 +212,8 @@ async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
         ]
         upkeep = None  # the maintenance passes, as the CLI's `maintain --all-users` runs them
         if a.maintain_every > 0:
-            upkeep = Maintainer(
-                services,
-                saver,
-                Context(model=spec),
-                deployment,
-                a.maintain_every,
-                a.maintain_timeout,
-                t0,
-            )
+            upkeep = Maintainer(services, saver, Context(model=spec), deployment,
+                                a.maintain_every, a.maintain_timeout, t0)  # fmt: skip
             background.append(asyncio.create_task(upkeep.loop(done, a.quiet)))
         # the dead worker's batch may wait for the settling turns: watched until the end
         watch = asyncio.create_task(soak.watch_lease())
@@ -259,8 +228,7 @@ async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
         # only once its lease has expired
         ends = [f["back_at"] for f in soak.faults]
         ends += [soak.worker.report.get("at", 0.0)] if soak.worker else []
-        last = max(ends, default=0.0)
-        await asyncio.sleep(max(0.0, last + a.lease_seconds + 1 - time.time()))
+        await asyncio.sleep(max(0.0, max(ends, default=0.0) + a.lease_seconds + 1 - time.time()))
         say(a.quiet, f"[soak] {soak.done} turns in {workload_s:.0f} s; settling")
         await asyncio.gather(*(soak.settle(ctx[u], a.turns) for u in soak.convs))
         await memory.drain()
@@ -269,16 +237,16 @@ async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
         if upkeep:  # retention after the last turn, on what the check then reads
             await upkeep.run_pass("final")
         settle_s = time.time() - t0 - workload_s
-        records = soak.records + (soak.worker.records if soak.worker else [])
-        records.sort(key=lambda r: r["start"])
+        records = sorted(soak.records + (soak.worker.records if soak.worker else []),
+                         key=lambda r: r["start"])  # fmt: skip
         verification = await verify_soak(services, soak.convs, records)
         samples.append(await sample_growth(services, env.database_url, t0, soak.done))
         final_rows = await exact_rows(env.database_url)
         checkpoints = await checkpoint_storage(env.database_url, set(soak.convs.values()))
-    faults = soak.faults + (
-        [soak.worker.report] if soak.worker and "at" in soak.worker.report else []
+    w = soak.worker
+    faults = sorted(
+        soak.faults + ([w.report] if w and "at" in w.report else []), key=lambda f: f["at"]
     )
-    faults.sort(key=lambda f: f["at"])
     workload = [r for r in records if r["where"] != "settle"]
     info["uptime_at_end"] = uptime()
     data = {
@@ -309,16 +277,70 @@ async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
             "maintenance": upkeep.totals() if upkeep else None,
         },
         "maintenance_passes": upkeep.passes if upkeep else [],
-        "faults": recovery(faults, records, set(soak.worker.convs) if soak.worker else set()),
+        "faults": recovery(faults, records, set(w.convs) if w else set()),
         "verification": verification,
         "growth": {"samples": samples, "final_rows": final_rows, "checkpoints": checkpoints},
     }
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
     show = ("soak-summary", "soak-recovery")
-    write_results(out, "soak", data, lambda d, plt: plot_soak(d, records, plt), 100, show)
-    write_results(out, "soak_turns", records)  # every turn: when, ok, degraded by what
+    write_results(a.out, "soak", data, lambda d, plt: plot_soak(d, records, plt), 100, show)
+    write_results(a.out, "soak_turns", records)  # every turn: when, ok, degraded by what
     return data
+
+
+def uptime() -> str:
+    """``uptime``'s line (load averages of the shared machine)."""
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def plot_soak(data: dict[str, Any], records: list[dict], plt: Any) -> Any:
+    """Turns per bucket (completed / failed) with the faults; Redis and Postgres growth."""
+    fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(10, 10), sharex=True)
+    t0 = min(r["start"] for r in records)
+    span = max(r["end"] for r in records) - t0
+    width = max(5.0, span / 60)
+    buckets = int(span // width) + 1
+    ok, failed = [0] * buckets, [0] * buckets
+    for r in records:
+        (ok if r["ok"] else failed)[int((r["end"] - t0) // width)] += 1
+    xs = [i * width for i in range(buckets)]
+    ax1.bar(xs, ok, width=width, align="edge", color="tab:blue", label="turns completed")
+    ax1.bar(xs, failed, width=width, align="edge", bottom=ok, color="tab:red", label="turns failed")
+    colors = {"redis_kill": "tab:red", "postgres_restart": "tab:purple", "worker_kill": "black"}
+    for f in data["faults"]:
+        for ax in (ax1, ax2, ax3):
+            ax.axvline(f["at_s"], color=colors[f["kind"]], ls="--", lw=1)
+        ax1.text(f["at_s"], max(ok, default=1), f["kind"], rotation=90, fontsize=7, va="top")
+    ax1.set_ylabel(f"turns per {width:.0f} s")
+    ax1.legend(fontsize=8, loc="lower right")
+    g = [s for s in data["growth"]["samples"] if s.get("redis_keys") is not None]
+    t = [s["t"] for s in g]
+    ax2.plot(t, [s["redis_keys"] for s in g], "o-", label="Redis keys")
+    ax2.plot(t, [s["seen_total"] for s in g], "s-", label="seen-set members")
+    ax2b = ax2.twinx()
+    ax2b.plot(t, [s["redis_used_memory"] / 2**20 for s in g], "g:", label="MiB")
+    ax2b.set_ylabel("Redis used memory (MiB)", color="g")
+    ax2.legend(fontsize=8, loc="upper left")
+    p = [s for s in data["growth"]["samples"] if s.get("pg_rows")]
+    final = data["growth"]["final_rows"]
+    for name in sorted(final, key=lambda n: -final[n])[:6]:
+        ax3.plot([s["t"] for s in p], [s["pg_rows"].get(name, 0) for s in p], label=name)
+    for m in data.get("maintenance_passes", []):  # on the clock of the first turn, near enough
+        ax3.axvline(m["at_s"], color="tab:green" if m["ok"] else "tab:red", ls=":", lw=0.6)
+    ax3.set_ylabel("Postgres rows (live); dotted: maintenance passes")
+    ax3.set_xlabel("seconds since the first turn")
+    ax3.legend(fontsize=7, loc="upper left")
+    v, c, m = data["verification"], data["config"], data["machine"]
+    ax1.set_title(
+        f"soak: {c['users']} users x {c['turns']} turns, {data['totals']['failed']} turns failed, "
+        f"{v['messages_lost']} lost / {v['messages_duplicated']} duplicated\n"
+        f"{m['cpu_model']}, {m['cores']} cores (shared), load average at start "
+        f"{' '.join(f'{x:.2f}' for x in m['loadavg_at_start'])}",
+        fontsize=9,
+    )
+    return fig
 
 
 COMMON = ("out", "seed", "quiet")
@@ -327,32 +349,29 @@ COMMON = ("out", "seed", "quiet")
 def flags(p: argparse.ArgumentParser) -> None:
     """The soak's flags beside ``--out`` and ``--seed``."""
     p.set_defaults(seed=13)
-    add = p.add_argument
-    add("--users", type=int, default=20, help="users, one thread each")
-    add("--turns", type=int, default=300, help="turns per user")
-    add("--concurrency", type=int, default=10, help="turns running at once")
-    add("--redis-kills", type=int, default=2, help="kill -9 of Redis during the run")
-    add("--postgres-restarts", type=int, default=2, help="PostgreSQL stops + starts")
-    add("--down-s", type=float, default=5.0, help="seconds a killed server stays down")
-    add("--worker-users", type=int, default=2, help="conversations handed to the killed worker")
-    add("--worker-turns", type=int, default=30, help="turns of each of them in the worker")
-    add("--worker-min-ok", type=int, default=10, help="worker turns done before the kill")
-    add("--window-size", type=int, default=20)
-    add("--summary-batch", type=int, default=5)
-    add("--lease-seconds", type=float, default=30.0, help="lease of a claimed batch")
-    add("--model-timeout-s", type=float, default=1.0, help="timeout of memory's model calls")
-    add("--retry-backoff-s", type=float, default=2.0)
-    add("--turn-timeout", type=float, default=120.0, help="a turn longer than this fails")
-    add("--sample-s", type=float, default=10.0, help="seconds between growth samples")
-    add(
-        "--maintain-every",
-        type=float,
-        default=20.0,
-        help="seconds between maintenance passes (0: none)",
-    )
-    add("--maintain-timeout", type=float, default=120.0, help="a pass longer than this fails")
+    for flag, kind, default, text in (
+        ("users", int, 20, "users, one thread each"),
+        ("turns", int, 300, "turns per user"),
+        ("concurrency", int, 10, "turns running at once"),
+        ("redis-kills", int, 2, "kill -9 of Redis during the run"),
+        ("postgres-restarts", int, 2, "PostgreSQL stops + starts"),
+        ("down-s", float, 5.0, "seconds a killed server stays down"),
+        ("worker-users", int, 2, "conversations handed to the killed worker"),
+        ("worker-turns", int, 30, "turns of each of them in the worker"),
+        ("worker-min-ok", int, 10, "worker turns done before the kill"),
+        ("window-size", int, 20, None),
+        ("summary-batch", int, 5, None),
+        ("lease-seconds", float, 30.0, "lease of a claimed batch"),
+        ("model-timeout-s", float, 1.0, "timeout of memory's model calls"),
+        ("retry-backoff-s", float, 2.0, None),
+        ("turn-timeout", float, 120.0, "a turn longer than this fails"),
+        ("sample-s", float, 10.0, "seconds between growth samples"),
+        ("maintain-every", float, 20.0, "seconds between maintenance passes (0: none)"),
+        ("maintain-timeout", float, 120.0, "a pass longer than this fails"),
+    ):
+        p.add_argument(f"--{flag}", type=kind, default=default, help=text)
     for name, rate in RATES.items():
-        add(f"--{name.replace('_', '-')}-rate", type=float, default=rate, dest=name)
+        p.add_argument(f"--{name.replace('_', '-')}-rate", type=float, default=rate, dest=name)
 
 
 def options(argv: list[str] | None = None, **overrides: Any) -> argparse.Namespace:
@@ -365,8 +384,7 @@ def options(argv: list[str] | None = None, **overrides: Any) -> argparse.Namespa
 async def run(a: argparse.Namespace) -> bool:
     """Run the soak; true when no message was lost or duplicated."""
     a.rates = {name: getattr(a, name) for name in RATES}
-    data = await run_soak(a)
-    return data["verification"]["ok"]
+    return (await run_soak(a))["verification"]["ok"]
 
 
 if __name__ == "__main__":

@@ -1,12 +1,9 @@
-"""The soak's faults: a private home whose servers it may kill, and a worker to kill.
+"""The soak's faults and upkeep: its own servers to kill, a worker to kill, maintenance passes.
 
-`private_home` points ``MEMORY_AGENT_HOME`` at a throw-away folder (or the caller's) and
-unsets ``REDIS_URL``/``DATABASE_URL``, so the embedded servers started there are the
-soak's own: ``kill -9`` and restarts never reach the machine's shared servers.
-`Servers` kills Redis with SIGKILL, stops PostgreSQL, and restarts either the way an
-operator (or the next CLI start) does: `ensure_services` with no URL set. `WorkerKill`
-hands a few conversations to a `bench.soak_worker` process and SIGKILLs it while one of
-its memory runs is inside a model call.
+``python -m bench.soak_faults SPEC.json`` is the worker process: it runs the spec's turns
+(conversations concurrently) with in-process background memory; every memory model call
+prints ``MEMORY-RUNNING`` and hangs, so a memory run holds its leased batch until the soak
+SIGKILLs the process. It prints ``START``/``OK``/``FAIL <user> <turn> <unix time>`` per turn.
 """
 
 from __future__ import annotations
@@ -25,8 +22,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from langchain_core.messages import HumanMessage
+
+from bench.env import EMBEDDING
+from bench.fake_model import register_faulty_model
+from graph.background import LocalScheduler
+from graph.builder import build_graph
+from graph.context import Context
 from memory_graph_agent.local import embedded
 from memory_graph_agent.local.embedded.layout import data_home
+from memory_graph_agent.services.stores import open_checkpointer, services_session
+from memory_graph_agent.settings import Settings
 
 URL_VARS = ("REDIS_URL", "DATABASE_URL")
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,9 +51,17 @@ def schedule(rng: random.Random, redis_kills: int, postgres_restarts: int) -> li
 
 @contextlib.contextmanager
 def private_home(home: Path | None = None) -> Iterator[Path]:
-    """``MEMORY_AGENT_HOME`` = ``home`` (else a fresh folder, stopped and removed after)."""
+    """``MEMORY_AGENT_HOME`` = ``home`` (else a fresh folder, stopped and removed after).
+
+    The URL variables are unset, so the embedded servers started there are the soak's own.
+    """
     saved = {k: os.environ.get(k) for k in ("MEMORY_AGENT_HOME", *URL_VARS, "MEMORY_KEY_PREFIX")}
-    default = _default_home()
+    default = os.environ.pop("MEMORY_AGENT_HOME", None)
+    try:
+        default = data_home()
+    finally:
+        if saved["MEMORY_AGENT_HOME"] is not None:
+            os.environ["MEMORY_AGENT_HOME"] = saved["MEMORY_AGENT_HOME"]
     parent = None
     if home is None:
         parent = Path(tempfile.mkdtemp(prefix="ma-soak-", dir="/tmp"))
@@ -55,32 +69,22 @@ def private_home(home: Path | None = None) -> Iterator[Path]:
         home = parent / "home"
     if Path(home).absolute() == default:
         raise RuntimeError(f"the soak kills its servers: {home} is the shared default home")
-    os.environ["MEMORY_AGENT_HOME"] = str(home)
-    for k in URL_VARS:
-        os.environ.pop(k, None)
+
+    def point_here() -> None:
+        os.environ["MEMORY_AGENT_HOME"] = str(home)
+        for k in URL_VARS:
+            os.environ.pop(k, None)
+
+    point_here()
     try:
         yield Path(home)
     finally:
         if parent is not None:
-            os.environ["MEMORY_AGENT_HOME"] = str(home)
-            for k in URL_VARS:
-                os.environ.pop(k, None)
+            point_here()
             embedded.stop_services()
             shutil.rmtree(parent, ignore_errors=True)
         for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def _default_home() -> Path:
-    saved = os.environ.pop("MEMORY_AGENT_HOME", None)
-    try:
-        return data_home()
-    finally:
-        if saved is not None:
-            os.environ["MEMORY_AGENT_HOME"] = saved
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
 
 
 class Servers:
@@ -98,49 +102,39 @@ class Servers:
             os.environ.update(saved)
 
     def kill_redis(self) -> None:
-        """``kill -9`` the Redis server; wait until it is gone."""
+        """``kill -9`` the Redis server; wait (up to 10 s) until it is gone."""
         pid = int(self.layout.redis_pidfile.read_text().split()[0])
         os.kill(pid, signal.SIGKILL)
-        _wait_gone(pid)
+        deadline = time.monotonic() + 10.0
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
 
     def stop_postgres(self) -> None:
         """Stop PostgreSQL (``pg_ctl stop``, fast mode)."""
         embedded._stop_postgres(self.layout)
 
 
-def _wait_gone(pid: int, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-
-
 async def inject(kind: str, servers: Servers, down_s: float) -> dict[str, Any]:
     """Kill Redis / stop PostgreSQL, leave it down ``down_s``, restart it; the times."""
     t0 = time.time()
-    stop = servers.kill_redis if kind == "redis_kill" else servers.stop_postgres
-    await asyncio.to_thread(stop)
+    await asyncio.to_thread(servers.kill_redis if kind == "redis_kill" else servers.stop_postgres)
     stopped = time.time()
     await asyncio.sleep(down_s)
     restarting = time.time()
     await asyncio.to_thread(servers.restart)
     back = time.time()
-    return {
-        "kind": kind,
-        "at": t0,
-        "stop_s": round(stopped - t0, 3),
-        "down_s": round(restarting - t0, 3),
-        "restart_s": round(back - restarting, 3),
-        "back_at": back,
-    }
+    return {"kind": kind, "at": t0, "stop_s": round(stopped - t0, 3),
+            "down_s": round(restarting - t0, 3), "restart_s": round(back - restarting, 3),
+            "back_at": back}  # fmt: skip
 
 
 class WorkerKill:
     """Conversations handed to a worker process at ``at_turn``, killed during memory work.
 
     Each conversation's loop calls `hand_off` at ``at_turn``; when all have arrived the
-    worker runs their next ``length`` turns, and is SIGKILLed once a memory run hangs in
-    a model call and ``min_ok`` turns are done (or when it is done). `hand_off` returns
-    the turn each conversation continues from in this process.
+    worker runs their next ``length`` turns, and is SIGKILLed once a memory run hangs in a
+    model call and ``min_ok`` turns are done (or when it is done). `hand_off` returns the
+    turn each conversation continues from in this process.
     """
 
     def __init__(
@@ -159,8 +153,7 @@ class WorkerKill:
         self.fault_lock = fault_lock or asyncio.Lock()
         self.records: list[dict[str, Any]] = []
         self.report: dict[str, Any] = {"kind": "worker_kill", "users": sorted(convs)}
-        self._arrived = 0
-        self._all_here = asyncio.Event()
+        self._arrived, self._all_here = 0, asyncio.Event()
         self._next: dict[str, int] = {}
         self.handed: set[str] = set()
         self._ok, self._in_memory = 0, False
@@ -180,14 +173,10 @@ class WorkerKill:
 
     async def _run(self) -> None:
         convs = [
-            {
-                "user": u,
-                "thread": t,
-                "first_turn": self.at_turn,
-                "texts": [self.text(u, self.at_turn + i) for i in range(self.length)],
-            }
+            {"user": u, "thread": t, "first_turn": self.at_turn,
+             "texts": [self.text(u, self.at_turn + i) for i in range(self.length)]}
             for u, t in self.convs.items()
-        ]
+        ]  # fmt: skip
         started: dict[tuple[str, int], float] = {}
         async with self.fault_lock:  # no server fault while the worker lives
             killed_at = await self._start_and_kill(convs, started)
@@ -201,9 +190,7 @@ class WorkerKill:
             done = [r["turn"] for r in self.records if r["user"] == u]
             self._next[u] = max(done, default=self.at_turn - 1) + 1
 
-    async def _start_and_kill(
-        self, convs: list[dict[str, Any]], started: dict[tuple[str, int], float]
-    ) -> float:
+    async def _start_and_kill(self, convs: list[dict], started: dict) -> float:
         """Start the worker (again, if it could not start), kill it; when it was killed."""
         with tempfile.TemporaryDirectory(prefix="ma-soak-worker-") as folder:
             spec_path = Path(folder) / "spec.json"
@@ -211,7 +198,7 @@ class WorkerKill:
             for attempt in range(1, 4):  # a worker cannot start while Postgres is down
                 self.report["worker_starts"] = attempt
                 proc = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "bench.soak_worker", str(spec_path),
+                    sys.executable, "-m", "bench.soak_faults", str(spec_path),
                     cwd=ROOT, stdout=asyncio.subprocess.PIPE,
                 )  # fmt: skip
                 try:
@@ -254,20 +241,51 @@ class WorkerKill:
             if self._in_memory and self._ok >= self.min_ok:
                 return lines
 
-    def _record(
-        self, key: tuple[str, int], start: float, end: float, ok: bool, error: str = ""
-    ) -> None:
+    def _record(self, key: tuple[str, int], start: float, end: float, ok: bool, error: str = ""):
         user, turn = key
         self.records.append(
-            {
-                "user": user,
-                "turn": turn,
-                "text": self.text(user, turn),
-                "start": start,
-                "end": end,
-                "ok": ok,
-                "degraded": [],
-                "error": "" if ok else error or "failed in the worker",
-                "where": "worker",
-            }
+            {"user": user, "turn": turn, "text": self.text(user, turn), "start": start,
+             "end": end, "ok": ok, "degraded": [],
+             "error": "" if ok else error or "failed in the worker", "where": "worker"}
+        )  # fmt: skip
+
+
+async def worker(spec_path: str) -> None:
+    """The worker process: run the spec's turns, then wait to be killed."""
+    spec = json.loads(Path(spec_path).read_text())
+    model, _ = register_faulty_model(hang_memory=True, **spec["model"])
+
+    def say(kind: str, user: str, turn: int) -> None:
+        print(f"{kind} {user} {turn} {time.time():.3f}", flush=True)
+
+    async def conversation(agent: Any, ctx: Context, conv: dict[str, Any]) -> None:
+        for i, text in enumerate(conv["texts"]):
+            turn = conv["first_turn"] + i
+            say("START", ctx.user_id, turn)
+            try:
+                config = {"configurable": {"thread_id": conv["thread"]}}
+                await agent.ainvoke({"messages": [HumanMessage(text)]}, config, context=ctx)
+            except Exception:  # noqa: BLE001 - the parent counts it from the line
+                say("FAIL", ctx.user_id, turn)
+            else:
+                say("OK", ctx.user_id, turn)
+
+    async with (
+        services_session(EMBEDDING) as services,
+        open_checkpointer(services.database_url) as saver,
+    ):
+        memory = LocalScheduler()
+        settings = Settings.from_env().override(**spec["context"])
+        agent = memory.bind(build_graph(services, saver, scheduler=memory, settings=settings))
+        await asyncio.gather(
+            *(
+                conversation(agent, Context(user_id=c["user"], model=model), c)
+                for c in spec["convs"]
+            )
         )
+        print("DONE", flush=True)
+        await asyncio.sleep(3600)
+
+
+if __name__ == "__main__":
+    asyncio.run(worker(sys.argv[1]))

@@ -1,18 +1,16 @@
-"""What the soak measures: exactly-once per conversation, recovery per fault, memory growth.
+"""What the soak checks and keeps: exactly-once per conversation, recovery, growth, upkeep.
 
-`verify_soak` checks every conversation against what the soak sent: each message of a
-completed turn is logged once (by its text) and every logged message is in exactly one
-place (a summary's ``source_ids``, the window, pending, a claimed batch or the dead
-letters; a claimed batch already summarized but not acknowledged is counted apart, as
-``summarized_unacked``: its next claim is the same batch, an upsert of the same summary);
-`bench.verify.verify_conversation` (the seen-set view) runs next to it.
-`recovery` reads the turn log around each fault; `sample_growth` counts Redis keys and
-memory, seen-set sizes and Postgres rows.
+`verify_soak` finds each message of a completed turn logged once and every logged message in
+exactly one place; `recovery` reads the turn log around each fault; `sample_growth` counts
+Redis and Postgres; `Maintainer` runs the maintenance pass of ``memory-agent maintain
+--all-users`` on a timer (no benchmark-only path: it removes what the product's pass decides).
 """
 
 from __future__ import annotations
 
-import subprocess
+import asyncio
+import contextlib
+import sys
 import time
 from collections import Counter
 from typing import Any
@@ -20,21 +18,144 @@ from typing import Any
 import psycopg
 
 from bench.verify import verify_conversation
+from graph.context import Context
+from graph.maintenance import build_maintenance_graph
+from memory_graph_agent.storage.checkpoints import SaverCheckpoints
 
 DEGRADED = {"buffered", "eviction_deferred", "unavailable"}
 """Event kinds of a turn that completed without Redis or Postgres."""
 
 
+COUNTS = ("checkpoints_pruned", "checkpoints_held", "expired", "evicted", "compacted",
+          "decisions_pruned", "threads_archived", "threads_held")  # fmt: skip
+"""What each pass's report counts (threads for checkpoints and idle threads, else items)."""
+MODES = ("retention", "idle_threads", "decision_retention")
+
+
+def failure_cause(exc: BaseException) -> str:
+    """Why a pass failed: the store it could not reach, a timeout, or the exception's type."""
+    chain: list[BaseException] = []
+    while exc is not None and exc not in chain:
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    service = next((e.service for e in chain if isinstance(getattr(e, "service", None), str)), "")
+    if service:
+        return service
+    if isinstance(chain[0], TimeoutError):
+        return "timeout"
+    modules = " ".join(type(e).__module__ for e in chain)
+    if "psycopg" in modules or "sqlalchemy" in modules:
+        return "postgres"
+    return "redis" if "redis" in modules else type(chain[0]).__name__
+
+
+class Maintainer:
+    """The maintenance pass of ``memory-agent maintain --all-users``, on a timer, recorded.
+
+    No benchmark-only path: what it prunes, expires, evicts, compacts or archives is what
+    the product's pass decides. A pass that meets a killed server fails with its cause.
+    """
+
+    def __init__(self, services: Any, saver: Any, context: Context, settings: Any,
+                 every_s: float, timeout_s: float, t0: float) -> None:  # fmt: skip
+        self.graph = build_maintenance_graph(services, SaverCheckpoints(saver), settings=settings)
+        self.context, self.every_s, self.timeout_s = context, every_s, timeout_s
+        self.passes: list[dict[str, Any]] = []
+        self.t0 = t0  # the soak's start: ``at_s`` is on the clock of its growth samples
+
+    async def run_pass(self, phase: str) -> dict[str, Any]:
+        """One pass over every user; its counts, or why it failed (nothing raised)."""
+        rec: dict[str, Any] = {"phase": phase, "at_s": round(time.time() - self.t0, 1)}
+        start = time.perf_counter()
+        try:
+            state = await asyncio.wait_for(
+                self.graph.ainvoke({"all_users": True}, context=self.context), self.timeout_s
+            )
+            report, threads = state["report"], state.get("pruned", [])
+            rec.update(ok=True, users=report["users"], **{k: report[k] for k in COUNTS + MODES})
+            rec["pruned_by_kind"] = dict(
+                Counter(e["kind"] for e in threads if e["action"] == "pruned")
+            )
+            rec["held_by_reason"] = dict(
+                Counter(f"{e['kind']}: {e['reason']}" for e in threads if e["action"] == "held")
+            )
+        except Exception as exc:  # noqa: BLE001 - counted by cause and reported
+            error = f"{type(exc).__name__}: {exc}"[:200]
+            rec.update(ok=False, cause=failure_cause(exc), error=error)
+        rec["seconds"] = round(time.perf_counter() - start, 2)
+        self.passes.append(rec)
+        return rec
+
+    async def loop(self, finished: asyncio.Event, quiet: bool) -> None:
+        """A pass every ``every_s`` seconds (counted from the previous one's end) until done."""
+        while not finished.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(finished.wait(), self.every_s)
+                return
+            rec = await self.run_pass("soak")
+            if not quiet:
+                pruned = f"{rec.get('checkpoints_pruned')} threads' checkpoints pruned"
+                what = pruned if rec["ok"] else f"failed ({rec['cause']})"
+                print(f"[soak] maintenance at {rec['at_s']:.0f} s: {what}", file=sys.stderr)
+
+    def totals(self) -> dict[str, Any]:
+        """Passes run, completed and failed by cause; what the completed ones removed."""
+        done = [p for p in self.passes if p["ok"]]
+
+        def added(key: str) -> dict[str, int]:
+            return dict(sum((Counter(p[key]) for p in done), Counter()))
+
+        return {
+            "passes": len(self.passes),
+            "completed": len(done),
+            "failed_by_cause": dict(Counter(p["cause"] for p in self.passes if not p["ok"])),
+            **{k: sum(p[k] for p in done) for k in COUNTS},
+            "pruned_by_kind": added("pruned_by_kind"),
+            "held_by_reason": added("held_by_reason"),
+            "modes": {k: sorted({p[k] for p in done}) for k in MODES},
+            "pass_seconds_max": max((p["seconds"] for p in self.passes), default=0.0),
+        }
+
+
+async def checkpoint_storage(database_url: str, conversations: set[str]) -> dict[str, Any]:
+    """Rows per checkpoint table, their bytes and bytes on disk; checkpoints by thread kind."""
+    out: dict[str, Any] = {"rows": {}, "live_bytes": 0, "disk_bytes": 0}
+    by_thread = {k: Counter(threads=0, checkpoints=0, most=0) for k in ("conversation", "memory")}
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        cur = await conn.execute("SELECT thread_id, count(*) FROM checkpoints GROUP BY 1")
+        for thread, n in await cur.fetchall():
+            c = by_thread["conversation" if thread in conversations else "memory"]
+            c.update(threads=1, checkpoints=int(n))
+            c["most"] = max(c["most"], int(n))
+        out["by_thread"] = {kind: dict(c) for kind, c in by_thread.items()}
+        cur = await conn.execute(
+            "SELECT relname, pg_total_relation_size(relid) FROM pg_stat_user_tables "
+            "WHERE relname LIKE 'checkpoint%' AND relname <> 'checkpoint_migrations' ORDER BY 1"
+        )
+        for table, disk in await cur.fetchall():
+            query = f'SELECT count(*), coalesce(sum(pg_column_size(t.*)), 0) FROM "{table}" t'
+            rows, live = await (await conn.execute(query)).fetchone()
+            out["rows"][table] = int(rows)
+            out["live_bytes"] += int(live)
+            out["disk_bytes"] += int(disk)
+    return out
+
+
 async def verify_soak(services: Any, convs: dict[str, str], records: list[dict]) -> dict[str, Any]:
-    """Lost / duplicated / foreign over all conversations, and failed turns' messages kept."""
+    """Each completed turn's message logged once, every logged message in exactly one place.
+
+    The places: a summary's ``source_ids``, the window, pending, a claimed batch or the dead
+    letters; a claimed batch already summarized but not acknowledged is counted apart
+    (``summarized_unacked``: its next claim upserts the same summary). The seen-set view
+    (`bench.verify.verify_conversation`) runs beside it.
+    """
     total: Counter[str] = Counter()
     samples: list[str] = []
     failed: list[str] = []
     for user, thread in convs.items():
-        mine = [r for r in records if r["user"] == user]
         found = await _places(services, user, thread)
         texts = found.pop("texts")
-        for r in mine:
+        for r in (r for r in records if r["user"] == user):
             n = texts[r["text"]]
             if r["ok"] and n == 0:
                 total["lost"] += 1
@@ -47,13 +168,11 @@ async def verify_soak(services: Any, convs: dict[str, str], records: list[dict])
                 failed.append(f"{user} turn {r['turn']} ({r['where']}): {r['error'][:90]}; "
                               f"message {'kept' if n else 'NOT kept'}")  # fmt: skip
         for kind in ("nowhere", "twice"):
-            for mid in found.pop(f"{kind}_ids"):
-                samples.append(f"{kind}: {user} message {mid}")
+            samples += [f"{kind}: {user} message {mid}" for mid in found.pop(f"{kind}_ids")]
         total.update(found)
         seen_view = await verify_conversation(services, user, thread)
         total.update({f"seen_view_{k}": seen_view[k] for k in ("lost", "duplicated", "foreign")})
-    lost = total["lost"] + total["nowhere"]
-    duplicated = total["duplicated"] + total["twice"]
+    lost, duplicated = total["lost"] + total["nowhere"], total["duplicated"] + total["twice"]
     return {
         **dict(total),
         "messages_lost": lost,
@@ -68,40 +187,39 @@ async def verify_soak(services: Any, convs: dict[str, str], records: list[dict])
 async def _places(services: Any, user: str, thread: str) -> dict[str, Any]:
     logged = await services.episodes.history(user, thread)
     ids = {m.id for m in logged}
-    window = [m.id for m in await services.window.window(user, thread)]
-    pending = [m.id for _, m in await services.window.pending(user, thread)]
-    processing = [m.id for m in await services.queue.processing(user, thread)]
-    dead = [m.id for e in await services.queue.dead_letters(user, thread) for m in e["items"]]
-    summaries = [
-        s
-        for s in await services.memories.list(user, kind="summary", limit=10**7)
-        if s.thread_id == thread
-    ]
-    summarized = [sid for s in summaries for sid in s.source_ids]
+    summaries = [s for s in await services.memories.list(user, kind="summary", limit=10**7)
+                 if s.thread_id == thread]  # fmt: skip
+    held = {
+        "window": [m.id for m in await services.window.window(user, thread)],
+        "pending": [m.id for _, m in await services.window.pending(user, thread)],
+        "processing": [m.id for m in await services.queue.processing(user, thread)],
+        "dead": [m.id for e in await services.queue.dead_letters(user, thread) for m in e["items"]],
+        "summary": [sid for s in summaries for sid in s.source_ids],
+    }
     where: dict[str, list[str]] = {}
-    for name, held in (("window", window), ("pending", pending), ("processing", processing),
-                       ("dead", dead), ("summary", summarized)):  # fmt: skip
-        for mid in held:
+    for name, mids in held.items():
+        for mid in mids:
             where.setdefault(mid, []).append(name)
     # a claimed batch whose summary is stored but not acknowledged (a worker or Redis died
     # in between): its next claim gets the same batch, so the same summary id (an upsert)
     unacked = {mid for mid, names in where.items() if sorted(names) == ["processing", "summary"]}
     places = Counter({mid: len(names) for mid, names in where.items() if mid not in unacked})
+    summarized = set(held["summary"])
     return {
         "texts": Counter(m.content for m in logged if m.role == "human"),
         "logged": len(ids),
         "summaries": len(summaries),
-        "summarized": len(set(summarized) & ids),
-        "in_window": len(window),
-        "pending": len(pending),
-        "processing": len(processing),
-        "dead_lettered": len(dead),
+        "summarized": len(summarized & ids),
+        "in_window": len(held["window"]),
+        "pending": len(held["pending"]),
+        "processing": len(held["processing"]),
+        "dead_lettered": len(held["dead"]),
         "nowhere": len(ids - set(places)),
         "nowhere_ids": sorted(ids - set(places))[:3],
         "twice": sum(1 for i, n in places.items() if n > 1),
         "summarized_unacked": len(unacked),
         "twice_ids": [f"{i} in {'+'.join(where[i])}" for i, n in places.items() if n > 1][:5],
-        "foreign": len(set(summarized) - ids),
+        "foreign": len(summarized - ids),
     }
 
 
@@ -110,37 +228,29 @@ def recovery(faults: list[dict], records: list[dict], worker_users: set[str]) ->
     out = []
     for f in faults:
         t0, back = f["at"], f.get("back_at", f["at"])
-        after = [
-            r
-            for r in records
-            if r["start"] >= t0 and (f["kind"] != "worker_kill" or r["user"] in worker_users)
-        ]
+        mine = [r for r in records if f["kind"] != "worker_kill" or r["user"] in worker_users]
+        after = [r for r in mine if r["start"] >= t0]
         ok = [r["end"] for r in after if r["ok"]]
         healthy = [r["end"] for r in after if r["ok"] and not r["degraded"] and r["start"] >= back]
         until = min(healthy, default=float("inf"))
         failed = [r for r in after if not r["ok"] and r["start"] <= until]
-        injected = [r for r in failed if "injected" in r["error"]]
-        out.append(
-            {
-                **{k: v for k, v in f.items() if k not in ("at", "back_at")},
-                "at_s": round(t0 - records[0]["start"], 1) if records else None,
-                "first_ok_turn_s": round(min(ok) - t0, 3) if ok else None,
-                "healthy_turn_s": round(until - t0, 3) if healthy else None,
-                "turns_failed_until_healthy": len(failed),
-                "of_which_model_faults": len(injected),
-            }
-        )
+        out.append({
+            **{k: v for k, v in f.items() if k not in ("at", "back_at")},
+            "at_s": round(t0 - records[0]["start"], 1) if records else None,
+            "first_ok_turn_s": round(min(ok) - t0, 3) if ok else None,
+            "healthy_turn_s": round(until - t0, 3) if healthy else None,
+            "turns_failed_until_healthy": len(failed),
+            "of_which_model_faults": len([r for r in failed if "injected" in r["error"]]),
+        })  # fmt: skip
     return out
 
 
 def failure_causes(records: list[dict]) -> dict[str, int]:
     """Failed turns by cause (from the error text)."""
     causes: Counter[str] = Counter()
-    for r in records:
-        if r["ok"]:
-            continue
+    for r in (r for r in records if not r["ok"]):
         e = r["error"]
-        cause = (
+        causes[
             "model_timeout" if "injected: model timed out" in e
             else "model_error" if "injected" in e
             else "worker_killed" if "WorkerKilled" in e
@@ -149,8 +259,7 @@ def failure_causes(records: list[dict]) -> dict[str, int]:
             else "postgres" if any(w in e for w in ("psycopg", "ostgres", "Operational"))
             else "redis" if "edis" in e
             else "other"
-        )  # fmt: skip
-        causes[cause] += 1
+        ] += 1  # fmt: skip
     return dict(causes)
 
 
@@ -161,25 +270,19 @@ async def sample_growth(services: Any, database_url: str, t0: float, turns: int)
         r = services.redis
         seen = [k async for k in r.scan_iter(match=f"{services.keys.prefix}:seen:*", count=1000)]
         sizes = [await r.scard(k) for k in seen]
-        sample.update(
-            redis_keys=await r.dbsize(),
-            redis_used_memory=(await r.info("memory"))["used_memory"],
-            seen_sets=len(seen),
-            seen_total=sum(sizes),
-            seen_max=max(sizes, default=0),
-        )
+        used = (await r.info("memory"))["used_memory"]
+        sample.update(redis_keys=await r.dbsize(), redis_used_memory=used, seen_sets=len(seen),
+                      seen_total=sum(sizes), seen_max=max(sizes, default=0))  # fmt: skip
     except Exception:  # noqa: BLE001 - Redis is down right now
         sample.update(redis_keys=None, redis_used_memory=None, seen_total=None)
     try:
         async with await psycopg.AsyncConnection.connect(
             database_url, autocommit=True, connect_timeout=3
-        ) as conn:
+        ) as c:
             rows = await (
-                await conn.execute("SELECT relname, n_live_tup FROM pg_stat_user_tables")
+                await c.execute("SELECT relname, n_live_tup FROM pg_stat_user_tables")
             ).fetchall()
-            size = await (
-                await conn.execute("SELECT pg_database_size(current_database())")
-            ).fetchone()
+            size = await (await c.execute("SELECT pg_database_size(current_database())")).fetchone()
         sample.update(pg_rows={n: int(c) for n, c in rows}, pg_bytes=int(size[0]))
     except Exception:  # noqa: BLE001 - Postgres is down right now
         sample.update(pg_rows=None, pg_bytes=None)
@@ -189,69 +292,9 @@ async def sample_growth(services: Any, database_url: str, t0: float, turns: int)
 async def exact_rows(database_url: str) -> dict[str, int]:
     """``count(*)`` of every table of the soak's database."""
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-        names = [
-            r[0]
-            for r in await (
-                await conn.execute("SELECT relname FROM pg_stat_user_tables ORDER BY relname")
-            ).fetchall()
-        ]
+        cur = await conn.execute("SELECT relname FROM pg_stat_user_tables ORDER BY relname")
+        names = [r[0] for r in await cur.fetchall()]
         return {
             n: int((await (await conn.execute(f'SELECT count(*) FROM "{n}"')).fetchone())[0])
             for n in names
         }
-
-
-def uptime() -> str:
-    """``uptime``'s line (load averages of the shared machine)."""
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
-
-
-def plot_soak(data: dict[str, Any], records: list[dict], plt: Any) -> Any:
-    """Turns per bucket (completed / failed) with the faults; Redis and Postgres growth."""
-    fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(10, 10), sharex=True)
-    t0 = min(r["start"] for r in records)
-    span = max(r["end"] for r in records) - t0
-    width = max(5.0, span / 60)
-    buckets = int(span // width) + 1
-    ok, failed = [0] * buckets, [0] * buckets
-    for r in records:
-        (ok if r["ok"] else failed)[int((r["end"] - t0) // width)] += 1
-    xs = [i * width for i in range(buckets)]
-    ax1.bar(xs, ok, width=width, align="edge", color="tab:blue", label="turns completed")
-    ax1.bar(xs, failed, width=width, align="edge", bottom=ok, color="tab:red", label="turns failed")
-    colors = {"redis_kill": "tab:red", "postgres_restart": "tab:purple", "worker_kill": "black"}
-    for f in data["faults"]:
-        for ax in (ax1, ax2, ax3):
-            ax.axvline(f["at_s"], color=colors[f["kind"]], ls="--", lw=1)
-        ax1.text(f["at_s"], max(ok, default=1), f["kind"], rotation=90, fontsize=7, va="top")
-    ax1.set_ylabel(f"turns per {width:.0f} s")
-    ax1.legend(fontsize=8, loc="lower right")
-    g = [s for s in data["growth"]["samples"] if s.get("redis_keys") is not None]
-    ax2.plot([s["t"] for s in g], [s["redis_keys"] for s in g], "o-", label="Redis keys")
-    ax2.plot([s["t"] for s in g], [s["seen_total"] for s in g], "s-", label="seen-set members")
-    ax2b = ax2.twinx()
-    ax2b.plot([s["t"] for s in g], [s["redis_used_memory"] / 2**20 for s in g], "g:", label="MiB")
-    ax2b.set_ylabel("Redis used memory (MiB)", color="g")
-    ax2.legend(fontsize=8, loc="upper left")
-    p = [s for s in data["growth"]["samples"] if s.get("pg_rows")]
-    top = sorted(data["growth"]["final_rows"], key=lambda n: -data["growth"]["final_rows"][n])[:6]
-    for name in top:
-        ax3.plot([s["t"] for s in p], [s["pg_rows"].get(name, 0) for s in p], label=name)
-    for m in data.get("maintenance_passes", []):  # on the clock of the first turn, near enough
-        ax3.axvline(m["at_s"], color="tab:green" if m["ok"] else "tab:red", ls=":", lw=0.6)
-    ax3.set_ylabel("Postgres rows (live); dotted: maintenance passes")
-    ax3.set_xlabel("seconds since the first turn")
-    ax3.legend(fontsize=7, loc="upper left")
-    v, c = data["verification"], data["config"]
-    m = data["machine"]
-    ax1.set_title(
-        f"soak: {c['users']} users x {c['turns']} turns, {data['totals']['failed']} turns failed, "
-        f"{v['messages_lost']} lost / {v['messages_duplicated']} duplicated\n"
-        f"{m['cpu_model']}, {m['cores']} cores (shared), load average at start "
-        f"{' '.join(f'{x:.2f}' for x in m['loadavg_at_start'])}",
-        fontsize=9,
-    )
-    return fig

@@ -5,7 +5,7 @@ from __future__ import annotations
 import psycopg
 import redis
 
-from bench.soak_maintenance import COUNTS, Maintainer, failure_cause
+from bench.soak_report import COUNTS, Maintainer, failure_cause
 from memory_graph_agent.storage.outages import StoreUnavailable
 
 
