@@ -1,12 +1,8 @@
 """Where a benchmark run stores its data, and what machine it runs on.
 
-`isolated_services` gives a run a fresh database and Redis key prefix (created and
-dropped like ``tests/conftest.py``), or the URLs/prefix the caller passes (pytest's
-``memory_env``, kept), and points ``REDIS_URL`` / ``DATABASE_URL`` /
-``MEMORY_KEY_PREFIX`` at them for its duration; the run then opens its stores with
-``services_session(EMBEDDING)`` inside it (and so closes them before the database is
-dropped). `machine_info` records cores, CPU, Python, PostgreSQL/pgvector and library
-versions next to the numbers.
+`isolated_services` gives a run a fresh database and Redis key prefix (dropped afterwards)
+or the ones the caller passes (kept), and points ``REDIS_URL`` / ``DATABASE_URL`` /
+``MEMORY_KEY_PREFIX`` at them; `machine_info` records the machine next to the numbers.
 """
 
 from __future__ import annotations
@@ -17,9 +13,10 @@ import os
 import platform
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -33,6 +30,11 @@ from memory_graph_agent.testing import environment
 
 EMBEDDING = "local:all-minilm-l6-v2"
 """The embeddings of every benchmark (local MiniLM, 384 dimensions)."""
+PACKAGES = ("langgraph", "langchain-core", "langchain-postgres", "langgraph-checkpoint-postgres",
+            "psycopg", "redis", "sentence-transformers", "torch", "numpy")  # fmt: skip
+"""Libraries whose versions `machine_info` records."""
+POSTGRES_SETTINGS = ("shared_buffers", "work_mem", "maintenance_work_mem",
+                     "max_parallel_maintenance_workers", "max_connections")  # fmt: skip
 
 
 @dataclass
@@ -56,17 +58,14 @@ async def isolated_services(
     """A fresh database + key prefix (dropped afterwards), or the given ones (kept).
 
     Sets ``REDIS_URL`` / ``DATABASE_URL`` / ``MEMORY_KEY_PREFIX`` for the duration, so
-    `memory_graph_agent.services.stores.services_session` opened inside connects there; restores
-    them on exit. Close those services before leaving (an owned database is dropped).
+    `services_session` opened inside connects there. Close those services before leaving.
     """
-    owned = database_url is None
-    server_url = None
+    owned, server_url = database_url is None, None
     if database_url is None or redis_url is None:
         urls = await asyncio.to_thread(ensure_services)
         redis_url = redis_url or urls.redis_url
         if database_url is None:
-            server_url = urls.database_url
-            db = f"{tag}_{uuid.uuid4().hex[:12]}"
+            server_url, db = urls.database_url, f"{tag}_{uuid.uuid4().hex[:12]}"
             async with await psycopg.AsyncConnection.connect(server_url, autocommit=True) as conn:
                 await conn.execute(f'CREATE DATABASE "{db}"')
             database_url = with_database(server_url, db)
@@ -86,14 +85,9 @@ async def _drop_owned(env: BenchEnv, server_url: str | None) -> None:
     """Delete the run's Redis keys and drop its database."""
     redis = Redis.from_url(env.redis_url)
     try:
-        batch = []
-        async for key in redis.scan_iter(match=f"{env.key_prefix}:*", count=1000):
-            batch.append(key)
-            if len(batch) >= 1000:
-                await redis.delete(*batch)
-                batch = []
-        if batch:
-            await redis.delete(*batch)
+        keys = [k async for k in redis.scan_iter(match=f"{env.key_prefix}:*", count=1000)]
+        for i in range(0, len(keys), 1000):
+            await redis.delete(*keys[i : i + 1000])
     finally:
         await redis.aclose()
     if server_url:
@@ -105,12 +99,10 @@ async def _drop_owned(env: BenchEnv, server_url: str | None) -> None:
 def _cpuinfo() -> dict[str, str]:
     """The first CPU's fields of /proc/cpuinfo, keys lower-cased (empty if unreadable)."""
     fields: dict[str, str] = {}
-    try:
+    with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             key, _, value = line.partition(":")
             fields.setdefault(key.strip().lower(), value.strip())
-    except OSError:
-        pass
     return fields
 
 
@@ -120,63 +112,37 @@ def cpu_model() -> str:
 
 
 def cpu_id() -> dict[str, Any]:
-    """What tells two "AMD EPYC" machines apart: family, model, AVX-512 and VNNI.
-
-    Timings of int8 kernels, pgvector and torch differ between CPU generations that
-    share a model name, so each result records these (from /proc/cpuinfo).
-    """
+    """Family, model, AVX-512 and VNNI: what tells two CPUs of one model name apart."""
     fields = _cpuinfo()
     if not fields:
         return {}
     flags = set(fields.get("flags", "").split())
-    return {
-        "family": fields.get("cpu family"),
-        "model": fields.get("model"),
-        "avx512f": "avx512f" in flags,
-        "avx512_vnni": "avx512_vnni" in flags,
-        "avx_vnni": "avx_vnni" in flags,
-    }
+    return {"family": fields.get("cpu family"), "model": fields.get("model"),
+            **{f: f in flags for f in ("avx512f", "avx512_vnni", "avx_vnni")}}  # fmt: skip
 
 
-PACKAGES = (
-    "langgraph",
-    "langchain-core",
-    "langchain-postgres",
-    "langgraph-checkpoint-postgres",
-    "psycopg",
-    "redis",
-    "sentence-transformers",
-    "torch",
-    "numpy",
-)
-"""Libraries whose versions `machine_info` records."""
-POSTGRES_SETTINGS = (
-    "shared_buffers",
-    "work_mem",
-    "maintenance_work_mem",
-    "max_parallel_maintenance_workers",
-    "max_connections",
-)
+def versions(packages: Iterable[str]) -> dict[str, str | None]:
+    """Installed versions of ``packages`` (None when absent)."""
+    out: dict[str, str | None] = {}
+    for name in packages:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
 
 
 async def machine_info(database_url: str) -> dict[str, Any]:
     """Cores, CPU, Python, PostgreSQL/pgvector versions, load, library versions."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    versions = {}
-    for pkg in PACKAGES:
-        try:
-            versions[pkg] = version(pkg)
-        except PackageNotFoundError:
-            versions[pkg] = None
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-        pgvector = await (
-            await conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
-        ).fetchone()
-        pg = (await (await conn.execute("SHOW server_version")).fetchone())[0]
-        settings = {}
-        for name in POSTGRES_SETTINGS:
-            settings[name] = (await (await conn.execute(f"SHOW {name}")).fetchone())[0]
+
+        async def one(sql: str) -> Any:
+            row = await (await conn.execute(sql)).fetchone()
+            return row[0] if row else None
+
+        pgvector = await one("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+        pg = await one("SHOW server_version")
+        settings = {name: await one(f"SHOW {name}") for name in POSTGRES_SETTINGS}
     try:
         import torch
 
@@ -193,8 +159,8 @@ async def machine_info(database_url: str) -> dict[str, Any]:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "postgres": pg,
-        "pgvector": pgvector[0] if pgvector else None,
+        "pgvector": pgvector,
         "postgres_settings": settings,
         "torch_threads": torch_threads,
-        "packages": versions,
+        "packages": versions(PACKAGES),
     }

