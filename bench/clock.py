@@ -1,39 +1,13 @@
 """Simulated time for a benchmark: age what is stored, as if days had gone by.
 
-The product reads the real clock (``now()`` in SQL, ``datetime.now`` in Python) and has no
-clock of its own to move. So a benchmark that wants months to pass moves the stored
-timestamps back instead, on its own database and key prefix only (`bench.env.isolated_services`):
-`age_stores` ages everything that decay, expiry, eviction, compaction and decision retention
-read by ``days`` days, then the next maintenance pass sees that much time gone by.
-
-What is aged, and how (``t`` becomes ``t - days``; NULL and "never" stay so):
-
-- Postgres ``memories_<dim>``: ``created_at`` (eviction's age, compaction's keeper order,
-  recall's recency), ``last_accessed_at`` (recall's recency) and ``expires_at`` (expiry, the
-  ``ACTIVE`` filter of recall and listing, the expiry a compaction keeper inherits).
-- Postgres ``memory_decisions``: ``decided_at`` (decision retention).
-- Postgres ``episodes``: ``logged_at`` (when a thread last had a turn: maintenance archives
-  threads idle for ``idle_thread_days``). Every row, every pass: the table's live bytes stay
-  as they are, its files keep the old versions until vacuum reuses them.
-- Redis ``profile:<user>`` (a hash of JSON facts): each fact's ``expires_at`` (a fact
-  expires when read after it), ``updated_at`` and ``valid_from`` (when it was stated: a
-  later statement must still be newer).
-- Redis ``profile_history:<user>``: each entry's ``valid_from`` and ``valid_to`` (recent
-  changes are those of the last days); rewritten in place with ``LSET``.
-- Redis ``profile_forgotten:<user>``: when each fact key was forgotten (a fact stated before
-  it stays forgotten).
-- Redis key TTLs (``run_starts`` 7 days, ``rejected`` 90 days, queue leases): a TTL cannot
-  be moved back, but what moving its start back would do can be done exactly: the
-  remaining TTL is shortened by ``days`` (``PEXPIRE``), and a key whose remaining TTL is
-  not longer than that is deleted, as Redis would have done meanwhile.
-
-Not aged, on purpose: ``stored_at`` of memories (only ever compared with other rows'
-``stored_at``, for order and reflection progress, which a uniform shift leaves as they
-are; it is indexed, so leaving it alone keeps the index out of the update); the episodic
-log's ``ts`` (when a message was said: recall shows it, nothing that removes data reads it)
-and the Redis window's message stamps (likewise);
-checkpoints (retention keeps the latest by count, not by age); the memory queue's lease
-and retry times (the caller drains memory before aging, so the queue is empty).
+The product reads the real clock, so a benchmark that wants months to pass moves the stored
+timestamps back instead, on its own database and key prefix only: `age_stores` ages by
+``days`` what decay, expiry, eviction, compaction and decision retention read. Postgres:
+`POSTGRES_COLUMNS`. Redis: each profile fact's, history entry's and tombstone's stamps, and
+key TTLs (shortened by ``days``; a key whose TTL is not longer is deleted, as Redis would
+have). Not aged: ``stored_at`` (only compared between rows), message stamps (what was said
+when: nothing that removes data reads them), checkpoints (kept by count) and the memory
+queue (drained before aging).
 """
 
 from __future__ import annotations

@@ -1,32 +1,17 @@
 """Recall after the query embedding: where `retrieve` spends its time, per phase.
 
-    python -m bench.recall_path [--sizes 1000,10000,100000] [--queries 200] [--out bench/out]
+    python -m bench recall_path [--sizes 1000,10000,100000] [--queries 200] [--out bench/out]
 
-Per size N (ascending), the benchmark user holds N memories (and the raw turns of its
-newest summaries, up to 50,000) among other users' (``--other-users`` x
-``--per-other-user``), seeded exactly as `bench.overhead` does (`bench.seeding`: COPY,
-pooled MiniLM vectors plus noise, HNSW rebuilt). The questions are embedded once, up
-front, and the embeddings `retrieve` sees return them at once (a filled
-`bench.locomo_pipeline.QueryCache`), so every number here is the path after the
-embedding: the searches, the links, fusion, scoring, token counting and the budget.
-Three passes over the same questions:
-
-1. **timed**: `retrieve` end to end, nothing wrapped (p50/p95 of the whole path);
-2. **phases**: the store calls and the ranking steps wrapped with timers on the live
-   objects (each phase's p50/p95; concurrent store calls overlap, so their sum is more
-   than the wall time);
-3. **profile**: `cProfile` over a batch of `retrieve` calls, the top functions by
-   cumulative and own time.
-
-``--database-url`` reuses a database (seeded by an earlier run with ``--keep``, for
-example): the benchmark user is topped up only to the sizes asked for, so two code
-versions can be timed in turns on the very same rows.
+Per size, memories seeded as `bench.overhead` seeds them; the questions are embedded up
+front (a filled `QueryCache`), so every number is the path after the embedding. Three
+passes: `retrieve` end to end; its store calls and ranking steps timed on the live objects
+(concurrent calls overlap); and `cProfile`'s top functions. ``--database-url`` reuses a
+database: the user is only topped up, so two code versions can be timed on the same rows.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import cProfile
 import functools
@@ -34,7 +19,6 @@ import io
 import os
 import pstats
 import random
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -43,64 +27,32 @@ from typing import Any
 
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
-from bench.harness import main, ms_stats, write_results
+from bench.harness import main, ms_stats, say, write_results
 from bench.locomo_pipeline import QueryCache
 from bench.seeding import VectorSource, embed_batched, seed_size
+from bench.timing import timer
 from graph.context import Context
 from memory_graph_agent.recall import linking, ranking, retrieval
 from memory_graph_agent.services.stores import services_session
 from memory_graph_agent.settings import Settings
 
-STORE_CALLS = (
-    ("memories", "search"),
-    ("episodes", "dense_search"),
-    ("episodes", "keyword_search"),
-    ("episodes", "recall_search"),
-    ("episodes", "turns"),
-    ("episodes", "neighbours"),
-    ("episodes", "linked"),
-    ("window", "window"),
-)
+STORE_CALLS = (("memories", "search"), ("episodes", "dense_search"), ("episodes", "keyword_search"),
+               ("episodes", "recall_search"), ("episodes", "turns"), ("episodes", "neighbours"),
+               ("episodes", "linked"), ("window", "window"))  # fmt: skip
 """(services attribute, method) timed in the phases pass, when the code has them."""
-RANKING_STEPS = (
-    (retrieval, "search_channels"),
-    (retrieval, "fuse"),
-    (retrieval, "score"),
-    (retrieval, "with_tokens"),
-    (retrieval, "linked_turns"),
-    (retrieval, "fill_budget"),
-    (retrieval, "prompt_order"),
-    (linking, "link_turns"),
-    (ranking, "rrf"),
-)
+RANKING_STEPS = ((retrieval, "search_channels"), (retrieval, "fuse"), (retrieval, "score"),
+                 (retrieval, "with_tokens"), (retrieval, "linked_turns"),
+                 (retrieval, "fill_budget"), (retrieval, "prompt_order"),
+                 (linking, "link_turns"), (ranking, "rrf"))  # fmt: skip
 """(module, function) timed in the phases pass, when the code has them."""
-
-
+CONTEXT = ("recall_k", "min_similarity", "memory_token_budget", "recall_candidate_tokens",
+           "neighbour_weight", "summary_turn_weight", "recall_rrf_k", "topic_weight")  # fmt: skip
+"""The settings recorded with the results."""
 PHASES: dict[str, list[float]] = {}
 
 
 def _timed(fn: Callable, name: str) -> Callable:
-    if asyncio.iscoroutinefunction(fn):
-
-        @functools.wraps(fn)
-        async def awrapper(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return await fn(*args, **kwargs)
-            finally:
-                PHASES.setdefault(name, []).append(time.perf_counter() - start)
-
-        return awrapper
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            PHASES.setdefault(name, []).append(time.perf_counter() - start)
-
-    return wrapper
+    return timer(fn, lambda seconds: PHASES.setdefault(name, []).append(seconds))
 
 
 @contextlib.contextmanager
@@ -188,21 +140,18 @@ def plot(data: dict[str, Any], plt: Any) -> Any:
 
 async def run(a: argparse.Namespace) -> dict[str, Any]:
     """Seed, measure each size, write ``recall_path.json`` / ``.png`` under ``--out``."""
-    sizes = sorted(set(a.sizes))
-    rng = random.Random(a.seed)
+    sizes, rng = sorted(set(a.sizes)), random.Random(a.seed)
     others = [f"{a.user}-other-{i}" for i in range(a.other_users)]
     anchor = datetime(2026, 1, 1, tzinfo=UTC) - timedelta(days=1)
-    say: Callable[[str], None] = (
-        (lambda _m: None)
-        if a.quiet
-        else (lambda m: print(f"[recall_path] {m}", file=sys.stderr, flush=True))
-    )
+
+    def progress(message: str) -> None:
+        say(a.quiet, f"[recall_path] {message}")
+
     results = []
-    async with contextlib.AsyncExitStack() as stack:
-        env = await stack.enter_async_context(
-            isolated_services(a.database_url, tag="bench_recall_path")
-        )
-        services = await stack.enter_async_context(services_session(EMBEDDING))
+    async with (
+        isolated_services(a.database_url, tag="bench_recall_path") as env,
+        services_session(EMBEDDING) as services,
+    ):
         info = await machine_info(env.database_url)
         source = VectorSource("perturbed", services.embeddings, rng, pool=a.pool)
         questions = [user_question(rng) for _ in range(a.queries)]
@@ -214,62 +163,29 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
         first = have == 0
         for size in sizes:
             if size > have:
-                seeding, _index = await seed_size(
-                    env.database_url,
-                    a.user,
-                    have,
-                    size,
-                    others if first else [],
-                    a.per_other_user,
-                    source,
-                    anchor,
-                    say=say,
-                )
+                await seed_size(env.database_url, a.user, have, size, others if first else [],
+                                a.per_other_user, source, anchor, say=progress)  # fmt: skip
                 have, first = size, False
             ctx, settings = Context(user_id=a.user), Settings.from_env()
             turns = await services.db.query(
                 'SELECT count(*) AS n FROM "episode_vectors_384" WHERE user_id = :u', {"u": a.user}
             )
-            say(f"size {size}: {a.queries} queries x 3 passes")
-            row = {
+            progress(f"size {size}: {a.queries} queries x 3 passes")
+            results.append({
                 "size": size,
                 "bench_user_memories": have,
                 "bench_user_turns": int(turns[0]["n"]),
                 **await measure(fast, settings, ctx, questions, a.profile_queries),
                 "loadavg_after": list(os.getloadavg()),
-            }
-            results.append(row)
-    data = {
-        "benchmark": "recall_path",
-        "machine": info,
-        "config": {
-            "sizes": sizes,
-            "queries": a.queries,
-            "other_users": a.other_users,
-            "per_other_user": a.per_other_user,
-            "vectors": "perturbed",
-            "pool": a.pool,
-            "seed": a.seed,
-            "embedding_model": EMBEDDING,
-            "context": {
-                k: Settings.from_env().by_name()[k]
-                for k in (
-                    "recall_k",
-                    "min_similarity",
-                    "memory_token_budget",
-                    "recall_candidate_tokens",
-                    "neighbour_weight",
-                    "summary_turn_weight",
-                    "recall_rrf_k",
-                    "topic_weight",
-                )
-            },
-        },
-        "sizes": results,
-    }
+            })  # fmt: skip
+    config = {"sizes": sizes, "queries": a.queries, "other_users": a.other_users,
+              "per_other_user": a.per_other_user, "vectors": "perturbed", "pool": a.pool,
+              "seed": a.seed, "embedding_model": EMBEDDING}  # fmt: skip
+    config["context"] = {key: Settings.from_env().by_name()[key] for key in CONTEXT}
+    data = {"benchmark": "recall_path", "machine": info, "config": config, "sizes": results}
     show = () if a.quiet else ("recall-path-table",)
     json_path, _png = write_results(a.out, "recall_path", data, plot, dpi=120, show=show)
-    say(f"wrote {json_path}")
+    progress(f"wrote {json_path}")
     return data
 
 

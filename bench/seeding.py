@@ -1,10 +1,8 @@
 """Seeding the memory table for a benchmark: vectors, bulk ``COPY`` and the HNSW index.
 
-`VectorSource` makes the vectors of seeded memories (embedded in batches, perturbed
-copies of embedded texts, or random), `seed_user` bulk-loads a user's history with
-``COPY`` into the `MemoryStore` table (every metadata column and ``stored_at``), and
-`drop_hnsw` / `build_hnsw` take the index down before a bulk load and rebuild it after,
-exactly as `MemoryStore.open` defines it.
+`seed_size` tops a user up with `seed_user` (``COPY`` of memories and their raw turns, the
+vectors from a `VectorSource`), the HNSW indexes dropped for the load and rebuilt after it
+exactly as `MemoryStore.open` defines them.
 """
 
 from __future__ import annotations
@@ -63,37 +61,31 @@ class VectorSource:
     def __init__(self, mode: str, embeddings: Any, rng: random.Random, pool: int = 2048):
         if mode not in ("perturbed", "real", "random"):
             raise ValueError(f"vector mode must be perturbed|real|random, got {mode!r}")
-        self.mode = mode
-        self.embeddings = embeddings
-        self.rng = rng
+        self.mode, self.embeddings, self.rng, self.pool_size = mode, embeddings, rng, pool
         self.np_rng = np.random.default_rng(rng.getrandbits(32))
-        self.pool_size = pool
         self.pool_texts: dict[str, list[str]] = {}
         self.pool_vecs: dict[str, np.ndarray] = {}
-        self.embed_seconds = 0.0
-        self.embedded_texts = 0
+        self.embed_seconds, self.embedded_texts = 0.0, 0
 
-    async def _pool(self, kind: str) -> None:
-        if kind in self.pool_texts:
-            return
-        n = self.pool_size if kind == "summary" else max(16, self.pool_size // 8)
-        texts = [memory_text(self.rng, kind) for _ in range(n)]
+    async def _embed(self, texts: list[str]) -> np.ndarray:
         start = time.perf_counter()
         vecs = await embed_batched(self.embeddings, texts)
         self.embed_seconds += time.perf_counter() - start
-        self.embedded_texts += n
-        self.pool_texts[kind], self.pool_vecs[kind] = texts, vecs
+        self.embedded_texts += len(texts)
+        return vecs
+
+    async def _pool(self, kind: str) -> None:
+        if kind not in self.pool_texts:
+            n = self.pool_size if kind == "summary" else max(16, self.pool_size // 8)
+            texts = [memory_text(self.rng, kind) for _ in range(n)]
+            self.pool_texts[kind], self.pool_vecs[kind] = texts, await self._embed(texts)
 
     async def make(self, kinds: list[str]) -> tuple[list[str], np.ndarray]:
         """Texts and unit vectors (float32, shape (n, DIM)) for memories of these kinds."""
         n = len(kinds)
         if self.mode == "real":
             texts = [memory_text(self.rng, k) for k in kinds]
-            start = time.perf_counter()
-            vecs = await embed_batched(self.embeddings, texts)
-            self.embed_seconds += time.perf_counter() - start
-            self.embedded_texts += n
-            return texts, vecs
+            return texts, await self._embed(texts)
         texts: list[str] = [""] * n
         vecs = np.empty((n, DIM), dtype=np.float32)
         for kind in set(kinds):
@@ -113,20 +105,9 @@ class VectorSource:
 
 
 _NS = uuid.UUID("2b7f7f5e-3f61-4a43-9d7e-0d5f0c1b2a90")
-COPY_COLUMNS = (
-    "langchain_id",
-    "content",
-    "embedding",
-    "user_id",
-    "thread_id",
-    "kind",
-    "importance",
-    "created_at",
-    "last_accessed_at",
-    "access_count",
-    "source_ids",
-    "stored_at",
-)
+COPY_COLUMNS = ("langchain_id", "content", "embedding", "user_id", "thread_id", "kind",
+                "importance", "created_at", "last_accessed_at", "access_count", "source_ids",
+                "stored_at")  # fmt: skip
 """The `MemoryStore` table's columns we fill: id, content, embedding, every metadata
 column of ``memory_graph_agent.storage.memories.METADATA_COLUMNS`` and ``stored_at``."""
 
@@ -193,22 +174,10 @@ async def seed_user(
                         else:
                             sources = [str(uuid.UUID(int=rng.getrandbits(128))) for _ in range(5)]
                             importance = 0.5
-                        await copy.write_row(
-                            (
-                                _seed_id(user_id, i),
-                                texts[n],
-                                _vector_literal(vecs[n]),
-                                user_id,
-                                None if kind == "reflection" else f"seed-{i // 40}",
-                                kind,
-                                importance,
-                                ts,
-                                None,
-                                0,
-                                sources,
-                                ts,
-                            )
-                        )
+                        thread = None if kind == "reflection" else f"seed-{i // 40}"
+                        vec = _vector_literal(vecs[n])
+                        row = (_seed_id(user_id, i), texts[n], vec, user_id, thread, kind)
+                        await copy.write_row((*row, importance, ts, None, 0, sources, ts))
             stats["turns"] += await _seed_turns(conn, user_id, turned, vectors, anchor)
             await conn.commit()
             stats["copy_s"] += time.perf_counter() - t0
@@ -259,77 +228,58 @@ async def _seed_turns(
 async def drop_hnsw(database_url: str) -> None:
     """Drop the HNSW indexes before a bulk load (rebuilt by `build_hnsw`)."""
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-        await conn.execute(f'DROP INDEX IF EXISTS "{HNSW_INDEX}"')
-        await conn.execute(f'DROP INDEX IF EXISTS "{TURN_HNSW_INDEX}"')
+        for index in (HNSW_INDEX, TURN_HNSW_INDEX):
+            await conn.execute(f'DROP INDEX IF EXISTS "{index}"')
 
 
 async def build_hnsw(database_url: str, maintenance_work_mem: str = "1GB") -> dict[str, Any]:
-    """(Re)build the index exactly as `MemoryStore.open` defines it, then VACUUM ANALYZE."""
+    """(Re)build the indexes exactly as `MemoryStore.open` defines them, then VACUUM ANALYZE."""
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+
+        async def one(sql: str, *params: Any) -> Any:
+            return (await (await conn.execute(sql, params or None)).fetchone())[0]
+
         await conn.execute(f"SET maintenance_work_mem = '{maintenance_work_mem}'")
         t0 = time.perf_counter()
-        await conn.execute(
-            f'CREATE INDEX IF NOT EXISTS "{HNSW_INDEX}" ON "{TABLE}" '
-            "USING hnsw (embedding vector_cosine_ops)"
-        )
-        await conn.execute(
-            f'CREATE INDEX IF NOT EXISTS "{TURN_HNSW_INDEX}" ON "{TURN_TABLE}" '
-            "USING hnsw (embedding vector_cosine_ops)"
-        )
-        build_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        await conn.execute(f'VACUUM (ANALYZE) "{TABLE}"')
-        await conn.execute(f'VACUUM (ANALYZE) "{TURN_TABLE}"')
-        await conn.execute("VACUUM (ANALYZE) episodes")
-        analyze_s = time.perf_counter() - t0
-        rows = (await (await conn.execute(f'SELECT count(*) FROM "{TABLE}"')).fetchone())[0]
-        turns = (await (await conn.execute(f'SELECT count(*) FROM "{TURN_TABLE}"')).fetchone())[0]
-        size = (
-            await (
-                await conn.execute("SELECT pg_relation_size(%s::regclass)", (HNSW_INDEX,))
-            ).fetchone()
-        )[0]
-    return {
-        "build_s": round(build_s, 3),
-        "vacuum_analyze_s": round(analyze_s, 3),
-        "table_rows": int(rows),
-        "turn_rows": int(turns),
-        "index_mb": round(size / 2**20, 1),
-        "maintenance_work_mem": maintenance_work_mem,
-    }
+        for index, table in ((HNSW_INDEX, TABLE), (TURN_HNSW_INDEX, TURN_TABLE)):
+            await conn.execute(f'CREATE INDEX IF NOT EXISTS "{index}" ON "{table}" '
+                               "USING hnsw (embedding vector_cosine_ops)")  # fmt: skip
+        t1 = time.perf_counter()
+        for table in (f'"{TABLE}"', f'"{TURN_TABLE}"', "episodes"):
+            await conn.execute(f"VACUUM (ANALYZE) {table}")
+        t2 = time.perf_counter()
+        rows = await one(f'SELECT count(*) FROM "{TABLE}"')
+        turns = await one(f'SELECT count(*) FROM "{TURN_TABLE}"')
+        size = await one("SELECT pg_relation_size(%s::regclass)", HNSW_INDEX)
+    return {"build_s": round(t1 - t0, 3), "vacuum_analyze_s": round(t2 - t1, 3),
+            "table_rows": int(rows), "turn_rows": int(turns), "index_mb": round(size / 2**20, 1),
+            "maintenance_work_mem": maintenance_work_mem}  # fmt: skip
 
 
 async def seed_size(
-    database_url: str,
-    user_id: str,
-    seeded: int,
-    size: int,
-    others: list[str],
-    per_other: int,
-    vectors: VectorSource,
-    anchor: datetime,
-    maintenance_work_mem: str = "1GB",
+    database_url: str, user_id: str, seeded: int, size: int, others: list[str], per_other: int,
+    vectors: VectorSource, anchor: datetime, maintenance_work_mem: str = "1GB",
     say: Callable[[str], None] = lambda _message: None,
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Top ``user_id`` up from ``seeded`` to ``size`` memories and seed ``others``.
+) -> tuple[dict[str, Any], dict[str, Any]]:  # fmt: skip
+    """Top ``user_id`` up from ``seeded`` to ``size`` memories, ``others`` to ``per_other``.
 
-    Each of ``others`` gets ``per_other`` memories. The HNSW indexes are dropped for the
-    load and rebuilt after it (also when it fails). Returns (seeding stats, `build_hnsw`).
+    The HNSW indexes are dropped for the load and rebuilt after it (also when it fails).
+    Returns (seeding stats, `build_hnsw`'s).
     """
     stats: dict[str, Any] = {"bench_user_rows": 0, "other_rows": 0, "vector_s": 0.0, "copy_s": 0.0}
     await drop_hnsw(database_url)
     try:
         if size > seeded:
             say(f"seeding {size - seeded} memories for {user_id}")
-            st = await seed_user(database_url, user_id, seeded, size, vectors, anchor)
-            stats["bench_user_rows"], stats["bench_user_turns"] = st["rows"], st["turns"]
-            stats["vector_s"] += st["embed_s"]
-            stats["copy_s"] += st["copy_s"]
         if others:
             say(f"seeding {len(others)} other users x {per_other} memories")
-        for other in others:
-            st = await seed_user(database_url, other, 0, per_other, vectors, anchor)
-            stats["other_rows"] += st["rows"]
+        users = [(user_id, seeded, size)] * (size > seeded) + [(o, 0, per_other) for o in others]
+        for user, start, stop in users:
+            st = await seed_user(database_url, user, start, stop, vectors, anchor)
+            if user == user_id:
+                stats["bench_user_rows"], stats["bench_user_turns"] = st["rows"], st["turns"]
+            else:
+                stats["other_rows"] += st["rows"]
             stats["vector_s"] += st["embed_s"]
             stats["copy_s"] += st["copy_s"]
     except BaseException:  # never leave the table without its index

@@ -1,12 +1,10 @@
 """Where a benchmark turn spends its time: per node and per timed call.
 
-`NODE_TIMER` (a LangChain callback handler: `timed` binds it to a compiled graph) times
-each node from ``on_chain_start`` to its end, by the node name LangGraph puts in the
-run's metadata (``langgraph_node``), and `instrument` wraps the embedding and pgvector
-calls of the live `Services`; both report into the `TurnRecord` of the running turn, held
-in a context variable (`CURRENT_TURN`) so concurrent turns never mix their numbers.
-`record_part` is how other timed code reports (the fake chat model of `bench.fake_model`,
-under the node `CURRENT_NODE` names).
+`NODE_TIMER` (a callback handler; `timed` binds it to a compiled graph) times each node by
+the ``langgraph_node`` of its run's metadata, `instrument` wraps the embedding and pgvector
+calls of the live `Services`, and `record_part` takes any other timing (the fake model's);
+all report into the `TurnRecord` of the running turn (`CURRENT_TURN`, a context variable,
+so concurrent turns never mix their numbers).
 """
 
 from __future__ import annotations
@@ -140,28 +138,33 @@ def timed(graph: G) -> G:
     return graph.with_config(callbacks=[NODE_TIMER])  # type: ignore[attr-defined]
 
 
-def _timed_call(func: Callable, part: str) -> Callable:
+def timer(func: Callable, report: Callable[[float], None], is_async: bool | None = None):  # noqa: ANN201
+    """``func`` reporting each call's seconds to ``report`` (async: awaited; default: as it is)."""
+    if inspect.iscoroutinefunction(func) if is_async is None else is_async:
+
+        @functools.wraps(func)
+        async def awrapper(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return await func(*args, **kwargs)
+            finally:
+                report(time.perf_counter() - start)
+
+        return awrapper
+
     @functools.wraps(func)
-    async def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        start = time.perf_counter()
-        try:
-            return await func(*args, **kwargs)
-        finally:
-            record_part(part, time.perf_counter() - start)
-
-    return wrapper
-
-
-def _timed_sync_call(func: Callable, part: str) -> Callable:
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
         try:
             return func(*args, **kwargs)
         finally:
-            record_part(part, time.perf_counter() - start)
+            report(time.perf_counter() - start)
 
     return wrapper
+
+
+def _timed_call(func: Callable, part: str, is_async: bool = True) -> Callable:
+    return timer(func, functools.partial(record_part, part), is_async)
 
 
 def _waits_timed(search: Callable) -> Callable:
@@ -172,16 +175,12 @@ def _waits_timed(search: Callable) -> Callable:
     """
 
     async def waited(vector: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return await vector
-        finally:
-            record_part("embed_wait", time.perf_counter() - start)
+        return await vector
 
     @functools.wraps(search)
     async def wrapper(services, query, vector, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
         if inspect.isawaitable(vector):
-            vector = waited(vector)
+            vector = _timed_call(waited, "embed_wait")(vector)
         else:
             record_part("embed_wait", 0.0)
         return await search(services, query, vector, *args, **kwargs)
@@ -192,11 +191,10 @@ def _waits_timed(search: Callable) -> Callable:
 INSTRUMENTED = (
     ("embeddings", "aembed_query", "embed_query"),
     ("embeddings", "aembed_documents", "embed_documents"),
-    ("memories", "search", "search"),
-    ("memories", "touch", "touch"),
+    ("memories", "search", "search"), ("memories", "touch", "touch"),
     ("memories", "add", "memory_add"),
     ("memories", "summaries_since_reflection", "since_reflection"),
-)
+)  # fmt: skip
 """(services attribute, method, part name) timed by `instrument`."""
 
 
@@ -204,13 +202,9 @@ INSTRUMENTED = (
 def instrument(services: Any) -> Iterator[None]:
     """Time the embedding and pgvector calls of ``services`` (instance-level patches).
 
-    The query embedding of `recall` is ``embed_query``, the part of it the read path
-    waited for ``embed_wait``; its searches
-    (`memory_graph_agent.recall.channels.base.search_channels`, which awaits the embedding
-    inside, the keyword search running beside it: so ``search`` spans ``embed_query`` too) are
-    ``search``, like `MemoryStore.search` elsewhere; the summary embedding inside
-    `consolidate`'s ``memory_add`` is
-    ``embed_documents``. Restored on exit.
+    Recall's searches (`retrieval.search_channels`, which awaits the query embedding inside:
+    ``search`` spans ``embed_query`` too) are ``search``, like `MemoryStore.search`; what the
+    read path waited for the embedding is ``embed_wait``. Restored on exit.
     """
     patched = []
     for attr, method, part in INSTRUMENTED:
@@ -226,7 +220,7 @@ def instrument(services: Any) -> Iterator[None]:
     embeddings = services.embeddings
     if callable(getattr(embeddings, "encode", None)) and "encode" not in vars(embeddings):
         object.__setattr__(
-            embeddings, "encode", _timed_sync_call(embeddings.encode, "embed_compute")
+            embeddings, "encode", _timed_call(embeddings.encode, "embed_compute", False)
         )
         patched.append((embeddings, "encode"))
     # recall's searches (every channel's, at once) are one round trip,

@@ -100,7 +100,7 @@ def test_a_session_end_with_a_message_to_answer_is_a_turn():
 
 def test_benchmarks_count_the_side_by_side_nodes_once():
     """Graph overhead is what the turn took beyond its path, not beyond the nodes' sum."""
-    from bench.overhead_report import full_turn_metrics
+    from bench.overhead import full_turn_metrics
     from bench.timing import TurnRecord, on_path
 
     rec = TurnRecord(nodes={"load_profile": 0.002, "recall": 0.010, "respond": 0.1})
