@@ -1,20 +1,12 @@
-"""MiniLM on ONNX Runtime against torch: the same neighbours on LoCoMo, and the time a query takes.
+"""MiniLM on ONNX Runtime against torch: the same neighbours on LoCoMo, and a query's time.
 
-    python -m bench.embedding [--queries 300] [--out bench/out]   # needs the `torch` extra
+    python -m bench embedding [--queries 300] [--out bench/out]   # needs the `torch` extra
 
-Every turn and question of the LoCoMo dev set is embedded by both local runtimes
-(`memory_graph_agent.services.models.local_embeddings`: ``torch`` is sentence-transformers, the
-peers' runtime; ``onnx`` is the default). Per question, the top 20 turns of its own
-conversation by cosine are compared: identical lists, and the overlap of the sets; the
-same for the question embedded as a query on ONNX's int8 query model (the default,
-``EMBEDDING_QUERY_PRECISION``) against torch's lists. Then ``--queries`` questions are
-embedded one at a time by each query model (torch, ONNX at full precision, ONNX int8),
-interleaved (after a warm-up), as a turn's recall does: p50/p95 per model, and each
-runtime's batch rate over the turns. Last, ONNX Runtime's thread counts (``--threads``,
-as ``EMBEDDING_THREADS`` sets them): one query at a time, alone and beside a thread
-embedding LoCoMo turns in batches on the same embeddings (memory formation beside a
-turn), rotating between the counts every `BLOCK` queries. Writes ``embedding.json`` and
-``embedding.png``.
+Every LoCoMo turn and question is embedded by both local runtimes: are the top 20 turns
+of each question the same (and with ONNX's int8 query model against torch's)? Then
+``--queries`` questions one at a time per query model (torch, ONNX fp32, ONNX int8),
+interleaved, and per ONNX thread count (``--threads``), alone and beside a thread
+embedding batches, rotating every `BLOCK` queries.
 """
 
 from __future__ import annotations
@@ -29,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from bench.env import cpu_id, cpu_model
-from bench.harness import main, ms_stats, write_results
+from bench.harness import bars, main, ms_stats, write_results
 from bench.locomo import DEFAULT_DATA
 from bench.locomo_data import load_locomo
 from memory_graph_agent.services.models import OnnxEmbeddings, local_embeddings
@@ -162,14 +154,8 @@ def plot(data: dict[str, Any], plt: Any) -> Any:
     """Query latency per query model, then per ONNX thread count alone and beside batches."""
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.5))
     lat = data["query_ms"]
-    x = np.arange(len(lat))
-    ax.bar(x - 0.2, [c["p50"] for c in lat.values()], 0.4, label="p50")
-    ax.bar(x + 0.2, [c["p95"] for c in lat.values()], 0.4, label="p95")
-    ax.set_xticks(
-        x,
-        ["torch\n(sentence-transformers)", *(f"ONNX Runtime\n{n[5:]}" for n in list(lat)[1:])],
-        fontsize=7,
-    )
+    names = ["torch\n(sentence-transformers)", *(f"ONNX Runtime\n{n[5:]}" for n in list(lat)[1:])]
+    bars(ax, names, list(lat.values()), fontsize=7)
     ax.set_ylabel("one query, ms")
     same, q8 = data["neighbours"], data["neighbours"]["int8_queries"]
     ax.set_title(
@@ -178,22 +164,12 @@ def plot(data: dict[str, Any], plt: Any) -> Any:
         f"(overlap {q8['mean_top20_overlap']:.1%})",
         fontsize=8,
     )
-    ax.legend()
     threads = data["onnx_threads"]
-    labels = [
-        f"{n} thread{'s' * (n != '1')}\n{where}"
-        for n in threads
-        for where in ("alone", "beside batches")
-    ]
-    cells = [
-        threads[n][key] for n in threads for key in ("query_alone_ms", "query_beside_batches_ms")
-    ]
-    x = np.arange(len(cells))
-    bx.bar(x - 0.2, [c["p50"] for c in cells], 0.4, label="p50")
-    bx.bar(x + 0.2, [c["p95"] for c in cells], 0.4, label="p95")
-    bx.set_xticks(x, labels, fontsize=7)
+    cells = [(f"{n} thread{'s' * (n != '1')}\n{where}", threads[n][key]) for n in threads
+             for where, key in (("alone", "query_alone_ms"),
+                                ("beside batches", "query_beside_batches_ms"))]  # fmt: skip
+    bars(bx, [label for label, _ in cells], [c for _, c in cells], fontsize=7)
     bx.set_title("ONNX Runtime query, by intra-op threads (spinning off)", fontsize=8)
-    bx.legend()
     return fig
 
 

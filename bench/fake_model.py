@@ -1,10 +1,9 @@
 """The benchmarks' chat models: the project's scripted fake, timed per node, paced or faulty.
 
-`InstantChatModel` is `memory_graph_agent.testing.ScriptedChatModel` (answers by the
-call's declared purpose, instantly, with the same default answers the tests get), plus
-the timing of each call as ``model:<node>`` in the running turn's record
-(`bench.timing`), so a turn measures the graph and the memory, not a model. It keeps no
-record of prompts (a benchmark makes thousands of calls).
+Each is `memory_graph_agent.testing.ScriptedChatModel` (answers by the call's declared
+purpose, instantly), keeping no record of prompts: `InstantChatModel` times each call as
+``model:<node>`` (`bench.timing`), `PacedChatModel` answers at a hosted model's speed and
+`FaultyChatModel` fails at seeded random.
 """
 
 from __future__ import annotations
@@ -39,10 +38,15 @@ class InstantChatModel(ScriptedChatModel):
             record_part(f"model:{CURRENT_NODE.get()}", time.perf_counter() - start)
 
 
+def _register(model: Any) -> tuple[str, Any]:
+    """Register ``model`` under a fresh name; returns (``registered:...`` spec, model)."""
+    name = type(model).__name__.removesuffix("ChatModel").lower()
+    return register_chat_model(f"bench-{name}-{uuid.uuid4().hex[:8]}", model), model
+
+
 def register_instant_model() -> tuple[str, InstantChatModel]:
     """Register a fresh `InstantChatModel`; returns (``registered:...`` spec, model)."""
-    model = InstantChatModel()
-    return register_chat_model(f"bench-instant-{uuid.uuid4().hex[:8]}", model), model
+    return _register(InstantChatModel())
 
 
 class PacedChatModel(ScriptedChatModel):
@@ -90,8 +94,7 @@ class PacedChatModel(ScriptedChatModel):
 
 def register_paced_model(**speed: float) -> tuple[str, PacedChatModel]:
     """Register a fresh `PacedChatModel`; returns (``registered:...`` spec, model)."""
-    model = PacedChatModel(**speed)
-    return register_chat_model(f"bench-paced-{uuid.uuid4().hex[:8]}", model), model
+    return _register(PacedChatModel(**speed))
 
 
 class FaultyChatModel(ScriptedChatModel):
@@ -146,5 +149,4 @@ class FaultyChatModel(ScriptedChatModel):
 
 def register_faulty_model(**options: Any) -> tuple[str, FaultyChatModel]:
     """Register a fresh `FaultyChatModel`; returns (``registered:...`` spec, model)."""
-    model = FaultyChatModel(**options)
-    return register_chat_model(f"bench-faulty-{uuid.uuid4().hex[:8]}", model), model
+    return _register(FaultyChatModel(**options))

@@ -2,21 +2,16 @@
 
     python -m bench graph_floor [--turns 200] [--window 20] [--items 23] [--out bench/out]
 
-`graph.builder.build_builder`'s graph (its `State`, edges and routing) with every node a
-stand-in that does no work (`stand_ins`): ``load_profile`` writes a profile, ``recall``
-``--items`` items shaped like the real ones, ``respond`` notes the time and answers,
-``trim_window`` keeps the last ``--window`` messages. What is left is what LangGraph and
-the checkpointer cost a turn before the model is called: the floor under the read path's
-"graph overhead". Variants (`VARIANTS`: the Postgres checkpointer with each durability,
-and the in-memory saver) take turns, each on its own thread, the order rotated; reported:
-ms from ``ainvoke`` to the start of ``respond``, and the whole run.
+`build_builder`'s graph (its state, edges and routing) with every node a stand-in that does
+no work (`stand_ins`): what is left is what LangGraph and the checkpointer cost a turn
+before the model is called. `VARIANTS` take turns, each on its own thread, the order
+rotated; reported: ms from ``ainvoke`` to the start of ``respond``, and the whole run.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -28,7 +23,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import StateGraph
 
 from bench.env import EMBEDDING, isolated_services, machine_info
-from bench.harness import main, ms_stats, write_results
+from bench.harness import bars, main, ms_stats, say, write_results
 from graph.builder import build_builder
 from graph.context import Context
 from memory_graph_agent.services.stores import open_checkpointer, services_session
@@ -51,26 +46,14 @@ _RESPOND_AT: ContextVar[list[float] | None] = ContextVar("graph_floor_respond", 
 
 def recalled_items(n: int) -> list[dict[str, Any]]:
     """``n`` items shaped like `recall`'s (text, provenance, score parts)."""
+    text = "Melanie: I finished another novel about the sea last week, " * 2
     return [
-        {
-            "id": f"turn:{i}",
-            "kind": "episode",
-            "text": "Melanie: I finished another novel about the sea last week, " * 2,
-            "source_ids": [f"m{i}"],
-            "created_at": "2026-11-01T10:00:00+00:00",
-            "similarity": 0.61,
-            "keyword_score": 0.2,
-            "dense_rank": i,
-            "keyword_rank": i + 1,
-            "rrf": 0.031,
-            "relevance": 0.8,
-            "recency": 0.4,
-            "importance": 0.5,
-            "score": 0.62,
-            "tokens": 30,
-        }
+        {"id": f"turn:{i}", "kind": "episode", "text": text, "source_ids": [f"m{i}"],
+         "created_at": "2026-11-01T10:00:00+00:00", "similarity": 0.61, "keyword_score": 0.2,
+         "dense_rank": i, "keyword_rank": i + 1, "rrf": 0.031, "relevance": 0.8, "recency": 0.4,
+         "importance": 0.5, "score": 0.62, "tokens": 30}
         for i in range(n)
-    ]
+    ]  # fmt: skip
 
 
 def stand_ins(builder: StateGraph, items: int, window: int) -> StateGraph:
@@ -146,41 +129,27 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
                 timing = await _turn(graphs[kind], ctx, thread, durability)
                 if i >= a.warmup:
                     samples[label].append(timing)
-    data = {
-        "benchmark": "graph_floor",
-        "machine": info,
-        "config": {"turns": a.turns, "warmup": a.warmup, "window": a.window, "items": a.items},
-        "variants": [
-            {
-                "label": label,
-                "checkpointer": kind,
-                "durability": durability,
-                "to_respond": ms_stats([t for t, _ in samples[label]]),
-                "run": ms_stats([r for _, r in samples[label]]),
-            }
-            for label, kind, durability in VARIANTS
-        ],
-    }
+    variants = [
+        {"label": label, "checkpointer": kind, "durability": durability,
+         "to_respond": ms_stats([t for t, _ in samples[label]]),
+         "run": ms_stats([r for _, r in samples[label]])}
+        for label, kind, durability in VARIANTS
+    ]  # fmt: skip
+    config = {"turns": a.turns, "warmup": a.warmup, "window": a.window, "items": a.items}
+    data = {"benchmark": "graph_floor", "machine": info, "config": config, "variants": variants}
     show = () if a.quiet else ("graph-floor-table",)
-    json_path, png_path = write_results(a.out, "graph_floor", data, plot_graph_floor, show=show)
-    if not a.quiet:
-        print(f"wrote {json_path} and {png_path}", file=sys.stderr)
+    paths = write_results(a.out, "graph_floor", data, plot_graph_floor, show=show)
+    say(a.quiet, f"wrote {paths[0]} and {paths[1]}")
     return data
 
 
 def plot_graph_floor(data: dict[str, Any], plt: Any) -> Any:
     """Bars: p50 and p95 to ``respond``'s start, per variant."""
-    labels = [v["label"] for v in data["variants"]]
-    p50 = [v["to_respond"]["p50"] or 0.0 for v in data["variants"]]
-    p95 = [v["to_respond"]["p95"] or 0.0 for v in data["variants"]]
     fig, ax = plt.subplots(figsize=(8, 4))
-    xs = range(len(labels))
-    ax.bar([x - 0.2 for x in xs], p50, width=0.4, label="p50")
-    ax.bar([x + 0.2 for x in xs], p95, width=0.4, label="p95")
-    ax.set_xticks(list(xs), labels, rotation=15, ha="right")
+    variants = data["variants"]
+    bars(ax, [v["label"] for v in variants], [v["to_respond"] for v in variants], rotation=15)
     ax.set_ylabel("ms from ainvoke to respond")
     ax.set_title("LangGraph's own cost on the read path (stand-in nodes)")
-    ax.legend()
     return fig
 
 

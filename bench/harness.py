@@ -28,86 +28,10 @@ from typing import Any
 
 import numpy as np
 
-SCENARIOS = (
-    "locomo",
-    "longmemeval",
-    "joint_cv",
-    "window_share",
-    "ingestion",
-    "keyword_identity",
-    "latency",
-    "overhead",
-    "graph_floor",
-    "recall_path",
-    "throughput",
-    "embedding",
-    "peers",
-    "growth",
-    "soak",
-)
+SCENARIOS = ("locomo", "longmemeval", "joint_cv", "window_share", "ingestion", "keyword_identity",
+             "latency", "overhead", "graph_floor", "recall_path", "throughput", "embedding",
+             "peers", "growth", "soak")  # fmt: skip
 """Every benchmark, by module name in `bench`."""
-
-
-def _out(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", type=Path, default=Path("bench/out"), help="output folder")
-
-
-def _seed(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seed", type=int, default=7, help="random seed")
-
-
-def _database(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--database-url",
-        default=None,
-        help="use this database as is (default: a fresh one, dropped afterwards)",
-    )
-
-
-def _redis(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--redis-url", default=None, help="use this Redis (default: the embedded)")
-    p.add_argument("--key-prefix", default=None, help="Redis key prefix (default: a fresh one)")
-
-
-def _quiet(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
-
-
-def _seeded(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--sizes",
-        type=parse_ints,
-        default="1000,10000,100000",
-        help="stored memories of the benchmark user, comma-separated (1k, 1e5 ok)",
-    )
-    p.add_argument("--other-users", type=int, default=9, help="users beside the benchmark's")
-    p.add_argument("--per-other-user", type=int, default=1000, help="memories of each of them")
-    p.add_argument("--pool", type=int, default=2048, help="texts embedded for the vectors")
-
-
-def _vectors(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--vectors",
-        choices=("perturbed", "real", "random"),
-        default="perturbed",
-        help="seeded vectors: pooled MiniLM embeddings + noise, every row "
-        "embedded, or random unit vectors",
-    )
-    p.add_argument(
-        "--maintenance-work-mem", default="1GB", help="session setting for the HNSW build"
-    )
-
-
-COMMON_FLAGS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
-    "out": _out,
-    "seed": _seed,
-    "database": _database,
-    "redis": _redis,
-    "quiet": _quiet,
-    "seeded": _seeded,
-    "vectors": _vectors,
-}
-"""The flags several scenarios share, by group: written once."""
 
 
 def parse_ints(text: str) -> list[int]:
@@ -128,6 +52,35 @@ def parse_ints(text: str) -> list[int]:
     return out
 
 
+COMMON_FLAGS: dict[str, tuple[tuple[str, dict[str, Any]], ...]] = {
+    "out": (("--out", {"type": Path, "default": Path("bench/out"), "help": "output folder"}),),
+    "seed": (("--seed", {"type": int, "default": 7, "help": "random seed"}),),
+    "database": (("--database-url", {"default": None, "help": "use this database as is "
+                                     "(default: a fresh one, dropped afterwards)"}),),
+    "redis": (
+        ("--redis-url", {"default": None, "help": "use this Redis (default: the embedded)"}),
+        ("--key-prefix", {"default": None, "help": "Redis key prefix (default: a fresh one)"}),
+    ),
+    "quiet": (("--quiet", {"action": "store_true", "help": "no progress on stderr"}),),
+    "seeded": (
+        ("--sizes", {"type": parse_ints, "default": "1000,10000,100000",
+                     "help": "stored memories of the benchmark user, comma-separated "
+                     "(1k, 1e5 ok)"}),
+        ("--other-users", {"type": int, "default": 9, "help": "users beside the benchmark's"}),
+        ("--per-other-user", {"type": int, "default": 1000, "help": "memories of each of them"}),
+        ("--pool", {"type": int, "default": 2048, "help": "texts embedded for the vectors"}),
+    ),
+    "vectors": (
+        ("--vectors", {"choices": ("perturbed", "real", "random"), "default": "perturbed",
+                       "help": "seeded vectors: pooled MiniLM embeddings + noise, every row "
+                       "embedded, or random unit vectors"}),
+        ("--maintenance-work-mem", {"default": "1GB",
+                                    "help": "session setting for the HNSW build"}),
+    ),
+}  # fmt: skip
+"""The flags several scenarios share, by group: written once."""
+
+
 def parser(scenario: str) -> argparse.ArgumentParser:
     """The command line of ``bench.<scenario>``: the common flags it names, then its own."""
     module = importlib.import_module(f"bench.{scenario}")
@@ -137,7 +90,8 @@ def parser(scenario: str) -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     for group in getattr(module, "COMMON", ("out",)):
-        COMMON_FLAGS[group](p)
+        for flag, options in COMMON_FLAGS[group]:
+            p.add_argument(flag, **options)
     if hasattr(module, "flags"):
         module.flags(p)
     return p
@@ -216,6 +170,15 @@ def ms_stats(seconds: Sequence[float]) -> dict[str, float | int | None]:
     return {"n": int(a.size), "p50": p50, "p95": p95, "p99": p99,
             "mean": round(float(a.mean()), 3), "min": round(float(a.min()), 3),
             "max": round(float(a.max()), 3)}  # fmt: skip
+
+
+def bars(ax: Any, labels: list[str], stats: list[dict[str, Any]], **ticks: Any) -> None:
+    """Side-by-side p50 and p95 bars of ``stats`` (`ms_stats`), one pair per label."""
+    xs = np.arange(len(labels))
+    for shift, q in ((-0.2, "p50"), (0.2, "p95")):
+        ax.bar(xs + shift, [s[q] or 0.0 for s in stats], 0.4, label=q)
+    ax.set_xticks(xs, labels, **({"ha": "right"} if ticks.get("rotation") else {}), **ticks)
+    ax.legend()
 
 
 def say(quiet: bool, *args: Any) -> None:

@@ -1,21 +1,11 @@
 """Ingestion throughput: turns per second into memory, raw and with a chat model.
 
-    python -m bench.ingestion [--turns 200] [--model local:smollm2] [--out bench/out]
+    python -m bench ingestion [--turns 200] [--model local:smollm2] [--out bench/out]
 
-The first ``--turns`` turns of a LongMemEval haystack (`bench.longmemeval_data`; one user
-and an assistant, long replies) are replayed as `bench.longmemeval` replays them: each
-exchange one live turn through ``trim_window → summarize → consolidate → reflect``
-(`bench.locomo_pipeline.build_replay_graph`, memory inline, so the time includes memory's
-own work), each session but the last ended. Twice, each on a fresh database and key
-prefix:
-
-* ``raw``: summaries are the evicted turns themselves, no model call (what
-  `bench.longmemeval` measures on all 60 haystacks);
-* ``model``: ``summary_mode="llm"`` with ``--model`` writing the summaries, the facts, the
-  consolidation decisions and the reflections, as a live agent does.
-
-Reported per mode: turns, seconds, turns per second, and what was stored (summaries,
-reflections, indexed turns). Writes ``<out>/ingestion.json``.
+The first ``--turns`` turns of a LongMemEval haystack are replayed as `bench.longmemeval`
+replays them (memory inline), twice, each on fresh stores: ``raw`` (summaries are the
+evicted turns, no model call) and ``model`` (``--model`` writes summaries, facts, decisions
+and reflections). Reported per mode: turns, seconds, turns per second, what was stored.
 """
 
 from __future__ import annotations

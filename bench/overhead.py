@@ -309,7 +309,8 @@ def flags(p: argparse.ArgumentParser) -> None:
     """The flags of `bench.overhead` beside the common ones."""
     p.add_argument("--turns", type=int, default=200, help="measured turns per graph and size")
     p.add_argument("--warmup", type=int, default=5, help="unmeasured turns per size")
-    p.add_argument("--search-queries", type=int, default=200, help="pre-embedded queries per size")
+    queries = "pre-embedded search-only queries per size"
+    p.add_argument("--search-queries", type=int, default=200, help=queries)
     p.add_argument("--summary-mode", choices=("llm", "raw"), default="llm",
                    help="Context.summary_mode ('llm' calls the instant fake model)")  # fmt: skip
     p.add_argument("--checkpointer", choices=("memory", "postgres", "none"), default="memory",

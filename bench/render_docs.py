@@ -1,16 +1,9 @@
 """Render the figures of the README and docs/ from the committed results, never by hand.
 
-A markdown file marks each generated region with a start and an end marker::
-
-    <!-- bench:locomo-table -->
-    (generated)
-    <!-- /bench -->
-
-``python -m bench.render_docs`` rewrites every region of ``README.md`` and ``docs/*.md``
-from ``bench/results/*.json`` (and the knob tables from the ``Context`` fields of
-``graph/context.py``, read with `ast`: `bench.render.knobs`);
-``python -m bench.render_docs --check`` changes nothing and exits 1 if a region is stale,
-unknown or has no end.
+``python -m bench.render_docs`` rewrites each region of ``README.md`` and ``docs/*.md``
+marked ``<!-- bench:NAME -->`` ... ``<!-- /bench -->`` from ``bench/results/*.json`` (and the
+knob tables from ``graph/context.py``: `bench.render.knobs`); with ``--check`` it changes
+nothing and exits 1 if a region is stale, unknown or has no end.
 """
 
 from __future__ import annotations
@@ -121,9 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=ROOT, help="the repository (default: here)")
     args = parser.parse_args(argv)
     stale = []
-    for path in documents(args.root):
-        if not path.exists():
-            continue
+    for path in (p for p in documents(args.root) if p.exists()):
         text = path.read_text()
         try:
             new = render_text(text, args.root)
@@ -134,9 +125,11 @@ def main(argv: list[str] | None = None) -> int:
             stale.append(path.relative_to(args.root))
             if not args.check:
                 path.write_text(new)
-    verb = "stale" if args.check else "rewritten"
     for path in stale:
-        print(f"{verb}: {path}", file=sys.stderr if args.check else sys.stdout)
+        print(
+            f"{'stale' if args.check else 'rewritten'}: {path}",
+            file=sys.stderr if args.check else sys.stdout,
+        )
     if args.check and stale:
         print("run `python -m bench.render_docs` and commit the result", file=sys.stderr)
         return 1

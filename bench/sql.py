@@ -1,10 +1,8 @@
 """What SQL the recall really runs, and how PostgreSQL plans it.
 
-`capture_sql` listens to the statements the stores' SQLAlchemy engine sends
-(``services.db.engine``, public event API); `explain_recall` re-runs the captured recall
-query under ``EXPLAIN`` (custom plan with its real parameters, and the generic plan a
-prepared statement may switch to); `prepared_recall_plans` reads
-``pg_prepared_statements`` on the engine's pooled connections.
+`explain_recall` captures the recall query the stores' engine sends (SQLAlchemy events) and
+explains it: the custom plan with its real parameters, and the generic plan a prepared
+statement may switch to; `prepared_recall_plans` reads ``pg_prepared_statements``.
 """
 
 from __future__ import annotations
@@ -84,27 +82,24 @@ async def explain_recall(
     stmt = stmt.strip().rstrip(";")
     out: dict[str, Any] = {"set_local": sets, "sql": " ".join(stmt.split())[:600]}
     async with await psycopg.AsyncConnection.connect(services.database_url) as conn:
-        async with conn.transaction():
-            for s in sets:
-                await conn.execute(s)
-            row = await (
-                await conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + stmt, params)
-            ).fetchone()
-            top = row[0][0]
-            out["custom_plan"] = {
-                **_plan_summary(top["Plan"]),
-                "execution_ms": top.get("Execution Time"),
-                "planning_ms": top.get("Planning Time"),
-                "rows": top["Plan"].get("Actual Rows"),
-            }
-        try:
+
+        async def explain(options: str, sql: str, params: Any = None) -> dict:
             async with conn.transaction():
                 for s in sets:
                     await conn.execute(s)
-                row = await (
-                    await conn.execute("EXPLAIN (GENERIC_PLAN, FORMAT JSON) " + _numbered(stmt))
-                ).fetchone()
-                out["generic_plan"] = _plan_summary(row[0][0]["Plan"])
+                row = await (await conn.execute(f"EXPLAIN ({options}) {sql}", params)).fetchone()
+                return row[0][0]
+
+        top = await explain("ANALYZE, BUFFERS, FORMAT JSON", stmt, params)
+        out["custom_plan"] = {
+            **_plan_summary(top["Plan"]),
+            "execution_ms": top.get("Execution Time"),
+            "planning_ms": top.get("Planning Time"),
+            "rows": top["Plan"].get("Actual Rows"),
+        }
+        try:
+            generic = await explain("GENERIC_PLAN, FORMAT JSON", _numbered(stmt))
+            out["generic_plan"] = _plan_summary(generic["Plan"])
         except psycopg.Error as exc:  # GENERIC_PLAN needs PostgreSQL >= 16
             out["generic_plan"] = {"error": str(exc).splitlines()[0]}
     return out

@@ -24,31 +24,25 @@ def render_growth_table(root: Path) -> str:
         first, last = samples[0], samples[-1]
         return f"{_size(value(first) / users)} → {_size(value(last) / users)}"
 
+    def log(s: dict[str, Any]) -> float:
+        return s["postgres"].get("episodes", 0) + s["postgres"].get("episode_index", 0)
+
     measures: list[tuple[str, Callable[[dict[str, Any]], float]]] = [
         ("checkpoint rows, live bytes", lambda s: s["postgres"]["checkpoints"]),
         ("checkpoint tables on disk, after VACUUM", lambda s: s["postgres_disk"]["checkpoints"]),
         ("Redis (window, seen-set, recap, profile, queue...)", lambda s: sum(s["redis"].values())),
-        (
-            "episodic log and its index (kept: what recall cites)",
-            lambda s: s["postgres"].get("episodes", 0) + s["postgres"].get("episode_index", 0),
-        ),
-        (
-            "everything (Redis + Postgres live rows)",
-            lambda s: sum(s["redis"].values()) + sum(s["postgres"].values()),
-        ),
-    ]
-    rows = [[label, *(span(runs[r], f) for r in ("keep_latest", "off"))] for label, f in measures]
+        ("episodic log and its index (kept: what recall cites)", log),
+        ("everything (Redis + Postgres live rows)",
+         lambda s: sum(s["redis"].values()) + sum(s["postgres"].values())),
+    ]  # fmt: skip
+    both = ("keep_latest", "off")
+    rows = [[label, *(span(runs[r], f) for r in both)] for label, f in measures]
     reads = {r["retention"]: r.get("read_path_ms") for r in d["runs"]}
     if all(reads.values()):
-        rows.append(
-            [
-                "read path p50 (`retrieve`, embedding included), first → last sample",
-                *(
-                    f"{num(reads[r]['start']['p50'])} → {num(reads[r]['end']['p50'])} ms"
-                    for r in ("keep_latest", "off")
-                ),
-            ]
-        )
+        rows.append([
+            "read path p50 (`retrieve`, embedding included), first → last sample",
+            *(f"{num(reads[r]['start']['p50'])} → {num(reads[r]['end']['p50'])} ms" for r in both),
+        ])  # fmt: skip
     first, last = runs["off"][0], runs["off"][-1]
     turns = f"{first['turns_per_user']} → {last['turns_per_user']} turns"
     clock = ""
@@ -59,15 +53,10 @@ def render_growth_table(root: Path) -> str:
             m = sample["memories_per_user"]
             return f"{m['active']:g} of {m['rows']:g}"
 
-        rows.append(
-            [
-                "memories, active of all rows",
-                *(
-                    f"{memories(runs[r][0])} → {memories(runs[r][-1])}"
-                    for r in ("keep_latest", "off")
-                ),
-            ]
-        )
+        rows.append([
+            "memories, active of all rows",
+            *(f"{memories(runs[r][0])} → {memories(runs[r][-1])}" for r in both),
+        ])  # fmt: skip
         clock = (
             f"{d['days_per_pass']:g} simulated days before each pass (every {d['every']} turns)"
             if d["days_per_pass"]
@@ -83,23 +72,17 @@ def render_soak_summary(root: Path) -> str:
     t, v, c = d["totals"], d["verification"], d["config"]
     causes = ", ".join(f"{k} {n}" for k, n in t["failed_by_cause"].items())
     rows = [
-        [
-            "turns",
-            f"{num(t['turns'], 0)} in {num(t['workload_s'], 0)} s ({num(t['turns_per_s'])}"
-            f" turns/s; completed turn p50 / p95 {pair(t['latency_completed'], 0)} ms)",
-        ],
-        [
-            "**messages lost / duplicated**",
-            f"**{v['messages_lost']} / {v['messages_duplicated']}"
-            f"** of {num(v['logged'], 0)} logged ({num(v['summarized'], 0)} in "
-            f"{num(v['summaries'], 0)} summaries, {v['in_window']} in windows, {v['pending']} "
-            f"pending, {v['processing']} claimed, {v['dead_lettered']} dead letters)",
-        ],
+        ["turns", f"{num(t['turns'], 0)} in {num(t['workload_s'], 0)} s ({num(t['turns_per_s'])}"
+         f" turns/s; completed turn p50 / p95 {pair(t['latency_completed'], 0)} ms)"],
+        ["**messages lost / duplicated**", f"**{v['messages_lost']} / {v['messages_duplicated']}"
+         f"** of {num(v['logged'], 0)} logged ({num(v['summarized'], 0)} in "
+         f"{num(v['summaries'], 0)} summaries, {v['in_window']} in windows, {v['pending']} "
+         f"pending, {v['processing']} claimed, {v['dead_lettered']} dead letters)"],
         ["turns failed", f"{t['failed']} ({causes}); every message kept: {v['failed_kept']}"],
         ["turns completed degraded", str(t["completed_degraded"])],
         ["memory runs failed", str(t["memory_run_failures"])],
         *_soak_retention_rows(d),
-    ]
+    ]  # fmt: skip
     note = (
         f"\n\n{c['users']} users × {c['turns']} turns, {c['concurrency']} at a time; {machine(d)}."
     )
@@ -118,15 +101,12 @@ def _soak_retention_rows(d: dict[str, Any]) -> list[list[str]]:
     )
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(m["pruned_by_kind"].items()))
     held = ", ".join(f"{n} {r}" for r, n in sorted(m["held_by_reason"].items())) or "none"
-    rows = [
-        [
-            f"maintenance passes (every {num(d['config']['maintain_every'], 0)} s, and one at "
-            "the end)",
-            f"{m['passes']} ({m['completed']} completed; failed: {failed}); checkpoints of "
-            f"{num(m['checkpoints_pruned'], 0)} threads pruned to their latest ({kinds}), "
-            f"{num(m['checkpoints_held'], 0)} held whole ({held}); {removed}",
-        ]
-    ]
+    rows = [[
+        f"maintenance passes (every {num(d['config']['maintain_every'], 0)} s, and one at the end)",
+        f"{m['passes']} ({m['completed']} completed; failed: {failed}); checkpoints of "
+        f"{num(m['checkpoints_pruned'], 0)} threads pruned to their latest ({kinds}), "
+        f"{num(m['checkpoints_held'], 0)} held whole ({held}); {removed}",
+    ]]  # fmt: skip
     if cp:
         threads = "; ".join(
             f"{num(c['checkpoints'], 0)} checkpoints in {c['threads']} {kind} threads "
@@ -134,38 +114,25 @@ def _soak_retention_rows(d: dict[str, Any]) -> list[list[str]]:
             for kind, c in cp["by_thread"].items()
         )
         counts = ", ".join(f"{num(n, 0)} {t.replace('_', ' ')}" for t, n in cp["rows"].items())
-        rows.append(
-            [
-                "checkpoints at the end",
-                f"{counts}; {num(cp['live_bytes'] / 2**20)} MiB of rows, "
-                f"{num(cp['disk_bytes'] / 2**20)} MiB on disk; {threads}",
-            ]
-        )
+        rows.append([
+            "checkpoints at the end",
+            f"{counts}; {num(cp['live_bytes'] / 2**20)} MiB of rows, "
+            f"{num(cp['disk_bytes'] / 2**20)} MiB on disk; {threads}",
+        ])  # fmt: skip
     return rows
 
 
 def render_soak_recovery(root: Path) -> str:
     """Seconds from each fault to the first completed and the first healthy turn."""
     d = load(root, "soak")
-    rows = []
-    for f in d["faults"]:
-        down = f"{f['down_s']:.1f} s" if "down_s" in f else "–"
-        rows.append(
-            [
-                f"{f['kind'].replace('_', ' ')} (at {f['at_s']:.0f} s)",
-                down,
-                f"{f['first_ok_turn_s']:.1f}",
-                f"{f['healthy_turn_s']:.1f}",
-                str(f["turns_failed_until_healthy"]),
-            ]
-        )
-    head = [
-        "fault",
-        "down",
-        "first completed turn (s)",
-        "first healthy turn (s)",
-        "turns failed until healthy",
-    ]
+    rows = [
+        [f"{f['kind'].replace('_', ' ')} (at {f['at_s']:.0f} s)",
+         f"{f['down_s']:.1f} s" if "down_s" in f else "–", f"{f['first_ok_turn_s']:.1f}",
+         f"{f['healthy_turn_s']:.1f}", str(f["turns_failed_until_healthy"])]
+        for f in d["faults"]
+    ]  # fmt: skip
+    head = ["fault", "down", "first completed turn (s)", "first healthy turn (s)",
+            "turns failed until healthy"]  # fmt: skip
     return table(head, rows)
 
 

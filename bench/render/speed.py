@@ -67,12 +67,10 @@ def render_peers_parts(root: Path) -> str:
     """The read path's parts at each size, p50 / p95 ms."""
     d = load(root, "peers")
     sizes = d["sizes"]
-    rows = []
-    for key, label in PARTS.items():
-        cells = [label]
-        for s in sizes:
-            cells.append(pair(s["systems"]["ours: read path"]["breakdown"].get(key), 1))
-        rows.append(cells)
+    rows = [
+        [label, *(pair(s["systems"][READ_PATH]["breakdown"].get(key), 1) for s in sizes)]
+        for key, label in PARTS.items()
+    ]
     return table(["part", *(f"{num(s['size'], 0)}: p50 / p95 ms" for s in sizes)], rows)
 
 
@@ -81,7 +79,7 @@ def render_peers_headline(root: Path) -> str:
     d = load(root, "peers")
     s = d["sizes"][-1]
     sy = s["systems"]
-    rp, ours = sy["ours: read path"]["with_embedding"], sy["ours: MemoryStore.search"]
+    rp, ours = sy[READ_PATH]["with_embedding"], sy["ours: MemoryStore.search"]
     peers = [n for n in peer_order(sy) if n not in PEER_FIRST + PEER_LAST]
     best = min(peers, key=lambda n: sy[n]["with_embedding"]["latency"]["p50"])
     search = ours["with_embedding"]["latency"]["p50"]
@@ -131,14 +129,8 @@ def render_latency_table(root: Path) -> str:
             turns = f"{name}: {part['n']}" if m["memory_turns"]["n"] else str(part["n"])
             rows.append([label, turns, *(pair(part[k], 0) for k in LATENCY_METRICS)])
             label = ""
-    head = [
-        "agent",
-        "turns",
-        "time to first token",
-        "whole reply",
-        "end of the run",
-        "next turn waits",
-    ]
+    head = ["agent", "turns", "time to first token", "whole reply", "end of the run",
+            "next turn waits"]  # fmt: skip
     c = d["config"]
     note = (
         f"\n\nFake model: {c['first_token_s'] * 1000:.0f} ms to the first token, then "
@@ -159,41 +151,26 @@ def render_latency_adds(root: Path) -> str:
         v = m.get("verification") or {}
         baseline = m.get("baseline", "respond_only")  # runs before it was recorded: respond
         against = "" if baseline == "respond_only" else f" (against {LATENCY_MODES[baseline]})"
-        rows.append(
-            [
-                label + against,
-                pair(m["memory_adds_to_ttft"]),
-                pair(m["memory_adds_to_ttft_excluding_embedding"]),
-                f"{m['drain_after_last_turn_s']:.1f} s",
-                f"{v.get('summarized', '-')} of {v.get('left_window', '-')}; "
-                f"lost {v.get('lost', '-')}, duplicated {v.get('duplicated', '-')}",
-            ]
-        )
-    head = [
-        "agent",
-        "adds to TTFT, p50 / p95 ms",
-        "without the embedding",
-        "drain after last",
-        "messages summarized",
-    ]
+        rows.append([
+            label + against,
+            pair(m["memory_adds_to_ttft"]),
+            pair(m["memory_adds_to_ttft_excluding_embedding"]),
+            f"{m['drain_after_last_turn_s']:.1f} s",
+            f"{v.get('summarized', '-')} of {v.get('left_window', '-')}; "
+            f"lost {v.get('lost', '-')}, duplicated {v.get('duplicated', '-')}",
+        ])  # fmt: skip
+    head = ["agent", "adds to TTFT, p50 / p95 ms", "without the embedding", "drain after last",
+            "messages summarized"]  # fmt: skip
     return table(head, rows)
 
 
 def render_latency_cost(root: Path) -> str:
     """Memory's own model calls and tokens per conversation turn."""
     d = load(root, "latency")["memory_cost_per_turn"]
-    rows = [
-        [
-            num(c["turns"], 0),
-            f"{c['calls_per_turn']:.2f}",
-            num(c["input_tokens_per_turn"], 0),
-            num(c["output_tokens_per_turn"], 0),
-        ]
-        for c in d["conversations"]
-    ]
-    return table(
-        ["conversation turns", "calls / turn", "input tokens / turn", "output tokens / turn"], rows
-    )
+    rows = [[num(c["turns"], 0), f"{c['calls_per_turn']:.2f}", num(c["input_tokens_per_turn"], 0),
+             num(c["output_tokens_per_turn"], 0)] for c in d["conversations"]]  # fmt: skip
+    head = ["conversation turns", "calls / turn", "input tokens / turn", "output tokens / turn"]
+    return table(head, rows)
 
 
 def render_latency_headline(root: Path) -> str:
@@ -224,13 +201,10 @@ def render_overhead_table(root: Path) -> str:
     """Per size, p50 / p95 ms of each part of a turn (memory inline, instant fake model)."""
     d = load(root, "overhead")
     sizes = d["sizes"]
-    rows = []
-    for key, label in OVERHEAD_ROWS.items():
-        cells = [label]
-        for s in sizes:
-            stats = s[key] if key == "search_only_pre_embedded" else s["full"].get(key)
-            cells.append(pair(stats))
-        rows.append(cells)
+    rows = [
+        [label, *(pair(s[key] if key in s else s["full"].get(key)) for s in sizes)]
+        for key, label in OVERHEAD_ROWS.items()
+    ]
     head = [
         "p50 / p95 ms",
         *(f"{num(s['size'], 0)} memories ({num(s['index']['table_rows'], 0)} rows)" for s in sizes),
@@ -247,12 +221,8 @@ def render_graph_floor_table(root: Path) -> str:
         f"\n\nStand-in nodes that do no work; a window of {c['window']} messages and "
         f"{c['items']} recalled items; {c['turns']} turns per variant; on {machine(d)}."
     )
-    return (
-        table(
-            ["checkpointer, durability", "to the model node p50 / p95 ms", "whole run p50 ms"], rows
-        )
-        + note
-    )
+    head = ["checkpointer, durability", "to the model node p50 / p95 ms", "whole run p50 ms"]
+    return table(head, rows) + note
 
 
 def render_throughput_table(root: Path) -> str:
@@ -260,26 +230,14 @@ def render_throughput_table(root: Path) -> str:
     d = load(root, "throughput")
     rows = []
     for lv in d["levels"]:
-        v = lv["verification"]
-        lat = lv["latency"]
-        rows.append(
-            [
-                str(lv["concurrency"]),
-                num(lv["turns"], 0),
-                num(lv["turns_per_s"]),
-                f"{num(lat['p50'] / 1000, 2)} / {num(lat['p95'] / 1000, 2)} s",
-                f"{lv['embedding_busy_fraction'] * 100:.0f} %",
-                f"{v['lost']} / {v['duplicated']}",
-            ]
-        )
-    head = [
-        "conversations",
-        "turns",
-        "turns/s",
-        "turn p50 / p95",
-        "embedder busy",
-        "lost / duplicated",
-    ]
+        v, lat = lv["verification"], lv["latency"]
+        rows.append([
+            str(lv["concurrency"]), num(lv["turns"], 0), num(lv["turns_per_s"]),
+            f"{num(lat['p50'] / 1000, 2)} / {num(lat['p95'] / 1000, 2)} s",
+            f"{lv['embedding_busy_fraction'] * 100:.0f} %", f"{v['lost']} / {v['duplicated']}",
+        ])  # fmt: skip
+    head = ["conversations", "turns", "turns/s", "turn p50 / p95", "embedder busy",
+            "lost / duplicated"]  # fmt: skip
     return table(head, rows) + f"\n\nOn {machine(d)}."
 
 
@@ -287,17 +245,12 @@ def render_recall_path_table(root: Path) -> str:
     """``retrieve`` after the embedding, this code beside the older code run at the same time."""
     d = load(root, "recall_path")
     older = {s["size"]: s for s in d.get("main_same_time", [])}
-    rows = []
-    for s in d["sizes"]:
-        o = older.get(s["size"], {})
-        rows.append(
-            [
-                f"{num(s['size'], 0)} ({num(s['bench_user_turns'], 0)} turns)",
-                pair(s["retrieve_after_embedding"]),
-                pair(o.get("retrieve_after_embedding")),
-                f"{s['mean_items']:.1f}",
-            ]
-        )
+    rows = [
+        [f"{num(s['size'], 0)} ({num(s['bench_user_turns'], 0)} turns)",
+         pair(s["retrieve_after_embedding"]),
+         pair(older.get(s["size"], {}).get("retrieve_after_embedding")), f"{s['mean_items']:.1f}"]
+        for s in d["sizes"]
+    ]  # fmt: skip
     head = ["memories of the user", "p50 / p95 ms", "the code before, beside it", "items"]
     return table(head, rows) + f"\n\nOn {machine(d)}."
 
