@@ -56,12 +56,16 @@ def private_home(home: Path | None = None) -> Iterator[Path]:
     The URL variables are unset, so the embedded servers started there are the soak's own.
     """
     saved = {k: os.environ.get(k) for k in ("MEMORY_AGENT_HOME", *URL_VARS, "MEMORY_KEY_PREFIX")}
-    default = os.environ.pop("MEMORY_AGENT_HOME", None)
+
+    def restore() -> None:
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.update({k: v})
+
+    os.environ.pop("MEMORY_AGENT_HOME", None)
     try:
-        default = data_home()
+        default = data_home()  # the shared home, where no MEMORY_AGENT_HOME is set
     finally:
-        if saved["MEMORY_AGENT_HOME"] is not None:
-            os.environ["MEMORY_AGENT_HOME"] = saved["MEMORY_AGENT_HOME"]
+        restore()
     parent = None
     if home is None:
         parent = Path(tempfile.mkdtemp(prefix="ma-soak-", dir="/tmp"))
@@ -83,8 +87,7 @@ def private_home(home: Path | None = None) -> Iterator[Path]:
             point_here()
             embedded.stop_services()
             shutil.rmtree(parent, ignore_errors=True)
-        for k, v in saved.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+        restore()
 
 
 class Servers:
