@@ -39,9 +39,8 @@ class InstantChatModel(ScriptedChatModel):
 
 
 def _register(model: Any) -> tuple[str, Any]:
-    """Register ``model`` under a fresh name; returns (``registered:...`` spec, model)."""
-    name = type(model).__name__.removesuffix("ChatModel").lower()
-    return register_chat_model(f"bench-{name}-{uuid.uuid4().hex[:8]}", model), model
+    name = f"bench-{type(model).__name__.removesuffix('ChatModel').lower()}-{uuid.uuid4().hex[:8]}"
+    return register_chat_model(name, model), model
 
 
 def register_instant_model() -> tuple[str, InstantChatModel]:
