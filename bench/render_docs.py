@@ -7,8 +7,7 @@ A markdown file marks each generated region with a start and an end marker::
     <!-- /bench -->
 
 ``python -m bench.render_docs`` rewrites every region of ``README.md`` and ``docs/*.md``
-from ``bench/results/*.json`` (and the knob tables from the ``Context`` fields of
-``graph/context.py``, read with `ast`: `bench.render.knobs`);
+from ``bench/results/*.json`` (the knob tables from the models: `bench.render.knobs`);
 ``python -m bench.render_docs --check`` changes nothing and exits 1 if a region is stale,
 unknown or has no end.
 """
