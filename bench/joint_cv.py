@@ -1,12 +1,7 @@
-"""The recall knobs' grid, and cross-validation over LoCoMo and LongMemEval together.
+"""The recall knobs' grid, cross-validated over LoCoMo and LongMemEval together.
 
-    python -m bench joint_cv [--locomo bench/results/locomo.json]
-        [--longmemeval bench/results/longmemeval.json] [--out bench/results]
-
-Both benchmarks probe every question at every point of `GRID`. A fold holds out one LoCoMo
-conversation or one LongMemEval question and chooses, on the rest, the point with the best
-mean of the two datasets' recall (ties to the default; a round trip must win by
-`MIN_GAIN_FOR_ROUND_TRIP`); it is scored on what was held out.
+python -m bench joint_cv [--locomo bench/results/locomo.json]
+    [--longmemeval bench/results/longmemeval.json] [--out bench/results]
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """The keyword channel on LoCoMo: statistics kept on write against the sampled ones they replaced.
 
-    python -m bench keyword_identity [--data PATH] [--k 60]
-
-Every LoCoMo turn is logged (one user per conversation, a constant vector), then each
-question is ranked by `EpisodeLog.keyword_statement` and by `SAMPLED_KEYWORD_SQL`.
+python -m bench keyword_identity [--data PATH] [--k 60]
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""LoCoMo evidence recall of the memory pipeline, against retrieval baselines.
+"""LoCoMo evidence recall of the memory pipeline, against raw-turn baselines (docs/benchmarks.md).
 
-    python -m bench locomo [--data PATH] [--limit N] [--budget 1800] [--out bench/out]
-
-Each conversation is replayed through the memory nodes (`bench.locomo_pipeline`), then
-every question goes through ``recall`` at every point of `bench.joint_cv.GRID` and is
-scored by evidence recall beside the raw-turn baselines (docs/benchmarks.md).
+python -m bench locomo [--data PATH] [--limit N] [--budget 1800] [--out bench/out]
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The memory pipeline `bench.locomo` and `bench.longmemeval` drive: replay, then ask recall.
 
-The replay graph runs ``trim_window → summarize → consolidate → reflect`` routed as the
-agent's graph routes them (raw summaries, no reflection, a guard model that refuses every
-call); the recall graph runs ``recall`` on the thread's window and the question.
+Replay: ``trim_window → summarize → consolidate → reflect`` as the agent routes them, raw
+summaries, a guard model that refuses every call. Recall: the node on the thread's window.
 """
 
 from __future__ import annotations

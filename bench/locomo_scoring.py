@@ -1,8 +1,4 @@
-"""Evidence recall and the raw-turn baselines of `bench.locomo` and `bench.longmemeval`.
-
-Baselines rank one thread's raw turns (dense MiniLM, BM25, their RRF, dense over 5-turn
-chunks) and fill the token budget greedily, a turn costed as recall costs a memory line.
-"""
+"""Evidence recall, and the raw-turn baselines (dense, BM25, RRF, chunks) both benchmarks share."""
 
 from __future__ import annotations
 

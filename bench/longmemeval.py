@@ -1,10 +1,6 @@
-"""LongMemEval evidence recall of the memory pipeline, against retrieval baselines.
+"""LongMemEval evidence recall of the memory pipeline, against raw-turn baselines.
 
-    python -m bench longmemeval [--per-type N] [--offset K] [--budget 1800] [--grid SPEC]
-
-Each question's sessions are replayed as live turns of its own user, every session but
-the last then ended; the question is asked in the last session's thread, then in one of
-its own at every point of the grid, beside `bench.locomo`'s baselines (docs/benchmarks.md).
+python -m bench longmemeval [--per-type N] [--offset K] [--budget 1800] [--grid SPEC]
 """
 
 from __future__ import annotations
