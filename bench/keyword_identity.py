@@ -1,13 +1,6 @@
 """The keyword channel on LoCoMo: statistics kept on write against the sampled ones they replaced.
 
-    python -m bench.keyword_identity [--data PATH] [--k 60]
-
-Logs and indexes every turn of every LoCoMo conversation (one user each, as `bench.locomo`
-does; a constant vector: only the text matters here) in a fresh database, then asks every
-question both ways: `EpisodeLog.keyword_search`'s query (per-user statistics kept by
-triggers, `storage/corpus_stats.py`) and the query it replaced (`SAMPLED_KEYWORD_SQL`:
-statistics from the user's first 1,000 turns in key order and a count of them all).
-Prints how many questions get the same turns, in the same order, with the same scores.
+python -m bench keyword_identity [--data PATH] [--k 60]
 """
 
 from __future__ import annotations
@@ -56,10 +49,6 @@ SAMPLED_KEYWORD_SQL = (
 """The keyword query before the statistics were kept on write (``{table}``: the turns)."""
 
 
-async def _ranked(db: Database, sql: str, params: dict) -> list[tuple[str, float]]:
-    return [(r["message_id"], float(r["score"])) for r in await db.query(sql, params)]
-
-
 async def compare(data: str, k: int) -> tuple[int, int]:
     """(questions with identical results, questions with words) over the LoCoMo file."""
     conversations, _defects = load_locomo(data)
@@ -98,7 +87,10 @@ async def compare(data: str, k: int) -> tuple[int, int]:
                     continue
                 sql, params = statement
                 total += 1
-                same += await _ranked(db, sql, params) == await _ranked(db, old, params)
+                a, b = [await db.query(q, params) for q in (sql, old)]
+                same += [(r["message_id"], float(r["score"])) for r in a] == [
+                    (r["message_id"], float(r["score"])) for r in b
+                ]
     return same, total
 
 

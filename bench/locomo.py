@@ -1,146 +1,115 @@
-"""LoCoMo evidence recall of the memory pipeline, against retrieval baselines.
+"""LoCoMo evidence recall of the memory pipeline, against raw-turn baselines (docs/benchmarks.md).
 
-    python -m bench locomo [--data PATH] [--out bench/out] [--limit N] [--budget 1800]
-
-Each conversation is replayed turn by turn through the project's memory nodes
-(`bench.locomo_pipeline`: ``trim_window → summarize → consolidate → reflect``, raw
-summaries; no checkpointer, the Redis window is the source of truth; the chat model is a
-guard that counts calls and refuses them: ``llm_calls`` must be 0). Every question then
-goes through the ``recall`` node with the shipped ranking and is scored by evidence
-recall: the share of its evidence dialog ids in the live window or in the provenance of
-the recalled items. Baselines on the same turns, MiniLM embeddings and token budget
-(`bench.locomo_scoring`): the window, dense, BM25, hybrid RRF, dense over 5-turn chunks
-and the whole conversation; per LoCoMo category and over categories 1-4
-(docs/benchmarks.md). Everything that defines the numbers is recorded under ``config``.
-
-``memory_in_budget``, the headline, fits window and recall in the budget; ``memory`` puts
-the window on top of it. Per question, ``memory_in_budget`` and every point of
-`bench.locomo_cv.GRID` run first with their accesses rolled back, so they see the access
-history (recency) that ``memory`` left over the previous questions. A grid value of the
-index-time ``turn_context_weight`` other than the replay's has the turns indexed again
-(`reindex_turns`) for its probes, before the replay's vectors are restored. Evidence ids
-are repaired or dropped and every defect counted (`bench.locomo_data`). Writes
-``<out>/locomo.json`` and ``<out>/locomo.png`` and shows the docs' table.
+python -m bench locomo [--data PATH] [--limit N] [--budget 1800] [--out bench/out]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import time
-import uuid
-from datetime import UTC, datetime
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.env import EMBEDDING, isolated_services, machine_info
+from bench import joint_cv as cv
+from bench import locomo_pipeline as pipe
+from bench import locomo_scoring as scoring
+from bench.env import EMBEDDING
 from bench.harness import main, say, write_results
-from bench.locomo_cv import cross_validate, default_key, grid_points, point_key, points_by_weight
-from bench.locomo_data import Conversation, Question, load_locomo
-from bench.locomo_pipeline import (
-    RECALL_K,
-    Graphs,
-    GuardChatModel,
-    Run,
-    accesses_rolled_back,
-    build_recall_graph,
-    build_replay_graph,
-    check_fresh,
-    memory_state,
-    recall_context,
-    recall_context_ids,
-    reindex_turns,
-    replay,
-    replay_context,
-)
-from bench.locomo_report import (
-    REFERENCE,
-    REFERENCE_FULL_TOKENS,
-    data_summary,
-    git_commit,
-    plot,
-    progress_bar,
-    run_config,
-)
-from bench.locomo_scoring import (
-    METHODS,
-    aggregate,
-    baseline_contexts,
-    build_raw_index,
-    evidence_recall,
-)
+from bench.locomo_data import CATEGORIES, SCORED_CATEGORIES, Conversation, load_locomo
+from bench.render.common import num
 from bench.seeding import embed_batched
-from memory_graph_agent.services.models import register_chat_model
-from memory_graph_agent.services.stores import Services, services_session
 
 DEFAULT_DATA = os.environ.get("LOCOMO_DATA", "/work/shared/data/locomo/locomo8.json")
+METHODS = {
+    "memory_in_budget": "memory pipeline, the headline: window + recall, all within the budget",
+    "memory": "memory pipeline with the window on top of the budget: window + recall of "
+    "the full budget",
+    "window": "last window_size turns only",
+    "dense": "dense top-k over raw turns (MiniLM, cosine), budget-filled",
+    "bm25": "BM25 over raw turns, budget-filled",
+    "hybrid": f"RRF (k={scoring.RRF_K}) of dense and BM25 over raw turns, budget-filled",
+    "dense_chunks5": f"dense top-k over {scoring.CHUNK_TURNS}-turn chunks, budget-filled",
+    "full": "the whole conversation",
+}
+REFERENCE = {"window": 0.02, "dense": 0.71, "bm25": 0.71, "hybrid": 0.79, "dense_chunks5": 0.64,
+             "full": 1.0}  # fmt: skip
+"""Evidence recall over categories 1-4 measured on locomo8.json (MiniLM, 1,800 tokens)."""
 
 
-async def evaluate_conversation(
-    conv: Conversation,
-    services: Services,
-    graphs: Graphs,
-    budget: int,
-    recall_k: int,
-    bar: Any,
-    tasks: dict[str, Any],
+async def evaluate(
+    b: pipe.Bench, conv: Conversation, budget: int, quiet: bool
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Replay one conversation, then score every question for every method."""
-    await check_fresh(services, conv)
-    ctx = replay_context(conv, graphs.model_spec)
-    bar.update(tasks["replay"], description=f"replay {conv.sample_id}")
+    """Replay one conversation, then score every question for every method and grid point.
+
+    ``memory_in_budget`` and the grid's points are probes (accesses rolled back) asked
+    before ``memory``, so they see the access history ``memory`` left over the questions.
+    """
+    await pipe.check_fresh(b.services, conv)
+    ctx = pipe.replay_context(conv, b.spec)
     t0 = time.perf_counter()
-    await replay(graphs.replay, conv, ctx, lambda: bar.advance(tasks["replay"]))
+    for turn in conv.turns:
+        await b.replay.ainvoke({"messages": [turn.message()]}, conv.thread_id, ctx)
     replay_s = time.perf_counter() - t0
+    say(quiet, f"[locomo] {conv.sample_id}: {len(conv.turns)} turns in {replay_s:.0f} s")
 
     t0 = time.perf_counter()
-    mem = await memory_state(services, conv)
-    index = await build_raw_index(conv, services.embeddings, ctx.settings.window.size)
+    mem = await pipe.memory_state(b.services, conv.user_id, conv.thread_id)
+    ids, lines = [t.dia_id for t in conv.turns], [t.line() for t in conv.turns]
+    index = await scoring.raw_index(b.services.embeddings, ids, lines, embed_chunks=True)
+    last = conv.turns[-ctx.settings.window.size :]
+    window = ([t.dia_id for t in last], scoring.message_tokens([t.message() for t in last]))
     scored = [q for q in conv.questions if q.scored]
-    qvecs = await embed_batched(services.embeddings, [q.text for q in scored])
+    qvecs = await embed_batched(b.services.embeddings, [q.text for q in scored])
     index_s = time.perf_counter() - t0
 
     # the recall node fills what the window leaves of memory_token_budget: "memory" gets
     # the window on top of the budget, "memory_in_budget" both within it
-    full_ctx = recall_context(conv, graphs.model_spec, budget + mem.window_tokens, recall_k)
-    fit_ctx = recall_context(conv, graphs.model_spec, budget, recall_k)
-    default = default_key()
+    full_ctx = pipe.recall_context(conv, b.spec, budget + mem.window_tokens)
     replayed = ctx.settings.recall.weights.turn_context_weight  # what the replay indexed with
-    by_weight = points_by_weight(fit_ctx, replayed)
-    bar.update(tasks["questions"], description=f"questions {conv.sample_id}")
+    by_weight = cv.points_by_weight(pipe.recall_context(conv, b.spec, budget), replayed)
+    default = cv.default_key()
     t0 = time.perf_counter()
-    probes_of: dict[int, dict[str, tuple[set[str], int]]] = {q.index: {} for q in scored}
+    probes: dict[int, dict[str, scoring.Shown]] = {q.index: {} for q in scored}
+    asked = {q.index: (q.text, f"q{q.index}") for q in scored}
 
-    async def probe(points: dict[str, Run], question: Question) -> None:
-        # a probe of the same memory: its accesses are rolled back, so "memory" sees the
-        # access history a live session leaves
-        for key, point_ctx in points.items():
-            async with accesses_rolled_back(services, conv.user_id):
-                ids, tokens = await recall_context_ids(graphs.recall, conv, point_ctx, question)
-            probes_of[question.index][key] = (ids | mem.window_ids, tokens + mem.window_tokens)
+    async def ask(points: dict[str, pipe.Run], i: int) -> None:
+        found = await pipe.probe(b.services, b.recall, points, conv.thread_id, asked[i])
+        for key, (ids, tokens) in found.items():
+            probes[i][key] = (mem.window_ids + ids, tokens + mem.window_tokens)
 
-    others = [w for w in by_weight if w != replayed]
-    for weight in others:  # before the replay's own vectors are asked (and restored)
-        await reindex_turns(services, [conv], weight)
+    threads = [conv.thread_id]
+    async for points in pipe.reindexed(b.services, conv.user_id, threads, by_weight, replayed):
         for question in scored:
-            await probe(by_weight[weight], question)
-    if others:
-        await reindex_turns(services, [conv], replayed)
+            await ask(points, question.index)
     records = []
-    for question, vector in zip(scored, qvecs, strict=True):
-        contexts = baseline_contexts(index, question.text, vector, budget)
-        await probe(by_weight.get(replayed, {}), question)
-        probes = probes_of[question.index]
-        contexts["memory_in_budget"] = probes[default]
-        ids, tokens = await recall_context_ids(graphs.recall, conv, full_ctx, question)
-        contexts["memory"] = (ids | mem.window_ids, tokens + mem.window_tokens)
-        record = _record(conv, question, contexts)
-        record["grid"] = {k: evidence_recall(question.evidence, v[0]) for k, v in probes.items()}
-        record["grid_tokens"] = {k: v[1] for k, v in probes.items()}
-        records.append(record)
-        bar.advance(tasks["questions"])
-    all_ids = {t.dia_id for t in conv.turns}
-    info = {
+    for q, vector in zip(scored, qvecs, strict=True):
+        contexts = index.baselines(q.text, vector, budget)
+        contexts.update(window=window, full=(index.ids, sum(index.costs)))
+        await ask(by_weight.get(replayed, {}), q.index)
+        grid = probes[q.index]
+        contexts["memory_in_budget"] = grid[default]
+        ids, tokens = await pipe.recalled(b.recall, full_ctx, conv.thread_id, asked[q.index])
+        contexts["memory"] = (mem.window_ids + ids, tokens + mem.window_tokens)
+        records.append(
+            {
+                "sample_id": conv.sample_id,
+                "index": q.index,
+                "category": q.category,
+                "evidence": list(q.evidence),
+                "recall": {m: scoring.evidence_recall(q.evidence, contexts[m][0]) for m in METHODS},
+                "tokens": {m: contexts[m][1] for m in METHODS},
+                "grid": {k: scoring.evidence_recall(q.evidence, v[0]) for k, v in grid.items()},
+                "grid_tokens": {k: v[1] for k, v in grid.items()},
+            }
+        )
+    questions_s = time.perf_counter() - t0
+    say(quiet, f"[locomo] {conv.sample_id}: {len(scored)} questions in {questions_s:.0f} s")
+    outside = set(index.ids) - set(mem.window_ids) - mem.summarized_ids
+    return records, {
         "sample_id": conv.sample_id,
         "user_id": conv.user_id,
         "thread_id": conv.thread_id,
@@ -149,85 +118,88 @@ async def evaluate_conversation(
         "questions": len(conv.questions),
         "scored_questions": len(scored),
         "window_size": ctx.settings.window.size,
-        "window_matches_last_turns": mem.window_ids == index.window_ids,
+        "window_matches_last_turns": set(mem.window_ids) == set(window[0]),
         "window_tokens": mem.window_tokens,
         "summaries": mem.summaries,
         "memories": mem.counts,
-        "turns_outside_window_and_memory": len(all_ids - mem.window_ids - mem.summarized_ids),
-        "full_tokens": index.full_tokens,
+        "turns_outside_window_and_memory": len(outside),
+        "full_tokens": sum(index.costs),
         "replay_s": round(replay_s, 2),
         "index_s": round(index_s, 2),
-        "questions_s": round(time.perf_counter() - t0, 2),
+        "questions_s": round(questions_s, 2),
     }
-    return records, info
 
 
-def _record(
-    conv: Conversation, question: Question, contexts: dict[str, tuple[set[str], int]]
-) -> dict[str, Any]:
+def run_config(budget: int, conversations: Sequence[Conversation]) -> dict:
+    """Everything that defines the numbers."""
+    sample = conversations[0] if conversations else Conversation("sample", [], [], 0)
+    # flat, with the members of the recall weights' group (the shape of earlier results)
+    replay_ctx = pipe.replay_context(sample, "registered:locomo-guard").by_name()
+    recall_ctx = pipe.recall_context(sample, "registered:locomo-guard", budget).by_name()
+    for c in (replay_ctx, recall_ctx):
+        c["user_id"] = "locomo-<sample_id>"
     return {
-        "sample_id": conv.sample_id,
-        "index": question.index,
-        "category": question.category,
-        "evidence": list(question.evidence),
-        "recall": {m: evidence_recall(question.evidence, contexts[m][0]) for m in METHODS},
-        "tokens": {m: contexts[m][1] for m in METHODS},
+        "budget_tokens": budget,
+        "embedding_model": EMBEDDING,
+        "token_counter": "langchain_core count_tokens_approximately",
+        "turn_text": "StoredMessage.render(): '[<session date ISO>[:16]] <speaker>: <text>'",
+        "turn_cost": "ceil((characters + newline) / 4) of the line the prompt shows, as recall "
+        "counts a memory line; recall's turns are grouped under one date line per day, "
+        "which each group pays once; a baseline's line carries its own date",
+        "window_cost": "count_tokens_approximately(window messages, speaker name included)",
+        "budget_fill": "greedy in rank order, items that do not fit are skipped",
+        "replay_context": replay_ctx,
+        "recall_context": recall_ctx,
+        "recall_context_in_budget": "recall_context with memory_token_budget = budget; the "
+        "recall node fills what the window leaves of it (budgets.recall_budget)",
+        "replay_graph": "trim_window -> summarize -> consolidate -> reflect "
+        "(graph.routing), no checkpointer, one ainvoke per turn",
+        "chunk_turns": scoring.CHUNK_TURNS,
+        "bm25": {
+            "k1": scoring.BM25_K1,
+            "b": scoring.BM25_B,
+            "idf": "ln(1 + (N - df + 0.5) / (df + 0.5))",
+            "tokens": "lower-cased \\w+, English stopwords removed, suffixes ing/ed/es/s stripped",
+        },
+        "rrf_k": scoring.RRF_K,
+        "methods": METHODS,
+        "scored_categories": list(SCORED_CATEGORIES),
+        "categories": {str(k): v for k, v in CATEGORIES.items()},
     }
 
 
 async def run(a: argparse.Namespace) -> dict[str, Any]:
-    """Run the benchmark; write ``locomo.json`` / ``locomo.png`` under ``--out``.
-
-    Without ``--database-url`` a fresh database and key prefix are created on the
-    embedded (or ``REDIS_URL``/``DATABASE_URL``) servers and dropped at the end; with
-    them (e.g. pytest's ``memory_env``) they are used and left in place.
-    """
-    started = time.perf_counter()
-    data = Path(a.data)
+    """Run the benchmark; write ``locomo.json`` / ``locomo.png`` under ``--out``."""
+    started, data = time.perf_counter(), Path(a.data)
     conversations, defects = load_locomo(data, a.limit)
     records: list[dict[str, Any]] = []
     per_conversation: list[dict[str, Any]] = []
-    guard = GuardChatModel()
-    guard_spec = register_chat_model(f"locomo-guard-{uuid.uuid4().hex[:8]}", guard)
-    async with (
-        isolated_services(a.database_url, a.redis_url, a.key_prefix, tag="bench_locomo") as env,
-        services_session(EMBEDDING) as services,  # closed before the database is dropped
-    ):
-        graphs = Graphs(
-            build_replay_graph(services), build_recall_graph(services), guard_spec, guard
-        )
-        machine = await machine_info(env.database_url)
-        with progress_bar(not a.no_progress and not a.quiet) as bar:
-            n_turns = sum(len(c.turns) for c in conversations)
-            n_questions = sum(q.scored for c in conversations for q in c.questions)
-            tasks = {
-                "replay": bar.add_task("replay", total=n_turns),
-                "questions": bar.add_task("questions", total=n_questions),
-            }
-            for conv in conversations:
-                recs, info = await evaluate_conversation(
-                    conv, services, graphs, a.budget, a.recall_k, bar, tasks
-                )
-                records += recs
-                per_conversation.append(info)
+    async with pipe.pipeline(a, "locomo") as b:
+        for conv in conversations:
+            recs, info = await evaluate(b, conv, a.budget, a.quiet)
+            records += recs
+            per_conversation.append(info)
+    questions = [q for c in conversations for q in c.questions]
+    keys = [cv.point_key(p) for p in cv.grid_points()]
     report = {
-        "benchmark": "locomo-evidence-recall",
-        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "runtime_s": round(time.perf_counter() - started, 1),
-        "git_commit": git_commit(),
-        "data": data_summary(data, conversations),
-        "defects": defects.as_dict(),
-        "config": run_config(a.budget, a.recall_k, conversations),
-        "machine": machine,
-        "llm_calls": guard.calls,
-        "results": aggregate(records, list(METHODS)),
-        "cross_validated": cross_validate(
-            records, [point_key(p) for p in grid_points()], default_key()
-        ),
-        "reference": {
-            "overall_1_4": REFERENCE,
-            "full_tokens_per_conversation": REFERENCE_FULL_TOKENS,
+        **pipe.header("locomo-evidence-recall", started),
+        "data": {
+            "path": str(data),
+            "sha256": hashlib.sha256(data.read_bytes()).hexdigest(),
+            "conversations": len(conversations),
+            "sessions": sum(c.sessions for c in conversations),
+            "turns": sum(len(c.turns) for c in conversations),
+            "questions": len(questions),
+            "scored_questions": sum(q.scored for q in questions),
+            "questions_by_category": dict(Counter(str(q.category) for q in questions)),
         },
+        "defects": defects.as_dict(),
+        "config": run_config(a.budget, conversations),
+        "machine": b.machine,
+        "llm_calls": b.guard.calls,
+        "results": scoring.aggregate(records, list(METHODS)),
+        "cross_validated": cv.cross_validate_locomo(records, keys, cv.default_key()),
+        "reference": {"overall_1_4": REFERENCE, "full_tokens_per_conversation": 24_000},
         "conversations": per_conversation,
         "questions": records,
     }
@@ -235,20 +207,57 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
         r.pop("grid_tokens")  # stays per question, for bench.joint_cv
     write_results(a.out, "locomo", report, plot, show=() if a.quiet else ("locomo-table",))
     counts = {k: v for k, v in report["defects"]["counts"].items() if v}
-    say(a.quiet, f"data defects: {counts}; chat model calls: {guard.calls}")
+    say(a.quiet, f"data defects: {counts}; chat model calls: {b.guard.calls}")
     return report
+
+
+def bars(ax: Any, groups: Sequence[str], series: dict[str, list[float | None]]) -> None:
+    """Grouped bars: one group per label, one bar per series."""
+    width = 0.8 / len(series)
+    for j, (name, values) in enumerate(series.items()):
+        xs = [i + (j - (len(series) - 1) / 2) * width for i in range(len(groups))]
+        ax.bar(xs, [v or 0.0 for v in values], width, label=name)
+
+
+def plot(report: dict[str, Any], plt: Any) -> Any:
+    """Evidence recall per category and method, and the context tokens each spends."""
+    results = {**report["results"], "memory_in_budget (cv)": report["cross_validated"]}
+    groups = [str(c) for c in CATEGORIES]
+    budget = report["config"]["budget_tokens"]
+    fig, (ax, ax_tokens) = plt.subplots(
+        1, 2, figsize=(15, 6.2), gridspec_kw={"width_ratios": [3, 1.2]}
+    )
+    bars(ax, groups + ["overall"], {
+        m: [r["by_category"][g] for g in groups] + [r["overall_1_4"]] for m, r in results.items()
+    })  # fmt: skip
+    ax.set_xticks(
+        range(len(groups) + 1), [f"{c} {n}" for c, n in CATEGORIES.items()] + ["overall 1-4"]
+    )
+    ax.set(
+        ylabel="evidence recall", ylim=(0, 1.05), title=f"LoCoMo evidence recall @ {budget} tokens"
+    )
+    ax.legend(fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.08))
+    ax.grid(axis="y", alpha=0.3)
+    tokens = [r["tokens_mean"] or 0 for r in results.values()]
+    ax_tokens.barh(list(results), tokens, color=[f"C{j}" for j in range(len(results))])
+    ax_tokens.set_xscale("log")
+    ax_tokens.invert_yaxis()
+    ax_tokens.axvline(budget, color="grey", linestyle="--", lw=1)
+    for y, (r, t) in enumerate(zip(results.values(), tokens, strict=True)):
+        ax_tokens.text(t, y, f" {t:,.0f} | {num(r['overall_1_4'], 2)}", va="center")
+    ax_tokens.set_title("context tokens per question | recall 1-4")
+    ax_tokens.set_xlim(right=max(tokens + [1]) * 8)
+    return fig
 
 
 COMMON = ("out", "database", "redis", "quiet")
 
 
 def flags(p: argparse.ArgumentParser) -> None:
-    """The flags of `bench.locomo` beside ``--out``."""
+    """The data, how much of it, and the context's token budget."""
     p.add_argument("--data", default=DEFAULT_DATA, help="LoCoMo-format JSON file")
     p.add_argument("--limit", type=int, default=None, help="first N conversations only")
     p.add_argument("--budget", type=int, default=1800, help="context token budget")
-    p.add_argument("--recall-k", type=int, default=RECALL_K, help="recall_k of the recall node")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 if __name__ == "__main__":

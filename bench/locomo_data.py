@@ -1,9 +1,6 @@
-"""LoCoMo data for `bench.locomo`: conversations, questions and their evidence, repaired.
+"""LoCoMo data for `bench.locomo`: conversations and questions, evidence ids repaired.
 
-`load_locomo` reads a LoCoMo-format file into `Conversation` objects (turns in replay
-order, stamped with their session date, and questions whose evidence ids are split,
-repaired and checked against the conversation's turns); every data defect met on the
-way is counted in `Defects` (kinds and meanings in `DEFECT_KINDS`).
+Every defect met on the way is counted in `Defects` (kinds and meanings: `DEFECT_KINDS`).
 """
 
 from __future__ import annotations
@@ -17,15 +14,14 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from memory_graph_agent.storage.window import StoredMessage
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 SCORED_CATEGORIES = (1, 2, 3, 4)
-
 DEFECT_KINDS = {
     "joined": "one evidence entry holding several ids ('D8:6; D9:17'); split",
     "zero_padded": "leading zeros ('D30:05'); normalised to 'D30:5'",
@@ -41,23 +37,28 @@ DEFECT_KINDS = {
     "bad_turn_id": "turn whose dia_id is not D<session>:<turn>; kept as is",
     "unparsed_date": "session date that could not be parsed; its turns get no timestamp",
 }
+_DATE_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%I:%M %p on %B %d, %Y")
+_ID = re.compile(r"D(\d+):(\d+)")
+_REPAIRABLE_ID = re.compile(r"D\W*(\d+)\W+(\d+)")
 
 
 @dataclass(frozen=True)
 class Turn:
-    """One dialog turn, as it enters the memory window."""
+    """One turn of a LoCoMo dialog (a speaker's) or of a LongMemEval session (a role's)."""
 
     dia_id: str
-    speaker: str
+    speaker: str | None
     text: str
     timestamp: str | None
+    role: str = "user"
+    session_id: str = ""
+    has_answer: bool = False
 
-    def message(self) -> HumanMessage:
-        """The window message: tagged with the speaker and the session date."""
+    def message(self) -> BaseMessage:
+        """The window message, tagged with the speaker and the session's date."""
+        kind = HumanMessage if self.role == "user" else AIMessage
         extra = {"timestamp": self.timestamp} if self.timestamp else {}
-        return HumanMessage(
-            content=self.text, name=self.speaker, id=self.dia_id, additional_kwargs=extra
-        )
+        return kind(self.text, name=self.speaker, id=self.dia_id, additional_kwargs=extra)
 
     def line(self) -> str:
         """The transcript line the pipeline stores for this turn (``[ts] speaker: text``)."""
@@ -72,7 +73,6 @@ class Question:
     text: str
     category: int
     evidence: tuple[str, ...]
-    raw_evidence: tuple[str, ...]
 
     @property
     def scored(self) -> bool:
@@ -82,7 +82,7 @@ class Question:
 
 @dataclass
 class Conversation:
-    """One LoCoMo sample: turns in replay order and its questions."""
+    """One LoCoMo sample: turns in replay order and its questions; one user, one thread."""
 
     sample_id: str
     turns: list[Turn]
@@ -118,20 +118,14 @@ class Defects:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON view: every kind (zeros included), its meaning, examples."""
-        return {
-            "counts": {k: self.counts.get(k, 0) for k in DEFECT_KINDS},
-            "meaning": DEFECT_KINDS,
-            "examples": self.examples,
-        }
+        counts = {k: self.counts.get(k, 0) for k in DEFECT_KINDS}
+        return {"counts": counts, "meaning": DEFECT_KINDS, "examples": self.examples}
 
 
 def safe_id(text: str) -> str:
     """``text`` mapped to the project's id charset (1-64 of ``[A-Za-z0-9_.@-]``)."""
     cleaned = re.sub(r"[^A-Za-z0-9_.@-]+", "-", text).strip("_.@-")[:64]
     return cleaned or f"x{hashlib.sha1(text.encode()).hexdigest()[:12]}"
-
-
-_DATE_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%I:%M %p on %B %d, %Y")
 
 
 def parse_session_date(text: str) -> str | None:
@@ -143,11 +137,6 @@ def parse_session_date(text: str) -> str | None:
     with contextlib.suppress(ValueError):
         return datetime.fromisoformat(text).isoformat()
     return None
-
-
-_ID = re.compile(r"D(\d+):(\d+)")
-_REPAIRABLE_ID = re.compile(r"D\W*(\d+)\W+(\d+)")
-_ID_SEPARATORS = re.compile(r"[;,\s]+")
 
 
 def canonical_id(piece: str) -> tuple[str | None, str | None]:
@@ -169,8 +158,7 @@ def _unknown_kind(dia_id: str, known_ids: Collection[str]) -> str:
     return "past_end" if turn > max(in_session) else "missing_turn"
 
 
-@dataclass(frozen=True)
-class EvidenceParse:
+class EvidenceParse(NamedTuple):
     """The valid evidence ids of a question and the defects met on the way."""
 
     ids: tuple[str, ...]
@@ -182,7 +170,7 @@ def parse_evidence(raw: Sequence[Any] | None, known_ids: Collection[str]) -> Evi
     ids: list[str] = []
     defects: list[tuple[str, str]] = []
     for entry in raw or []:
-        pieces = [p for p in _ID_SEPARATORS.split(str(entry).strip()) if p]
+        pieces = [p for p in re.split(r"[;,\s]+", str(entry).strip()) if p]
         if len(pieces) > 1:
             defects.append(("joined", str(entry)))
         for piece in pieces:
@@ -204,18 +192,15 @@ def parse_evidence(raw: Sequence[Any] | None, known_ids: Collection[str]) -> Evi
     return EvidenceParse(tuple(ids), tuple(defects))
 
 
-def _session_numbers(conversation: dict[str, Any]) -> list[int]:
-    return sorted(
+def _conversation(sample_id: str, sample: dict[str, Any], defects: Defects) -> Conversation:
+    conversation = sample["conversation"]
+    sessions = sorted(
         int(k.split("_")[1])
         for k, v in conversation.items()
         if re.fullmatch(r"session_\d+", k) and isinstance(v, list)
     )
-
-
-def load_turns(sample_id: str, conversation: dict[str, Any], defects: Defects) -> list[Turn]:
-    """All turns in session order, stamped with their session date."""
     turns = []
-    for n in _session_numbers(conversation):
+    for n in sessions:
         raw_date = conversation.get(f"session_{n}_date_time", "")
         stamp = parse_session_date(raw_date)
         if stamp is None:
@@ -224,26 +209,18 @@ def load_turns(sample_id: str, conversation: dict[str, Any], defects: Defects) -
             dia_id, kind = canonical_id(str(t["dia_id"]))
             if dia_id is None or kind:
                 defects.add("bad_turn_id", sample_id, t["dia_id"])
-            turn_id = dia_id if dia_id else str(t["dia_id"])
-            turns.append(Turn(turn_id, str(t["speaker"]), str(t["text"]), stamp))
-    return turns
-
-
-def load_questions(
-    sample_id: str, qa: list[dict[str, Any]], known_ids: Collection[str], defects: Defects
-) -> list[Question]:
-    """The sample's questions with parsed evidence; defects counted."""
-    out = []
-    for i, item in enumerate(qa):
-        parsed = parse_evidence(item.get("evidence"), known_ids)
+            turns.append(Turn(dia_id or str(t["dia_id"]), str(t["speaker"]), str(t["text"]), stamp))
+    known = {t.dia_id for t in turns}
+    questions = []
+    for i, item in enumerate(sample.get("qa", [])):
+        parsed = parse_evidence(item.get("evidence"), known)
         for kind, value in parsed.defects:
             defects.add(kind, f"{sample_id} q{i}", value)
         category = int(item.get("category", 0))
         if category not in CATEGORIES:
             defects.add("bad_category", f"{sample_id} q{i}", item.get("category"))
-        raw = tuple(str(e) for e in item.get("evidence") or [])
-        out.append(Question(i, str(item["question"]), category, parsed.ids, raw))
-    return out
+        questions.append(Question(i, str(item["question"]), category, parsed.ids))
+    return Conversation(sample_id, turns, questions, len(sessions))
 
 
 def load_locomo(path: str | Path, limit: int | None = None) -> tuple[list[Conversation], Defects]:
@@ -251,13 +228,8 @@ def load_locomo(path: str | Path, limit: int | None = None) -> tuple[list[Conver
     samples = json.loads(Path(path).read_text())
     if isinstance(samples, dict):
         samples = [samples]
-    defects = Defects()
-    conversations = []
+    defects, conversations = Defects(), []
     for sample in samples[:limit] if limit else samples:
         sample_id = str(sample.get("sample_id") or f"sample-{len(conversations)}")
-        conv = sample["conversation"]
-        turns = load_turns(sample_id, conv, defects)
-        known = {t.dia_id for t in turns}
-        questions = load_questions(sample_id, sample.get("qa", []), known, defects)
-        conversations.append(Conversation(sample_id, turns, questions, len(_session_numbers(conv))))
+        conversations.append(_conversation(sample_id, sample, defects))
     return conversations, defects

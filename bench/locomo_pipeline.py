@@ -1,18 +1,21 @@
-"""The memory pipeline side of `bench.locomo`: replay a conversation, ask the recall node.
+"""The memory pipeline `bench.locomo` and `bench.longmemeval` drive: replay, then ask recall.
 
-The replay graph runs the project's ``trim_window → summarize → consolidate → reflect``
-nodes on the run's services (raw summaries, no reflection, a guard model that refuses
-every call); the recall graph runs the project's ``recall`` node alone. The context a
-question gets is the provenance of what recall returns plus the live window.
+Replay: ``trim_window → summarize → consolidate → reflect`` as the agent routes them, raw
+summaries, a guard model that refuses every call. Recall: the node on the thread's window.
 """
 
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
 from functools import partial
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any
 
 import psycopg
 from langchain_core.embeddings import Embeddings
@@ -24,12 +27,13 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from bench.locomo_data import Conversation, Question
-from bench.locomo_scoring import message_tokens
+from bench.env import EMBEDDING, isolated_services, machine_info
+from bench.locomo_scoring import Shown, message_tokens
 from graph.context import Context, current_thread_id
 from graph.routing import bound, route_after_consolidate, route_after_summarize, route_after_trim
 from graph.state import State
-from memory_graph_agent.services.stores import Services
+from memory_graph_agent.services.models import register_chat_model
+from memory_graph_agent.services.stores import Services, services_session
 from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.corpus_stats import corpus_tables
 from nodes.consolidate import consolidate
@@ -41,10 +45,8 @@ from nodes.trim_window import trim_window
 RECALL_K = 5
 """The settings' default: the token budget, not ``recall_k``, limits hybrid recall."""
 NO_REFLECTION = 10**6
-REPLAY_NODES = (trim_window, summarize, consolidate, reflect)
 INDEX_BUILD_MEMORY = "256MB"
-"""``maintenance_work_mem`` of a rebuild of the turns' HNSW index (PostgreSQL's 64 MB
-default builds a larger graph on disk, much more slowly)."""
+"""``maintenance_work_mem`` of a rebuild of the turns' HNSW index (64 MB builds it slowly)."""
 
 
 @dataclass(frozen=True)
@@ -53,11 +55,6 @@ class Run:
 
     ctx: Context
     settings: Settings
-
-    @property
-    def user_id(self) -> str:
-        """The run's user."""
-        return self.ctx.user_id
 
     def override(self, **values: Any) -> Run:
         """The same run with settings changed by name (`Settings.override`)."""
@@ -75,15 +72,12 @@ class PerSettings:
         self.build = build
         self.graphs: dict[Settings, CompiledStateGraph] = {}
 
-    def graph(self, settings: Settings) -> CompiledStateGraph:
-        """The graph compiled with ``settings``."""
-        if settings not in self.graphs:
-            self.graphs[settings] = self.build(settings)
-        return self.graphs[settings]
-
-    async def ainvoke(self, inputs: Any, config: Any, *, context: Run) -> Any:
-        """Run the graph of ``context.settings`` with ``context.ctx``."""
-        return await self.graph(context.settings).ainvoke(inputs, config, context=context.ctx)
+    async def ainvoke(self, inputs: Any, thread_id: str, run: Run) -> Any:
+        """Run the graph of ``run.settings`` with ``run.ctx`` in ``thread_id``."""
+        if run.settings not in self.graphs:
+            self.graphs[run.settings] = self.build(run.settings)
+        config = {"configurable": {"thread_id": thread_id}}
+        return await self.graphs[run.settings].ainvoke(inputs, config, context=run.ctx)
 
 
 class GuardChatModel(BaseChatModel):
@@ -95,26 +89,17 @@ class GuardChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "locomo-guard"
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: Any = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
         self.calls += 1
         raise RuntimeError("the LoCoMo replay must not call a chat model")
 
 
 def build_replay_graph(services: Services) -> PerSettings:
-    """trim_window → summarize → consolidate → reflect, routed like the agent's graph.
-
-    The nodes are bound to ``services`` and each run's settings as `graph.builder` binds them.
-    """
+    """trim_window → summarize → consolidate → reflect, bound as `graph.builder` binds them."""
 
     def build(settings: Settings) -> CompiledStateGraph:
         builder = StateGraph(State, context_schema=Context)
-        for node in REPLAY_NODES:
+        for node in (trim_window, summarize, consolidate, reflect):
             builder.add_node(node.__name__, partial(node, services=services, settings=settings))
         builder.add_edge(START, "trim_window")
         builder.add_conditional_edges("trim_window", bound(route_after_trim, settings))
@@ -155,18 +140,13 @@ class QueryCache(Embeddings):
 
 
 def build_recall_graph(services: Services) -> PerSettings:
-    """The project's recall node, bound to ``services`` (query vectors cached).
-
-    It runs on the messages the agent's checkpoint would hold: the thread's window, then
-    the question (recall leaves out what the prompt shows already).
-    """
+    """The recall node alone, on the messages the agent's checkpoint would hold."""
     services = replace(services, embeddings=QueryCache(services.embeddings))
 
     async def checkpointed(state: State, runtime: Runtime[Context]) -> dict:
         window = await services.window.window(runtime.context.user_id, current_thread_id())
-        window_messages = [m.to_message() for m in window]
         reset = RemoveMessage(id=REMOVE_ALL_MESSAGES)
-        return {"messages": [reset, *window_messages, *state["messages"]]}
+        return {"messages": [reset, *(m.to_message() for m in window), *state["messages"]]}
 
     def build(settings: Settings) -> CompiledStateGraph:
         builder = StateGraph(State, context_schema=Context)
@@ -180,121 +160,78 @@ def build_recall_graph(services: Services) -> PerSettings:
     return PerSettings(build)
 
 
-def replay_context(conv: Conversation, model: str) -> Run:
+def replay_context(thread: Any, model: str) -> Run:
     """Raw summaries, no reflection: the replay needs no model."""
     settings = Settings.from_env().override(
         summary_mode="raw",
         reflect_after=NO_REFLECTION,
         reflect_importance_threshold=float(NO_REFLECTION),
     )
-    return Run(Context(user_id=conv.user_id, model=model), settings)
+    return Run(Context(user_id=thread.user_id, model=model), settings)
 
 
-def recall_context(conv: Conversation, model: str, budget: int, recall_k: int) -> Run:
+def recall_context(thread: Any, model: str, budget: int) -> Run:
     """The recall node's settings for the questions (``min_similarity`` left at its default)."""
-    return replay_context(conv, model).override(
-        recall_k=recall_k, memory_token_budget=max(0, budget)
+    return replay_context(thread, model).override(
+        recall_k=RECALL_K, memory_token_budget=max(0, budget)
     )
 
 
-def _thread_config(conv: Conversation) -> dict[str, Any]:
-    return {"configurable": {"thread_id": conv.thread_id}}
-
-
-async def check_fresh(services: Services, conv: Conversation) -> None:
+async def check_fresh(services: Services, thread: Any) -> None:
     """Refuse to replay into a user that already has memory (results would be mixed)."""
-    window = await services.window.window(conv.user_id, conv.thread_id)
-    stored = await services.memories.count(conv.user_id)
-    if window or stored:
+    if await services.window.window(thread.user_id, thread.thread_id) or (
+        await services.memories.count(thread.user_id)
+    ):
         raise RuntimeError(
-            f"user {conv.user_id!r} already has memory in this database/prefix; "
+            f"user {thread.user_id!r} already has memory in this database/prefix; "
             "run against a fresh database (the default) or another key prefix"
         )
 
 
-async def replay(
-    graph: PerSettings, conv: Conversation, ctx: Run, advance: Callable[[], None]
-) -> None:
-    """Feed every turn, one graph invocation per turn."""
-    config = _thread_config(conv)
-    for turn in conv.turns:
-        await graph.ainvoke({"messages": [turn.message()]}, config, context=ctx)
-        advance()
-
-
 @dataclass
 class MemoryState:
-    """What the pipeline holds for a conversation after the replay."""
+    """What the pipeline holds for a thread after the replay."""
 
-    window_ids: set[str]
+    window_ids: list[str]
     window_tokens: int
     summaries: int
     summarized_ids: set[str]
     counts: dict[str, int]
 
 
-async def memory_state(services: Services, conv: Conversation) -> MemoryState:
-    """The live window and what long-term memory covers."""
-    window = await services.window.window(conv.user_id, conv.thread_id)
-    summaries = await services.memories.list(conv.user_id, kind="summary", limit=10**7)
+async def memory_state(services: Services, user_id: str, thread_id: str) -> MemoryState:
+    """The thread's live window (newest first) and what long-term memory covers."""
+    window = await services.window.window(user_id, thread_id)
+    summaries = await services.memories.list(user_id, kind="summary", limit=10**7)
     return MemoryState(
-        window_ids={m.id for m in window},
+        window_ids=[m.id for m in reversed(window)],
         window_tokens=message_tokens([m.to_message() for m in window]),
         summaries=len(summaries),
         summarized_ids={sid for s in summaries for sid in s.source_ids},
-        counts=await services.memories.count(conv.user_id),
+        counts=await services.memories.count(user_id),
     )
 
 
-class Thread(Protocol):
-    """A replayed thread: a LoCoMo `Conversation`, or a LongMemEval session."""
-
-    user_id: str
-    thread_id: str
-
-
 async def reindex_turns(
-    services: Services, threads: Sequence[Thread], context_weight: float
+    services: Services, user_id: str, thread_ids: Sequence[str], context_weight: float
 ) -> int:
-    """Index the threads' indexed turns again, with ``context_weight``; rebuild the index.
+    """Index the threads' indexed turns again with ``context_weight``; rebuild the index.
 
-    `EpisodeIndex.index` on the turns the replay indexed (every summarized one), in log
-    order: the vectors the replay would have stored with that `turn_context_weight`
-    (a turn's vector does not depend on how the turns were batched), the keyword
-    statistics and entity edges unchanged. A grid over an index-time knob needs no
-    second replay. Every turn's row gets a new vector in place, so the HNSW index is
-    rebuilt once the threads are done (`rebuild_turn_index`): the questions asked next
-    search the graph a replay builds.
+    The vectors a replay with that ``turn_context_weight`` would have stored, keyword
+    statistics and entity edges unchanged: a grid over an index-time knob needs no second
+    replay. The HNSW index is then rebuilt and the tables vacuumed: updated in place, each
+    row leaves a dead entry that hides live ones from a scan
+    (`tests/integration_tests/test_bench_reindex.py`).
     """
     table, indexed = services.episodes.vector_table, 0
-    for thread in threads:
-        rows = await services.db.run(
-            (
-                f'SELECT message_id FROM "{table}" '
-                "WHERE user_id = :user_id AND thread_id = :thread_id",
-                {"user_id": thread.user_id, "thread_id": thread.thread_id},
-            ),
-        )
+    for thread_id in thread_ids:
+        sql = f'SELECT message_id FROM "{table}" WHERE user_id = :u AND thread_id = :t'
+        rows = await services.db.run((sql, {"u": user_id, "t": thread_id}))
         ids = [r["message_id"] for r in rows]
-        messages = await services.episodes.messages(thread.user_id, thread.thread_id, ids)
+        messages = await services.episodes.messages(user_id, thread_id, ids)
         indexed += await services.episodes.index(
-            thread.user_id, thread.thread_id, messages, services.embeddings, context_weight
+            user_id, thread_id, messages, services.embeddings, context_weight
         )
-    await rebuild_turn_index(services)
-    return indexed
-
-
-async def rebuild_turn_index(services: Services) -> None:
-    """Rebuild the turns' HNSW index, then VACUUM (ANALYZE) the tables a re-index rewrote.
-
-    Updated in place, each row leaves a dead entry in the HNSW graph (searched, then
-    skipped) until a VACUUM, and on 1,000 similar turns the graph VACUUM repairs lets a
-    scan reach only 200 to 600 of them, even with iterative scans (pgvector 0.8.6;
-    `tests/integration_tests/test_bench_reindex.py`). A rebuild from the live rows is the
-    graph a replay would have built; the entity edges, deleted and inserted again, and the
-    corpus counts are vacuumed too.
-    """
-    table = services.episodes.vector_table
     async with await psycopg.AsyncConnection.connect(
         services.database_url, autocommit=True
     ) as conn:
@@ -302,54 +239,114 @@ async def rebuild_turn_index(services: Services) -> None:
         await conn.execute(f'REINDEX INDEX "{table}_hnsw"')
         for name in (table, services.episodes.entities.table, *corpus_tables(table)):
             await conn.execute(f'VACUUM (ANALYZE) "{name}"')
+    return indexed
+
+
+async def reindexed(
+    services: Services, user_id: str, thread_ids: Sequence[str], by_weight: dict, replayed: float
+) -> AsyncIterator[dict[str, Run]]:
+    """The grid's points of each index-time weight but ``replayed``, the turns indexed for it.
+
+    The replay's own vectors are restored after the last.
+    """
+    others = [w for w in by_weight if w != replayed]
+    for weight in others:
+        await reindex_turns(services, user_id, thread_ids, weight)
+        yield by_weight[weight]
+    if others:
+        await reindex_turns(services, user_id, thread_ids, replayed)
 
 
 @contextlib.asynccontextmanager
 async def accesses_rolled_back(services: Services, user_id: str) -> AsyncIterator[None]:
     """Restore the user's memory access statistics (recency signal) on exit."""
-    table = services.memories.table
-    rows = await services.db.run(
-        (
-            f'SELECT langchain_id::text AS id, last_accessed_at, access_count FROM "{table}" '
-            "WHERE user_id = :user_id",
-            {"user_id": user_id},
-        ),
-    )
+    table, params = services.memories.table, {"user_id": user_id}
+    select = "SELECT langchain_id::text AS id, last_accessed_at AS at, access_count AS n"
+    rows = await services.db.run((f'{select} FROM "{table}" WHERE user_id = :user_id', params))
     try:
         yield
     finally:
+        columns = {k: [r[k] for r in rows] for k in ("id", "at", "n")}
         await services.db.run(
             (
                 f'UPDATE "{table}" t SET last_accessed_at = s.at, access_count = s.n '
-                "FROM unnest(CAST(:ids AS uuid[]), CAST(:ats AS timestamptz[]), "
-                "CAST(:ns AS integer[])) AS s(id, at, n) "
+                "FROM unnest(CAST(:id AS uuid[]), CAST(:at AS timestamptz[]), "
+                "CAST(:n AS integer[])) AS s(id, at, n) "
                 "WHERE t.user_id = :user_id AND t.langchain_id = s.id",
-                {
-                    "user_id": user_id,
-                    "ids": [r["id"] for r in rows],
-                    "ats": [r["last_accessed_at"] for r in rows],
-                    "ns": [r["access_count"] for r in rows],
-                },
+                params | columns,
             ),
         )
 
 
-async def recall_context_ids(
-    graph: PerSettings, conv: Conversation, ctx: Run, question: Question
-) -> tuple[set[str], int]:
-    """Provenance ids and tokens of what the recall node returns for ``question``."""
-    message = HumanMessage(question.text, id=f"q{question.index}")
-    state = await graph.ainvoke({"messages": [message]}, _thread_config(conv), context=ctx)
-    recalled = state.get("recalled") or []
-    ids = {sid for item in recalled for sid in item.get("source_ids") or []}
-    return ids, sum(int(item.get("tokens", 0)) for item in recalled)
+async def recalled(
+    graph: PerSettings, run: Run, thread_id: str, question: tuple[str, str]
+) -> Shown:
+    """The turn ids the recall node's items hold, best score first, and the items' tokens.
+
+    ``question``: its text and message id (a fresh message for each call).
+    """
+    message = HumanMessage(question[0], id=question[1])
+    state = await graph.ainvoke({"messages": [message]}, thread_id, run)
+    items = sorted(state.get("recalled") or [], key=lambda item: -(item.get("score") or 0.0))
+    ids = [sid for item in items for sid in item.get("source_ids") or []]
+    return list(dict.fromkeys(ids)), sum(int(item.get("tokens", 0)) for item in items)
+
+
+async def probe(
+    services: Services,
+    graph: PerSettings,
+    points: dict[str, Run],
+    thread_id: str,
+    question: tuple[str, str],
+) -> dict[str, Shown]:
+    """What recall shows at each grid point, the user's accesses rolled back after each."""
+    out = {}
+    for key, run in points.items():
+        async with accesses_rolled_back(services, run.ctx.user_id):
+            out[key] = await recalled(graph, run, thread_id, question)
+    return out
+
+
+def header(benchmark: str, started: float) -> dict[str, Any]:
+    """What a report opens with: the benchmark, when, how long, and the code's commit."""
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True)
+        return done.stdout.strip()
+
+    try:  # suffixed -dirty with local changes
+        commit = git("rev-parse", "HEAD") + ("-dirty" if git("status", "--porcelain") else "")
+    except (OSError, subprocess.CalledProcessError):
+        commit = None
+    return {
+        "benchmark": benchmark,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "runtime_s": round(time.perf_counter() - started, 1),
+        "git_commit": commit,
+    }
 
 
 @dataclass
-class Graphs:
-    """The compiled graphs and the guard model of a run."""
+class Bench:
+    """A run's services, its replay and recall graphs, the guard model and the machine."""
 
+    services: Services
     replay: PerSettings
     recall: PerSettings
-    model_spec: str
-    model: GuardChatModel
+    guard: GuardChatModel
+    spec: str
+    machine: dict[str, Any]
+
+
+@contextlib.asynccontextmanager
+async def pipeline(a: Any, tag: str) -> AsyncIterator[Bench]:
+    """Fresh servers (or ``--database-url``'s, left in place), MiniLM and both graphs."""
+    guard = GuardChatModel()
+    spec = register_chat_model(f"{tag}-guard-{uuid.uuid4().hex[:8]}", guard)
+    async with (
+        isolated_services(a.database_url, a.redis_url, a.key_prefix, tag=f"bench_{tag}") as env,
+        services_session(EMBEDDING) as services,  # closed before the database is dropped
+    ):
+        replay, recall = build_replay_graph(services), build_recall_graph(services)
+        yield Bench(services, replay, recall, guard, spec, await machine_info(env.database_url))

@@ -1,12 +1,4 @@
-"""The metric of `bench.locomo` and the retrieval baselines the memory is compared with.
-
-Evidence recall is the fraction of a question's evidence dialog ids present in a
-method's context (`evidence_recall`), averaged per LoCoMo category and over categories
-1-4 (`aggregate`). The baselines work on the raw turns of one conversation
-(`RawIndex`): the last window, dense top-k (MiniLM), BM25, their RRF fusion, dense over
-5-turn chunks and the full conversation, each filled greedily into the token budget
-(`fill_budget`), with turns costed like the recall node costs a memory line.
-"""
+"""Evidence recall, and the raw-turn baselines (dense, BM25, RRF, chunks) both benchmarks share."""
 
 from __future__ import annotations
 
@@ -21,27 +13,25 @@ import numpy as np
 from langchain_core.messages import BaseMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
-from bench.locomo_data import CATEGORIES, SCORED_CATEGORIES, Conversation
+from bench.locomo_data import CATEGORIES, SCORED_CATEGORIES
 from bench.seeding import embed_batched
 from memory_graph_agent.prompting.rendering import text_tokens
 
 CHUNK_TURNS = 5
 RRF_K = 60
 BM25_K1, BM25_B = 1.5, 0.75
-
-METHODS = {
-    "memory_in_budget": "memory pipeline, the headline: window + recall, all within the budget",
-    "memory": "memory pipeline with the window on top of the budget: window + recall of "
-    "the full budget",
-    "window": "last window_size turns only",
-    "dense": "dense top-k over raw turns (MiniLM, cosine), budget-filled",
-    "bm25": "BM25 over raw turns, budget-filled",
-    "hybrid": f"RRF (k={RRF_K}) of dense and BM25 over raw turns, budget-filled",
-    "dense_chunks5": f"dense top-k over {CHUNK_TURNS}-turn chunks, budget-filled",
-    "full": "the whole conversation",
-}
-
-# ---------------------------------------------------------------------------- metric
+Shown = tuple[list[str], int]
+"""What a method puts in the context: the turn ids, best ranked first, and their tokens."""
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been
+    before being below between both but by can could did do does doing down during each
+    few for from further had has have having he her here hers herself him himself his how
+    i if in into is it its itself just me more most my myself no nor not now of off on once
+    only or other our ours ourselves out over own same she should so some such than that
+    the their theirs them themselves then there these they this those through to too under
+    until up very was we were what when where which while who whom why will with would you
+    your yours yourself yourselves s t don ll ve re m d""".split()
+)
 
 
 def evidence_recall(evidence: Sequence[str], found: Collection[str]) -> float:
@@ -60,44 +50,25 @@ def aggregate(records: Sequence[dict[str, Any]], methods: Sequence[str]) -> dict
     out: dict[str, Any] = {}
     for method in methods:
         by_cat: dict[int, list[float]] = defaultdict(list)
-        tokens: list[int] = []
         for r in records:
             by_cat[r["category"]].append(r["recall"][method])
-            if r["category"] in SCORED_CATEGORIES:
-                tokens.append(r["tokens"][method])
-        scored = [x for c in SCORED_CATEGORIES for x in by_cat.get(c, [])]
+        scored = [r for r in records if r["category"] in SCORED_CATEGORIES]
         out[method] = {
             "by_category": {str(c): _mean(by_cat.get(c, [])) for c in CATEGORIES},
-            "overall_1_4": _mean(scored),
-            "tokens_mean": _mean(tokens),
+            "overall_1_4": _mean([x for c in SCORED_CATEGORIES for x in by_cat.get(c, [])]),
+            "tokens_mean": _mean([r["tokens"][method] for r in scored]),
             "questions": {str(c): len(by_cat.get(c, [])) for c in CATEGORIES},
         }
     return out
 
 
-# ------------------------------------------------------------------------- retrieval
-
-STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been
-    before being below between both but by can could did do does doing down during each
-    few for from further had has have having he her here hers herself him himself his how
-    i if in into is it its itself just me more most my myself no nor not now of off on once
-    only or other our ours ourselves out over own same she should so some such than that
-    the their theirs them themselves then there these they this those through to too under
-    until up very was we were what when where which while who whom why will with would you
-    your yours yourself yourselves s t don ll ve re m d""".split()
-)
-_WORD = re.compile(r"\w+")
-_SUFFIXES = ("ing", "ed", "es", "s")
-
-
 def bm25_tokens(text: str) -> list[str]:
-    """Lower-cased words, stopwords removed, light suffix stemming."""
+    """Lower-cased words, stopwords removed, suffixes ing/ed/es/s stripped."""
     out = []
-    for word in _WORD.findall(text.lower()):
+    for word in re.findall(r"\w+", text.lower()):
         if word in STOPWORDS:
             continue
-        for suffix in _SUFFIXES:
+        for suffix in ("ing", "ed", "es", "s"):
             if len(word) > len(suffix) + 2 and word.endswith(suffix):
                 word = word[: -len(suffix)]
                 break
@@ -156,11 +127,6 @@ def fill_budget(order: Sequence[int], costs: Sequence[int], budget: int) -> list
     return taken
 
 
-def line_tokens(text: str) -> int:
-    """Tokens of one context line, counted like the recall node counts a memory line."""
-    return text_tokens(text)
-
-
 def message_tokens(messages: Sequence[BaseMessage]) -> int:
     """Tokens of window messages."""
     return count_tokens_approximately(list(messages)) if messages else 0
@@ -168,65 +134,52 @@ def message_tokens(messages: Sequence[BaseMessage]) -> int:
 
 @dataclass
 class RawIndex:
-    """One conversation's raw turns (and 5-turn chunks) for the baselines."""
+    """One thread's raw turns and their chunks of ``CHUNK_TURNS``, for the baselines."""
 
     ids: list[str]
     costs: list[int]
     vectors: np.ndarray
     bm25: BM25
-    chunk_ids: list[list[str]]
+    chunks: list[list[int]]
     chunk_costs: list[int]
     chunk_vectors: np.ndarray
-    window_ids: set[str]
-    window_tokens: int
 
-    @property
-    def full_tokens(self) -> int:
-        """Tokens of the whole conversation."""
-        return sum(self.costs)
+    def shown(self, order: Sequence[int], budget: int) -> Shown:
+        """The turns of ``order`` that fit in ``budget``, and their tokens."""
+        taken = fill_budget(order, self.costs, budget)
+        return [self.ids[i] for i in taken], sum(self.costs[i] for i in taken)
 
+    def orders(self, question: str, vector: np.ndarray) -> tuple[list[int], list[int]]:
+        """The turns ranked by the dense and the BM25 score."""
+        return ranking((self.vectors @ vector).tolist()), ranking(self.bm25.scores(question))
 
-async def build_raw_index(conv: Conversation, embeddings: Any, window_size: int) -> RawIndex:
-    """Embed every turn and every chunk of ``CHUNK_TURNS`` consecutive turns."""
-    lines = [t.line() for t in conv.turns]
-    chunks = [
-        list(range(i, min(i + CHUNK_TURNS, len(lines)))) for i in range(0, len(lines), CHUNK_TURNS)
-    ]
-    chunk_texts = ["\n".join(lines[j] for j in c) for c in chunks]
-    last = conv.turns[-window_size:]
-    return RawIndex(
-        ids=[t.dia_id for t in conv.turns],
-        costs=[line_tokens(x) for x in lines],
-        vectors=await embed_batched(embeddings, lines),
-        bm25=BM25(lines),
-        chunk_ids=[[conv.turns[j].dia_id for j in c] for c in chunks],
-        chunk_costs=[line_tokens(x) for x in chunk_texts],
-        chunk_vectors=await embed_batched(embeddings, chunk_texts),
-        window_ids={t.dia_id for t in last},
-        window_tokens=message_tokens([t.message() for t in last]),
-    )
+    def baselines(self, question: str, vector: np.ndarray, budget: int) -> dict[str, Shown]:
+        """Each ranked baseline's context for one question."""
+        dense, sparse = self.orders(question, vector)
+        chunks = ranking((self.chunk_vectors @ vector).tolist())
+        taken = fill_budget(chunks, self.chunk_costs, budget)
+        return {
+            "dense": self.shown(dense, budget),
+            "bm25": self.shown(sparse, budget),
+            "hybrid": self.shown(rrf([dense, sparse]), budget),
+            "dense_chunks5": (
+                [self.ids[j] for i in taken for j in self.chunks[i]],
+                sum(self.chunk_costs[i] for i in taken),
+            ),
+        }
 
 
-def baseline_contexts(
-    index: RawIndex, question: str, vector: np.ndarray, budget: int
-) -> dict[str, tuple[set[str], int]]:
-    """(dialog ids in context, context tokens) of each baseline for one question."""
-    dense = ranking((index.vectors @ vector).tolist())
-    sparse = ranking(index.bm25.scores(question))
-
-    def turns(order: Sequence[int]) -> tuple[set[str], int]:
-        taken = fill_budget(order, index.costs, budget)
-        return {index.ids[i] for i in taken}, sum(index.costs[i] for i in taken)
-
-    taken = fill_budget(ranking((index.chunk_vectors @ vector).tolist()), index.chunk_costs, budget)
-    return {
-        "window": (index.window_ids, index.window_tokens),
-        "dense": turns(dense),
-        "bm25": turns(sparse),
-        "hybrid": turns(rrf([dense, sparse])),
-        "dense_chunks5": (
-            {d for i in taken for d in index.chunk_ids[i]},
-            sum(index.chunk_costs[i] for i in taken),
-        ),
-        "full": (set(index.ids), index.full_tokens),
-    }
+async def raw_index(
+    embeddings: Any, ids: list[str], lines: list[str], embed_chunks: bool
+) -> RawIndex:
+    """Embed the turns; a chunk's vector embeds its text, or averages its turns' vectors."""
+    n = len(lines)
+    chunks = [list(range(i, min(i + CHUNK_TURNS, n))) for i in range(0, n, CHUNK_TURNS)]
+    texts = ["\n".join(lines[j] for j in c) for c in chunks]
+    vectors = await embed_batched(embeddings, lines)
+    if embed_chunks:
+        chunk_vectors = await embed_batched(embeddings, texts)
+    else:
+        chunk_vectors = np.stack([vectors[c].mean(axis=0) for c in chunks])
+    costs, chunk_costs = [text_tokens(x) for x in lines], [text_tokens(x) for x in texts]
+    return RawIndex(ids, costs, vectors, BM25(lines), chunks, chunk_costs, chunk_vectors)

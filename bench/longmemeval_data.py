@@ -1,10 +1,7 @@
 """LongMemEval data for `bench.longmemeval`: one user's dated sessions and their question.
 
-`load_longmemeval` reads the benchmark's own format (a list of questions, each with its
-``_s`` haystack; ``shared/data/longmemeval/README.md`` says what each field means) into
-`Haystack` objects: sessions in date order, each a list of exchanges (a user message
-and the assistant's replies that follow it), every turn with a stable id and its
-session's date, and the evidence (``has_answer`` turns, ``answer_session_ids``).
+Fields: ``shared/data/longmemeval/README.md``. Sessions are sorted by date; a turn's id is
+``<session>:<n>``; the evidence is the ``has_answer`` turns and ``answer_session_ids``.
 """
 
 from __future__ import annotations
@@ -15,10 +12,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-
-from bench.locomo_data import safe_id
-from memory_graph_agent.storage.window import StoredMessage
+from bench.locomo_data import Turn, safe_id
 
 QUESTION_TYPES = (
     "single-session-user",
@@ -28,35 +22,11 @@ QUESTION_TYPES = (
     "temporal-reasoning",
     "knowledge-update",
 )
-DATE_FORMAT = "%Y/%m/%d (%a) %H:%M"
 
 
 def parse_date(text: str) -> datetime:
     """LongMemEval's ``'2023/05/24 (Wed) 02:54'``."""
-    return datetime.strptime(text.strip(), DATE_FORMAT)
-
-
-@dataclass(frozen=True)
-class Turn:
-    """One message of a session: its id (``<session>:<n>``), role, text and time."""
-
-    dia_id: str
-    role: str
-    text: str
-    timestamp: str
-    session_id: str
-    has_answer: bool
-
-    def message(self) -> BaseMessage:
-        """The message a live assistant's thread holds: the user's or the assistant's."""
-        kind = HumanMessage if self.role == "user" else AIMessage
-        return kind(
-            content=self.text, id=self.dia_id, additional_kwargs={"timestamp": self.timestamp}
-        )
-
-    def line(self) -> str:
-        """The transcript line the pipeline stores for this turn (``[ts] role: text``)."""
-        return StoredMessage.from_message(self.message()).render()
+    return datetime.strptime(text.strip(), "%Y/%m/%d (%a) %H:%M")
 
 
 @dataclass(frozen=True)
@@ -117,8 +87,7 @@ class Haystack:
     def newest_and_stale(self) -> tuple[str, tuple[str, ...]] | None:
         """For an update: the newest evidence turn and the older ones (None if one session)."""
         dated = [t for t in self.turns if t.has_answer]
-        sessions = {t.session_id for t in dated}
-        if len(sessions) < 2:
+        if len({t.session_id for t in dated}) < 2:
             return None
         newest = dated[-1]
         return newest.dia_id, tuple(t.dia_id for t in dated if t.session_id != newest.session_id)
@@ -127,39 +96,26 @@ class Haystack:
 def _session(session_id: str, date: str, raw: list[dict[str, Any]]) -> Session:
     start = parse_date(date)
     turns = tuple(
-        Turn(
-            dia_id=safe_id(f"{session_id}:{n}"),
-            role="user" if t["role"] == "user" else "assistant",
-            text=str(t["content"]),
-            # one second apart: the log keeps the order said, the date stays the session's
-            timestamp=(start + timedelta(seconds=n)).isoformat(),
-            session_id=session_id,
-            has_answer=bool(t.get("has_answer")),
-        )
+        # one second apart: the log keeps the order said, the date stays the session's
+        Turn(safe_id(f"{session_id}:{n}"), None, str(t["content"]),
+             (start + timedelta(seconds=n)).isoformat(),
+             "user" if t["role"] == "user" else "assistant", session_id, bool(t.get("has_answer")))
         for n, t in enumerate(raw)
-    )
+    )  # fmt: skip
     return Session(session_id, start.isoformat(), turns)
 
 
 def haystack(item: dict[str, Any]) -> Haystack:
     """One question of the file; its sessions sorted by date (ties keep the file's order)."""
-    sessions = [
-        _session(sid, date, raw)
-        for sid, date, raw in zip(
-            item["haystack_session_ids"],
-            item["haystack_dates"],
-            item["haystack_sessions"],
-            strict=True,
-        )
-    ]
-    sessions.sort(key=lambda s: s.date)
+    raw = zip(item["haystack_session_ids"], item["haystack_dates"], item["haystack_sessions"],
+              strict=True)  # fmt: skip
     return Haystack(
         question_id=str(item["question_id"]),
         question_type=str(item["question_type"]),
         question=str(item["question"]),
         answer=str(item["answer"]),
         question_date=parse_date(item["question_date"]).isoformat(),
-        sessions=tuple(sessions),
+        sessions=tuple(sorted((_session(*s) for s in raw), key=lambda s: s.date)),
         answer_session_ids=tuple(item["answer_session_ids"]),
     )
 
@@ -170,8 +126,6 @@ def load_longmemeval(
     """The questions of a LongMemEval file; ``per_type`` of each type from ``offset`` on."""
     items = [haystack(x) for x in json.loads(Path(path).read_text())]
     if per_type is None:
-        return items[offset:] if offset else items
-    out = []
-    for kind in QUESTION_TYPES:
-        out += [h for h in items if h.question_type == kind][offset : offset + per_type]
-    return out
+        return items[offset:]
+    by_type = ([h for h in items if h.question_type == kind] for kind in QUESTION_TYPES)
+    return [h for same in by_type for h in same[offset : offset + per_type]]

@@ -1,8 +1,7 @@
-"""The configuration tables of the README and docs/configuration.md, from the models.
+"""The configuration tables of the README and docs/configuration.md, read from the models.
 
-The run's `graph.context.Context` (a dataclass) and the deployment's
-`memory_graph_agent.settings.Settings` (pydantic) declare each field's default, bounds and
-description once; these tables read them, so they cannot drift.
+The run's `graph.context.Context` and the deployment's `Settings` declare each field's
+default, bounds and description once; these tables cannot drift from them.
 """
 
 from __future__ import annotations
@@ -13,23 +12,14 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from bench.render.common import cell, table
 
-README_KNOBS = (
-    "user_id",
-    "model",
-    "memory_mode",
-    "recall_mode",
-    "window_size",
-    "window_token_share",
-    "reflect_after",
-    "memory_token_budget",
-    "context_window_tokens",
-    "ttl_policy",
-)
+README_KNOBS = ("user_id", "model", "memory_mode", "recall_mode", "window_size",
+                "window_token_share", "reflect_after", "memory_token_budget",
+                "context_window_tokens", "ttl_policy")  # fmt: skip
 """The knobs the README's table shows (every one is in docs/configuration.md)."""
 FIRST_SENTENCE = re.compile(r"(?<!e\.g\.)(?<=\.)\s+(?=['A-Z])")
 
 
-def context_knobs(root: Path) -> list[dict[str, str]]:
+def context_knobs() -> list[dict[str, str]]:
     """Name, tier, variable, default, bounds and description of every configuration field.
 
     The run's `Context` fields (tier ``user``, ``memory_of`` the ``scheduler``'s), then every
@@ -77,7 +67,7 @@ def _bounds(bounds: list[Any], kind: Any) -> str:
 
 def render_context_knobs(root: Path) -> str:
     """The run's `Context`, then the deployment's `Settings`: variable, default, bounds."""
-    knobs = context_knobs(root)
+    knobs = context_knobs()
     parts = []
     for tier, title in (
         ("user", "**The run's context** (`Context`, Studio's form; a client of the server "
@@ -100,7 +90,7 @@ def render_context_knobs(root: Path) -> str:
 
 def render_readme_knobs(root: Path) -> str:
     """The README's ten knobs: where they live, their variable and the first sentence."""
-    by_env = {k["env"]: k for k in context_knobs(root)}
+    by_env = {k["env"]: k for k in context_knobs()}
     rows = []
     for name in README_KNOBS:
         k = by_env[name.upper()]

@@ -2,45 +2,43 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import itertools
 from pathlib import Path
 from typing import Any
 
 from bench.render.common import load, machine, num, table
 
+LME_ORDER = ["memory_in_budget", "memory_in_thread", "hybrid", "hybrid_in_thread", "bm25"]
+LME_ORDER += ["dense", "dense_chunks5", "window"]
+"""The methods of the LongMemEval table, those a run has (older runs lack some)."""
+
 
 def _locomo_row(label: str, result: dict[str, Any], cats: list[str]) -> list[str]:
     by = result["by_category"]
-    return [
-        label,
-        *(f"{by[c]:.2f}" for c in cats),
-        f"{result['overall_1_4']:.3f}",
-        num(result["tokens_mean"], 0),
-    ]
+    overall, tokens = f"{result['overall_1_4']:.3f}", num(result["tokens_mean"], 0)
+    return [label, *(f"{by[c]:.2f}" for c in cats), overall, tokens]
+
+
+def _categories(root: Path) -> tuple[list[str], dict[str, str]]:
+    config = load(root, "locomo")["config"]
+    return [str(c) for c in config["scored_categories"]], config["categories"]
 
 
 def render_locomo_table(root: Path) -> str:
     """Evidence recall per category and method, the headline first."""
     d = load(root, "locomo")
-    names = d["config"]["categories"]
+    names, methods, results = d["config"]["categories"], d["config"]["methods"], d["results"]
     cats = sorted(names)
-    cv = d["cross_validated"]
     rows = [
-        _locomo_row(
-            f"**{d['config']['methods']['memory_in_budget']}**",
-            d["results"]["memory_in_budget"],
-            cats,
-        )
-    ]
-    rows.append(
-        _locomo_row("the same, knobs cross-validated (leave one conversation out)", cv, cats)
-    )
+        _locomo_row(f"**{methods['memory_in_budget']}**", results["memory_in_budget"], cats),
+        _locomo_row("the same, knobs cross-validated (leave one conversation out)",
+                    d["cross_validated"], cats),
+    ]  # fmt: skip
     order = ["hybrid", "bm25", "dense", "dense_chunks5", "memory", "window", "full"]
-    rows += [_locomo_row(d["config"]["methods"][m], d["results"][m], cats) for m in order]
+    rows += [_locomo_row(methods[m], results[m], cats) for m in order]
     head = ["method", *(names[c] for c in cats), "overall 1–4", "tokens"]
-    data = d["data"]
-    scored_cats = [str(c) for c in d["config"]["scored_categories"]]
-    scored = sum(d["results"]["memory_in_budget"]["questions"][c] for c in scored_cats)
+    data, counts = d["data"], results["memory_in_budget"]["questions"]
+    scored = sum(counts[str(c)] for c in d["config"]["scored_categories"])
     note = (
         f"\n\n{data['conversations']} conversations, {num(data['turns'], 0)} turns, "
         f"{num(scored, 0)} scored questions (categories 1–4; adversarial, 5, is shown but "
@@ -53,29 +51,17 @@ def render_locomo_table(root: Path) -> str:
 def render_locomo_grid(root: Path) -> str:
     """In-sample overall recall of each grid point; rows by all knobs but the last."""
     cv = load(root, "locomo")["cross_validated"]
-    keys = list(cv["grid"])
-    *row_keys, col_key = keys
-    scores = cv["in_sample_overall_1_4"]
-
-    def point(values: dict[str, Any]) -> str:
-        return ",".join(f"{k}={values[k]}" for k in keys)
-
-    def rows_of(i: int, prefix: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        if i == len(row_keys):
-            yield prefix
-            return
-        for value in cv["grid"][row_keys[i]]:
-            yield from rows_of(i + 1, {**prefix, row_keys[i]: value})
-
+    grid, scores = cv["grid"], cv["in_sample_overall_1_4"]
+    *row_keys, col_key = list(grid)
     rows = []
-    for values in rows_of(0, {}):
-        cells = [str(values[k]) for k in row_keys]
-        for col in cv["grid"][col_key]:
-            key = point({**values, col_key: col})
+    for values in itertools.product(*(grid[k] for k in row_keys)):
+        cells = [str(v) for v in values]
+        for col in grid[col_key]:
+            key = ",".join(f"{k}={v}" for k, v in zip(grid, (*values, col), strict=True))
             cell = f"{scores[key]:.3f}" if key in scores else "-"
             cells.append(f"**{cell}**" if key == cv["default"] else cell)
         rows.append(cells)
-    head = [f"`{k}`" for k in row_keys] + [f"`{col_key}` = {c}" for c in cv["grid"][col_key]]
+    head = [f"`{k}`" for k in row_keys] + [f"`{col_key}` = {c}" for c in grid[col_key]]
     folds = cv["folds"]
     chose = sum(f["chosen"] == cv["default"] for f in folds)
     held = [f["held_out_overall_1_4"] for f in folds]
@@ -91,8 +77,7 @@ def render_locomo_grid(root: Path) -> str:
 def render_locomo_levers(root: Path) -> str:
     """The levers tried on one LoCoMo replay (``locomo_levers.json``): recall per category."""
     d = load(root, "locomo_levers")
-    config = load(root, "locomo")["config"]
-    cats, names = [str(c) for c in config["scored_categories"]], config["categories"]
+    cats, names = _categories(root)
     hybrid = d["hybrid"]["by_category"]
     rows = [["hybrid (the last full run)", *(f"{hybrid[c]:.2f}" for c in cats), "", ""]]
     for variant, result in d["variants"].items():
@@ -112,43 +97,25 @@ def render_locomo_levers(root: Path) -> str:
 def render_window_share(root: Path) -> str:
     """Per window share: LoCoMo per category, LongMemEval in the thread and on its own."""
     d = load(root, "window_share")
-    config = load(root, "locomo")["config"]
-    cats, names = [str(c) for c in config["scored_categories"]], config["categories"]
+    cats, names = _categories(root)
     cv = d["cross_validated"]
-    default = cv["default"]
-
-    def lme(result: dict[str, Any]) -> list[str]:
-        return [f"{result['turn_recall']['overall']:.3f}", num(result["tokens"]["overall"], 0)]
-
     rows = []
     for key, s in d["shares"].items():
-        label = f"**{key}**" if key == default else key
-        by, lo = s["locomo"]["by_category"], s["locomo"]
+        label = f"**{key}**" if key == cv["default"] else key
+        in_thread = s["longmemeval_in_thread"]
         rows.append(
-            [
-                label,
-                *(f"{by[c]:.2f}" for c in cats),
-                f"{lo['overall_1_4']:.3f}",
-                num(lo["tokens_mean"], 0),
-                *lme(s["longmemeval_in_thread"]),
+            _locomo_row(label, s["locomo"], cats) + [
+                f"{in_thread['turn_recall']['overall']:.3f}",
+                num(in_thread["tokens"]["overall"], 0),
                 f"{s['longmemeval_in_budget']['turn_recall']['overall']:.3f}",
             ]
-        )
+        )  # fmt: skip
     first = next(iter(d["shares"].values()))
-    hybrid = first["locomo_hybrid"]
-    lme_hybrid = first["longmemeval_hybrid"]["turn_recall"]["overall"]
-    rows.append(
-        ["hybrid", *(f"{hybrid[c]:.2f}" for c in cats), "", "", f"{lme_hybrid:.3f}", "", ""]
-    )
-    head = [
-        "share",
-        *(f"LoCoMo {names[c]}" for c in cats),
-        "LoCoMo overall",
-        "tokens",
-        "LongMemEval in the thread",
-        "tokens",
-        "LongMemEval, a session of its own",
-    ]
+    hybrid, lme_hybrid = first["locomo_hybrid"], first["longmemeval_hybrid"]
+    lme = f"{lme_hybrid['turn_recall']['overall']:.3f}"
+    rows.append(["hybrid", *(f"{hybrid[c]:.2f}" for c in cats), "", "", lme, "", ""])
+    head = ["share", *(f"LoCoMo {names[c]}" for c in cats), "LoCoMo overall", "tokens",
+            "LongMemEval in the thread", "tokens", "LongMemEval, a session of its own"]  # fmt: skip
     chosen = ", ".join(f"{k} in {n}" for k, n in cv["chosen_in_folds"].items())
     held = cv["cross_validated"]
     note = (
@@ -164,30 +131,22 @@ def render_locomo_headline(root: Path) -> str:
     d = load(root, "locomo")
     r = d["results"]
     cv = load(root, "joint_cv")["cross_validated"]["locomo"]
-    ours = r["memory_in_budget"]["overall_1_4"]
     return (
         f"LoCoMo evidence recall, window and recall inside "
-        f"{num(d['config']['budget_tokens'], 0)} tokens: **{ours:.3f}**"
+        f"{num(d['config']['budget_tokens'], 0)} tokens: "
+        f"**{r['memory_in_budget']['overall_1_4']:.3f}**"
         f" (cross-validated with LongMemEval {cv:.3f}) against "
         f"{r['hybrid']['overall_1_4']:.3f} for hybrid dense + BM25 search over raw turns; "
         f"on {machine(d)}."
     )
 
 
-LME_ORDER = ["memory_in_budget", "memory_in_thread", "hybrid", "hybrid_in_thread", "bm25"]
-LME_ORDER += ["dense", "dense_chunks5", "window"]
-"""The methods of the LongMemEval table, those a run has (older runs lack some)."""
+def lme_at_point(d: dict[str, Any], key: str | None = None) -> dict[str, dict[str, float]]:
+    """Each measure per question type and overall at grid point ``key`` (the shipped one)."""
+    if key is None:
+        from bench.joint_cv import default_key  # imports the settings: only when needed
 
-
-def shipped_point() -> str:
-    """The grid point the shipped `Context` defaults make (`bench.locomo_cv.default_key`)."""
-    from bench.locomo_cv import default_key  # imports the graph's Context: only when needed
-
-    return default_key()
-
-
-def lme_at_point(d: dict[str, Any], key: str) -> dict[str, dict[str, float]]:
-    """Each measure per question type and overall at grid point ``key``, from the questions."""
+        key = default_key()
     by: dict[str, dict[str, list[float]]] = {}
     for q in d["questions"]:
         for measure, value in q["grid"][key].items():
@@ -196,30 +155,22 @@ def lme_at_point(d: dict[str, Any], key: str) -> dict[str, dict[str, float]]:
     return {m: {g: sum(v) / len(v) for g, v in groups.items()} for m, groups in by.items()}
 
 
-def _run_differs(d: dict[str, Any], key: str) -> list[str]:
-    """The grid knobs whose value in the run differs from the point ``key``."""
-    point = dict(part.split("=", 1) for part in key.split(","))
-    run = d["config"]["context"]
-    return [f"{k} {run[k]}" for k, v in point.items() if str(run.get(k)) != v]
-
-
 def render_longmemeval_table(root: Path) -> str:
     """Turn-level recall per question type and method; session recall and tokens overall."""
+    from bench.joint_cv import default_key
+
     d = load(root, "longmemeval")
-    results, types = d["results"], d["config"]["question_types"]
-    key = shipped_point()
-    differs = _run_differs(d, key)
-    rows = []
+    results, types, key = d["results"], d["config"]["question_types"], default_key()
+    run = d["config"]["context"]
+    point = dict(part.split("=", 1) for part in key.split(","))
+    differs = [f"{k} {run[k]}" for k, v in point.items() if str(run.get(k)) != v]
 
     def row(label: str, r: dict[str, Any]) -> list[str]:
-        return [
-            label,
-            *(f"{r['turn_recall'][t]:.2f}" for t in types),
-            f"{r['turn_recall']['overall']:.3f}",
-            f"{r['session_recall']['overall']:.3f}",
-            num(r["tokens"]["overall"], 0),
-        ]
+        recall, sessions = r["turn_recall"], r["session_recall"]["overall"]
+        return [label, *(f"{recall[t]:.2f}" for t in types), f"{recall['overall']:.3f}",
+                f"{sessions:.3f}", num(r["tokens"]["overall"], 0)]  # fmt: skip
 
+    rows = []
     at = lme_at_point(d, key) if all(key in q["grid"] for q in d["questions"]) else {}
     if at:  # a run with a grid of its own may leave the shipped point out
         rows.append(row("**the headline at the shipped defaults (its grid point)**", at))
@@ -246,16 +197,14 @@ def render_longmemeval_table(root: Path) -> str:
 def render_longmemeval_headline(root: Path) -> str:
     """One sentence: turn-level recall against hybrid search."""
     d = load(root, "longmemeval")
-    r = d["results"]
     cv = load(root, "joint_cv")["cross_validated"]["longmemeval"]
-    ours = lme_at_point(d, shipped_point())["turn_recall"]["overall"]
+    ours = lme_at_point(d)["turn_recall"]["overall"]
     return (
         f"LongMemEval evidence recall (one user and an assistant over ~48 sessions, "
         f"{d['data']['questions']} dev questions), recall inside "
-        f"{num(d['config']['budget_tokens'], 0)} tokens: "
-        f"**{ours:.3f}** (cross-validated "
-        f"with LoCoMo {cv:.3f}) against {r['hybrid']['turn_recall']['overall']:.3f} for "
-        f"hybrid search over raw turns; on {machine(d)}."
+        f"{num(d['config']['budget_tokens'], 0)} tokens: **{ours:.3f}** (cross-validated "
+        f"with LoCoMo {cv:.3f}) against {d['results']['hybrid']['turn_recall']['overall']:.3f} "
+        f"for hybrid search over raw turns; on {machine(d)}."
     )
 
 
@@ -263,25 +212,21 @@ def render_joint_cv(root: Path) -> str:
     """Each grid point's in-sample recall on both datasets, the chosen and default marked."""
     cv = load(root, "joint_cv")
     rows = []
-    for key, scores in sorted(
+    for key, s in sorted(
         cv["points"].items(), key=lambda kv: -(kv[1]["locomo"] + kv[1]["longmemeval"])
     ):
-        name = key.replace(",", ", ")
         marks = [
             m for m, k in (("default", cv["default"]), ("best", cv["best_in_sample"])) if k == key
         ]
+        name = key.replace(",", ", ")
         label = f"**{name}** ({', '.join(marks)})" if marks else name
-        mean = (scores["locomo"] + scores["longmemeval"]) / 2
-        rows.append(
-            [label, f"{scores['locomo']:.3f}", f"{scores['longmemeval']:.3f}", f"{mean:.3f}"]
-        )
-    held = cv["cross_validated"]
-    folds = sum(cv["chosen_in_folds"].values())
-    chose = cv["chosen_in_folds"].get(cv["default"], 0)
+        mean = (s["locomo"] + s["longmemeval"]) / 2
+        rows.append([label, f"{s['locomo']:.3f}", f"{s['longmemeval']:.3f}", f"{mean:.3f}"])
+    held, chosen = cv["cross_validated"], cv["chosen_in_folds"]
     note = (
-        f"\n\n{chose} of {folds} folds (one LoCoMo conversation or one LongMemEval question "
-        f"held out) choose the default. Cross-validated: LoCoMo {held['locomo']:.3f}, "
-        f"LongMemEval {held['longmemeval']:.3f}."
+        f"\n\n{chosen.get(cv['default'], 0)} of {sum(chosen.values())} folds (one LoCoMo "
+        f"conversation or one LongMemEval question held out) choose the default. "
+        f"Cross-validated: LoCoMo {held['locomo']:.3f}, LongMemEval {held['longmemeval']:.3f}."
     )
     return table(["grid point", "LoCoMo 1–4", "LongMemEval", "mean"], rows) + note
 
@@ -290,17 +235,11 @@ def render_ingestion_table(root: Path) -> str:
     """Turns per second into memory, raw and with a chat model, on the same turns."""
     d = load(root, "ingestion")
     rows = [
-        [
-            "raw summaries, no model"
-            if r["mode"] == "raw"
-            else f"summaries etc. by `{r['model']}`",
-            num(r["turns"], 0),
-            num(r["seconds"], 0),
-            num(r["turns_per_s"], 2),
-            ", ".join(f"{n} {kind}" for kind, n in sorted(r["stored"].items())),
-        ]
+        ["raw summaries, no model" if r["mode"] == "raw" else f"summaries etc. by `{r['model']}`",
+         num(r["turns"], 0), num(r["seconds"], 0), num(r["turns_per_s"], 2),
+         ", ".join(f"{n} {kind}" for kind, n in sorted(r["stored"].items()))]
         for r in d["runs"]
-    ]
+    ]  # fmt: skip
     head = ["ingestion", "turns", "seconds", "turns/s", "stored"]
     return table(head, rows) + (
         f"\n\nThe first {d['data']['turns']} turns of LongMemEval question "

@@ -4,8 +4,6 @@ turn."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import psycopg
 
 from bench.locomo_pipeline import reindex_turns
@@ -73,10 +71,8 @@ async def reached(url: str, table: str, user: str) -> tuple[int, list[int]]:
 async def test_a_reindex_leaves_no_dead_hnsw_entries(services, make_context):
     ctx = make_context()
     ids = await log_turns(services, ctx.user_id, "t1", *_turns(60))
-    conv = SimpleNamespace(user_id=ctx.user_id, thread_id="t1")
-
-    assert await reindex_turns(services, [conv], 0.3) == len(ids)  # a grid point
-    assert await reindex_turns(services, [conv], 0.0) == len(ids)  # the replay's, restored
+    assert await reindex_turns(services, ctx.user_id, ["t1"], 0.3) == len(ids)  # a grid point
+    assert await reindex_turns(services, ctx.user_id, ["t1"], 0.0) == len(ids)  # restored
     read, fetched = await hnsw_scan(services.database_url, services.episodes.vector_table)
     assert read == fetched, f"{read - fetched} dead HNSW entries"
 
@@ -89,10 +85,8 @@ async def test_every_turn_stays_reachable_after_a_reindex(services, make_context
     turns = _turns(1000)
     for hour, start in enumerate(range(0, len(turns), 50)):  # a minute per turn
         await log_turns(services, ctx.user_id, "t1", *turns[start : start + 50], hour=hour)
-    conv = SimpleNamespace(user_id=ctx.user_id, thread_id="t1")
-
     for weight in (0.3, 0.0):  # a grid point, then the replay's vectors restored
-        await reindex_turns(services, [conv], weight)
+        await reindex_turns(services, ctx.user_id, ["t1"], weight)
         rows, found = await reached(
             services.database_url, services.episodes.vector_table, ctx.user_id
         )

@@ -57,7 +57,7 @@ async def test_end_to_end_memory_finds_evidence_that_left_the_window(
 
     servers = {"database_url": memory_env["DATABASE_URL"], "redis_url": memory_env["REDIS_URL"]}
     servers["key_prefix"] = memory_env["MEMORY_KEY_PREFIX"]
-    flags = ["--budget", "300", "--no-progress", "--quiet"]
+    flags = ["--budget", "300", "--quiet"]
     report = await run(args("locomo", flags, data=path, out=tmp_path / "out", **servers))
 
     assert (tmp_path / "out" / "locomo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from bench.joint_cv import MIN_GAIN_FOR_ROUND_TRIP
+from bench.joint_cv import cross_validate_locomo as cross_validate
 from bench.locomo_data import (
     Defects,
     canonical_id,
@@ -208,8 +210,6 @@ def test_bm25_tokens_and_ranking():
 
 
 def test_cross_validation_chooses_on_the_other_conversations():
-    from bench.locomo_cv import cross_validate
-
     def rec(conv: str, a: float, b: float, category: int = 1) -> dict:
         return {
             "sample_id": conv,
@@ -230,8 +230,6 @@ def test_cross_validation_chooses_on_the_other_conversations():
 
 
 def test_cross_validation_ties_go_to_the_default():
-    from bench.locomo_cv import cross_validate
-
     records = [
         {
             "sample_id": c,
@@ -245,8 +243,6 @@ def test_cross_validation_ties_go_to_the_default():
 
 
 def test_a_point_with_a_round_trip_must_beat_the_lean_one_by_the_minimum_gain():
-    from bench.locomo_cv import MIN_GAIN_FOR_ROUND_TRIP, cross_validate
-
     lean, edges = "speaker_weight=1.5,entity_weight=0.0", "speaker_weight=1.5,entity_weight=0.1"
 
     def chosen(gain: float) -> set[str]:
