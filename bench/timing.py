@@ -152,18 +152,6 @@ def _timed_call(func: Callable, part: str) -> Callable:
     return wrapper
 
 
-def _timed_sync_call(func: Callable, part: str) -> Callable:
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        start = time.perf_counter()
-        try:
-            return func(*args, **kwargs)
-        finally:
-            record_part(part, time.perf_counter() - start)
-
-    return wrapper
-
-
 def _waits_timed(search: Callable) -> Callable:
     """``search_channels`` whose wait for the query vector is timed as ``embed_wait``.
 
@@ -220,15 +208,6 @@ def instrument(services: Any) -> Iterator[None]:
         # object.__setattr__: the embeddings are a pydantic model that refuses new fields
         object.__setattr__(obj, method, _timed_call(getattr(obj, method), part))
         patched.append((obj, method))
-    # MiniLM's own compute (`LocalEmbeddings.encode`, run under its lock in a worker
-    # thread that inherits the turn's context): without the wait for the lock. Other
-    # embeddings have no such method.
-    embeddings = services.embeddings
-    if callable(getattr(embeddings, "encode", None)) and "encode" not in vars(embeddings):
-        object.__setattr__(
-            embeddings, "encode", _timed_sync_call(embeddings.encode, "embed_compute")
-        )
-        patched.append((embeddings, "encode"))
     # recall's searches (every channel's, at once) are one round trip,
     # `search_channels`, looked up in `retrieval` at each call: timed as ``search`` too
     searches = retrieval.search_channels
@@ -256,8 +235,8 @@ def build_timed_graph(
     return timed(as_memory_graph(graph, services.embeddings))  # as `build_graph` does
 
 
-def build_baseline_graph(checkpointer: Any = None, settings: Any = None) -> Any:
-    """Memory bypassed: the project's `respond` node alone (no memory tools), timed."""
+def _respond_only(settings: Any = None) -> Any:
+    """Memory bypassed: the project's `respond` node alone (no memory tools)."""
     from langgraph.graph import END, START, StateGraph
 
     from graph.context import Context
@@ -270,4 +249,14 @@ def build_baseline_graph(checkpointer: Any = None, settings: Any = None) -> Any:
     builder.add_node("respond", functools.partial(respond, settings=settings))
     builder.add_edge(START, "respond")
     builder.add_edge("respond", END)
-    return timed(builder.compile(checkpointer=checkpointer, name="respond_only"))
+    return builder
+
+
+def respond_only(config: Any = None) -> Any:
+    """The baseline as a server's graph (``bench.throughput``'s ``langgraph.json``)."""
+    return _respond_only().compile(name="respond_only")
+
+
+def build_baseline_graph(checkpointer: Any = None, settings: Any = None) -> Any:
+    """The baseline in process, with ``checkpointer``, its node timed."""
+    return timed(_respond_only(settings).compile(checkpointer=checkpointer, name="respond_only"))
