@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import json
 import os
@@ -109,11 +110,10 @@ def _start(cmd: list[str], env: dict[str, str], url: str, log: Path) -> subproce
                                 stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and proc.poll() is None:
-        try:
+        with contextlib.suppress(httpx.HTTPError):
             if httpx.get(url, timeout=2).status_code < 500:
                 return proc
-        except httpx.HTTPError:
-            time.sleep(0.3)
+        time.sleep(0.3)
     _stop(proc)
     raise RuntimeError(f"{url} not ready: {log.read_text(errors='replace')[-3000:]}")
 
@@ -136,20 +136,18 @@ def _engine(spec: str, env: dict[str, str], python: str, folder: Path) -> list[t
 
     Aegra's first replica migrates its tables.
     """
-    servers = []
+    servers, config = [], str(folder / "lg.json")
     for i in range(int(spec.partition(":")[2] or 1)):
         port = _free_port()
         url, log = f"http://127.0.0.1:{port}", folder / f"{spec.replace(':', '')}-{i}.log"
+        where = ["--host", "127.0.0.1", "--port", str(port)]
         if spec == "dev":
-            cmd = [str(Path(python).parent / "langgraph"), "dev", "--no-browser", "--no-reload",
-                   "--host", "127.0.0.1", "--port", str(port), "--config",
-                   str(folder / "lg.json")]  # fmt: skip
-            servers.append((_start(cmd, env, f"{url}/ok", log), url))
-            continue
-        cmd = [python, "-m", "uvicorn", "aegra_api.main:app", "--host", "127.0.0.1",
-               "--port", str(port)]  # fmt: skip
-        extra = {"AEGRA_CONFIG": str(folder / "lg.json"), "MEMORY_AGENT_SERVER_URL": url}
-        servers.append((_start(cmd, {**env, **extra}, f"{url}/health", log), url))
+            dev = [str(Path(python).parent / "langgraph"), "dev", "--no-browser", "--no-reload"]
+            servers.append((_start([*dev, *where, "--config", config], env, f"{url}/ok", log), url))
+        else:
+            extra = {"AEGRA_CONFIG": config, "MEMORY_AGENT_SERVER_URL": url}
+            aegra = [python, "-m", "uvicorn", "aegra_api.main:app", *where]
+            servers.append((_start(aegra, {**env, **extra}, f"{url}/health", log), url))
     return servers
 
 
