@@ -256,9 +256,11 @@ async def _engine_run(
         for i, t in enumerate(tokens)
     ]
     threads = [(await c.threads.create())["thread_id"] for c in clients]
-    await asyncio.gather(
-        *(_conversation(c, t, 1, "warm", [], []) for c, t in zip(clients, threads))
-    )
+
+    async def warm(client: Any) -> None:  # each replica loads its graph and MiniLM at first
+        await _conversation(client, (await client.threads.create())["thread_id"], 1, "", [], [])
+
+    await asyncio.gather(*(warm(c) for c in clients * (1 + 6 * len(servers) // len(clients))))
     say(a.quiet, f"[throughput] {spec}: warm; {a.reply_first_turns} reply-first pairs")
     rng = random.Random(f"{a.seed}:{spec}")
     reply_first = await _reply_first(clients[0], a.reply_first_turns, rng)

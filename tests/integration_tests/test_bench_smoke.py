@@ -99,8 +99,8 @@ async def test_throughput_benchmark_tiny(memory_env, tmp_path):
         _sane(r["reply_first"]["ttft"], 2)
         _sane(r["reply_first"]["baseline_ttft"], 2)
         assert r["cpu_s"]["servers"] > 0 and r["cpu_s"]["machine"] > 0
-        v = r["verification"]  # 6 turns each (a warm-up), a window of 4: memory formed
-        assert v["pushed"] == 24 and v["summarized"] > 0
+        v = r["verification"]  # 5 turns each, a window of 4: memory formed
+        assert v["pushed"] == 20 and v["summarized"] > 0
         assert v["lost"] == 0 and v["duplicated"] == 0 and v["foreign"] == 0
 
 
