@@ -243,15 +243,10 @@ async def _cost_replay(services: Any, saver: Any, locomo: Path, conversations: i
         for text in texts:
             await graph.ainvoke({"messages": [HumanMessage(text)]}, config, context=ctx)
         cost = await services.costs.get(ctx.user_id)
-        per_conversation.append(
-            {
-                "turns": len(texts),
-                "calls_per_turn": sum(c["calls"] for c in cost.values()) / len(texts),
-                "input_tokens_per_turn": sum(c["input"] for c in cost.values()) / len(texts),
-                "output_tokens_per_turn": sum(c["output"] for c in cost.values()) / len(texts),
-                "by_purpose": cost,
-            }
-        )
+        per_turn = {f"{k}_per_turn": sum(c[key] for c in cost.values()) / len(texts)
+                    for k, key in (("calls", "calls"), ("input_tokens", "input"),
+                                   ("output_tokens", "output"))}  # fmt: skip
+        per_conversation.append({"turns": len(texts), **per_turn, "by_purpose": cost})
         print(f"[latency] cost replay: {per_conversation[-1]}", flush=True)
     model = "InstantChatModel (scripted), memory inline"
     return {"conversations": per_conversation, "model": model}
@@ -264,12 +259,7 @@ def flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokens-per-s", type=float, default=40.0, help="streaming speed")
     p.add_argument("--cost-conversations", type=int, default=2, help="LoCoMo replays for cost")
     p.add_argument("--locomo", type=Path, default=LOCOMO)
-    p.add_argument(
-        "--modes",
-        type=parse_modes,
-        default=MODES,
-        help=f"comma-separated agents to run, of {','.join(MODES)}",
-    )
+    p.add_argument("--modes", type=parse_modes, default=MODES, help=f"of {','.join(MODES)}")
 
 
 if __name__ == "__main__":
