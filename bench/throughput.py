@@ -1,7 +1,7 @@
 """Turns per second and reply latency through the HTTP API: `langgraph dev` beside Aegra.
 
-    python -m bench throughput [--engines dev,aegra:1,aegra:2,aegra:4] [--conversations 8]
-                               [--turns 12] [--reply-first-turns 40] [--server-python PY]
+    python -m bench throughput [--engines dev,aegra:1,aegra:2,aegra:4] [--conversations 12]
+                               [--turns 12] [--reply-first-turns 60] [--server-python PY]
 
 Each engine serves the repository's graphs from processes the run starts, over one fresh
 database and key prefix: ``dev`` is `langgraph dev` (one process, in-memory runtime),
@@ -357,10 +357,11 @@ COMMON = ("out", "seed", "database", "redis", "quiet")
 
 def flags(p: argparse.ArgumentParser) -> None:
     """The flags of `bench.throughput` beside the common ones."""
-    p.add_argument("--engines", type=parse_engines, default="dev,aegra:1,aegra:2,aegra:4")
-    p.add_argument("--conversations", type=int, default=8, help="concurrent conversations")
+    engines = "dev,aegra:1,aegra:2,aegra:4"
+    p.add_argument("--engines", type=parse_engines, default=engines, help="aegra:N: N replicas")
+    p.add_argument("--conversations", type=int, default=12, help="concurrent conversations")
     p.add_argument("--turns", type=int, default=12, help="turns per conversation")
-    p.add_argument("--reply-first-turns", type=int, default=40, help="pairs, one at a time")
+    p.add_argument("--reply-first-turns", type=int, default=60, help="pairs, one at a time")
     p.add_argument("--window", type=int, default=8, help="WINDOW_SIZE: messages leave it soon")
     p.add_argument("--memory-delay", type=float, default=1.0, help="MEMORY_DELAY_S")
     p.add_argument("--first-token", type=float, default=0.05, help="the fake model's seconds")
