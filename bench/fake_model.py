@@ -149,3 +149,67 @@ class FaultyChatModel(ScriptedChatModel):
 def register_faulty_model(**options: Any) -> tuple[str, FaultyChatModel]:
     """Register a fresh `FaultyChatModel`; returns (``registered:...`` spec, model)."""
     return _register(FaultyChatModel(**options))
+
+
+def schema_answer(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> Any:
+    """The plainest value a JSON schema accepts: every property, empty lists, first choices."""
+    defs = schema.get("$defs", {}) if defs is None else defs
+    if "$ref" in schema:
+        return schema_answer(defs[schema["$ref"].rsplit("/", 1)[-1]], defs)
+    if choices := schema.get("anyOf") or schema.get("enum"):
+        return schema_answer(choices[0], defs) if "anyOf" in schema else choices[0]
+    if schema.get("type") == "object":
+        return {k: schema_answer(v, defs) for k, v in schema.get("properties", {}).items()}
+    text = "ok" + "." * max(0, schema.get("minLength", 0) - 2)
+    return {"array": [], "string": text, "number": 0.5, "integer": 1}.get(schema.get("type"))
+
+
+def openai_app(first_token_s: float, tokens_per_s: float, reply_tokens: int) -> Any:
+    """An OpenAI-compatible chat endpoint at that pace: streamed replies, JSON for schemas.
+
+    The answer to a call with a ``json_schema`` response format is `schema_answer`'s;
+    any other answer is ``reply_tokens`` words. It waits, it does not compute: like a
+    hosted model, calls overlap.
+    """
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse, StreamingResponse
+    from starlette.routing import Route
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        body = {"id": "fake", "object": "chat.completion.chunk", "created": 0,
+                "model": "fake", "choices": [choice]}  # fmt: skip
+        return f"data: {json.dumps(body)}\n\n"
+
+    async def chat(request: Any) -> Any:
+        body = await request.json()
+        schema = (body.get("response_format") or {}).get("json_schema")
+        words = [json.dumps(schema_answer(schema["schema"]))] if schema else ["ok"] * reply_tokens
+        if not body.get("stream"):
+            await asyncio.sleep(first_token_s + len(words) / tokens_per_s)
+            message = {"role": "assistant", "content": " ".join(words)}
+            choice = {"index": 0, "message": message, "finish_reason": "stop"}
+            return JSONResponse({"id": "fake", "object": "chat.completion", "created": 0,
+                                 "model": "fake", "choices": [choice]})  # fmt: skip
+
+        async def events() -> Any:
+            await asyncio.sleep(first_token_s)
+            yield chunk({"role": "assistant", "content": ""})
+            for i, word in enumerate(words):
+                await asyncio.sleep(i and 1 / tokens_per_s)
+                yield chunk({"content": (" " if i else "") + word})
+            yield chunk({}, "stop") + "data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
+
+
+if __name__ == "__main__":  # python -m bench.fake_model PORT FIRST_TOKEN_S TOKENS_PER_S TOKENS
+    import sys
+
+    import uvicorn
+
+    port, first, rate, tokens = sys.argv[1:5]
+    app = openai_app(float(first), float(rate), int(tokens))
+    uvicorn.run(app, host="127.0.0.1", port=int(port), log_level="warning")

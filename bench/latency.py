@@ -154,7 +154,7 @@ async def _conversation(graph: Any, ctx: Any, texts: list[str]) -> list[dict[str
 
 
 async def run(a: argparse.Namespace) -> bool:
-    """Run the agents of ``--modes`` and the cost replay; write latency.json and latency.png.
+    """Run the agents of ``--modes`` and the cost replay; write latency.json.
 
     True when no message was lost or duplicated.
     """
@@ -213,7 +213,7 @@ async def run(a: argparse.Namespace) -> bool:
         "memory_cost_per_turn": results["memory_cost_per_turn"],
     }
     show = ("latency-table", "latency-adds", "latency-cost")
-    write_results(a.out, "latency", data, plot_latency, show=show)
+    write_results(a.out, "latency", data, show=show)
     return all(m["verification"]["ok"] for m in data["modes"].values() if "verification" in m)
 
 
@@ -243,54 +243,13 @@ async def _cost_replay(services: Any, saver: Any, locomo: Path, conversations: i
         for text in texts:
             await graph.ainvoke({"messages": [HumanMessage(text)]}, config, context=ctx)
         cost = await services.costs.get(ctx.user_id)
-        per_conversation.append(
-            {
-                "turns": len(texts),
-                "calls_per_turn": sum(c["calls"] for c in cost.values()) / len(texts),
-                "input_tokens_per_turn": sum(c["input"] for c in cost.values()) / len(texts),
-                "output_tokens_per_turn": sum(c["output"] for c in cost.values()) / len(texts),
-                "by_purpose": cost,
-            }
-        )
+        per_turn = {f"{k}_per_turn": sum(c[key] for c in cost.values()) / len(texts)
+                    for k, key in (("calls", "calls"), ("input_tokens", "input"),
+                                   ("output_tokens", "output"))}  # fmt: skip
+        per_conversation.append({"turns": len(texts), **per_turn, "by_purpose": cost})
         print(f"[latency] cost replay: {per_conversation[-1]}", flush=True)
     model = "InstantChatModel (scripted), memory inline"
     return {"conversations": per_conversation, "model": model}
-
-
-LABELS = {
-    "ttft": "time to first token",
-    "time_to_reply": "time to the whole reply",
-    "run_end": "end of the turn's run",
-    "next_turn_waits": "next turn waits",
-}
-
-
-def plot_latency(data: dict[str, Any], plt: Any) -> Any:
-    """One panel per metric: p50 bars and p95 ticks, per agent and turn kind."""
-    modes = list(data["modes"])
-    groups = [(m, kind) for m in modes for kind in ("memory_turns", "other_turns")]
-    groups = [(m, k) for m, k in groups if data["modes"][m][k]["n"]]
-    fig, axes = plt.subplots(1, len(LABELS), figsize=(4.2 * len(LABELS), 4.2))
-    for ax, metric in zip(axes, LABELS, strict=True):
-        p50 = [data["modes"][m][k][metric]["p50"] or 0 for m, k in groups]
-        p95 = [data["modes"][m][k][metric]["p95"] or 0 for m, k in groups]
-        xs = range(len(groups))
-        baselines = ("respond_only", "agent_only")
-        ax.bar(xs, p50, color=["#888" if m in baselines else "#2a7" for m, _ in groups])
-        ax.scatter(xs, p95, marker="_", s=300, color="black", label="p95", zorder=3)
-        ax.set_xticks(list(xs))
-        ax.set_xticklabels(
-            [f"{m}\n{k.split('_')[0]}" for m, k in groups], rotation=45, ha="right", fontsize=7
-        )
-        ax.set_title(LABELS[metric], fontsize=9)
-        ax.set_ylabel("ms (bar p50, tick p95)")
-    cfg = data["config"]
-    fig.suptitle(
-        f"{cfg['turns']} turns, model {cfg['first_token_s'] * 1000:.0f} ms to first token, "
-        f"{cfg['tokens_per_s']:.0f} tokens/s",
-        fontsize=10,
-    )
-    return fig
 
 
 def flags(p: argparse.ArgumentParser) -> None:
@@ -300,12 +259,7 @@ def flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokens-per-s", type=float, default=40.0, help="streaming speed")
     p.add_argument("--cost-conversations", type=int, default=2, help="LoCoMo replays for cost")
     p.add_argument("--locomo", type=Path, default=LOCOMO)
-    p.add_argument(
-        "--modes",
-        type=parse_modes,
-        default=MODES,
-        help=f"comma-separated agents to run, of {','.join(MODES)}",
-    )
+    p.add_argument("--modes", type=parse_modes, default=MODES, help=f"of {','.join(MODES)}")
 
 
 if __name__ == "__main__":

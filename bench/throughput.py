@@ -1,20 +1,25 @@
-"""Throughput of concurrent conversations through the compiled memory graph.
+"""Turns per second and reply latency through the HTTP API: `langgraph dev` beside Aegra.
 
-    python -m bench.throughput [--concurrency 1,10,50] [--turns 100] [--out bench/out]
+    python -m bench throughput [--engines dev,aegra:1,aegra:2,aegra:4] [--conversations 12]
+                               [--turns 12] [--reply-first-turns 60] [--server-python PY]
 
-For each concurrency level C, C conversations (each its own user and thread) run their
-``--turns`` turns at the same time through ``graph.builder.build_graph`` compiled with
-the Postgres checkpointer (``AsyncPostgresSaver`` on a psycopg connection pool, as a
-server would run it; ``--checkpointer memory`` for ``InMemorySaver``), an instant fake
-chat model and local MiniLM embeddings, on a fresh database and Redis key prefix
-(dropped afterwards). Memory forms in background runs (`graph.background`), as shipped;
-``--memory-mode inline`` forms it inside each turn's run. Reported per level: turns/s
-(all turns / wall time, including the drain of the background runs), p50/p95/p99 turn
-latency (the turn's run), the query-embedding call time (it includes waiting for the
-embedding lock/thread pool, where concurrent turns queue) and errors.
+Each engine serves the repository's graphs from processes the run starts, over one fresh
+database and key prefix: ``dev`` is `langgraph dev` (one process, in-memory runtime),
+``aegra:N`` N Aegra replicas (uvicorn processes) with the Redis broker, whose workers take
+any replica's runs. The model is `bench.fake_model.openai_app`, an OpenAI-compatible
+streaming server in a process of its own; summaries are raw; MiniLM embeds in each server.
+``--server-python`` runs the servers (Aegra needs 3.12+); this process is the client
+(``langgraph_sdk``, a JWT per user) and opens the embedded Postgres and Redis.
 
-After each level (and the drain) every conversation is checked: each message that left
-its window is in exactly one summary's ``source_ids`` or still pending (0 lost/duplicated).
+Per engine, ``--reply-first-turns`` turns one at a time, each sent to ``memory_agent`` and
+to ``respond_only`` (`bench.timing.respond_only`: the same node, no memory), first in
+turn: what memory adds to the time to first token (TTFT) is each pair's difference. Then
+``--conversations`` conversations (own user and thread, spread over the replicas) run
+``--turns`` turns at once: turns/s (to the last reply), p50/p95 TTFT and reply end, the
+wait for the memory runs, 0 lost / duplicated (`bench.verify`), and the CPU seconds
+(psutil) from the turns to the memory drain of the servers (and their children), the run
+database's Postgres backends, Redis (shared with anything else using it), the fake model,
+this client, and the machine.
 """
 
 from __future__ import annotations
@@ -22,256 +27,329 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
+import json
+import os
 import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
+import psutil
+import psycopg
+from langgraph_sdk import get_client
+
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
-from bench.fake_model import register_instant_model
-from bench.harness import main, ms_stats, parse_ints, say, write_results
-from bench.timing import TurnRecord, instrument, timed_turn
+from bench.harness import main, ms_stats, say, write_results
 from bench.verify import verify_conversation
-from graph.background import LocalScheduler
-from graph.builder import build_graph
-from graph.context import Context
+from memory_graph_agent.core.memory_threads import memory_thread_id
+from memory_graph_agent.core.server_token import server_token
 from memory_graph_agent.services.stores import services_session
-from memory_graph_agent.settings import Settings
 
-VERIFY_KEYS = (
-    "pushed",
-    "left_window",
-    "summarized",
-    "pending",
-    "summaries",
-    "lost",
-    "duplicated",
-    "foreign",
-)
+ROOT = Path(__file__).resolve().parents[1]
+GROUPS = ("servers", "postgres", "redis", "model", "client")
+"""The processes whose CPU is counted; ``machine`` is every core's busy time."""
+CHECKS = ("pushed", "left_window", "summarized", "pending", "lost", "duplicated", "foreign")
 
 
-async def _open_checkpointer(
-    kind: str, database_url: str, pool_size: int, stack: contextlib.AsyncExitStack
-) -> Any:
-    if kind == "memory":
-        from langgraph.checkpoint.memory import InMemorySaver
+def parse_engines(text: str) -> list[str]:
+    """``--engines``: ``dev`` and ``aegra:<replicas>``, comma-separated, in the given order."""
+    engines = [e.strip() for e in text.split(",") if e.strip()]
+    for e in engines:
+        name, _, n = e.partition(":")
+        if not (e == "dev" or (name == "aegra" and n.isdigit() and int(n) >= 1)):
+            raise argparse.ArgumentTypeError(f"engine {e!r}: expected dev or aegra:<replicas>")
+    if not engines:
+        raise argparse.ArgumentTypeError("no engine given")
+    return engines
 
-        return InMemorySaver()
-    if kind != "postgres":
-        raise ValueError(f"checkpointer must be postgres|memory, got {kind!r}")
-    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    from psycopg.rows import dict_row
-    from psycopg_pool import AsyncConnectionPool
 
-    pool = AsyncConnectionPool(
-        conninfo=database_url,
-        min_size=1,
-        max_size=pool_size,
-        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
-        open=False,
-    )
-    await pool.open()
-    stack.push_async_callback(pool.close)
-    saver = AsyncPostgresSaver(conn=pool)
-    await saver.setup()
-    return saver
+def cpu_used(before: dict[str, dict[int, float]], after: dict[str, dict[int, float]]) -> dict:
+    """CPU seconds of each group between two snapshots; a process new since counts from 0."""
+    return {
+        group: round(sum(s - before.get(group, {}).get(pid, 0.0) for pid, s in pids.items()), 2)
+        for group, pids in after.items()
+    }
+
+
+def busiest(cpu: dict[str, float], elapsed_s: float) -> dict[str, Any]:
+    """The group that used the most CPU, in cores, beside the machine's busy cores."""
+    top = max(GROUPS, key=cpu.__getitem__)
+    rest = cpu["machine"] - sum(cpu[g] for g in GROUPS)
+    return {"group": top, "cores": round(cpu[top] / elapsed_s, 2),
+            "machine_cores": round(cpu["machine"] / elapsed_s, 2),
+            "others_cores": round(max(rest, 0.0) / elapsed_s, 2)}  # fmt: skip
+
+
+def _cpu_s(pid: int) -> float:
+    try:
+        t = psutil.Process(pid).cpu_times()
+    except psutil.Error:
+        return 0.0
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _start(cmd: list[str], env: dict[str, str], url: str, log: Path) -> subprocess.Popen:
+    """``cmd`` in a process group of its own, once ``url`` answers (any status below 500)."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and proc.poll() is None:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=2).status_code < 500:
+                return proc
+        time.sleep(0.3)
+    _stop(proc)
+    raise RuntimeError(f"{url} not ready: {log.read_text(errors='replace')[-3000:]}")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM the process group; SIGKILL it if it lingers."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+            proc.wait(20)
+            return
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _engine(spec: str, env: dict[str, str], python: str, folder: Path) -> list[tuple]:
+    """``(process, url)`` of each server of ``spec``, one after the other.
+
+    Aegra's first replica migrates its tables.
+    """
+    servers, config = [], str(folder / "lg.json")
+    for i in range(int(spec.partition(":")[2] or 1)):
+        port = _free_port()
+        url, log = f"http://127.0.0.1:{port}", folder / f"{spec.replace(':', '')}-{i}.log"
+        where = ["--host", "127.0.0.1", "--port", str(port)]
+        if spec == "dev":
+            dev = [str(Path(python).parent / "langgraph"), "dev", "--no-browser", "--no-reload"]
+            servers.append((_start([*dev, *where, "--config", config], env, f"{url}/ok", log), url))
+        else:
+            extra = {"AEGRA_CONFIG": config, "MEMORY_AGENT_SERVER_URL": url}
+            aegra = [python, "-m", "uvicorn", "aegra_api.main:app", *where]
+            servers.append((_start(aegra, {**env, **extra}, f"{url}/health", log), url))
+    return servers
+
+
+def _config(folder: Path) -> None:
+    """The repository's langgraph.json with absolute paths, plus the ``respond_only`` graph."""
+    config = json.loads((ROOT / "langgraph.json").read_text())
+    config["dependencies"] = [str(ROOT)]
+    config["graphs"] = {k: str(ROOT / v) for k, v in config["graphs"].items()}
+    config["graphs"]["respond_only"] = f"{ROOT}/bench/timing.py:respond_only"
+    config["auth"]["path"] = str(ROOT / config["auth"]["path"])
+    config["http"]["app"] = str(ROOT / config["http"]["app"])
+    config.pop("env", None)
+    (folder / "lg.json").write_text(json.dumps(config))
+
+
+async def _turn(client: Any, thread: str, graph: str, text: str) -> dict[str, float]:
+    """One streamed turn: seconds to the reply's first token, to its end, to the run's end."""
+    sent, first, reply = time.perf_counter(), None, None
+    message = {"role": "human", "content": text}
+    async for part in client.runs.stream(
+        thread, graph, input={"messages": [message]}, stream_mode=["messages-tuple", "updates"]
+    ):
+        now = time.perf_counter() - sent
+        if part.event == "error":
+            raise RuntimeError(str(part.data)[:300])
+        if part.event == "messages" and first is None:
+            chunk, meta = part.data
+            first = now if meta.get("langgraph_node") == "respond" and chunk["content"] else None
+        if part.event == "updates" and "respond" in (part.data or {}):
+            reply = now
+    if first is None or reply is None:
+        raise RuntimeError(f"no reply streamed on {thread}")
+    return {"ttft": first, "reply": reply, "end": time.perf_counter() - sent}
+
+
+async def _reply_first(client: Any, turns: int, rng: random.Random) -> dict[str, Any]:
+    """``turns`` pairs, one turn at a time: the memory agent's TTFT minus the baseline's."""
+    graphs = ("memory_agent", "respond_only")
+    threads = {g: (await client.threads.create())["thread_id"] for g in graphs}
+    got: dict[str, list[float]] = {g: [] for g in graphs}
+    for i in range(turns):
+        text = user_question(rng)
+        for graph in graphs[:: 1 if i % 2 else -1]:
+            got[graph].append((await _turn(client, threads[graph], graph, text))["ttft"])
+    added = [m - b for m, b in zip(*got.values(), strict=True)]
+    return {"ttft": ms_stats(got["memory_agent"]), "baseline_ttft": ms_stats(got["respond_only"]),
+            "memory_adds_to_ttft": ms_stats(added)}  # fmt: skip
 
 
 async def _conversation(
-    agent: Any,
-    ctx: Context,
-    thread: str,
-    turns: int,
-    rng: random.Random,
-    latencies: list[float],
-    records: list[TurnRecord],
-    errors: list[str],
+    client: Any, thread: str, turns: int, seed: str, out: list[dict], errors: list[str]
 ) -> None:
+    rng = random.Random(seed)
     for t in range(turns):
-        text = f"{user_question(rng)} (turn {t})"
         try:
-            rec, seconds, _state = await timed_turn(agent, ctx, thread, text)
-            latencies.append(seconds)
-            records.append(rec)
+            out.append(await _turn(client, thread, "memory_agent", f"{user_question(rng)} ({t})"))
         except Exception as exc:  # noqa: BLE001 - counted and reported
-            errors.append(f"{ctx.user_id}/{thread} turn {t}: {type(exc).__name__}: {exc}"[:300])
+            errors.append(f"{thread} turn {t}: {type(exc).__name__}: {exc}"[:300])
+
+
+async def _memory_drained(pairs: list[tuple[Any, str, str]], quiet_s: float) -> float:
+    """Seconds until no memory run of these (client, user, thread) is pending or running.
+
+    It must stay so for ``quiet_s``: a server waits ``MEMORY_DELAY_S`` before it creates one.
+    """
+    start, quiet_since = time.perf_counter(), None
+    while time.perf_counter() - start < 600:
+        busy = False
+        for client, user, thread in pairs:
+            try:
+                runs = await client.runs.list(memory_thread_id(user, thread))
+            except httpx.HTTPStatusError:  # no memory thread yet
+                runs = []
+            busy = busy or any(r["status"] in ("pending", "running") for r in runs)
+        now = time.perf_counter()
+        quiet_since = None if busy else (quiet_since or now)
+        if quiet_since and now - quiet_since >= quiet_s:
+            return round(quiet_since - start, 2)
+        await asyncio.sleep(0.25)
+    raise TimeoutError("memory runs still going after 600 s")
+
+
+async def _snapshot(servers: list[tuple], conn: Any, redis_pid: int, model_pid: int) -> dict:
+    """CPU seconds so far of each group's processes, and of the machine (``0``)."""
+    query = "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+    backends = [row[0] for row in await (await conn.execute(query)).fetchall()]
+    own = []
+    for proc, _ in servers:
+        own += [proc.pid, *(c.pid for c in psutil.Process(proc.pid).children(recursive=True))]
+    pids = {"servers": own, "postgres": backends, "redis": [redis_pid], "model": [model_pid],
+            "client": [os.getpid()]}  # fmt: skip
+    t = psutil.cpu_times()
+    machine = t.user + t.system + t.nice + t.irq + t.softirq + t.steal
+    return {**{g: {p: _cpu_s(p) for p in ps} for g, ps in pids.items()}, "machine": {0: machine}}
+
+
+async def _engine_run(
+    a: argparse.Namespace, spec: str, servers: list[tuple], services: Any, snap: Any, secret: str
+) -> dict[str, Any]:
+    tag = f"{spec.replace(':', '')}-{uuid.uuid4().hex[:6]}"
+    users = [f"tp-{tag}-{i}" for i in range(a.conversations)]
+    env = {"MEMORY_AGENT_JWT_SECRET": secret}
+    tokens = [server_token(u, env, ttl_s=7200) for u in users]
+    clients = [
+        get_client(url=servers[i % len(servers)][1], headers={"Authorization": f"Bearer {t}"})
+        for i, t in enumerate(tokens)
+    ]
+    threads = [(await c.threads.create())["thread_id"] for c in clients]
+
+    async def warm(client: Any) -> None:  # each replica loads its graph and MiniLM at first
+        await _conversation(client, (await client.threads.create())["thread_id"], 1, "", [], [])
+
+    await asyncio.gather(*(warm(c) for c in clients * (1 + 6 * len(servers) // len(clients))))
+    say(a.quiet, f"[throughput] {spec}: warm; {a.reply_first_turns} reply-first pairs")
+    rng = random.Random(f"{a.seed}:{spec}")
+    reply_first = await _reply_first(clients[0], a.reply_first_turns, rng)
+    say(a.quiet, f"[throughput] {spec}: {a.conversations} x {a.turns} turns")
+    before, turns, errors, start = await snap(), [], [], time.perf_counter()
+    await asyncio.gather(*(
+        _conversation(c, t, a.turns, f"{a.seed}:{i}", turns, errors)
+        for i, (c, t) in enumerate(zip(clients, threads))
+    ))  # fmt: skip
+    replies_s = time.perf_counter() - start
+    drain = await _memory_drained(list(zip(clients, users, threads)), a.memory_delay + 1.0)
+    elapsed = time.perf_counter() - start
+    cpu = cpu_used(before, await snap())
+    checks = [await verify_conversation(services, u, t) for u, t in zip(users, threads)]
+    return {"engine": spec, "replicas": len(servers), "reply_first": reply_first,
+            "turns": len(turns), "errors": len(errors), "error_samples": errors[:5],
+            "turns_per_s": round(len(turns) / replies_s, 3), "replies_s": round(replies_s, 2),
+            "memory_drain_s": drain, "elapsed_s": round(elapsed, 2),
+            **{k: ms_stats([t[k] for t in turns]) for k in ("ttft", "reply", "end")},
+            "cpu_s": cpu, "busiest": busiest(cpu, elapsed),
+            "verification": {k: sum(c[k] for c in checks) for k in CHECKS}}  # fmt: skip
+
+
+def _server_env(a: argparse.Namespace, env: Any, model_url: str, secret: str) -> dict[str, str]:
+    """What every server gets: the run's stores, the fake model, raw summaries, one secret."""
+    mine = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_AGENT_")}
+    return {**mine, "PYTHONPATH": str(ROOT), "DATABASE_URL": env.database_url,
+            "REDIS_URL": env.redis_url, "MEMORY_KEY_PREFIX": env.key_prefix,
+            "OPENAI_API_KEY": "fake", "OPENAI_BASE_URL": model_url,
+            "MODEL": "openai:gpt-4o-mini", "EMBEDDING_MODEL": EMBEDDING, "SUMMARY_MODE": "raw",
+            "WINDOW_SIZE": str(a.window), "MEMORY_DELAY_S": str(a.memory_delay),
+            "MEMORY_AGENT_JWT_SECRET": secret,
+            "LANGSMITH_TRACING": "false", "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+            "LANGGRAPH_NO_VERSION_CHECK": "true", "CRON_ENABLED": "false",
+            "REDIS_BROKER_ENABLED": "true", "WORKER_QUEUE_KEY": f"{env.key_prefix}:jobs",
+            "REDIS_CHANNEL_PREFIX": f"{env.key_prefix}:run:"}  # fmt: skip
 
 
 async def run(a: argparse.Namespace) -> bool:
-    """Write ``throughput.json`` / ``.png``; true when no level lost, doubled or failed.
+    """Each engine of ``--engines`` in turn; write throughput.json.
 
-    ``--turns`` is per conversation. Without ``--database-url`` a fresh database and key
-    prefix are used and dropped at the end; with them (pytest) they are used as is.
+    True when no turn failed and nothing was lost, duplicated or foreign.
     """
-    out = Path(a.out)
-    tag = uuid.uuid4().hex[:8]
-    levels: list[dict[str, Any]] = []
-    async with contextlib.AsyncExitStack() as stack:
-        env = await stack.enter_async_context(
-            isolated_services(a.database_url, a.redis_url, a.key_prefix, tag="bench_throughput")
-        )
-        say(
-            a.quiet,
-            f"[throughput] database {env.database_url.split('?')[0]}, prefix {env.key_prefix}",
-        )
-        # opened once the environment points at the run's database, closed before it is
-        # dropped (the stack unwinds in reverse)
-        services = await stack.enter_async_context(services_session(EMBEDDING))
-        info = await machine_info(env.database_url)
-        stack.enter_context(instrument(services))
-        saver = await _open_checkpointer(a.checkpointer, env.database_url, a.pool_size, stack)
-        memory = LocalScheduler()
-        settings = Settings.from_env().override(
-            summary_mode=a.summary_mode, memory_mode=a.memory_mode
-        )
-        graph = build_graph(services, checkpointer=saver, scheduler=memory, settings=settings)
-        agent = memory.bind(graph)
-        spec, _model = register_instant_model()
-
-        def context(user: str) -> Context:
-            return Context(user_id=user, model=spec)
-
-        if a.warmup:
-            say(a.quiet, f"[throughput] {a.warmup} warm-up turns")
-            await _conversation(
-                agent,
-                context(f"warm-{tag}"),
-                f"warm-{tag}",
-                a.warmup,
-                random.Random(a.seed),
-                [],
-                [],
-                [],
-            )
-
-        for c in a.concurrency:
-            say(a.quiet, f"[throughput] concurrency {c}: {c} conversations x {a.turns} turns")
-            latencies: list[float] = []
-            records: list[TurnRecord] = []
-            errors: list[str] = []
-            # thread ids must be unique across users: the checkpointer keys state by thread only
-            convs = [(f"tp{c}-{i}-{tag}", f"t{c}-{i}-{tag}") for i in range(c)]
-            start = time.perf_counter()
-            await asyncio.gather(
-                *(
-                    _conversation(
-                        agent,
-                        context(user),
-                        thread,
-                        a.turns,
-                        random.Random(f"{a.seed}:{c}:{i}"),
-                        latencies,
-                        records,
-                        errors,
-                    )
-                    for i, (user, thread) in enumerate(convs)
-                )
-            )
-            replies_done = time.perf_counter() - start
-            await memory.drain()  # background memory runs finish before the check
-            elapsed = time.perf_counter() - start
-            checks = [await verify_conversation(services, u, t) for u, t in convs]
-            verification = {k: sum(ch[k] for ch in checks) for k in VERIFY_KEYS}
-            verification["conversations"] = len(checks)
-            verification["ok"] = (
-                verification["lost"] == 0
-                and verification["duplicated"] == 0
-                and verification["foreign"] == 0
-            )
-            embed = [x for r in records for x in r.parts.get("embed_query", ())]
-            embed_docs = [x for r in records for x in r.parts.get("embed_documents", ())]
-            compute = [x for r in records for x in r.parts.get("embed_compute", ())]
-            level = {
-                "concurrency": c,
-                "turns": len(latencies),
-                "turns_per_conversation": a.turns,
-                "elapsed_s": round(elapsed, 3),
-                "memory_drain_after_last_reply_s": round(elapsed - replies_done, 3),
-                "memory_run_failures": memory.failures,
-                "turns_per_s": round(len(latencies) / elapsed, 3) if elapsed else None,
-                "latency": ms_stats(latencies),
-                "embed_query_call": ms_stats(embed),
-                "embed_documents_call": ms_stats(embed_docs),
-                "embed_compute": ms_stats(compute),
-                # share of the wall time MiniLM was computing (embeddings are serialized
-                # by LocalEmbeddings' lock: close to 1.0 means embedding-bound)
-                "embedding_busy_fraction": round(sum(compute) / elapsed, 3) if elapsed else None,
-                "search_call": ms_stats([x for r in records for x in r.parts.get("search", ())]),
-                "errors": len(errors),
-                "error_samples": errors[:5],
-                "verification": verification,
-            }
-            levels.append(level)
-            say(a.quiet, f"[throughput] {level['concurrency']}: {level['turns_per_s']} turns/s")
-
-        data = {
-            "benchmark": "throughput",
-            "machine": info,
-            "config": {
-                "concurrency": list(a.concurrency),
-                "turns_per_conversation": a.turns,
-                "checkpointer": a.checkpointer,
-                "pool_size": a.pool_size,
-                "summary_mode": a.summary_mode,
-                "memory_mode": a.memory_mode,
-                "warmup": a.warmup,
-                "seed": a.seed,
-                "embedding_model": EMBEDDING,
-                "chat_model": "InstantChatModel (bench.fake_model)",
-                "context": {
-                    k: settings.by_name()[k]
-                    for k in ("window_size", "summary_batch", "reflect_after", "recall_k")
-                },
-            },
-            "levels": levels,
-        }
-    write_results(out, "throughput", data, plot_throughput, show=("throughput-table",))
-    say(a.quiet, f"[throughput] wrote {out / 'throughput.json'} and {out / 'throughput.png'}")
-    return all(lv["verification"]["ok"] and not lv["errors"] for lv in levels)
-
-
-def plot_throughput(data: dict[str, Any], plt: Any) -> Any:
-    """turns/s (bars) and p50/p95 turn latency (lines) per concurrency level."""
-    lv = data["levels"]
-    labels = [str(x["concurrency"]) for x in lv]
-    fig, ax = plt.subplots(figsize=(8, 5))
-    ax.bar(
-        labels, [x["turns_per_s"] or 0 for x in lv], color="tab:blue", alpha=0.7, label="turns/s"
-    )
-    ax.set_xlabel("concurrent conversations")
-    ax.set_ylabel("turns/s", color="tab:blue")
-    ax2 = ax.twinx()
-    ax2.plot(
-        labels,
-        [x["latency"]["p50"] for x in lv],
-        "o-",
-        color="tab:orange",
-        label="p50 turn latency",
-    )
-    ax2.plot(
-        labels, [x["latency"]["p95"] for x in lv], "s--", color="tab:red", label="p95 turn latency"
-    )
-    ax2.plot(
-        labels,
-        [x["embed_query_call"]["p95"] for x in lv],
-        "^:",
-        color="tab:green",
-        label="p95 query-embedding call (incl. queueing)",
-    )
-    ax2.set_ylabel("ms")
-    h1, l1 = ax.get_legend_handles_labels()
-    h2, l2 = ax2.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper left")
-    m = data["machine"]
-    ax.set_title(
-        f"memory graph throughput ({data['config']['checkpointer']} checkpointer)\n"
-        f"{m['cpu_model']}, {m['cores']} cores, Python {m['python']}, "
-        f"pgvector {m['pgvector']}",
-        fontsize=9,
-    )
-    return fig
+    python = a.server_python or sys.executable
+    version = subprocess.run([python, "-c", "import sys; print(sys.version.split()[0])"],
+                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    secret = uuid.uuid4().hex * 2
+    pace = {"first_token_s": a.first_token, "tokens_per_s": a.tokens_per_s,
+            "reply_tokens": a.reply_tokens}  # fmt: skip
+    results: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-throughput-") as tmp:
+        folder, port = Path(tmp), _free_port()
+        _config(folder)
+        cmd = [python, "-m", "bench.fake_model", str(port), *map(str, pace.values())]
+        model_url = f"http://127.0.0.1:{port}/v1"
+        model = _start(cmd, dict(os.environ), f"{model_url}/chat/completions", folder / "m.log")
+        try:
+            async with (
+                isolated_services(
+                    a.database_url, a.redis_url, a.key_prefix, tag="throughput"
+                ) as env,
+                services_session(EMBEDDING) as services,
+                await psycopg.AsyncConnection.connect(env.database_url, autocommit=True) as conn,
+            ):
+                info = {**await machine_info(env.database_url), "server_python": version}
+                redis_pid = int((await services.redis.info("server"))["process_id"])
+                for spec in a.engines:
+                    say(a.quiet, f"[throughput] starting {spec}")
+                    server_env = _server_env(a, env, model_url, secret)
+                    servers = _engine(spec, server_env, python, folder)
+                    try:
+                        snap = functools.partial(_snapshot, servers, conn, redis_pid, model.pid)
+                        results.append(await _engine_run(a, spec, servers, services, snap, secret))
+                    finally:
+                        for proc, _ in servers:
+                            _stop(proc)
+                    say(a.quiet, f"[throughput] {spec}: {results[-1]['turns_per_s']} turns/s")
+        finally:
+            _stop(model)
+    data = {"benchmark": "throughput", "machine": info, "loadavg_at_end": list(os.getloadavg()),
+            "config": {"conversations": a.conversations, "turns": a.turns,
+                       "reply_first_turns": a.reply_first_turns, "window_size": a.window,
+                       "memory_delay_s": a.memory_delay, "summary_mode": "raw",
+                       "model": {"api": "OpenAI-compatible (bench.fake_model)", **pace},
+                       "embedding_model": EMBEDDING, "seed": a.seed},
+            "engines": results}  # fmt: skip
+    write_results(a.out, "throughput", data, show=("throughput-table",))
+    bad = ("lost", "duplicated", "foreign")
+    return all(not r["errors"] and not any(r["verification"][k] for k in bad) for r in results)
 
 
 COMMON = ("out", "seed", "database", "redis", "quiet")
@@ -279,28 +357,17 @@ COMMON = ("out", "seed", "database", "redis", "quiet")
 
 def flags(p: argparse.ArgumentParser) -> None:
     """The flags of `bench.throughput` beside the common ones."""
-    p.add_argument(
-        "--concurrency",
-        type=parse_ints,
-        default="1,10,50",
-        help="concurrent conversations per level, comma-separated",
-    )
-    p.add_argument("--turns", type=int, default=100, help="turns per conversation")
-    p.add_argument("--checkpointer", choices=("postgres", "memory"), default="postgres")
-    p.add_argument(
-        "--pool-size",
-        type=int,
-        default=20,
-        help="max connections of the checkpointer's psycopg pool",
-    )
-    p.add_argument("--summary-mode", choices=("llm", "raw"), default="llm")
-    p.add_argument(
-        "--memory-mode",
-        choices=("background", "inline"),
-        default="background",
-        help="background: a turn's latency ends with its reply and trim_window (as shipped)",
-    )
-    p.add_argument("--warmup", type=int, default=3, help="unmeasured warm-up turns")
+    engines = "dev,aegra:1,aegra:2,aegra:4"
+    p.add_argument("--engines", type=parse_engines, default=engines, help="aegra:N: N replicas")
+    p.add_argument("--conversations", type=int, default=12, help="concurrent conversations")
+    p.add_argument("--turns", type=int, default=12, help="turns per conversation")
+    p.add_argument("--reply-first-turns", type=int, default=60, help="pairs, one at a time")
+    p.add_argument("--window", type=int, default=8, help="WINDOW_SIZE: messages leave it soon")
+    p.add_argument("--memory-delay", type=float, default=1.0, help="MEMORY_DELAY_S")
+    p.add_argument("--first-token", type=float, default=0.05, help="the fake model's seconds")
+    p.add_argument("--tokens-per-s", type=float, default=200.0, help="its streaming speed")
+    p.add_argument("--reply-tokens", type=int, default=20, help="its words per reply")
+    p.add_argument("--server-python", default=None, help="the servers' Python (default: this)")
 
 
 if __name__ == "__main__":

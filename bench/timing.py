@@ -250,8 +250,8 @@ def build_timed_graph(
     return timed(as_memory_graph(graph, services.embeddings))  # as `build_graph` does
 
 
-def build_baseline_graph(checkpointer: Any = None, settings: Any = None) -> Any:
-    """Memory bypassed: the project's `respond` node alone (no memory tools), timed."""
+def _respond_only(settings: Any = None) -> Any:
+    """Memory bypassed: the project's `respond` node alone (no memory tools)."""
     from langgraph.graph import END, START, StateGraph
 
     from graph.context import Context
@@ -264,4 +264,14 @@ def build_baseline_graph(checkpointer: Any = None, settings: Any = None) -> Any:
     builder.add_node("respond", functools.partial(respond, settings=settings))
     builder.add_edge(START, "respond")
     builder.add_edge("respond", END)
-    return timed(builder.compile(checkpointer=checkpointer, name="respond_only"))
+    return builder
+
+
+def respond_only(config: Any = None) -> Any:
+    """The baseline as a server's graph (``bench.throughput``'s ``langgraph.json``)."""
+    return _respond_only().compile(name="respond_only")
+
+
+def build_baseline_graph(checkpointer: Any = None, settings: Any = None) -> Any:
+    """The baseline in process, with ``checkpointer``, its node timed."""
+    return timed(_respond_only(settings).compile(checkpointer=checkpointer, name="respond_only"))

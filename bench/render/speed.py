@@ -226,19 +226,30 @@ def render_graph_floor_table(root: Path) -> str:
 
 
 def render_throughput_table(root: Path) -> str:
-    """Turns per second and turn latency per number of concurrent conversations."""
+    """Per engine: turns/s, reply latency, memory's TTFT cost, CPU by process, the bottleneck."""
     d = load(root, "throughput")
-    rows = []
-    for lv in d["levels"]:
-        v, lat = lv["verification"], lv["latency"]
+    c, rows = d["config"], []
+    for r in d["engines"]:
+        cpu, top, v = r["cpu_s"], r["busiest"], r["verification"]
         rows.append([
-            str(lv["concurrency"]), num(lv["turns"], 0), num(lv["turns_per_s"]),
-            f"{num(lat['p50'] / 1000, 2)} / {num(lat['p95'] / 1000, 2)} s",
-            f"{lv['embedding_busy_fraction'] * 100:.0f} %", f"{v['lost']} / {v['duplicated']}",
+            r["engine"], num(r["turns_per_s"], 2), pair(r["ttft"], 0), pair(r["reply"], 0),
+            pair(r["reply_first"]["memory_adds_to_ttft"]),
+            " / ".join(num(cpu[g]) for g in ("servers", "postgres", "redis", "model", "client")),
+            f"{top['group']} {num(top['cores'], 2)} (machine {num(top['machine_cores'], 2)}, "
+            f"others {num(top['others_cores'], 2)})",
+            f"{v['lost']} / {v['duplicated']}",
         ])  # fmt: skip
-    head = ["conversations", "turns", "turns/s", "turn p50 / p95", "embedder busy",
-            "lost / duplicated"]  # fmt: skip
-    return table(head, rows) + f"\n\nOn {machine(d)}."
+    head = ["engine", "turns/s", "TTFT p50 / p95 ms", "reply p50 / p95 ms",
+            "memory adds to TTFT p50 / p95 ms",
+            "CPU s: servers / Postgres / Redis / model / client",
+            "busiest, cores", "lost / duplicated"]  # fmt: skip
+    load_end = d["loadavg_at_end"][0]
+    return table(head, rows) + (
+        f"\n\n{c['conversations']} conversations x {c['turns']} turns at once per engine; "
+        f"memory's TTFT cost from {c['reply_first_turns']} turns one at a time. On "
+        f"{machine(d)}, load average {load_end:.1f} at the end; servers on Python "
+        f"{d['machine']['server_python']}."
+    )
 
 
 def render_recall_path_table(root: Path) -> str:
