@@ -125,6 +125,14 @@ class RecallWeights(Group):
         "off. Chosen by cross-validation on LoCoMo.",
         ge=0,
     )
+    conversation_weight: float = setting(
+        0.0,
+        "Weight of the conversation in progress as a ranking of recall's fusion: the "
+        "thread's older turns, newest first, each counts this / (recall_rrf_k + its rank), "
+        "so the split of the budget between the conversation and the rest of memory is "
+        "decided per turn; 0 leaves the conversation only what recall does not use.",
+        ge=0,
+    )
     turn_context_weight: float = setting(
         0.25,
         "Share of each adjacent turn's embedding (the turns said just before and after) "
