@@ -59,6 +59,7 @@ from bench.seeding import embed_batched
 from memory_graph_agent.core.tokens import text_tokens
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.services.stores import services_session
+from memory_graph_agent.settings import Settings
 
 KINDS = ("n_back", "order", "recap", "pronoun")
 METHODS = {
@@ -279,7 +280,8 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
                  "exchanges": a.exchanges, "questions": len(records)},
         "config": {"budget_tokens": a.budget, "methods": METHODS, "kinds": list(KINDS),
                    "reply_tokens": list(REPLY_TOKENS), "idle_share": IDLE_SHARE,
-                   "grid": {k: list(v) for k, v in a.grid.items()}},
+                   "grid": {k: list(v) for k, v in a.grid.items()},
+                   "conversation_weight": Settings.from_env().recall.weights.conversation_weight},
         "machine": machine,
         "llm_calls": guard.calls,
         "results": aggregate(records, a.budget),

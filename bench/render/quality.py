@@ -322,6 +322,13 @@ def render_in_session_table(root: Path) -> str:
         ]
         for m, r in ((m, results[m]) for m in d["config"]["methods"])
     ]
+    weight = d["config"].get("conversation_weight")
+    if weight is not None:
+        rows[0][0] += f" (`conversation_weight={weight}`)"
+    rows[1:1] = [  # the grid's points, after the run's own settings
+        [f"the same, `{key}`", *(f"{r[k]:.2f}" for k in kinds), f"{r['overall']:.3f}", ""]
+        for key, r in results.get("grid", {}).items()
+    ]
     head = ["method", *(f"{k} ({counts[k]})" for k in kinds), "overall", "tokens"]
     idle, data = results["memory"]["idle"], d["data"]
     note = (
