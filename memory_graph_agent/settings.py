@@ -127,10 +127,8 @@ class RecallWeights(Group):
     )
     conversation_weight: float = setting(
         0.0,
-        "Weight of the conversation in progress as a ranking of recall's fusion: the "
-        "thread's older turns, newest first, each counts this / (recall_rrf_k + its rank), "
-        "so the split of the budget between the conversation and the rest of memory is "
-        "decided per turn; 0 leaves the conversation only what recall does not use.",
+        "The thread's older turns, newest first, as a ranking of recall's fusion (this / "
+        "(recall_rrf_k + rank)); 0: they get only what recall leaves of the budget.",
         ge=0,
     )
     turn_context_weight: float = setting(
