@@ -30,7 +30,7 @@ import numpy as np
 
 SCENARIOS = ("locomo", "longmemeval", "joint_cv", "window_share", "ingestion", "keyword_identity",
              "latency", "overhead", "graph_floor", "recall_path", "throughput", "embedding",
-             "peers", "growth", "soak")  # fmt: skip
+             "peers", "growth", "soak", "in_session")  # fmt: skip
 """Every benchmark, by module name in `bench`."""
 
 

@@ -19,7 +19,15 @@ from bench import joint_cv as cv
 from bench import locomo_pipeline as pipe
 from bench.harness import main, write_results
 from bench.locomo import bars
-from bench.locomo_scoring import CHUNK_TURNS, Shown, evidence_recall, message_tokens, raw_index, rrf
+from bench.locomo_scoring import (
+    CHUNK_TURNS,
+    RawIndex,
+    Shown,
+    evidence_recall,
+    message_tokens,
+    raw_index,
+    rrf,
+)
 from bench.longmemeval_data import QUESTION_TYPES, Haystack, load_longmemeval
 from bench.seeding import embed_batched
 
@@ -79,6 +87,18 @@ def score(hay: Haystack, found: Shown) -> dict[str, Any]:
     return out
 
 
+def hybrid_in_thread(
+    index: RawIndex, hay: Haystack, question: str, qvec: np.ndarray, budget: int
+) -> Shown:
+    """A plain agent in the thread: the newest two turns as messages, then hybrid in the rest."""
+    turns = hay.turns
+    carried = [t for ex in hay.sessions[-1].exchanges()[-THREAD_TURNS:] for t in ex]
+    carried_tokens = message_tokens([t.message() for t in carried])
+    rest = [i for i in rrf(index.orders(question, qvec)) if turns[i] not in carried]
+    ids, tokens = index.shown(rest, max(0, budget - carried_tokens))
+    return [t.dia_id for t in reversed(carried)] + ids, carried_tokens + tokens
+
+
 async def evaluate(
     b: pipe.Bench, hay: Haystack, budget: int, grid: dict[str, tuple[Any, ...]] = cv.GRID
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -117,13 +137,7 @@ async def evaluate(
     index = await raw_index(b.services.embeddings, ids, lines, embed_chunks=False)
     qvec = (await embed_batched(b.services.embeddings, [hay.question]))[0]
     contexts.update(index.baselines(hay.question, qvec, budget))
-    # a plain agent in the thread: the newest two turns as messages, then hybrid in the rest
-    carried = [t for ex in hay.sessions[-1].exchanges()[-THREAD_TURNS:] for t in ex]
-    carried_tokens = message_tokens([t.message() for t in carried])
-    rest = [i for i in rrf(index.orders(hay.question, qvec)) if turns[i] not in carried]
-    ids, tokens = index.shown(rest, max(0, budget - carried_tokens))
-    carried_ids = [t.dia_id for t in reversed(carried)]
-    contexts["hybrid_in_thread"] = (carried_ids + ids, carried_tokens + tokens)
+    contexts["hybrid_in_thread"] = hybrid_in_thread(index, hay, hay.question, qvec, budget)
     record = {
         "question_id": hay.question_id,
         "question_type": hay.question_type,

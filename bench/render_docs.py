@@ -44,6 +44,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "window-share": quality.render_window_share,
     "longmemeval-table": quality.render_longmemeval_table,
     "longmemeval-headline": quality.render_longmemeval_headline,
+    "in-session-table": quality.render_in_session_table,
     "joint-cv": quality.render_joint_cv,
     "peers-headline": speed.render_peers_headline,
     "peers-table": speed.render_peers_table,

@@ -125,6 +125,12 @@ class RecallWeights(Group):
         "off. Chosen by cross-validation on LoCoMo.",
         ge=0,
     )
+    conversation_weight: float = setting(
+        0.0,
+        "The thread's older turns, newest first, as a ranking of recall's fusion (this / "
+        "(recall_rrf_k + rank)); 0: they get only what recall leaves of the budget.",
+        ge=0,
+    )
     turn_context_weight: float = setting(
         0.25,
         "Share of each adjacent turn's embedding (the turns said just before and after) "

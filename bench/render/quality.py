@@ -6,7 +6,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from bench.render.common import load, machine, num, table
+from bench.render.common import cell, load, machine, num, table
 
 LME_ORDER = ["memory_in_budget", "memory_in_thread", "hybrid", "hybrid_in_thread", "bm25"]
 LME_ORDER += ["dense", "dense_chunks5", "window"]
@@ -245,3 +245,38 @@ def render_ingestion_table(root: Path) -> str:
         f"\n\nThe first {d['data']['turns']} turns of LongMemEval question "
         f"`{d['data']['question_id']}`, memory inline; on {machine(d)}."
     )
+
+
+def render_in_session_table(root: Path) -> str:
+    """Evidence in the context per question kind and method; the idle budget of ours."""
+    d = load(root, "in_session")
+    results, kinds = d["results"], d["config"]["kinds"]
+    counts = {k: sum(q["kind"] == k for q in d["questions"]) for k in kinds}
+    rows = [
+        [
+            cell(d["config"]["methods"][m]),
+            *(f"{r['recall'][k]:.2f}" for k in kinds),
+            f"{r['recall']['overall']:.3f}",
+            num(r["tokens"]["overall"], 0),
+        ]
+        for m, r in ((m, results[m]) for m in d["config"]["methods"])
+    ]
+    weight = d["config"].get("conversation_weight")
+    if weight is not None:
+        rows[0][0] += f" (`conversation_weight={weight}`)"
+    rows[1:1] = [  # the grid's points, after the run's own settings
+        [f"the same, `{key}`", *(f"{r[k]:.2f}" for k in kinds), f"{r['overall']:.3f}", ""]
+        for key, r in results.get("grid", {}).items()
+    ]
+    head = ["method", *(f"{k} ({counts[k]})" for k in kinds), "overall", "tokens"]
+    idle, data = results["memory"]["idle"], d["data"]
+    note = (
+        f"\n\n{data['conversations']} conversations of {data['exchanges']} exchanges "
+        f"(replies of {d['config']['reply_tokens'][0]}–{d['config']['reply_tokens'][1]} "
+        f"tokens), {data['questions']} questions, budget "
+        f"{num(d['config']['budget_tokens'], 0)} tokens. Questions whose context left more "
+        f"than {d['config']['idle_share']:.0%} of the budget unused while older messages of "
+        f"the conversation were left out: {idle['questions']} of {idle['of']}. Run on "
+        f"{machine(d)}, {d['runtime_s'] / 60:.0f} min."
+    )
+    return table(head, rows) + note

@@ -29,6 +29,11 @@ from memory_graph_agent.prompting.rendering import episode_header, render_memory
 from memory_graph_agent.prompting.screen import OnScreen, Screen
 from memory_graph_agent.recall.channels import CHANNELS, RecallChannel
 from memory_graph_agent.recall.channels.base import Found, Hit, Search, search_channels
+from memory_graph_agent.recall.conversation import (
+    conversation_chars,
+    conversation_items,
+    rank_conversation,
+)
 from memory_graph_agent.recall.entity_linking import link_entities, link_speakers, reach_entities
 from memory_graph_agent.recall.linking import NEIGHBOUR_PREFETCH, linked_turns
 from memory_graph_agent.recall.ranking import RRF_K, fill_budget, memory_score, recency, rrf
@@ -36,6 +41,7 @@ from memory_graph_agent.recall.topics import link_topics
 from memory_graph_agent.recall.updates import newest_first
 from memory_graph_agent.services.stores import Services
 from memory_graph_agent.settings import RecallWeights, Settings
+from memory_graph_agent.storage.episodes import EpisodeHit
 from memory_graph_agent.storage.outages import StoreUnavailable
 
 MIN_EPISODE_DEPTH = 20
@@ -211,6 +217,18 @@ async def _on_screen(
     return shown.of(held)
 
 
+async def _conversation(
+    services: Services, user_id: str, thread_id: str, budget: int, shown: set[str] | Screen | None
+) -> list[EpisodeHit]:
+    """A turn's thread, newest first, as much as ``budget`` could show (`recall.conversation`).
+
+    Only a turn's recall (``shown`` is its `Screen`) fills its budget from its thread.
+    """
+    if not isinstance(shown, Screen):
+        return []
+    return await services.episodes.recent(user_id, thread_id, conversation_chars(budget))
+
+
 async def record_access(services: Services, user_id: str, items: list[dict[str, Any]]) -> None:
     """Mark recalled summaries/reflections accessed (best effort: statistics only).
 
@@ -268,7 +286,7 @@ async def retrieve(
         weights = settings.recall.weights
         around = NEIGHBOUR_PREFETCH if weights.neighbour_weight > 0 else 0
         search = Search(settings, ctx.user_id, query, episode_depth(settings, budget), around)
-        found, on = await asyncio.gather(
+        found, on, recent = await asyncio.gather(
             search_channels(  # the keyword search and the window overlap the embedding
                 services,
                 search,
@@ -276,6 +294,7 @@ async def retrieve(
                 CHANNELS,
             ),
             _on_screen(services, ctx.user_id, thread_id, budget, shown),
+            _conversation(services, ctx.user_id, thread_id, at_most, shown),
         )
     memories = found.memories
     hits = fuse(found, settings.recall.min_similarity, weights.recall_rrf_k)
@@ -285,11 +304,17 @@ async def retrieve(
     )
     fused = link_topics(link_entities(linked, reached), query, weights.topic_weight)
     fused = link_speakers(fused, query, weights.speaker_weight)
+    fused = rank_conversation(
+        fused, recent, on.shown, weights.conversation_weight, weights.recall_rrf_k
+    )
     scored = score(fused, weights, datetime.now(UTC))
     if settings.recall.newest_first:  # an update never ranks below what it replaced
         scored = newest_first(scored, query)
     candidates = with_tokens(scored)
     kept, used = fill_budget(candidates, on.budget, exclude=on.shown)
+    if recent:  # what recall leaves goes to the conversation's older turns, newest first
+        more = with_tokens(conversation_items(recent, kept))
+        kept, used = fill_budget([*kept, *more], on.budget, exclude=on.shown)
     items = prompt_order(kept)
     metrics.record_similarities(items)
     if touch:

@@ -15,6 +15,7 @@ from memory_graph_agent.core.ids import validate_id
 from memory_graph_agent.storage.corpus_stats import corpus_statistics
 from memory_graph_agent.storage.entity_links import EntityLinks
 from memory_graph_agent.storage.episode_index import (
+    INDEXED_ROLES,
     SPEAKER_SQL,
     EpisodeHit,
     _to_message,
@@ -59,6 +60,8 @@ _LOG = (
     "CAST(:contents AS text[]), CAST(:ts AS timestamptz[])) "
     "WITH ORDINALITY AS m(id, role, name, content, ts, ord) ORDER BY m.ord ON CONFLICT DO NOTHING"
 )
+RECENT_TURNS = 200
+"""The newest turns of a thread `EpisodeLog.recent` returns at most."""
 _OPEN = "WHERE user_id = :user_id AND thread_id = :thread_id AND NOT summarized"
 
 
@@ -228,6 +231,33 @@ class EpisodeLog(EpisodeLinks):
             "AND message_id = ANY(CAST(:ids AS text[])) ORDER BY seq",
             {"user_id": user_id, "thread_id": thread_id, "ids": list(ids)},
         )
+
+    async def recent(
+        self, user_id: str, thread_id: str, chars: int, limit: int = RECENT_TURNS
+    ) -> list[EpisodeHit]:
+        """The thread's newest turns with text, newest first, as `EpisodeHit` (``Speaker: text``).
+
+        At most ``limit``; a turn is returned while the turns newer than it hold fewer than
+        ``chars`` characters together (so the first one past ``chars`` is the last).
+        """
+        rows = await self.db.query(
+            "SELECT message_id, role, name, content, ts FROM (SELECT message_id, role, name, "
+            "content, ts, seq, sum(length(content)) OVER (ORDER BY seq DESC) - length(content) "
+            "AS newer FROM episodes WHERE user_id = :user_id AND thread_id = :thread_id "
+            "AND role = ANY(CAST(:roles AS text[])) AND content <> '' "
+            "ORDER BY seq DESC LIMIT :limit) AS turns WHERE newer < :chars ORDER BY seq DESC",
+            {
+                "user_id": validate_id(user_id, "user_id"),
+                "thread_id": validate_id(thread_id, "thread_id"),
+                "roles": list(INDEXED_ROLES),
+                "limit": max(0, int(limit)),
+                "chars": max(0, int(chars)),
+            },
+        )
+        return [
+            EpisodeHit(thread_id, r["message_id"], episode_content(_to_message(r)), r["ts"])
+            for r in rows
+        ]
 
     async def latest(self, user_id: str, limit: int) -> list[tuple[str, StoredMessage]]:
         """The user's ``limit`` newest logged messages of any thread, oldest first.

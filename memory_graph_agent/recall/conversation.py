@@ -1,0 +1,86 @@
+"""The conversation in progress: what recall leaves of a turn's budget goes to its thread.
+
+A turn's recall takes what scores best; a question about the conversation itself ("what
+did I ask first?", "recap what we said") finds little that way, and older turns of the
+same thread reach the prompt only if they rank. So the budget recall leaves goes to the
+thread's own older turns (`EpisodeLog.recent`), newest first, each whole: one that does
+not fit is skipped for an older one that does. Nothing is shown twice: a turn on screen,
+recalled already, or quoted word for word by a recalled raw summary is passed over
+(`ranking.fill_budget`). The turns are shown like recalled turns, in the order said, and
+carry ``via: "conversation"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from memory_graph_agent.recall.items import episode_item
+from memory_graph_agent.storage.episodes import EpisodeHit
+
+CHARS_PER_TOKEN = 4
+"""ASCII's rate (`core.tokens`); other scripts cost more tokens per character."""
+
+
+def conversation_chars(budget: int) -> int:
+    """How much of the thread's newest text a ``budget`` of tokens may need.
+
+    The window and what recall shows of the thread may take the whole budget, the turns
+    still to fill it come before them: twice the budget's characters.
+    """
+    return 2 * CHARS_PER_TOKEN * max(0, budget)
+
+
+SCORE_PARTS = ("similarity", "keyword_score", "dense_rank", "keyword_rank", "rrf", "relevance")
+
+
+def unscored(hit: EpisodeHit) -> dict[str, Any]:
+    """A turn of the thread no search found, as a recalled turn with empty score parts."""
+    return {**episode_item(hit), **dict.fromkeys(SCORE_PARTS), "via": "conversation"}
+
+
+def conversation_items(
+    turns: Sequence[EpisodeHit], kept: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The thread's ``turns`` (newest first) as recalled turns, those ``kept`` left out.
+
+    Each carries ``via: "conversation"`` and no score: recall's fill takes them after
+    what it kept, in this order, while they fit (`ranking.fill_budget`).
+    """
+    taken = {str(item.get("id")) for item in kept}
+    items = []
+    for hit in turns:
+        if f"{hit.thread_id}:{hit.message_id}" not in taken:
+            items.append({**unscored(hit), "recency": None, "score": None})
+    return items
+
+
+def rank_conversation(
+    items: list[dict[str, Any]],
+    turns: Sequence[EpisodeHit],
+    shown: set[str],
+    weight: float,
+    k: int,
+) -> list[dict[str, Any]]:
+    """Fuse the conversation in progress as one more ranking: newest first, ``weight``.
+
+    The thread's older turns not on screen (``shown``) count ``weight / (k + rank)``,
+    added to the RRF of a turn a search found, or as the RRF of one nobody found (it
+    carries ``conversation_rank``). A question about the conversation finds little by
+    similarity, so its newest turns rank above weak hits; one that matches memory well
+    keeps its hits first. Best RRF first.
+    """
+    if weight <= 0 or not turns:
+        return items
+    by_id = {str(m.get("id")): m for m in items}
+    rank = 0
+    for hit in turns:
+        if hit.message_id in shown:
+            continue
+        rank += 1
+        item = by_id.get(f"{hit.thread_id}:{hit.message_id}")
+        if item is None:
+            item = by_id[f"{hit.thread_id}:{hit.message_id}"] = {**unscored(hit), "rrf": 0.0}
+        item["rrf"] = round(item["rrf"] + weight / (k + rank), 6)
+        item["conversation_rank"] = rank
+    return sorted(by_id.values(), key=lambda m: -m["rrf"])

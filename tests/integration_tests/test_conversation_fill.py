@@ -1,0 +1,109 @@
+"""The conversation in progress through the compiled graph: what recall leaves of the
+budget goes to the thread's own older turns, newest first, each whole, never shown twice,
+and the window and memories stay within ``memory_token_budget`` together."""
+
+from __future__ import annotations
+
+import uuid
+
+from langchain_core.messages import BaseMessage
+
+from memory_graph_agent.prompting.budgets import count_tokens
+from memory_graph_agent.settings import Settings
+from memory_graph_agent.testing import REPLY, ScriptedChatModel, block, default_handler
+from tests.conftest import say
+from tests.integration_tests.test_hybrid_recall import cost
+
+TOPICS = [
+    "Should I repot my fiddle-leaf fig in spring?",
+    "What's a good warm-up before bouldering?",
+    "How do I descale an espresso machine?",
+    "Which lens is best for street photography?",
+    "How long should sourdough proof overnight?",
+    "What should a wedding toast for my sister say?",
+    "How do I stop my cat scratching the sofa?",
+    "Is a heat pump worth it in a cold climate?",
+]
+RECAP = "Can you recap everything we talked about in this conversation?"
+
+
+def long_reply(messages: list[BaseMessage]) -> str:
+    """A reply of about 110 tokens that repeats the question's first words."""
+    if not messages or messages[-1].type != "human":
+        return default_handler(messages)
+    topic = str(messages[-1].content).rstrip("?")
+    return f"On '{topic}': " + " ".join(["here is one careful consideration."] * 12)
+
+
+def model() -> ScriptedChatModel:
+    return ScriptedChatModel(handlers={REPLY: long_reply})
+
+
+async def converse(agent, ctx, thread: str) -> dict:
+    for text in TOPICS:
+        await say(agent, ctx, thread, text)
+    return await say(agent, ctx, thread, RECAP)
+
+
+def shown_in(prompt: list[BaseMessage], text: str) -> int:
+    """How many times ``text`` is in the prompt: its memories block and its messages."""
+    memories = block(str(prompt[0].content), "memories")
+    return memories.count(text) + sum(str(m.content).count(text) for m in prompt[1:])
+
+
+async def test_the_thread_s_older_turns_fill_what_recall_leaves(graph_for, make_context):
+    fake = model()
+    ctx = make_context(model_obj=fake)
+    settings = Settings().override(summary_mode="raw")
+    state = await converse(graph_for(settings), ctx, f"t-{uuid.uuid4().hex[:8]}")
+    prompt = fake.prompts_for(REPLY)[-1]
+    # every topic of the conversation is in the prompt, once, as said
+    assert [shown_in(prompt, topic) for topic in TOPICS] == [1] * len(TOPICS)
+    recalled = state["recalled"]
+    window = prompt[1:-1]  # what the window showed: the prompt's messages before the question
+    assert cost(recalled) + count_tokens(window) <= settings.window.memory_token_budget
+    assert any(item.get("via") == "conversation" for item in recalled)
+
+
+async def test_a_small_budget_takes_the_newest_older_turns_whole(graph_for, make_context):
+    fake = model()
+    ctx = make_context(model_obj=fake)
+    budget = 700
+    settings = Settings().override(summary_mode="raw", memory_token_budget=budget)
+    state = await converse(graph_for(settings), ctx, f"t-{uuid.uuid4().hex[:8]}")
+    prompt = fake.prompts_for(REPLY)[-1]
+    recalled = state["recalled"]
+    used = cost(recalled) + count_tokens(prompt[1:-1])
+    assert used <= budget
+    shown = [shown_in(prompt, topic) for topic in TOPICS]
+    assert max(shown) == 1, "nothing is shown twice"
+    # the newest turn the window no longer shows comes first; the budget cannot hold all
+    assert shown[-3] == 1 and 0 in shown
+    said = [m for m in recalled if m.get("via") == "conversation"]
+    assert said, "older turns of the thread were taken"
+    # what is left unused could not hold any older message left out, whole
+    assert budget - used < 0.1 * budget
+
+
+async def test_a_conversation_weight_ranks_the_thread_s_newest_turns_above_weak_hits(
+    graph_for, make_context
+):
+    fake = model()
+    ctx = make_context(model_obj=fake)
+    settings = Settings().override(summary_mode="raw", memory_token_budget=700)
+    weighted = graph_for(settings.override(conversation_weight=2.0))
+    older = f"t-{uuid.uuid4().hex[:8]}"
+    for text in TOPICS:  # an older conversation of the same user: what recall may find
+        await say(weighted, ctx, older, text)
+    thread, replies = f"t-{uuid.uuid4().hex[:8]}", []
+    for text in TOPICS[:5]:
+        replies.append((await say(weighted, ctx, thread, text))["messages"][-1].id)
+    state = await say(weighted, ctx, thread, "What did you tell me 3 questions ago?")
+    recalled = {m["source_ids"][0]: m for m in state["recalled"] if m["kind"] == "episode"}
+    # the newest turn the window no longer shows ranks first in the conversation, and the
+    # reply three questions back (not in the window: the newest two turns) is shown
+    assert replies[-3] in recalled and recalled[replies[-3]]["conversation_rank"] >= 1
+    firsts = [m for m in recalled.values() if m.get("conversation_rank") == 1]
+    assert len(firsts) == 1 and firsts[0]["thread_id"] == thread
+    used = cost(state["recalled"]) + count_tokens(fake.prompts_for(REPLY)[-1][1:-1])
+    assert used <= 700
