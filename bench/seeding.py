@@ -21,6 +21,7 @@ import psycopg
 
 from bench.content import memory_text
 from memory_graph_agent.core.entities import entity_keys
+from memory_graph_agent.storage.halfvec import hnsw_index
 
 DIM = 384
 """Dimension of the benchmark embeddings (`bench.env.EMBEDDING`, MiniLM)."""
@@ -268,14 +269,8 @@ async def build_hnsw(database_url: str, maintenance_work_mem: str = "1GB") -> di
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
         await conn.execute(f"SET maintenance_work_mem = '{maintenance_work_mem}'")
         t0 = time.perf_counter()
-        await conn.execute(
-            f'CREATE INDEX IF NOT EXISTS "{HNSW_INDEX}" ON "{TABLE}" '
-            "USING hnsw (embedding vector_cosine_ops)"
-        )
-        await conn.execute(
-            f'CREATE INDEX IF NOT EXISTS "{TURN_HNSW_INDEX}" ON "{TURN_TABLE}" '
-            "USING hnsw (embedding vector_cosine_ops)"
-        )
+        await conn.execute(hnsw_index(TABLE))
+        await conn.execute(hnsw_index(TURN_TABLE))
         build_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         await conn.execute(f'VACUUM (ANALYZE) "{TABLE}"')

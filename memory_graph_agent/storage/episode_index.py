@@ -17,6 +17,7 @@ from langchain_core.embeddings import Embeddings
 
 from memory_graph_agent.core.ids import validate_id
 from memory_graph_agent.storage.entity_links import EntityLinks
+from memory_graph_agent.storage.halfvec import DISTANCE
 from memory_graph_agent.storage.memory_rows import VectorLiteral, _vector_literal
 from memory_graph_agent.storage.outages import guarded
 from memory_graph_agent.storage.postgres import Database, Statement
@@ -139,10 +140,9 @@ _KEYWORD_SQL = (
 
 
 _KNN_SQL = (
-    "SELECT thread_id, message_id, content, ts, "
-    "embedding <=> CAST(:q AS vector) AS distance "
+    f"SELECT thread_id, message_id, content, ts, {DISTANCE} AS distance "
     'FROM "{table}" WHERE user_id = :user_id {where}'
-    "ORDER BY embedding <=> CAST(:q AS vector) LIMIT :k"
+    f"ORDER BY {DISTANCE} LIMIT :k"
 )
 """The nearest turns of a user, maybe only some (``{where}``): `EpisodeIndex.dense_statements`."""
 
@@ -226,7 +226,7 @@ class EpisodeIndex:
         await self.db.run(
             (
                 f'INSERT INTO "{table}" (user_id, thread_id, message_id, embedding, content, ts) '
-                "SELECT :user_id, :thread_id, m.id, CAST(m.v AS vector), m.content, m.ts "
+                "SELECT :user_id, :thread_id, m.id, CAST(m.v AS halfvec), m.content, m.ts "
                 "FROM unnest(CAST(:ids AS text[]), CAST(:vectors AS text[]), "
                 "CAST(:contents AS text[]), CAST(:ts AS timestamptz[])) AS m(id, v, content, ts) "
                 "ON CONFLICT (user_id, thread_id, message_id) DO UPDATE SET "
