@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from memory_graph_agent.services.models import load_embeddings
 from memory_graph_agent.storage.corpus_stats import corpus_statistics
-from memory_graph_agent.storage.episode_index import episode_content
+from memory_graph_agent.storage.episode_index import _KNN_SQL, episode_content
 from memory_graph_agent.storage.episodes import _SCHEMA, EpisodeLog
 from memory_graph_agent.storage.memories import FILLFACTOR, MemoryStore
 from memory_graph_agent.storage.memory_rows import (
@@ -150,12 +150,13 @@ async def test_a_database_of_the_previous_version_is_upgraded_in_place(fresh_db)
         assert [m.id for m in remembered] == before[memories, q], q
     words = [h.message_id for h in await log.keyword_search(user, "Montreal bakery", 2)]
     assert words == keyword_before and set(words) == {"m2", "m3"}
-    # the searches' statements still read the HNSW index (no sort of every row)
-    for statements in (
-        log.dense_statements(user, vectors[QUESTIONS[0]], 3),
+    # the HNSW index still serves the searches' order (turns: as for a user of many turns)
+    literal = _vector_literal(vectors[QUESTIONS[0]])
+    knn = (_KNN_SQL.format(table=turns, where=""), {"user_id": user, "q": literal, "k": 3})
+    for *options, (sql, params) in (
+        [*log.dense_statements(user, vectors[QUESTIONS[0]], 3)[:-1], knn],
         store.search_statements(user, vectors[QUESTIONS[0]], 3),
     ):
-        *options, (sql, params) = statements
         plan = await db.run(
             *options,
             "SET LOCAL enable_seqscan = off",
