@@ -16,9 +16,10 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from memory_graph_agent.core.ids import validate_id
+from memory_graph_agent.storage import nearest_turns
 from memory_graph_agent.storage.entity_links import EntityLinks
-from memory_graph_agent.storage.halfvec import DISTANCE
 from memory_graph_agent.storage.memory_rows import VectorLiteral, _vector_literal
+from memory_graph_agent.storage.nearest_turns import _DENSE_SQL, _KNN_SQL
 from memory_graph_agent.storage.outages import guarded
 from memory_graph_agent.storage.postgres import Database, Statement
 from memory_graph_agent.storage.window import StoredMessage, parse_ts
@@ -137,36 +138,6 @@ _KEYWORD_SQL = (
     "ORDER BY score DESC, h.ts DESC, h.message_id, h.thread_id LIMIT :k"
 )
 """BM25-like keyword search of `EpisodeIndex.keyword_search` (``{table}``: the vector table)."""
-
-
-_KNN_SQL = (
-    f"SELECT thread_id, message_id, content, ts, {DISTANCE} AS distance "
-    'FROM "{table}" WHERE user_id = :user_id {where}'
-    f"ORDER BY {DISTANCE} LIMIT :k"
-)
-"""The nearest turns of a user, maybe only some (``{where}``): `EpisodeIndex.speaker_statements`."""
-EXACT_TURNS = 2000
-"""Up to this many indexed turns, a user's dense search reads them all and sorts them.
-
-The planner would rather walk the HNSW graph once the table is large, but filtered by
-user it visits every user's turns to find one user's k: with 1,000 turns each among 10
-users, 12 ms and 5,000 buffers per search, against 1.4 ms and 300 to read and sort the
-user's own (`bench.growth`, the read path's rise). Sorting is exact, and grows with the
-user's turns: beyond this many the graph is cheaper.
-"""
-_USER_TURNS = 'COALESCE((SELECT c.n FROM "{table}_corpus" c WHERE c.user_id = :user_id), 0)'
-_DENSE_SQL = (
-    "("
-    + _KNN_SQL.replace("{where}", f"AND {_USER_TURNS} > :exact ")
-    + ") UNION ALL ("
-    # ``+ 0``: an order the HNSW index cannot give, so the user's rows are read and sorted
-    + _KNN_SQL.replace("{where}", f"AND {_USER_TURNS} <= :exact ").replace(
-        f"ORDER BY {DISTANCE}", f"ORDER BY ({DISTANCE}) + 0"
-    )
-    + ")"
-)
-"""The nearest turns of a user (`EpisodeIndex.dense_statements`): the user's count of
-turns (`corpus_stats`) chooses one branch, the other is never executed."""
 
 
 def dense_hits(rows: list[dict[str, Any]]) -> list[EpisodeHit]:
@@ -363,7 +334,7 @@ class EpisodeIndex:
     ) -> list[Statement]:
         """The HNSW options and the kNN query of `dense_search` (rows for `dense_hits`)."""
         params = {"user_id": validate_id(user_id, "user_id"), "q": _vector_literal(vector), "k": k}
-        params["exact"] = EXACT_TURNS
+        params["exact"] = nearest_turns.EXACT_TURNS
         return [*self._dense_options(k), (_DENSE_SQL.format(table=self._table()), params)]
 
     def speaker_statements(

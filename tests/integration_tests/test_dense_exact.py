@@ -3,7 +3,7 @@ walks the HNSW graph beyond (real Postgres, real MiniLM): one branch runs, never
 
 from __future__ import annotations
 
-from memory_graph_agent.storage import episode_index
+from memory_graph_agent.storage import nearest_turns
 from tests.builders import log_turns
 
 TURNS = [
@@ -45,7 +45,7 @@ async def test_a_user_with_few_turns_is_sorted_exactly_and_many_walk_the_graph(
     assert not _graph_ran(plan)
     assert exact[0] == ids[2]
 
-    monkeypatch.setattr(episode_index, "EXACT_TURNS", len(TURNS) - 1)
+    monkeypatch.setattr(nearest_turns, "EXACT_TURNS", len(TURNS) - 1)
     walked, plan = await _plan(services, user_id, vector)
     assert _graph_ran(plan)
     assert walked == exact  # six turns: the graph finds the same nearest ones

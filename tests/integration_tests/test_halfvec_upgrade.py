@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from memory_graph_agent.services.models import load_embeddings
 from memory_graph_agent.storage.corpus_stats import corpus_statistics
-from memory_graph_agent.storage.episode_index import _KNN_SQL, episode_content
+from memory_graph_agent.storage.episode_index import episode_content
 from memory_graph_agent.storage.episodes import _SCHEMA, EpisodeLog
 from memory_graph_agent.storage.memories import FILLFACTOR, MemoryStore
 from memory_graph_agent.storage.memory_rows import (
@@ -15,6 +15,7 @@ from memory_graph_agent.storage.memory_rows import (
     _vector_literal,
     memory_id,
 )
+from memory_graph_agent.storage.nearest_turns import _KNN_SQL
 from memory_graph_agent.storage.window import StoredMessage
 from tests.builders import V1_VECTOR_SCHEMA
 from tests.conftest import EMBEDDING

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from memory_graph_agent.settings import Settings
-from memory_graph_agent.storage.episode_index import _KNN_SQL, MAX_SPEAKER_WORDS, SPEAKER_SQL
+from memory_graph_agent.storage.episode_index import MAX_SPEAKER_WORDS, SPEAKER_SQL
 from memory_graph_agent.storage.episodes import EpisodeLog
+from memory_graph_agent.storage.nearest_turns import _KNN_SQL
 
 VECTOR = [0.1] * 384
 LOG = EpisodeLog(db=None, dim=384)  # building a statement needs no server
