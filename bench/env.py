@@ -54,8 +54,9 @@ async def isolated_services(
     redis_url: str | None = None,
     key_prefix: str | None = None,
     tag: str = "bench",
+    keep: bool = False,
 ) -> AsyncIterator[BenchEnv]:
-    """A fresh database + key prefix (dropped afterwards), or the given ones (kept).
+    """A fresh database + key prefix (dropped afterwards unless ``keep``), or the given ones.
 
     Sets ``REDIS_URL`` / ``DATABASE_URL`` / ``MEMORY_KEY_PREFIX`` for the duration, so
     `services_session` opened inside connects there. Close those services before leaving.
@@ -77,8 +78,10 @@ async def isolated_services(
         with environment(values):
             yield env
     finally:
-        if owned:
+        if owned and not keep:
             await _drop_owned(env, server_url)
+        elif owned:
+            print(f"kept {env.database_url} and Redis keys {env.key_prefix}:*", file=sys.stderr)
 
 
 async def _drop_owned(env: BenchEnv, server_url: str | None) -> None:

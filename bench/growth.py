@@ -1,6 +1,7 @@
 """Growth: what each user's storage costs as conversations go on, retention on and off.
 
     python -m bench growth [--users 20] [--turns 3000] [--every 250] [--days-per-pass 20]
+        [--retention keep_latest] [--keep]
 
 Users talk round-robin through the compiled graph (`graph.builder.build_graph`, a
 `LocalScheduler`, the Postgres checkpointer and the instant fake model), a new thread every
@@ -144,7 +145,7 @@ async def run_one(retention: str, a: argparse.Namespace) -> dict[str, Any]:
     """
     rng = random.Random(a.seed)
     async with (
-        isolated_services(tag="growth") as env,
+        isolated_services(tag="growth", keep=a.keep) as env,
         services_session(EMBEDDING) as services,
         open_checkpointer(env.database_url) as saver,
     ):
@@ -254,7 +255,7 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
         raise ValueError("users, turns, every, session_turns and queries must be >= 1")
     if not 0 <= a.days_per_pass < float("inf"):  # NaN too
         raise ValueError(f"days_per_pass must be a number of days >= 0, got {a.days_per_pass!r}")
-    runs = [await run_one(retention, a) for retention in RETENTIONS]
+    runs = [await run_one(retention, a) for retention in a.retention or RETENTIONS]
     data = {
         "users": a.users,
         "turns": a.turns,
@@ -263,9 +264,8 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
         "days_per_pass": a.days_per_pass,
         "runs": runs,
         "per_user_per_1k_turns": {r["retention"]: per_user_per_1k(r, a.users) for r in runs},
-        "machine": runs[-1].pop("machine"),
+        "machine": [r.pop("machine") for r in runs][-1],
     }
-    runs[0].pop("machine")
     write_results(a.out, "growth", data, plot, show=() if a.quiet else ("growth-table",))
     return data
 
@@ -286,6 +286,8 @@ def flags(p: argparse.ArgumentParser) -> None:
         help="simulated days that go by before each maintenance pass (0: none)",
     )
     p.add_argument("--queries", type=int, default=50, help="read-path questions per probe")
+    p.add_argument("--retention", choices=RETENTIONS, action="append", help="only these modes")
+    p.add_argument("--keep", action="store_true", help="keep the databases (for EXPLAIN)")
 
 
 if __name__ == "__main__":

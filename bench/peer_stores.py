@@ -113,7 +113,7 @@ async def floor_peer(
         await conn.execute(f"SET {option}")
     sql = (
         f'SELECT langchain_id FROM "{TABLE}" WHERE user_id = %s '
-        "ORDER BY embedding <=> %s::vector LIMIT %s"
+        "ORDER BY embedding <=> %s::halfvec LIMIT %s"
     )
 
     async def knn(_text: str, vec: list[float]) -> int:

@@ -19,6 +19,7 @@ import psycopg
 
 from bench.content import memory_text
 from memory_graph_agent.core.entities import entity_keys
+from memory_graph_agent.storage.halfvec import hnsw_index
 
 DIM = 384
 """Dimension of the benchmark embeddings (`bench.env.EMBEDDING`, MiniLM)."""
@@ -241,9 +242,8 @@ async def build_hnsw(database_url: str, maintenance_work_mem: str = "1GB") -> di
 
         await conn.execute(f"SET maintenance_work_mem = '{maintenance_work_mem}'")
         t0 = time.perf_counter()
-        for index, table in ((HNSW_INDEX, TABLE), (TURN_HNSW_INDEX, TURN_TABLE)):
-            await conn.execute(f'CREATE INDEX IF NOT EXISTS "{index}" ON "{table}" '
-                               "USING hnsw (embedding vector_cosine_ops)")  # fmt: skip
+        for table in (TABLE, TURN_TABLE):
+            await conn.execute(hnsw_index(table))
         t1 = time.perf_counter()
         for table in (f'"{TABLE}"', f'"{TURN_TABLE}"', "episodes"):
             await conn.execute(f"VACUUM (ANALYZE) {table}")

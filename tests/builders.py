@@ -13,6 +13,22 @@ from memory_graph_agent.storage.window import StoredMessage
 
 TS = "2026-01-02T03:04:05+00:00"
 
+# `_vector_schema` at schema version 1: the tsvector stored as EXTENDED (out of line)
+V1_VECTOR_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS "{table}" (
+        user_id TEXT NOT NULL, thread_id TEXT NOT NULL, message_id TEXT NOT NULL,
+        embedding vector({dim}) NOT NULL, content TEXT NOT NULL, ts TIMESTAMPTZ NOT NULL,
+        tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED,
+        PRIMARY KEY (user_id, thread_id, message_id),
+        FOREIGN KEY (user_id, thread_id, message_id)
+            REFERENCES episodes (user_id, thread_id, message_id) ON DELETE CASCADE
+    )""",
+    'ALTER TABLE "{table}" ALTER COLUMN embedding SET STORAGE PLAIN',
+    'CREATE INDEX IF NOT EXISTS "{table}_tsv" ON "{table}" USING gin (tsv)',
+    'CREATE INDEX IF NOT EXISTS "{table}_hnsw" ON "{table}" '
+    "USING hnsw (embedding vector_cosine_ops)",
+]
+
 
 def msg(role: str, mid: str | None = None, content: str = "", tool_calls=None, tool_call_id=None):
     mid = mid or f"{role}-{uuid.uuid4().hex[:8]}"

@@ -16,8 +16,10 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from memory_graph_agent.core.ids import validate_id
+from memory_graph_agent.storage import nearest_turns
 from memory_graph_agent.storage.entity_links import EntityLinks
 from memory_graph_agent.storage.memory_rows import VectorLiteral, _vector_literal
+from memory_graph_agent.storage.nearest_turns import _DENSE_SQL, _KNN_SQL
 from memory_graph_agent.storage.outages import guarded
 from memory_graph_agent.storage.postgres import Database, Statement
 from memory_graph_agent.storage.window import StoredMessage, parse_ts
@@ -138,15 +140,6 @@ _KEYWORD_SQL = (
 """BM25-like keyword search of `EpisodeIndex.keyword_search` (``{table}``: the vector table)."""
 
 
-_KNN_SQL = (
-    "SELECT thread_id, message_id, content, ts, "
-    "embedding <=> CAST(:q AS vector) AS distance "
-    'FROM "{table}" WHERE user_id = :user_id {where}'
-    "ORDER BY embedding <=> CAST(:q AS vector) LIMIT :k"
-)
-"""The nearest turns of a user, maybe only some (``{where}``): `EpisodeIndex.dense_statements`."""
-
-
 def dense_hits(rows: list[dict[str, Any]]) -> list[EpisodeHit]:
     """The hits of `EpisodeIndex.dense_statements`' rows, nearest first."""
     # relaxed_order may return them slightly out of order
@@ -226,7 +219,7 @@ class EpisodeIndex:
         await self.db.run(
             (
                 f'INSERT INTO "{table}" (user_id, thread_id, message_id, embedding, content, ts) '
-                "SELECT :user_id, :thread_id, m.id, CAST(m.v AS vector), m.content, m.ts "
+                "SELECT :user_id, :thread_id, m.id, CAST(m.v AS halfvec), m.content, m.ts "
                 "FROM unnest(CAST(:ids AS text[]), CAST(:vectors AS text[]), "
                 "CAST(:contents AS text[]), CAST(:ts AS timestamptz[])) AS m(id, v, content, ts) "
                 "ON CONFLICT (user_id, thread_id, message_id) DO UPDATE SET "
@@ -341,7 +334,8 @@ class EpisodeIndex:
     ) -> list[Statement]:
         """The HNSW options and the kNN query of `dense_search` (rows for `dense_hits`)."""
         params = {"user_id": validate_id(user_id, "user_id"), "q": _vector_literal(vector), "k": k}
-        return [*self._dense_options(k), (_KNN_SQL.format(table=self._table(), where=""), params)]
+        params["exact"] = nearest_turns.EXACT_TURNS
+        return [*self._dense_options(k), (_DENSE_SQL.format(table=self._table()), params)]
 
     def speaker_statements(
         self,

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from memory_graph_agent.core.ids import validate_id
+from memory_graph_agent.storage import halfvec
 from memory_graph_agent.storage.corpus_stats import corpus_statistics
 from memory_graph_agent.storage.entity_links import EntityLinks
 from memory_graph_agent.storage.episode_index import (
@@ -35,8 +36,9 @@ from memory_graph_agent.storage.window import StoredMessage, parse_ts
 
 SCHEMA_VERSION = 1
 """Raise it with a change to `_SCHEMA`: `Database.migrate` runs it again."""
-VECTOR_SCHEMA_VERSION = 2
-"""Raise it with a change to `_vector_schema`. 2: the keyword channel's corpus statistics."""
+VECTOR_SCHEMA_VERSION = 3
+"""Raise it with a change to `_vector_schema`. 2: the keyword channel's corpus statistics;
+3: ``halfvec`` vectors (`halfvec.to_halfvec`), ``tsv`` without positions (`_TSV`)."""
 SPEAKER_SCHEMA_VERSION = 1
 """Raise it with a change to `_speaker_schema` (its own component: adding the index to a
 table made before reruns neither the table's DDL nor its statistics' recount)."""
@@ -65,29 +67,33 @@ RECENT_TURNS = 200
 _OPEN = "WHERE user_id = :user_id AND thread_id = :thread_id AND NOT summarized"
 
 
-_TSV = "tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED"
+_TSV = "tsv tsvector GENERATED ALWAYS AS (strip(to_tsvector('english', content))) STORED"
+"""The words of a turn for the keyword channel, without their positions: BM25 reads which
+words a turn has and how many (`episode_index`), never where they are."""
 
 
 def _vector_schema(table: str, dim: int) -> list[str]:
     return [
         f"""CREATE TABLE IF NOT EXISTS "{table}" (
             user_id TEXT NOT NULL, thread_id TEXT NOT NULL, message_id TEXT NOT NULL,
-            embedding vector({dim}) NOT NULL, content TEXT NOT NULL, ts TIMESTAMPTZ NOT NULL,
+            embedding {halfvec.column(dim)} NOT NULL, content TEXT NOT NULL,
+            ts TIMESTAMPTZ NOT NULL,
             {_TSV},
             PRIMARY KEY (user_id, thread_id, message_id),
             FOREIGN KEY (user_id, thread_id, message_id)
                 REFERENCES episodes (user_id, thread_id, message_id) ON DELETE CASCADE
         )""",
+        halfvec.to_halfvec(table, dim),
         # In-row vectors (see storage.memories); the primary key doubles as the btree on
         # user_id that every per-user query filters on.
         f'ALTER TABLE "{table}" ALTER COLUMN embedding SET STORAGE PLAIN',
         # In-row tsvectors too: the keyword channel tests each candidate's, and one out of
         # line (TOAST) costs a second lookup per row. A table made before keeps its values
-        # out of line until rewritten: the column is made again, in place (`_inline_tsv`).
+        # out of line, or with positions, until rewritten: the column is made again, in
+        # place (`_inline_tsv`).
         _inline_tsv(table),
         f'CREATE INDEX IF NOT EXISTS "{table}_tsv" ON "{table}" USING gin (tsv)',
-        f'CREATE INDEX IF NOT EXISTS "{table}_hnsw" ON "{table}" '
-        "USING hnsw (embedding vector_cosine_ops)",
+        halfvec.hnsw_index(table),
         *corpus_statistics(table),
     ]
 
@@ -108,10 +114,12 @@ def _speaker_schema(table: str) -> list[str]:
 
 
 def _inline_tsv(table: str) -> str:
-    """Store ``tsv`` as MAIN (in the row), rewriting the table once if it was not."""
+    """Store ``tsv`` as `_TSV` says, MAIN (in the row); rewrite the table once if it was not."""
     return (
-        "DO $$ BEGIN IF (SELECT attstorage FROM pg_attribute "
-        f"WHERE attrelid = '\"{table}\"'::regclass AND attname = 'tsv') <> 'm' THEN "
+        "DO $$ BEGIN IF (SELECT a.attstorage <> 'm' OR pg_get_expr(d.adbin, d.adrelid) "
+        "NOT LIKE 'strip(%' FROM pg_attribute a JOIN pg_attrdef d "
+        "ON d.adrelid = a.attrelid AND d.adnum = a.attnum "
+        f"WHERE a.attrelid = '\"{table}\"'::regclass AND a.attname = 'tsv') THEN "
         f'ALTER TABLE "{table}" DROP COLUMN tsv, ADD COLUMN {_TSV}, '
         "ALTER COLUMN tsv SET STORAGE MAIN; END IF; END $$"
     )

@@ -17,6 +17,7 @@ from sqlalchemy.exc import ProgrammingError
 
 from memory_graph_agent.core.ids import validate_id
 from memory_graph_agent.core.kinds import MemoryKind
+from memory_graph_agent.storage import halfvec
 from memory_graph_agent.storage.memory_lifecycle import MemoryLifecycle
 from memory_graph_agent.storage.memory_rows import (
     _META_NAMES,
@@ -34,13 +35,14 @@ from memory_graph_agent.storage.memory_rows import (
 from memory_graph_agent.storage.outages import guarded
 from memory_graph_agent.storage.postgres import Database, Statement
 
-SCHEMA_VERSION = 2
-"""Raise it with a change to the DDL of `MemoryStore.open`: `Database.migrate` runs it again."""
+SCHEMA_VERSION = 3
+"""Raise it with a change to the DDL of `MemoryStore.open`: `Database.migrate` runs it again.
+3: ``halfvec`` vectors (`halfvec.to_halfvec`)."""
 FILLFACTOR = 75
 """Percent of a heap page that inserts fill, leaving room to update a row in place.
 
-A row is 1.6 to 2 KB (the 1.5 KB vector is kept inline; a longer text is TOASTed at
-~2 KB), so a full page holds 4. Without a quarter kept free, recording a recall
+A row is 0.9 to 2 KB (the 776-byte ``halfvec`` is kept inline; a longer text is TOASTed
+at ~2 KB), so a full page holds 4 to 8. Without a quarter kept free, recording a recall
 (`MemoryStore.touch`) finds no room on the row's page and writes the new version
 elsewhere, with a new entry in every index, the HNSW one included; with it the update
 is heap-only (HOT) and the indexes are left alone.
@@ -92,7 +94,9 @@ class MemoryStore(MemoryLifecycle):
         await db.migrate(
             table,
             SCHEMA_VERSION,
-            # Keep the 1.5 KB vectors in the row: out-of-line (TOAST) storage makes every
+            # `PGVectorStore` creates the column as ``vector``: half the bytes as ``halfvec``
+            halfvec.to_halfvec(table, dim),
+            # Keep the vectors in the row: out-of-line (TOAST) storage makes every
             # distance computation fetch a second tuple and steers the planner off HNSW.
             f'ALTER TABLE "{table}" ALTER COLUMN embedding SET STORAGE PLAIN',
             # Rows written from now on; a page filled before keeps its rows until a touch
@@ -106,8 +110,7 @@ class MemoryStore(MemoryLifecycle):
             ),
             f'CREATE INDEX IF NOT EXISTS "{table}_user_kind" '
             f'ON "{table}" (user_id, kind, stored_at)',
-            f'CREATE INDEX IF NOT EXISTS "{table}_hnsw" ON "{table}" '
-            "USING hnsw (embedding vector_cosine_ops)",
+            halfvec.hnsw_index(table),
             force=not exists[0]["ok"],  # a table created just now (again) needs its columns
         )
         query_options = _IterativeHNSW(iterative=await db.iterative_scans())
@@ -197,9 +200,9 @@ class MemoryStore(MemoryLifecycle):
             *(f"SET LOCAL {p}" for p in self.query_options),
             (
                 f"SELECT langchain_id, content, {', '.join(_META_NAMES)}, "
-                "embedding <=> CAST(:q AS vector) AS distance "
+                f"{halfvec.DISTANCE} AS distance "
                 f'FROM "{self.table}" WHERE {where} '
-                "ORDER BY embedding <=> CAST(:q AS vector) LIMIT :k",
+                f"ORDER BY {halfvec.DISTANCE} LIMIT :k",
                 {
                     "user_id": user_id,
                     "q": _vector_literal(vector),

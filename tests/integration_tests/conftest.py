@@ -20,7 +20,7 @@ from graph.builder import build_graph
 from memory_graph_agent.local import embedded
 from memory_graph_agent.local.embedded import ensure_services
 from memory_graph_agent.settings import Settings
-from memory_graph_agent.storage.postgres import with_database
+from memory_graph_agent.storage.postgres import Database, with_database
 from memory_graph_agent.testing import environment
 from tests.conftest import EMBEDDING
 from tests.integration_tests.dev_server import Credentials, DevServer, client, running_dev_server
@@ -79,6 +79,22 @@ def memory_env(shared_home: Path) -> Iterator[dict[str, str]]:
         r.close()
         with psycopg.connect(urls.database_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+
+
+@pytest.fixture
+async def fresh_db(memory_env):
+    """A database of its own (dropped afterwards), for a schema made from scratch."""
+    url = memory_env["DATABASE_URL"]
+    name = f"cs_{uuid.uuid4().hex[:12]}"
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    db = Database.connect(with_database(url, name))
+    try:
+        yield db
+    finally:
+        await db.aclose()
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(scope="session")

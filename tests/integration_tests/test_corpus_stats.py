@@ -7,16 +7,13 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-import psycopg
-import pytest
-
 from bench.keyword_identity import SAMPLED_KEYWORD_SQL
 from memory_graph_agent.storage.corpus_stats import corpus_tables
 from memory_graph_agent.storage.episodes import _SCHEMA, EpisodeLog
 from memory_graph_agent.storage.forget import forget_user
-from memory_graph_agent.storage.postgres import Database, with_database
+from memory_graph_agent.storage.postgres import Database
 from memory_graph_agent.storage.window import StoredMessage
-from tests.builders import log_turns
+from tests.builders import V1_VECTOR_SCHEMA, log_turns
 
 TURNS = [
     "I keep bees on my balcony in Lisbon.",
@@ -32,22 +29,6 @@ QUESTIONS = [
     "kitchen green Porto tiles",
     "bees cello kitchen drone refund",
     "nothing matches zebra",
-]
-
-# `_vector_schema` at schema version 1: the tsvector stored as EXTENDED (out of line)
-V1_VECTOR_SCHEMA = [
-    """CREATE TABLE IF NOT EXISTS "{table}" (
-        user_id TEXT NOT NULL, thread_id TEXT NOT NULL, message_id TEXT NOT NULL,
-        embedding vector({dim}) NOT NULL, content TEXT NOT NULL, ts TIMESTAMPTZ NOT NULL,
-        tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED,
-        PRIMARY KEY (user_id, thread_id, message_id),
-        FOREIGN KEY (user_id, thread_id, message_id)
-            REFERENCES episodes (user_id, thread_id, message_id) ON DELETE CASCADE
-    )""",
-    'ALTER TABLE "{table}" ALTER COLUMN embedding SET STORAGE PLAIN',
-    'CREATE INDEX IF NOT EXISTS "{table}_tsv" ON "{table}" USING gin (tsv)',
-    'CREATE INDEX IF NOT EXISTS "{table}_hnsw" ON "{table}" '
-    "USING hnsw (embedding vector_cosine_ops)",
 ]
 
 
@@ -155,22 +136,6 @@ async def test_ranking_is_the_sampled_statistics_ranking_below_the_sample(servic
     for question in QUESTIONS:
         expected = await sampled_search(db, table, user, question, 4)
         assert await keyword(services.episodes, user, question, 4) == expected, question
-
-
-@pytest.fixture
-async def fresh_db(memory_env):
-    """A database of its own (dropped afterwards), for a schema made from scratch."""
-    url = memory_env["DATABASE_URL"]
-    name = f"cs_{uuid.uuid4().hex[:12]}"
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    db = Database.connect(with_database(url, name))
-    try:
-        yield db
-    finally:
-        await db.aclose()
-        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 async def test_the_migration_converts_a_table_of_the_previous_schema(fresh_db):

@@ -34,7 +34,7 @@ async def _insert_crowd(services, users: list[str], direction: list[float]) -> N
     vector = (
         "(SELECT array_agg((CAST(:q AS float8[]))[d] "
         f"+ {NOISE} * sin(u.n * 12.9898 + j * 78.233 + d * 37.719) ORDER BY d) "
-        f"FROM generate_series(1, {dim}) d)::vector"
+        f"FROM generate_series(1, {dim}) d)::halfvec"
     )
     crowd = (
         "FROM unnest(CAST(:users AS text[])) WITH ORDINALITY AS u(id, n), "
@@ -96,7 +96,7 @@ async def test_without_iterative_scans_the_crowd_hides_a_users_rows(crowd, servi
     name = services.memories.table if table == "memories" else services.episodes.vector_table
     query = (
         f'SELECT user_id FROM "{name}" WHERE user_id = :user_id '
-        "ORDER BY embedding <=> CAST(:q AS vector) LIMIT :k"
+        "ORDER BY embedding <=> CAST(:q AS halfvec) LIMIT :k"
     )
     vector = "[" + ",".join(f"{x:.7g}" for x in direction) + "]"
     counts = {}

@@ -7,6 +7,7 @@ import pytest
 from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.episode_index import MAX_SPEAKER_WORDS, SPEAKER_SQL
 from memory_graph_agent.storage.episodes import EpisodeLog
+from memory_graph_agent.storage.nearest_turns import _KNN_SQL
 
 VECTOR = [0.1] * 384
 LOG = EpisodeLog(db=None, dim=384)  # building a statement needs no server
@@ -34,7 +35,9 @@ def test_speaker_turns_are_one_scan_with_the_dense_searchs_options():
     assert options == dense_options  # the same ef_search (of the dense search's k)
     assert sql.count("ORDER BY embedding <=>") == 1 and "UNION" not in sql
     assert sql.count(SPEAKER_SQL.replace("content", "s.content")) == 1  # the probe
-    assert sql.startswith(knn.split(" ORDER BY")[0])  # the dense search, narrowed
+    # the dense search's kNN, narrowed (the dense search picks it or an exact sort by count)
+    assert sql.startswith(_KNN_SQL.format(table=LOG.vector_table, where="").split(" ORDER BY")[0])
+    assert knn.count("UNION ALL") == 1 and params["user_id"] == "u1"
     assert params["speakers"] == ["melanie", "read"] and params["k"] == 40
     assert params["user_id"] == "u1"
 

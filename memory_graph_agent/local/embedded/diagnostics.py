@@ -34,6 +34,8 @@ def vector_selfcheck(
 ) -> None:
     """Check that an HNSW index finds a stored vector as its own nearest neighbour, or raise.
 
+    The vectors are ``halfvec``, as the stores keep them (`storage.halfvec`).
+
     The ``vector`` extension is created first if the database has none yet. ``probe`` (a
     real embedding) is stored among the generated vectors of its size and must be found.
 
@@ -53,15 +55,15 @@ def vector_selfcheck(
         ) as conn:
             # a fresh database has none until the stores open; they create it the same way
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            conn.execute(f"CREATE TEMP TABLE memory_agent_selfcheck (id int, v vector({dim}))")
+            conn.execute(f"CREATE TEMP TABLE memory_agent_selfcheck (id int, v halfvec({dim}))")
             with conn.cursor() as cur:
-                cur.executemany("INSERT INTO memory_agent_selfcheck VALUES (%s, %s::vector)", rows)
-            conn.execute("CREATE INDEX ON memory_agent_selfcheck USING hnsw (v vector_cosine_ops)")
+                cur.executemany("INSERT INTO memory_agent_selfcheck VALUES (%s, %s::halfvec)", rows)
+            conn.execute("CREATE INDEX ON memory_agent_selfcheck USING hnsw (v halfvec_cosine_ops)")
             with conn.transaction():
                 conn.execute("SET LOCAL enable_seqscan = off")
                 found = conn.execute(
-                    "SELECT id, v <=> %s::vector FROM memory_agent_selfcheck "
-                    "ORDER BY v <=> %s::vector LIMIT 1",
+                    "SELECT id, v <=> %s::halfvec FROM memory_agent_selfcheck "
+                    "ORDER BY v <=> %s::halfvec LIMIT 1",
                     (probe_row[1], probe_row[1]),
                 ).fetchone()
             conn.execute("DROP TABLE memory_agent_selfcheck")
