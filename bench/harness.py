@@ -1,16 +1,9 @@
 """The one runner and the one writer of the benchmarks.
 
-``python -m bench <scenario> [flags]`` (or ``python -m bench.<scenario> [flags]``) builds the
-scenario's command line from the common flags it names in ``COMMON`` and its own ``flags``,
-then calls its ``run(args)`` (a coroutine is run to its end) and exits 1 if it returns
-False, with the int it returns, else 0. A scenario is a module of `bench` with::
-
-    COMMON = ("out", "seed")              # the shared flags it takes (default: ("out",))
-    def flags(p: ArgumentParser) -> None  # its own flags (optional)
-    async def run(a: Namespace) -> Any  # False: exit 1; an int: that status
-
-Results go through `write_results`: ``<out>/<name>.json`` and, when the scenario draws
-one, ``<out>/<name>.png``.
+``python -m bench <scenario> [flags]`` parses the common flags the scenario names in
+``COMMON`` (default ``("out",)``) and those its ``flags(parser)`` adds, then calls its
+``run(args)`` (a coroutine is run to its end): exit 1 if it returns False, the int it
+returns, else 0. Results go through `write_results`: ``<out>/<name>.json`` and its plot.
 """
 
 from __future__ import annotations
@@ -35,17 +28,7 @@ SCENARIOS = ("locomo", "longmemeval", "joint_cv", "window_share", "ingestion", "
 
 def parse_ints(text: str) -> list[int]:
     """``"1000,10k,1e5"`` → ``[1000, 10000, 100000]``."""
-    out = []
-    for raw in text.split(","):
-        raw = raw.strip().lower()
-        if not raw:
-            continue
-        mult = 1
-        if raw.endswith("k"):
-            raw, mult = raw[:-1], 1000
-        elif raw.endswith("m"):
-            raw, mult = raw[:-1], 1_000_000
-        out.append(int(float(raw) * mult))
+    out = [int(float(v.strip().lower().replace("k", "e3"))) for v in text.split(",") if v.strip()]
     if not out or any(v < 1 for v in out):
         raise ValueError(f"expected a comma-separated list of positive integers, got {text!r}")
     return out
@@ -169,15 +152,6 @@ def ms_stats(seconds: Sequence[float]) -> dict[str, float | int | None]:
     return {"n": int(a.size), "p50": p50, "p95": p95, "p99": p99,
             "mean": round(float(a.mean()), 3), "min": round(float(a.min()), 3),
             "max": round(float(a.max()), 3)}  # fmt: skip
-
-
-def bars(ax: Any, labels: list[str], stats: list[dict[str, Any]], **ticks: Any) -> None:
-    """Side-by-side p50 and p95 bars of ``stats`` (`ms_stats`), one pair per label."""
-    xs = np.arange(len(labels))
-    for shift, q in ((-0.2, "p50"), (0.2, "p95")):
-        ax.bar(xs + shift, [s[q] or 0.0 for s in stats], 0.4, label=q)
-    ax.set_xticks(xs, labels, **({"ha": "right"} if ticks.get("rotation") else {}), **ticks)
-    ax.legend()
 
 
 def say(quiet: bool, *args: Any) -> None:

@@ -12,7 +12,7 @@ run, and how long the next turn waits; turns that formed memory apart (docs/benc
 memory-less twin (``agent_only`` for the middleware when it ran, else ``respond_only``),
 whole and minus what recall waited for the query embedding (``embed_wait``). Then the
 background runs are drained and every message checked to be in exactly one summary
-(`bench.verify`). Memory's own model cost: ``--cost-conversations`` whole conversations
+(`bench.soak_report`). Memory's own model cost: ``--cost-conversations`` whole conversations
 replayed with the instant fake model, memory inline; calls and tokens per turn by
 purpose, from the per-user totals (`memory_graph_agent.storage.costs`).
 """
@@ -34,8 +34,8 @@ from bench.fake_model import register_instant_model, register_paced_model
 from bench.harness import main, ms_stats, write_results
 from bench.locomo import DEFAULT_DATA
 from bench.locomo_data import load_locomo
+from bench.soak_report import verify_conversation
 from bench.timing import CURRENT_TURN, TurnRecord, build_baseline_graph, instrument
-from bench.verify import verify_conversation
 from graph.background import LocalScheduler
 from graph.builder import build_graph
 from graph.context import Context

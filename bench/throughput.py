@@ -16,7 +16,7 @@ to ``respond_only`` (`bench.timing.respond_only`: the same node, no memory), fir
 turn: what memory adds to the time to first token (TTFT) is each pair's difference. Then
 ``--conversations`` conversations (own user and thread, spread over the replicas) run
 ``--turns`` turns at once: turns/s (to the last reply), p50/p95 TTFT and reply end, the
-wait for the memory runs, 0 lost / duplicated (`bench.verify`), and the CPU seconds
+wait for the memory runs, 0 lost / duplicated (`bench.soak_report`), and the CPU seconds
 (psutil) from the turns to the memory drain of the servers (and their children), the run
 database's Postgres backends, Redis (shared with anything else using it), the fake model,
 this client, and the machine.
@@ -49,7 +49,7 @@ from langgraph_sdk import get_client
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.harness import main, ms_stats, say, write_results
-from bench.verify import verify_conversation
+from bench.soak_report import verify_conversation
 from memory_graph_agent.core.memory_threads import memory_thread_id
 from memory_graph_agent.core.server_token import server_token
 from memory_graph_agent.services.stores import services_session
