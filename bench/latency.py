@@ -1,20 +1,13 @@
 """Time to first token, to the reply and to the next turn, with a model of realistic speed.
 
-    python -m bench latency [--turns 120] [--first-token 0.3] [--tokens-per-s 40]
-                            [--cost-conversations 2] [--modes respond_only,background,...]
+    python -m bench latency [--turns 120] [--modes respond_only,background,...]
 
-``--turns`` LoCoMo turns through each agent of ``--modes`` (`MODES`: our ``respond`` node
-alone, our graph with memory inline or in the background, ``create_agent`` without and
-with `MemoryMiddleware`), each with a fresh `bench.fake_model.PacedChatModel`, streaming.
-Per turn: time to the first reply token (TTFT), to the whole reply, to the end of the
-run, and how long the next turn waits; turns that formed memory apart (docs/benchmarks.md).
-"Memory adds to TTFT" is each turn's TTFT minus that of the same turn of the run's
-memory-less twin (``agent_only`` for the middleware when it ran, else ``respond_only``),
-whole and minus what recall waited for the query embedding (``embed_wait``). Then the
-background runs are drained and every message checked to be in exactly one summary
-(`bench.soak_report`). Memory's own model cost: ``--cost-conversations`` whole conversations
-replayed with the instant fake model, memory inline; calls and tokens per turn by
-purpose, from the per-user totals (`memory_graph_agent.storage.costs`).
+``--turns`` LoCoMo turns through each agent of `MODES` (our ``respond`` node alone, our
+graph with memory inline or in the background, ``create_agent`` without and with
+`MemoryMiddleware`), each with a paced fake model. "Memory adds to TTFT" is each turn's
+TTFT minus that of the same turn of the memory-less twin, whole and without what recall
+waited for the query embedding. Then every message is checked to be in exactly one summary,
+and ``--cost-conversations`` whole conversations replayed (memory inline) for its model cost.
 """
 
 from __future__ import annotations

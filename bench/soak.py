@@ -2,12 +2,10 @@
 
     python -m bench soak [--users 20] [--turns 300] [--concurrency 10] [--out bench/out]
 
-Each user's thread runs through the compiled graph, ``--concurrency`` turns at a time,
-while the chat model fails at random (`bench.fake_model.FaultyChatModel`), the private
-Redis and PostgreSQL are killed and restarted, a worker process is SIGKILLed inside a
-memory run and maintenance runs every ``--maintain-every`` s (`bench.soak_faults`). Then
-every conversation gets one more turn, memory is drained and each is checked: messages
-lost / duplicated (must be 0 / 0), failed turns by cause, recovery per fault, growth.
+Each user's thread runs through the compiled graph while the model fails at random, the
+private Redis and PostgreSQL are killed and restarted, a worker is SIGKILLed inside a
+memory run and maintenance runs on a timer (`bench.soak_faults`). Then every conversation
+gets one more turn, memory is drained and each is checked (`bench.soak_report`).
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ from langchain_core.messages import HumanMessage
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_faulty_model
-from bench.harness import args, main, ms_stats, say, write_results
+from bench.harness import main, ms_stats, say, write_results
 from bench.soak_faults import Servers, WorkerKill, inject, private_home, schedule
 from bench.soak_report import (
     DEGRADED,
@@ -178,7 +176,7 @@ async def run_soak(a: argparse.Namespace, home: Path | None = None) -> dict[str,
 
 
 async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
-    rng = random.Random(a.seed)
+    rng, a.rates = random.Random(a.seed), {name: getattr(a, name) for name in RATES}
     say(a.quiet, f"[soak] private home {home}, database {env.database_url.split('?')[0]}")
     info = await machine_info(env.database_url)
     info["uptime_at_start"] = uptime()
@@ -346,16 +344,8 @@ def flags(p: argparse.ArgumentParser) -> None:
         p.add_argument(f"--{name.replace('_', '-')}-rate", type=float, default=rate, dest=name)
 
 
-def options(argv: list[str] | None = None, **overrides: Any) -> argparse.Namespace:
-    """Parsed flags (``overrides`` by name, for tests), with ``rates`` gathered."""
-    a = args("soak", argv, **overrides)
-    a.rates = {name: getattr(a, name) for name in RATES}
-    return a
-
-
 async def run(a: argparse.Namespace) -> bool:
     """Run the soak; true when no message was lost or duplicated."""
-    a.rates = {name: getattr(a, name) for name in RATES}
     return (await run_soak(a))["verification"]["ok"]
 
 

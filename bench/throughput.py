@@ -1,25 +1,13 @@
 """Turns per second and reply latency through the HTTP API: `langgraph dev` beside Aegra.
 
-    python -m bench throughput [--engines dev,aegra:1,aegra:2,aegra:4] [--conversations 12]
-                               [--turns 12] [--reply-first-turns 60] [--server-python PY]
+    python -m bench throughput [--engines dev,aegra:1,aegra:2,aegra:4] [--server-python PY]
 
-Each engine serves the repository's graphs from processes the run starts, over one fresh
-database and key prefix: ``dev`` is `langgraph dev` (one process, in-memory runtime),
-``aegra:N`` N Aegra replicas (uvicorn processes) with the Redis broker, whose workers take
-any replica's runs. The model is `bench.fake_model.openai_app`, an OpenAI-compatible
-streaming server in a process of its own; summaries are raw; MiniLM embeds in each server.
-``--server-python`` runs the servers (Aegra needs 3.12+); this process is the client
-(``langgraph_sdk``, a JWT per user) and opens the embedded Postgres and Redis.
-
-Per engine, ``--reply-first-turns`` turns one at a time, each sent to ``memory_agent`` and
-to ``respond_only`` (`bench.timing.respond_only`: the same node, no memory), first in
-turn: what memory adds to the time to first token (TTFT) is each pair's difference. Then
-``--conversations`` conversations (own user and thread, spread over the replicas) run
-``--turns`` turns at once: turns/s (to the last reply), p50/p95 TTFT and reply end, the
-wait for the memory runs, 0 lost / duplicated (`bench.soak_report`), and the CPU seconds
-(psutil) from the turns to the memory drain of the servers (and their children), the run
-database's Postgres backends, Redis (shared with anything else using it), the fake model,
-this client, and the machine.
+Each engine (``dev``: `langgraph dev`; ``aegra:N``: N Aegra replicas with the Redis broker)
+serves the repository's graphs over one fresh database and key prefix, with the fake model
+of `bench.fake_model.openai_app` in a process of its own and raw summaries. Per engine:
+``--reply-first-turns`` turns one at a time to ``memory_agent`` and to ``respond_only``
+(what memory adds to TTFT), then ``--conversations`` × ``--turns`` at once: turns/s, TTFT,
+reply end, the memory drain, 0 lost / duplicated, and the CPU seconds of each process group.
 """
 
 from __future__ import annotations

@@ -112,9 +112,10 @@ async def test_peer_benchmark_tiny(tmp_path):
 @pytest.mark.slow  # kills and restarts its servers, then waits out the leases
 async def test_soak_benchmark_tiny(private_home, tmp_path):
     # its own embedded servers (private_home): the soak kills Redis and stops Postgres
-    from bench.soak import options, run_soak
+    from bench.soak import run_soak
 
-    a = options(
+    a = args(
+        "soak",
         ["--users", "3", "--turns", "24", "--out", str(tmp_path), "--quiet"],
         window_size=4,
         summary_batch=2,
