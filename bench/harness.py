@@ -52,13 +52,6 @@ COMMON_FLAGS: dict[str, tuple[tuple[str, dict[str, Any]], ...]] = {
         ("--per-other-user", {"type": int, "default": 1000, "help": "memories of each of them"}),
         ("--pool", {"type": int, "default": 2048, "help": "texts embedded for the vectors"}),
     ),
-    "vectors": (
-        ("--vectors", {"choices": ("perturbed", "real", "random"), "default": "perturbed",
-                       "help": "seeded vectors: pooled MiniLM embeddings + noise, every row "
-                       "embedded, or random unit vectors"}),
-        ("--maintenance-work-mem", {"default": "1GB",
-                                    "help": "session setting for the HNSW build"}),
-    ),
 }  # fmt: skip
 """The flags several scenarios share, by group: written once."""
 

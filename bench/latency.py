@@ -241,7 +241,7 @@ async def _cost_replay(services: Any, saver: Any, locomo: Path, conversations: i
                                    ("output_tokens", "output"))}  # fmt: skip
         per_conversation.append({"turns": len(texts), **per_turn, "by_purpose": cost})
         print(f"[latency] cost replay: {per_conversation[-1]}", flush=True)
-    model = "InstantChatModel (scripted), memory inline"
+    model = "ScriptedChatModel (instant), memory inline"
     return {"conversations": per_conversation, "model": model}
 
 

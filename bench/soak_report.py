@@ -49,11 +49,7 @@ def failure_cause(exc: BaseException) -> str:
 
 
 class Maintainer:
-    """The maintenance pass of ``memory-agent maintain --all-users``, on a timer, recorded.
-
-    No benchmark-only path: what it prunes, expires, evicts, compacts or archives is what
-    the product's pass decides. A pass that meets a killed server fails with its cause.
-    """
+    """The pass of ``memory-agent maintain --all-users`` on a timer, each pass recorded."""
 
     def __init__(self, services: Any, saver: Any, context: Context, settings: Any,
                  every_s: float, timeout_s: float, t0: float) -> None:  # fmt: skip
@@ -175,9 +171,7 @@ async def verify_soak(services: Any, convs: dict[str, str], records: list[dict])
     """Each completed turn's message logged once, every logged message in exactly one place.
 
     The places: a summary's ``source_ids``, the window, pending, a claimed batch or the dead
-    letters; a claimed batch already summarized but not acknowledged is counted apart
-    (``summarized_unacked``: its next claim upserts the same summary). The seen-set view
-    (`verify_conversation`) runs beside it.
+    letters (a claimed batch summarized but not acknowledged is ``summarized_unacked``).
     """
     total: Counter[str] = Counter()
     samples: list[str] = []
@@ -306,12 +300,10 @@ async def sample_growth(services: Any, database_url: str, t0: float, turns: int)
     except Exception:  # noqa: BLE001 - Redis is down right now
         sample.update(redis_keys=None, redis_used_memory=None, seen_total=None)
     try:
-        async with await psycopg.AsyncConnection.connect(
-            database_url, autocommit=True, connect_timeout=3
-        ) as c:
-            rows = await (
-                await c.execute("SELECT relname, n_live_tup FROM pg_stat_user_tables")
-            ).fetchall()
+        connect = psycopg.AsyncConnection.connect(database_url, autocommit=True, connect_timeout=3)
+        async with await connect as c:
+            query = "SELECT relname, n_live_tup FROM pg_stat_user_tables"
+            rows = await (await c.execute(query)).fetchall()
             size = await (await c.execute("SELECT pg_database_size(current_database())")).fetchone()
         sample.update(pg_rows={n: int(c) for n, c in rows}, pg_bytes=int(size[0]))
     except Exception:  # noqa: BLE001 - Postgres is down right now
