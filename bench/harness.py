@@ -91,12 +91,6 @@ def main(scenario: str, argv: list[str] | None = None) -> int:
     return 1 if result is False else 0
 
 
-def write_json(path: Path, data: Any) -> None:
-    """Write indented JSON (creating the folder)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
-
-
 def write_results(
     out: Path | str,
     name: str,
@@ -110,17 +104,20 @@ def write_results(
     ``show`` names the docs' regions (`bench.render_docs`) to print, rendered from ``out``
     as the docs will be once the JSON is committed.
     """
-    out = Path(out)
-    json_path = out / f"{name}.json"
-    write_json(json_path, data)
+    json_path, png_path = Path(out) / f"{name}.json", Path(out) / f"{name}.png"
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(data, indent=2, default=str) + "\n")
     if show:
-        print("\n\n".join(_shown(region, out) for region in show))
+        print("\n\n".join(_shown(region, Path(out)) for region in show))
     if figure is None:
         return json_path, None
-    plt = pyplot()
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)  # no display needed
+    import matplotlib.pyplot as plt
+
     fig = figure(data, plt)
     fig.tight_layout()
-    png_path = out / f"{name}.png"
     fig.savefig(png_path, dpi=dpi)
     plt.close(fig)
     return json_path, png_path
@@ -151,16 +148,6 @@ def say(quiet: bool, *args: Any) -> None:
     """Progress on stderr, unless ``quiet``."""
     if not quiet:
         print(*args, file=sys.stderr, flush=True)
-
-
-def pyplot():  # noqa: ANN201
-    """matplotlib.pyplot with the Agg backend (no display needed)."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def quiet_logs() -> None:

@@ -297,11 +297,12 @@ def plot_soak(data: dict[str, Any], records: list[dict], plt: Any) -> Any:
     """Turns completed and failed over time, with the faults."""
     fig, ax = plt.subplots(figsize=(10, 4))
     t0 = min(r["start"] for r in records)
-    width = max(5.0, (max(r["end"] for r in records) - t0) / 60)
-    for ok, color in ((True, "tab:blue"), (False, "tab:red")):
-        ends = [r["end"] - t0 for r in records if r["ok"] is ok]
-        ax.hist(ends, bins=max(1, int(max(ends, default=0) // width) + 1), color=color,
-                label="turns completed" if ok else "turns failed")  # fmt: skip
+    span = max(r["end"] for r in records) - t0
+    width = max(5.0, span / 60)
+    ends = [[r["end"] - t0 for r in records if r["ok"] is ok] for ok in (True, False)]
+    bins = [i * width for i in range(int(span // width) + 2)]
+    ax.hist(ends, bins=bins, stacked=True, color=["tab:blue", "tab:red"],
+            label=["turns completed", "turns failed"])  # fmt: skip
     for f in data["faults"]:
         ax.axvline(f["at_s"], color="black", ls="--", lw=1)
         ax.text(f["at_s"], ax.get_ylim()[1], f["kind"], rotation=90, fontsize=7, va="top")
