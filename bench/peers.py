@@ -8,8 +8,9 @@ row for row into each peer's table (`bench.peer_stores`). The same questions go 
 system in a rotating order: the floor (query embedding + one raw filtered kNN), Mem0,
 LangGraph's store, langchain-postgres' ``PGVectorStore`` and our ``MemoryStore.search``,
 each with its embedding and pre-embedded; and our read path, a turn of the compiled graph
-from ``ainvoke`` to the start of ``respond`` (LangGraph's default durability and the CLI's
-``"exit"``; memory runs are a no-op). Reported: p50/p95, × the floor's p50, results of k.
+from ``ainvoke`` to the start of ``respond``, with the durability the graph picks for a turn,
+as the server and the CLI run it (memory runs are a no-op). Reported: p50/p95, × the
+floor's p50, results of k.
 """
 
 from __future__ import annotations
@@ -40,18 +41,16 @@ from bench.peer_stores import (
     open_peers,
     package_versions,
 )  # fmt: skip
-from bench.render.speed import READ_PATH, READ_PATH_EXIT, peer_order
+from bench.render.speed import READ_PATH, peer_order
 from bench.seeding import VectorSource, embed_batched, seed_size
 from bench.timing import instrument, timed, timed_turn
 from graph.builder import build_builder
 from graph.context import Context
-from graph.durability import TURN_DURABILITY
+from graph.durability import turn_durability
 from graph.prefetch import as_memory_graph
 from memory_graph_agent.services.stores import open_checkpointer, services_session
 from memory_graph_agent.settings import Settings
 
-READ_PATHS = {READ_PATH: None, READ_PATH_EXIT: TURN_DURABILITY}
-"""Our read paths by their turn's durability: LangGraph's default and the CLI's ``"exit"``."""
 WITH, PRE = "with_embedding", "pre_embedded"
 OPTIONS = ("other_users", "per_other_user", "vectors", "pool", "seed", "checkpointer")
 """Flags recorded in the results' ``config`` as they are."""
@@ -63,10 +62,9 @@ async def _no_memory_run(context: Context, thread_id: str, compress: bool, *_: A
     """The memory scheduler of the benchmark graph (`MemoryScheduler`): runs never start."""
 
 
-async def _read_path(graph: Any, ctx: Context, thread: str, text: str, durability: str | None):
+async def _read_path(graph: Any, ctx: Context, thread: str, text: str):
     """One turn; the seconds from ``ainvoke`` to ``respond`` and their parts."""
-    options = {"durability": durability} if durability else {}
-    rec, turn, state = await timed_turn(graph, ctx, thread, text, **options)
+    rec, turn, state = await timed_turn(graph, ctx, thread, text)
     read, nodes, wait = rec.starts["respond"] - rec.sent, rec.nodes, rec.total("embed_wait")
     kinds = [item["kind"] for item in state.get("recalled") or []]
     return {
@@ -121,7 +119,10 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
             saver = InMemorySaver()
         builder = build_builder(services, settings, _no_memory_run)
         compiled = builder.compile(checkpointer=saver, name="memory_agent_read_path")
-        graph = timed(as_memory_graph(compiled, services.embeddings))  # as `build_graph` does
+        durability = turn_durability(settings, _no_memory_run)
+        graph = timed(
+            as_memory_graph(compiled, services.embeddings, durability)
+        )  # as `build_graph`
 
         questions = [user_question(rng) for _ in range(a.queries)]
         query_vecs = (await embed_batched(services.embeddings, questions)).tolist()
@@ -152,7 +153,7 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
         for p in systems:
             calls.append((p.name, WITH, lambda i, p=p: p.search(questions[i])))
             calls.append((p.name, PRE, lambda i, p=p: p.search_pre(questions[i], query_vecs[i])))
-        calls += [(name, "graph", None) for name in READ_PATHS]
+        calls.append((READ_PATH, "graph", None))
 
         layout: dict[str, Any] = {}
         results: list[dict[str, Any]] = []
@@ -173,14 +174,12 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
             )
             thread = f"peers-{size}-{tag}"
             samples: dict[tuple[str, str], list[tuple[float, int]]] = {}
-            read_paths: dict[str, list[dict[str, float]]] = {name: [] for name in READ_PATHS}
+            read_paths: dict[str, list[dict[str, float]]] = {READ_PATH: []}
             for i in range(a.warmup + a.queries):
                 q, shift = i % len(questions), i % len(calls)
                 for name, mode, call in calls[shift:] + calls[:shift]:
-                    if mode == "graph":  # a thread per read path: their checkpoints apart
-                        durability = READ_PATHS[name]
-                        turn_thread = f"{thread}-{durability or 'default'}"
-                        parts = await _read_path(graph, ctx, turn_thread, questions[q], durability)
+                    if mode == "graph":
+                        parts = await _read_path(graph, ctx, thread, questions[q])
                         if i >= a.warmup:
                             read_paths[name].append(parts)
                         continue
@@ -214,6 +213,7 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
                 "our_embeddings": EMBEDDING,
                 "min_similarity": min_similarity,
                 "recall_mode": ctx.recall_mode,
+                "turn_durability": durability,
                 "order": "every query goes to every system, in a rotating order",
             },
             "peers": {p.name: p.settings for p in systems if p.settings},

@@ -50,6 +50,9 @@ def machine(data: dict[str, Any]) -> str:
     load_avg = m.get("loadavg_at_start")
     if load_avg:
         text += f", load average {load_avg[0]:.1f} at start"
+    end = data.get("loadavg_at_end") or (data.get("sizes") or [{}])[-1].get("loadavg_after")
+    if load_avg and end:
+        text += f" and {end[0]:.1f} at the end"
     return text
 
 

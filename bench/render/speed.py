@@ -7,8 +7,8 @@ from typing import Any
 
 from bench.render.common import load, machine, num, pair, table
 
-READ_PATH, READ_PATH_EXIT = "ours: read path", "ours: read path, CLI turn"
-PEER_FIRST, PEER_LAST = ["floor"], ["ours: MemoryStore.search", READ_PATH, READ_PATH_EXIT]
+READ_PATH = "ours: read path"
+PEER_FIRST, PEER_LAST = ["floor"], ["ours: MemoryStore.search", READ_PATH]
 
 
 def peer_order(systems: dict[str, Any]) -> list[str]:
@@ -25,7 +25,7 @@ def render_peers_table(root: Path) -> str:
     head.append("pre-embedded p50 ms, " + " / ".join(num(s["size"], 0) for s in sizes))
     rows = []
     for name in peer_order(sizes[-1]["systems"]):
-        cells = [f"**{name}**" if name in (READ_PATH, READ_PATH_EXIT) else name]
+        cells = [f"**{name}**" if name == READ_PATH else name]
         for s in sizes:
             w = s["systems"].get(name, {}).get("with_embedding")
             if not w:
@@ -34,7 +34,7 @@ def render_peers_table(root: Path) -> str:
             ret = w.get("returned") or {}
             got = (
                 f"{ret['mean']:.1f} items"
-                if name in (READ_PATH, READ_PATH_EXIT)
+                if name == READ_PATH
                 else f"{ret.get('mean', 0):.2f} / {ret.get('k', '?')}"
             )
             cells.append(f"{pair(w['latency'])} ({w.get('x_floor_p50', 0):.2f}×, {got})")
@@ -83,18 +83,11 @@ def render_peers_headline(root: Path) -> str:
     peers = [n for n in peer_order(sy) if n not in PEER_FIRST + PEER_LAST]
     best = min(peers, key=lambda n: sy[n]["with_embedding"]["latency"]["p50"])
     search = ours["with_embedding"]["latency"]["p50"]
-    cli = sy.get(READ_PATH_EXIT, {}).get("with_embedding")
-    cli_part = (
-        f", {num(cli['latency']['p50'])} ms ({cli['x_floor_p50']:.2f}×) for a CLI turn "
-        "(its checkpoint written once, at its end)"
-        if cli
-        else ""
-    )
     return (
         f"Read path of a turn at {num(s['size'], 0)} memories of the user (profile, recall with "
         f"its embedding, the graph's steps, up to the model call): "
         f"**{num(rp['latency']['p50'])} ms p50** ({rp['x_floor_p50']:.2f}× a bare pgvector "
-        f"query with its embedding){cli_part}; our search alone {num(search)} ms, the fastest "
+        f"query with its embedding), as the server and the CLI run it; our search alone {num(search)} ms, the fastest "
         f"peer ({best}) {num(sy[best]['with_embedding']['latency']['p50'])} ms; "
         f"on {machine(d)}."
     )
