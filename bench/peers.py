@@ -3,14 +3,13 @@
     python -m bench peers [--sizes 1000,10000,100000] [--queries 200] [--out bench/out]
 
 Needs the ``peers`` extra; a peer whose package is missing is reported unavailable. Per
-size the benchmark user's memories are seeded as `bench.overhead` seeds them and copied
-row for row into each peer's table (`bench.peer_stores`). The same questions go to every
-system in a rotating order: the floor (query embedding + one raw filtered kNN), Mem0,
-LangGraph's store, langchain-postgres' ``PGVectorStore`` and our ``MemoryStore.search``,
-each with its embedding and pre-embedded; and our read path, a turn of the compiled graph
-from ``ainvoke`` to the start of ``respond``, with the durability the graph picks for a turn,
-as the server and the CLI run it (memory runs are a no-op). Reported: p50/p95, × the
-floor's p50, results of k.
+size the benchmark user's memories are seeded (`bench.seeding`) and copied row for row
+into each peer's table (`bench.peer_stores`). The same questions go to every system in a
+rotating order: the floor (query embedding + one raw filtered kNN), Mem0, LangGraph's
+store, langchain-postgres' ``PGVectorStore`` and our ``MemoryStore.search``, each with its
+embedding and pre-embedded; and our read path, a turn of the compiled graph from
+``ainvoke`` to the start of ``respond`` with the durability the graph picks (memory runs
+are a no-op). Reported: p50/p95, × the floor's p50, results of k.
 """
 
 from __future__ import annotations
@@ -52,7 +51,7 @@ from memory_graph_agent.services.stores import open_checkpointer, services_sessi
 from memory_graph_agent.settings import Settings
 
 WITH, PRE = "with_embedding", "pre_embedded"
-OPTIONS = ("other_users", "per_other_user", "vectors", "pool", "seed", "checkpointer")
+OPTIONS = ("other_users", "per_other_user", "pool", "seed", "checkpointer")
 """Flags recorded in the results' ``config`` as they are."""
 BREAKDOWN = ("read_path", "read_path_excl_embedding", "embed_query", "embed_wait",
              "load_profile", "recall", "search", "touch", "graph_overhead", "turn")  # fmt: skip
@@ -158,15 +157,15 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
         layout: dict[str, Any] = {}
         results: list[dict[str, Any]] = []
         seeded = 0
-        source = VectorSource(a.vectors, services.embeddings, rng, pool=a.pool)
+        source = VectorSource(services.embeddings, rng, pool=a.pool)
         for size_index, size in enumerate(sizes):
             seeding, our_index = await seed_size(
                 url, user, seeded, size, others if size_index == 0 else [], a.per_other_user,
-                source, anchor, a.maintenance_work_mem, say=lambda m: say(a.quiet, f"[peers] {m}"),
+                source, anchor, say=lambda m: say(a.quiet, f"[peers] {m}"),
             )  # fmt: skip
             seeded = size
             say(a.quiet, "[peers] filling the peers' tables")
-            peer_fill = await fill(url, others_peers, a.maintenance_work_mem)
+            peer_fill = await fill(url, others_peers)
             if size_index == 0:
                 layout = await check_layout(url, others_peers, user)
             say(
@@ -304,7 +303,7 @@ def plot_peers(data: dict[str, Any], plt: Any) -> Any:
     return fig
 
 
-COMMON = ("out", "seed", "seeded", "vectors", "database", "redis", "quiet")
+COMMON = ("out", "seed", "seeded", "database", "redis", "quiet")
 
 
 def flags(p: argparse.ArgumentParser) -> None:

@@ -88,7 +88,6 @@ async def test_peer_benchmark_tiny(tmp_path):
         "langchain-postgres PGVectorStore",
         "ours: MemoryStore.search",
         "ours: read path",
-        "ours: read path, CLI turn",
     } | ({"Mem0"} if has_mem0 else set())
     assert set(systems) == expected
     assert ("mem0" in data["unavailable"]) is not has_mem0
@@ -101,11 +100,10 @@ async def test_peer_benchmark_tiny(tmp_path):
     assert systems["floor"]["with_embedding"]["x_floor_p50"] == 1.0
     assert systems["floor"]["pre_embedded"]["returned"]["min"] == 5  # 200 memories, k = 5
     _sane(systems["query embedding"]["alone"]["latency"], 10)
-    for read_path in ("ours: read path", "ours: read path, CLI turn"):
-        parts = systems[read_path]["breakdown"]
-        for key in ("read_path", "embed_query", "load_profile", "recall", "search"):
-            _sane(parts[key], 10)
-        assert parts["read_path"]["min"] > parts["embed_query"]["min"]
+    parts = systems["ours: read path"]["breakdown"]
+    for key in ("read_path", "embed_query", "load_profile", "recall", "search"):
+        _sane(parts[key], 10)
+    assert parts["read_path"]["min"] > parts["embed_query"]["min"]
     assert data["layout_check"] and all(c["same"] for c in data["layout_check"].values())
 
 
