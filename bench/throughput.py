@@ -120,10 +120,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def _engine(spec: str, env: dict[str, str], python: str, folder: Path) -> list[tuple]:
-    """``(process, url)`` of each server of ``spec``, one after the other.
-
-    Aegra's first replica migrates its tables.
-    """
+    """``(process, url)`` of each server of ``spec``, one after the other."""
     servers, config = [], str(folder / "lg.json")
     for i in range(int(spec.partition(":")[2] or 1)):
         port = _free_port()
@@ -197,10 +194,7 @@ async def _conversation(
 
 
 async def _memory_drained(pairs: list[tuple[Any, str, str]], quiet_s: float) -> float:
-    """Seconds until no memory run of these (client, user, thread) is pending or running.
-
-    It must stay so for ``quiet_s``: a server waits ``MEMORY_DELAY_S`` before it creates one.
-    """
+    """Seconds until no memory run of these (client, user, thread) is due, for ``quiet_s``."""
     start, quiet_since = time.perf_counter(), None
     while time.perf_counter() - start < 600:
         busy = False
@@ -288,10 +282,7 @@ def _server_env(a: argparse.Namespace, env: Any, model_url: str, secret: str) ->
 
 
 async def run(a: argparse.Namespace) -> bool:
-    """Each engine of ``--engines`` in turn; write throughput.json.
-
-    True when no turn failed and nothing was lost, duplicated or foreign.
-    """
+    """Each engine in turn; true when no turn failed and nothing was lost or duplicated."""
     python = a.server_python or sys.executable
     version = subprocess.run([python, "-c", "import sys; print(sys.version.split()[0])"],
                              capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
