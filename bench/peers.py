@@ -271,35 +271,24 @@ def summarize_size(
 
 
 def plot_peers(data: dict[str, Any], plt: Any) -> Any:
-    """Two panels: p50 (bars) with p95 whiskers per size, with embedding and pre-embedded."""
-    rs, c, m = data["sizes"], data["config"], data["machine"]
+    """p50 (bars) with p95 whiskers per system and size, with the query embedding."""
+    rs, m = data["sizes"], data["machine"]
     names = peer_order(rs[-1]["systems"])
-    fig, axes = plt.subplots(1, 2, figsize=(14, 5.5))
+    fig, ax = plt.subplots(figsize=(9, 5.5))
     width = 0.8 / max(1, len(names))
-    for ax, mode, title in (
-        (axes[0], WITH, "with the query embedding (read path: up to the model call)"),
-        (axes[1], PRE, "pre-embedded (search alone)"),
-    ):
-        for j, name in enumerate(names):
-            found = [(i, r["systems"].get(name, {}).get(mode)) for i, r in enumerate(rs)]
-            found = [(i, e["latency"]) for i, e in found if e]
-            if found:
-                xs = [i + (j - (len(names) - 1) / 2) * width for i, _ in found]
-                p50 = [lat["p50"] for _, lat in found]
-                err = [[0] * len(found), [lat["p95"] - lat["p50"] for _, lat in found]]
-                ax.bar(xs, p50, width, yerr=err, capsize=2, label=name)
-        ax.set_xticks(range(len(rs)), [f"{r['size']:,}" for r in rs])
-        others = c["other_users"] * c["per_other_user"]
-        ax.set_xlabel(f"memories of the benchmark user (plus {others:,} of other users)")
-        ax.set_yscale("log")  # Mem0 grows to hundreds of ms, the others stay at a few
-        ax.set_ylabel("ms, log scale (bar p50, whisker p95)")
-        ax.set_title(title, fontsize=10)
-        ax.legend(fontsize=7)
-    fig.suptitle(
-        f"peers on one Postgres {m['postgres']} + pgvector {m['pgvector']}: {m['cpu_model']}, "
-        f"{m['cores']} cores, load {m['loadavg_at_start'][0]:.1f} at start",
-        fontsize=10,
-    )
+    for j, name in enumerate(names):
+        found = [(i, r["systems"].get(name, {}).get(WITH)) for i, r in enumerate(rs)]
+        found = [(i, e["latency"]) for i, e in found if e]
+        xs = [i + (j - (len(names) - 1) / 2) * width for i, _ in found]
+        err = [[0] * len(found), [lat["p95"] - lat["p50"] for _, lat in found]]
+        ax.bar(xs, [lat["p50"] for _, lat in found], width, yerr=err, capsize=2, label=name)
+    ax.set_xticks(range(len(rs)), [f"{r['size']:,}" for r in rs])
+    ax.set_xlabel("memories of the benchmark user")
+    ax.set_yscale("log")  # Mem0 grows to hundreds of ms, the others stay at a few
+    load = m["loadavg_at_start"][0]
+    ax.set(ylabel="ms, log scale (bar p50, whisker p95)",
+           title=f"with the query embedding; {m['cpu_model']}, load {load:.1f}")  # fmt: skip
+    ax.legend(fontsize=7)
     return fig
 
 
