@@ -1,13 +1,10 @@
 """Simulated time for a benchmark: age what is stored, as if days had gone by.
 
-The product reads the real clock, so a benchmark that wants months to pass moves the stored
-timestamps back instead, on its own database and key prefix only: `age_stores` ages by
-``days`` what decay, expiry, eviction, compaction and decision retention read. Postgres:
-`POSTGRES_COLUMNS`. Redis: each profile fact's, history entry's and tombstone's stamps, and
-key TTLs (shortened by ``days``; a key whose TTL is not longer is deleted, as Redis would
-have). Not aged: ``stored_at`` (only compared between rows), message stamps (what was said
-when: nothing that removes data reads them), checkpoints (kept by count) and the memory
-queue (drained before aging).
+The product reads the real clock, so `age_stores` moves back by ``days`` the stamps that
+decay, expiry, eviction, compaction and decision retention read, on the run's own database
+and key prefix: `POSTGRES_COLUMNS`; the profile's facts, history and tombstones; key TTLs
+(a key whose TTL is not longer is deleted). Not aged: ``stored_at`` (only compared between
+rows), message stamps, checkpoints (kept by count) and the queue (drained before aging).
 """
 
 from __future__ import annotations
@@ -99,10 +96,8 @@ async def age_redis(redis: Redis, prefix: str, days: float) -> dict[str, int]:
             counts["history_entries"] += len(entries)
         elif kind == "profile_forgotten":
             stamps = await redis.hgetall(key)
-            mapping = {
-                f: shift_iso(v.decode() if isinstance(v, bytes) else v, days)
-                for f, v in stamps.items()
-            }
+            mapping = {f: shift_iso(v.decode() if isinstance(v, bytes) else v, days)
+                       for f, v in stamps.items()}  # fmt: skip
             if mapping:
                 await redis.hset(key, mapping=mapping)
             counts["tombstones"] += len(mapping)
@@ -119,11 +114,7 @@ async def age_redis(redis: Redis, prefix: str, days: float) -> dict[str, int]:
 
 
 async def age_stores(redis: Redis, prefix: str, database_url: str, days: float) -> dict[str, Any]:
-    """Age everything the maintenance pass reads by ``days`` (> 0), in Postgres and Redis.
-
-    Run it while nothing else writes (turns done, memory drained): it reads and rewrites.
-    Returns what it aged: ``postgres`` rows per table and ``redis`` counts.
-    """
+    """Age what maintenance reads by ``days`` (> 0), while nothing else writes; the counts."""
     if not days > 0:
         raise ValueError(f"days must be > 0, got {days!r}")
     return {

@@ -99,28 +99,16 @@ async def _drop_owned(env: BenchEnv, server_url: str | None) -> None:
             await conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
 
 
-def _cpuinfo() -> dict[str, str]:
-    """The first CPU's fields of /proc/cpuinfo, keys lower-cased (empty if unreadable)."""
+def cpu_id() -> dict[str, Any]:
+    """The CPU's model name, family, model, AVX-512 and VNNI (from /proc/cpuinfo)."""
     fields: dict[str, str] = {}
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             key, _, value = line.partition(":")
             fields.setdefault(key.strip().lower(), value.strip())
-    return fields
-
-
-def cpu_model() -> str:
-    """The CPU model name from /proc/cpuinfo."""
-    return _cpuinfo().get("model name") or platform.processor() or "unknown"
-
-
-def cpu_id() -> dict[str, Any]:
-    """Family, model, AVX-512 and VNNI: what tells two CPUs of one model name apart."""
-    fields = _cpuinfo()
-    if not fields:
-        return {}
     flags = set(fields.get("flags", "").split())
-    return {"family": fields.get("cpu family"), "model": fields.get("model"),
+    return {"name": fields.get("model name") or platform.processor() or "unknown",
+            "family": fields.get("cpu family"), "model": fields.get("model"),
             **{f: f in flags for f in ("avx512f", "avx512_vnni", "avx_vnni")}}  # fmt: skip
 
 
@@ -156,8 +144,8 @@ async def machine_info(database_url: str) -> dict[str, Any]:
         "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
         "cores": os.cpu_count(),
         "cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "cpu_model": cpu_model(),
-        "cpu_id": cpu_id(),
+        "cpu_model": (cpu := cpu_id()).pop("name"),
+        "cpu_id": cpu if cpu["family"] else {},
         "loadavg_at_start": list(os.getloadavg()),
         "python": sys.version.split()[0],
         "platform": platform.platform(),

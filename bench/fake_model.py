@@ -1,9 +1,7 @@
-"""The benchmarks' chat models: the project's scripted fake, timed per node, paced or faulty.
+"""The benchmarks' chat models: the project's scripted fake, instant, paced or faulty.
 
 Each is `memory_graph_agent.testing.ScriptedChatModel` (answers by the call's declared
-purpose, instantly), keeping no record of prompts: `InstantChatModel` times each call as
-``model:<node>`` (`bench.timing`), `PacedChatModel` answers at a hosted model's speed and
-`FaultyChatModel` fails at seeded random.
+purpose) keeping no record of prompts; `openai_app` serves a paced one over HTTP.
 """
 
 from __future__ import annotations
@@ -11,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import time
 import uuid
 from typing import Any
 
@@ -19,23 +16,8 @@ from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.outputs import ChatGenerationChunk
 from pydantic import Field
 
-from bench.timing import CURRENT_NODE, record_part
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.testing import ScriptedChatModel
-
-
-class InstantChatModel(ScriptedChatModel):
-    """The scripted fake; each call is timed as ``model:<node>``."""
-
-    record: bool = False
-
-    async def ainvoke(self, input, config=None, **kwargs):  # noqa: ANN001, ANN201, A002
-        """Time the whole LangChain call (callbacks included): that is the model's cost."""
-        start = time.perf_counter()
-        try:
-            return await super().ainvoke(input, config, **kwargs)
-        finally:
-            record_part(f"model:{CURRENT_NODE.get()}", time.perf_counter() - start)
 
 
 def _register(model: Any) -> tuple[str, Any]:
@@ -43,9 +25,9 @@ def _register(model: Any) -> tuple[str, Any]:
     return register_chat_model(name, model), model
 
 
-def register_instant_model() -> tuple[str, InstantChatModel]:
-    """Register a fresh `InstantChatModel`; returns (``registered:...`` spec, model)."""
-    return _register(InstantChatModel())
+def register_instant_model() -> tuple[str, ScriptedChatModel]:
+    """Register a fresh instant scripted model; returns (``registered:...`` spec, model)."""
+    return _register(ScriptedChatModel(record=False))
 
 
 class PacedChatModel(ScriptedChatModel):

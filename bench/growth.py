@@ -1,30 +1,19 @@
 """Growth: what each user's storage costs as conversations go on, retention on and off.
 
     python -m bench growth [--users 20] [--turns 3000] [--every 250] [--days-per-pass 20]
-        [--retention keep_latest] [--keep]
 
-Users talk round-robin through the compiled graph (`graph.builder.build_graph`, a
-`LocalScheduler`, the Postgres checkpointer and the instant fake model), a new thread every
+Users talk round-robin through the compiled graph (instant fake model), a new thread every
 ``--session-turns`` turns. Every ``--every`` turns per user, memory is drained,
-``--days-per-pass`` simulated days go by (`bench.clock.age_stores`: a partial last interval
-in proportion; 0: none) and the ``maintenance`` graph runs for all users; then storage is
-measured: Redis bytes by key kind (``MEMORY USAGE``), Postgres bytes per table group (the
-live rows', and on disk after a plain VACUUM) and the memories per user (rows, active,
-superseded). Twice, each in a fresh database: ``checkpoint_retention="keep_latest"`` and
-``"off"``. The turns of an interval all happen at its start in simulated time, so a memory
-whose TTL is not longer than ``--days-per-pass`` goes at the next pass.
-
-Reported: bytes per user per 1,000 turns at the end, per store and table group; per
-measurement the simulated day, the memories per user and what maintenance removed; and
-p50/p95 of the read path (`retrieve`, embedding included) on ``--queries`` questions at the
-first and the last measurement.
+``--days-per-pass`` simulated days go by (`bench.clock`), maintenance runs for all users and
+storage is measured: Redis bytes by key kind, Postgres bytes per table group (live rows, and
+on disk after VACUUM), memories per user; the read path (`retrieve`) is timed at the first
+and last measurement. Once with ``checkpoint_retention="keep_latest"``, once ``"off"``.
 """
 
 from __future__ import annotations
 
 import argparse
 import random
-import sys
 import time
 from collections import defaultdict
 from typing import Any
@@ -37,7 +26,7 @@ from bench.clock import age_stores
 from bench.content import memory_text, user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
-from bench.harness import main, ms_stats, write_results
+from bench.harness import main, ms_stats, say, write_results
 from graph.background import LocalScheduler
 from graph.builder import build_graph
 from graph.context import Context
@@ -71,13 +60,7 @@ def _group(table: str) -> str:
 
 
 async def storage_bytes(services: Any, database_url: str) -> dict[str, dict[str, int]]:
-    """Redis bytes by key kind; Postgres bytes by table group, live rows and on disk.
-
-    ``postgres`` is the rows' own bytes (``pg_column_size``): what the data takes.
-    ``postgres_disk`` is ``pg_total_relation_size`` (indexes and TOAST included) after a
-    plain ``VACUUM``, which autovacuum would have run within a minute of the pass: the space
-    of deleted rows stays in the files but new rows reuse it.
-    """
+    """Redis bytes by key kind; Postgres bytes by table group, live and on disk after VACUUM."""
     redis: dict[str, int] = defaultdict(int)
     prefix = services.keys.prefix
     async for key in services.redis.scan_iter(match=f"{prefix}:*", count=1000):
@@ -99,10 +82,7 @@ async def storage_bytes(services: Any, database_url: str) -> dict[str, dict[str,
 
 
 async def memories_per_user(database_url: str, users: int) -> dict[str, float]:
-    """Memories per user in the ``memories_`` tables: ``rows``, ``active`` and ``superseded``.
-
-    ``active`` is what recall considers (`memory_rows.ACTIVE`: not superseded, not expired).
-    """
+    """Memories per user: ``rows``, ``active`` (what recall considers) and ``superseded``."""
     totals: dict[str, int] = defaultdict(int)
     count = sql.SQL(
         "SELECT count(*), count(*) FILTER (WHERE " + ACTIVE + "), "
@@ -138,11 +118,7 @@ def _text(rng: random.Random) -> str:
 
 
 async def run_one(retention: str, a: argparse.Namespace) -> dict[str, Any]:
-    """One whole simulation in a fresh database, with ``checkpoint_retention=retention``.
-
-    Before each maintenance pass, ``--days-per-pass`` days (in proportion for a partial
-    last interval) go by (`bench.clock.age_stores`).
-    """
+    """One whole simulation in a fresh database, with ``checkpoint_retention=retention``."""
     rng = random.Random(a.seed)
     async with (
         isolated_services(tag="growth", keep=a.keep) as env,
@@ -181,16 +157,9 @@ async def run_one(retention: str, a: argparse.Namespace) -> dict[str, Any]:
                 }
             )
             reads.setdefault("start", await read_path(services, settings, contexts, a.queries, rng))
-            if not a.quiet:
-                total = sum(sizes["redis"].values()) + sum(sizes["postgres"].values())
-                mems = samples[-1]["memories_per_user"]["active"]
-                print(
-                    f"[{retention}] {done}/{a.turns} turns per user, day {day:.0f}: "
-                    f"{total / a.users / 1024:.0f} KiB and {mems:.0f} active memories per user "
-                    f"({time.perf_counter() - started:.0f} s)",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            total = total_per_user(samples[-1], a.users) / 1024
+            say(a.quiet, f"[{retention}] {done}/{a.turns} turns per user, day {day:.0f}: "
+                f"{total:.0f} KiB per user ({time.perf_counter() - started:.0f} s)")  # fmt: skip
         reads["end"] = await read_path(services, settings, contexts, a.queries, rng)
         if memory.failures:
             raise RuntimeError(f"{memory.failures} memory runs failed")
@@ -214,38 +183,14 @@ def total_per_user(sample: dict[str, Any], users: int) -> float:
 
 
 def plot(data: dict[str, Any], plt: Any) -> Any:
-    """Per user against turns (and simulated days): all bytes, checkpoints, active memories."""
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
-    users = data["users"]
+    """Redis + Postgres bytes per user against turns, per retention setting."""
+    fig, ax = plt.subplots(figsize=(7, 4.4))
     for run in data["runs"]:
-        samples = run["samples"]
-        x = [s["turns_per_user"] for s in samples]
-        label = f"retention {run['retention']}"
-        axes[0].plot(x, [total_per_user(s, users) / 2**20 for s in samples], "o-", label=label)
-        checkpoints = [s["postgres"].get("checkpoints", 0) / users / 2**20 for s in samples]
-        axes[1].plot(x, checkpoints, "o-", label=label)
-        line = axes[2].plot(x, [s["memories_per_user"]["active"] for s in samples], "o-")
-        axes[2].plot(
-            x, [s["memories_per_user"]["rows"] for s in samples], "--", color=line[0].get_color()
-        )
-        line[0].set_label(label)
-    titles = (
-        "Redis + Postgres rows per user",
-        "checkpoint rows per user",
-        "memories per user (dashed: all rows)",
-    )
-    days, every = data.get("days_per_pass", 0), data["every"]
-    for ax, title, unit in zip(axes, titles, ("MiB", "MiB", "memories"), strict=True):
-        ax.set_title(title)
-        ax.set_xlabel("turns per user")
-        ax.set_ylabel(unit)
-        ax.grid(alpha=0.3)
-        ax.legend()
-        if days:  # days go by in proportion to turns: a second scale of the same axis
-            top = ax.secondary_xaxis(
-                "top", functions=(lambda t: t * days / every, lambda d: d * every / days)
-            )
-            top.set_xlabel("simulated days")
+        x = [s["turns_per_user"] for s in run["samples"]]
+        y = [total_per_user(s, data["users"]) / 2**20 for s in run["samples"]]
+        ax.plot(x, y, "o-", label=f"retention {run['retention']}")
+    ax.set(title="Redis + Postgres rows per user", xlabel="turns per user", ylabel="MiB")
+    ax.legend()
     return fig
 
 
@@ -279,12 +224,8 @@ def flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--turns", type=int, default=3000, help="turns per user")
     p.add_argument("--every", type=int, default=250, help="turns per user between passes")
     p.add_argument("--session-turns", type=int, default=50, help="turns per thread")
-    p.add_argument(
-        "--days-per-pass",
-        type=float,
-        default=DAYS_PER_PASS,
-        help="simulated days that go by before each maintenance pass (0: none)",
-    )
+    p.add_argument("--days-per-pass", type=float, default=DAYS_PER_PASS,
+                   help="simulated days before each maintenance pass (0: none)")  # fmt: skip
     p.add_argument("--queries", type=int, default=50, help="read-path questions per probe")
     p.add_argument("--retention", choices=RETENTIONS, action="append", help="only these modes")
     p.add_argument("--keep", action="store_true", help="keep the databases (for EXPLAIN)")

@@ -1,16 +1,9 @@
 """The one runner and the one writer of the benchmarks.
 
-``python -m bench <scenario> [flags]`` (or ``python -m bench.<scenario> [flags]``) builds the
-scenario's command line from the common flags it names in ``COMMON`` and its own ``flags``,
-then calls its ``run(args)`` (a coroutine is run to its end) and exits 1 if it returns
-False, with the int it returns, else 0. A scenario is a module of `bench` with::
-
-    COMMON = ("out", "seed")              # the shared flags it takes (default: ("out",))
-    def flags(p: ArgumentParser) -> None  # its own flags (optional)
-    async def run(a: Namespace) -> Any  # False: exit 1; an int: that status
-
-Results go through `write_results`: ``<out>/<name>.json`` and, when the scenario draws
-one, ``<out>/<name>.png``.
+``python -m bench <scenario> [flags]`` parses the common flags the scenario names in
+``COMMON`` (default ``("out",)``) and those its ``flags(parser)`` adds, then calls its
+``run(args)`` (a coroutine is run to its end): exit 1 if it returns False, the int it
+returns, else 0. Results go through `write_results`: ``<out>/<name>.json`` and its plot.
 """
 
 from __future__ import annotations
@@ -29,24 +22,13 @@ from typing import Any
 import numpy as np
 
 SCENARIOS = ("locomo", "longmemeval", "joint_cv", "window_share", "ingestion", "keyword_identity",
-             "latency", "overhead", "graph_floor", "recall_path", "throughput", "embedding",
-             "peers", "growth", "soak", "in_session")  # fmt: skip
+             "latency", "throughput", "peers", "growth", "soak", "in_session")  # fmt: skip
 """Every benchmark, by module name in `bench`."""
 
 
 def parse_ints(text: str) -> list[int]:
     """``"1000,10k,1e5"`` → ``[1000, 10000, 100000]``."""
-    out = []
-    for raw in text.split(","):
-        raw = raw.strip().lower()
-        if not raw:
-            continue
-        mult = 1
-        if raw.endswith("k"):
-            raw, mult = raw[:-1], 1000
-        elif raw.endswith("m"):
-            raw, mult = raw[:-1], 1_000_000
-        out.append(int(float(raw) * mult))
+    out = [int(float(v.strip().lower().replace("k", "e3"))) for v in text.split(",") if v.strip()]
     if not out or any(v < 1 for v in out):
         raise ValueError(f"expected a comma-separated list of positive integers, got {text!r}")
     return out
@@ -69,13 +51,6 @@ COMMON_FLAGS: dict[str, tuple[tuple[str, dict[str, Any]], ...]] = {
         ("--other-users", {"type": int, "default": 9, "help": "users beside the benchmark's"}),
         ("--per-other-user", {"type": int, "default": 1000, "help": "memories of each of them"}),
         ("--pool", {"type": int, "default": 2048, "help": "texts embedded for the vectors"}),
-    ),
-    "vectors": (
-        ("--vectors", {"choices": ("perturbed", "real", "random"), "default": "perturbed",
-                       "help": "seeded vectors: pooled MiniLM embeddings + noise, every row "
-                       "embedded, or random unit vectors"}),
-        ("--maintenance-work-mem", {"default": "1GB",
-                                    "help": "session setting for the HNSW build"}),
     ),
 }  # fmt: skip
 """The flags several scenarios share, by group: written once."""
@@ -116,12 +91,6 @@ def main(scenario: str, argv: list[str] | None = None) -> int:
     return 1 if result is False else 0
 
 
-def write_json(path: Path, data: Any) -> None:
-    """Write indented JSON (creating the folder)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
-
-
 def write_results(
     out: Path | str,
     name: str,
@@ -135,17 +104,20 @@ def write_results(
     ``show`` names the docs' regions (`bench.render_docs`) to print, rendered from ``out``
     as the docs will be once the JSON is committed.
     """
-    out = Path(out)
-    json_path = out / f"{name}.json"
-    write_json(json_path, data)
+    json_path, png_path = Path(out) / f"{name}.json", Path(out) / f"{name}.png"
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(data, indent=2, default=str) + "\n")
     if show:
-        print("\n\n".join(_shown(region, out) for region in show))
+        print("\n\n".join(_shown(region, Path(out)) for region in show))
     if figure is None:
         return json_path, None
-    plt = pyplot()
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)  # no display needed
+    import matplotlib.pyplot as plt
+
     fig = figure(data, plt)
     fig.tight_layout()
-    png_path = out / f"{name}.png"
     fig.savefig(png_path, dpi=dpi)
     plt.close(fig)
     return json_path, png_path
@@ -172,29 +144,10 @@ def ms_stats(seconds: Sequence[float]) -> dict[str, float | int | None]:
             "max": round(float(a.max()), 3)}  # fmt: skip
 
 
-def bars(ax: Any, labels: list[str], stats: list[dict[str, Any]], **ticks: Any) -> None:
-    """Side-by-side p50 and p95 bars of ``stats`` (`ms_stats`), one pair per label."""
-    xs = np.arange(len(labels))
-    for shift, q in ((-0.2, "p50"), (0.2, "p95")):
-        ax.bar(xs + shift, [s[q] or 0.0 for s in stats], 0.4, label=q)
-    ax.set_xticks(xs, labels, **({"ha": "right"} if ticks.get("rotation") else {}), **ticks)
-    ax.legend()
-
-
 def say(quiet: bool, *args: Any) -> None:
     """Progress on stderr, unless ``quiet``."""
     if not quiet:
         print(*args, file=sys.stderr, flush=True)
-
-
-def pyplot():  # noqa: ANN201
-    """matplotlib.pyplot with the Agg backend (no display needed)."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def quiet_logs() -> None:

@@ -1,20 +1,13 @@
 """Time to first token, to the reply and to the next turn, with a model of realistic speed.
 
-    python -m bench latency [--turns 120] [--first-token 0.3] [--tokens-per-s 40]
-                            [--cost-conversations 2] [--modes respond_only,background,...]
+    python -m bench latency [--turns 120] [--modes respond_only,background,...]
 
-``--turns`` LoCoMo turns through each agent of ``--modes`` (`MODES`: our ``respond`` node
-alone, our graph with memory inline or in the background, ``create_agent`` without and
-with `MemoryMiddleware`), each with a fresh `bench.fake_model.PacedChatModel`, streaming.
-Per turn: time to the first reply token (TTFT), to the whole reply, to the end of the
-run, and how long the next turn waits; turns that formed memory apart (docs/benchmarks.md).
-"Memory adds to TTFT" is each turn's TTFT minus that of the same turn of the run's
-memory-less twin (``agent_only`` for the middleware when it ran, else ``respond_only``),
-whole and minus what recall waited for the query embedding (``embed_wait``). Then the
-background runs are drained and every message checked to be in exactly one summary
-(`bench.verify`). Memory's own model cost: ``--cost-conversations`` whole conversations
-replayed with the instant fake model, memory inline; calls and tokens per turn by
-purpose, from the per-user totals (`memory_graph_agent.storage.costs`).
+``--turns`` LoCoMo turns through each agent of `MODES` (our ``respond`` node alone, our
+graph with memory inline or in the background, ``create_agent`` without and with
+`MemoryMiddleware`), each with a paced fake model. "Memory adds to TTFT" is each turn's
+TTFT minus that of the same turn of the memory-less twin, whole and without what recall
+waited for the query embedding. Then every message is checked to be in exactly one summary,
+and ``--cost-conversations`` whole conversations replayed (memory inline) for its model cost.
 """
 
 from __future__ import annotations
@@ -34,8 +27,8 @@ from bench.fake_model import register_instant_model, register_paced_model
 from bench.harness import main, ms_stats, write_results
 from bench.locomo import DEFAULT_DATA
 from bench.locomo_data import load_locomo
+from bench.soak_report import verify_conversation
 from bench.timing import CURRENT_TURN, TurnRecord, build_baseline_graph, instrument
-from bench.verify import verify_conversation
 from graph.background import LocalScheduler
 from graph.builder import build_graph
 from graph.context import Context
@@ -248,7 +241,7 @@ async def _cost_replay(services: Any, saver: Any, locomo: Path, conversations: i
                                    ("output_tokens", "output"))}  # fmt: skip
         per_conversation.append({"turns": len(texts), **per_turn, "by_purpose": cost})
         print(f"[latency] cost replay: {per_conversation[-1]}", flush=True)
-    model = "InstantChatModel (scripted), memory inline"
+    model = "ScriptedChatModel (instant), memory inline"
     return {"conversations": per_conversation, "model": model}
 
 

@@ -22,7 +22,7 @@ import psycopg
 from langchain_core.embeddings import Embeddings
 
 from bench.env import versions
-from bench.seeding import TABLE
+from bench.seeding import MAINTENANCE_WORK_MEM, TABLE
 from memory_graph_agent.storage.postgres import sqlalchemy_url
 
 PEER_NAMES = ("mem0", "langgraph", "pgvectorstore")
@@ -303,14 +303,14 @@ async def open_peers(which: tuple[str, ...], where: Where) -> tuple[list[Peer], 
     return peers, missing
 
 
-async def fill(database_url: str, peers: list[Peer], maintenance_work_mem: str = "1GB") -> dict:
+async def fill(database_url: str, peers: list[Peer]) -> dict:
     """Copy every row of our table into the peers' tables (new rows only), timed.
 
     The peers' HNSW indexes are dropped first and recreated from their own definitions.
     """
     tables = [t for p in peers for t in p.tables]
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-        await conn.execute(f"SET maintenance_work_mem = '{maintenance_work_mem}'")
+        await conn.execute(f"SET maintenance_work_mem = '{MAINTENANCE_WORK_MEM}'")
         cur = await conn.execute(
             "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = ANY(%s) "
             "AND indexdef ILIKE '%%USING hnsw%%'",

@@ -3,14 +3,13 @@
     python -m bench peers [--sizes 1000,10000,100000] [--queries 200] [--out bench/out]
 
 Needs the ``peers`` extra; a peer whose package is missing is reported unavailable. Per
-size the benchmark user's memories are seeded as `bench.overhead` seeds them and copied
-row for row into each peer's table (`bench.peer_stores`). The same questions go to every
-system in a rotating order: the floor (query embedding + one raw filtered kNN), Mem0,
-LangGraph's store, langchain-postgres' ``PGVectorStore`` and our ``MemoryStore.search``,
-each with its embedding and pre-embedded; and our read path, a turn of the compiled graph
-from ``ainvoke`` to the start of ``respond``, with the durability the graph picks for a turn,
-as the server and the CLI run it (memory runs are a no-op). Reported: p50/p95, × the
-floor's p50, results of k.
+size the benchmark user's memories are seeded (`bench.seeding`) and copied row for row
+into each peer's table (`bench.peer_stores`). The same questions go to every system in a
+rotating order: the floor (query embedding + one raw filtered kNN), Mem0, LangGraph's
+store, langchain-postgres' ``PGVectorStore`` and our ``MemoryStore.search``, each with its
+embedding and pre-embedded; and our read path, a turn of the compiled graph from
+``ainvoke`` to the start of ``respond`` with the durability the graph picks (memory runs
+are a no-op). Reported: p50/p95, × the floor's p50, results of k.
 """
 
 from __future__ import annotations
@@ -52,7 +51,7 @@ from memory_graph_agent.services.stores import open_checkpointer, services_sessi
 from memory_graph_agent.settings import Settings
 
 WITH, PRE = "with_embedding", "pre_embedded"
-OPTIONS = ("other_users", "per_other_user", "vectors", "pool", "seed", "checkpointer")
+OPTIONS = ("other_users", "per_other_user", "pool", "seed", "checkpointer")
 """Flags recorded in the results' ``config`` as they are."""
 BREAKDOWN = ("read_path", "read_path_excl_embedding", "embed_query", "embed_wait",
              "load_profile", "recall", "search", "touch", "graph_overhead", "turn")  # fmt: skip
@@ -158,15 +157,15 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
         layout: dict[str, Any] = {}
         results: list[dict[str, Any]] = []
         seeded = 0
-        source = VectorSource(a.vectors, services.embeddings, rng, pool=a.pool)
+        source = VectorSource(services.embeddings, rng, pool=a.pool)
         for size_index, size in enumerate(sizes):
             seeding, our_index = await seed_size(
                 url, user, seeded, size, others if size_index == 0 else [], a.per_other_user,
-                source, anchor, a.maintenance_work_mem, say=lambda m: say(a.quiet, f"[peers] {m}"),
+                source, anchor, say=lambda m: say(a.quiet, f"[peers] {m}"),
             )  # fmt: skip
             seeded = size
             say(a.quiet, "[peers] filling the peers' tables")
-            peer_fill = await fill(url, others_peers, a.maintenance_work_mem)
+            peer_fill = await fill(url, others_peers)
             if size_index == 0:
                 layout = await check_layout(url, others_peers, user)
             say(
@@ -272,39 +271,28 @@ def summarize_size(
 
 
 def plot_peers(data: dict[str, Any], plt: Any) -> Any:
-    """Two panels: p50 (bars) with p95 whiskers per size, with embedding and pre-embedded."""
-    rs, c, m = data["sizes"], data["config"], data["machine"]
+    """p50 (bars) with p95 whiskers per system and size, with the query embedding."""
+    rs, m = data["sizes"], data["machine"]
     names = peer_order(rs[-1]["systems"])
-    fig, axes = plt.subplots(1, 2, figsize=(14, 5.5))
+    fig, ax = plt.subplots(figsize=(9, 5.5))
     width = 0.8 / max(1, len(names))
-    for ax, mode, title in (
-        (axes[0], WITH, "with the query embedding (read path: up to the model call)"),
-        (axes[1], PRE, "pre-embedded (search alone)"),
-    ):
-        for j, name in enumerate(names):
-            found = [(i, r["systems"].get(name, {}).get(mode)) for i, r in enumerate(rs)]
-            found = [(i, e["latency"]) for i, e in found if e]
-            if found:
-                xs = [i + (j - (len(names) - 1) / 2) * width for i, _ in found]
-                p50 = [lat["p50"] for _, lat in found]
-                err = [[0] * len(found), [lat["p95"] - lat["p50"] for _, lat in found]]
-                ax.bar(xs, p50, width, yerr=err, capsize=2, label=name)
-        ax.set_xticks(range(len(rs)), [f"{r['size']:,}" for r in rs])
-        others = c["other_users"] * c["per_other_user"]
-        ax.set_xlabel(f"memories of the benchmark user (plus {others:,} of other users)")
-        ax.set_yscale("log")  # Mem0 grows to hundreds of ms, the others stay at a few
-        ax.set_ylabel("ms, log scale (bar p50, whisker p95)")
-        ax.set_title(title, fontsize=10)
-        ax.legend(fontsize=7)
-    fig.suptitle(
-        f"peers on one Postgres {m['postgres']} + pgvector {m['pgvector']}: {m['cpu_model']}, "
-        f"{m['cores']} cores, load {m['loadavg_at_start'][0]:.1f} at start",
-        fontsize=10,
-    )
+    for j, name in enumerate(names):
+        found = [(i, r["systems"].get(name, {}).get(WITH)) for i, r in enumerate(rs)]
+        found = [(i, e["latency"]) for i, e in found if e]
+        xs = [i + (j - (len(names) - 1) / 2) * width for i, _ in found]
+        err = [[0] * len(found), [lat["p95"] - lat["p50"] for _, lat in found]]
+        ax.bar(xs, [lat["p50"] for _, lat in found], width, yerr=err, capsize=2, label=name)
+    ax.set_xticks(range(len(rs)), [f"{r['size']:,}" for r in rs])
+    ax.set_xlabel("memories of the benchmark user")
+    ax.set_yscale("log")  # Mem0 grows to hundreds of ms, the others stay at a few
+    load = m["loadavg_at_start"][0]
+    ax.set(ylabel="ms, log scale (bar p50, whisker p95)",
+           title=f"with the query embedding; {m['cpu_model']}, load {load:.1f}")  # fmt: skip
+    ax.legend(fontsize=7)
     return fig
 
 
-COMMON = ("out", "seed", "seeded", "vectors", "database", "redis", "quiet")
+COMMON = ("out", "seed", "seeded", "database", "redis", "quiet")
 
 
 def flags(p: argparse.ArgumentParser) -> None:

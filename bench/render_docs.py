@@ -53,16 +53,12 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "latency-table": speed.render_latency_table,
     "latency-adds": speed.render_latency_adds,
     "latency-cost": speed.render_latency_cost,
-    "overhead-table": speed.render_overhead_table,
-    "graph-floor-table": speed.render_graph_floor_table,
     "throughput-table": speed.render_throughput_table,
     "growth-table": longrun.render_growth_table,
     "ingestion-table": quality.render_ingestion_table,
     "soak-headline": longrun.render_soak_headline,
     "soak-summary": longrun.render_soak_summary,
     "soak-recovery": longrun.render_soak_recovery,
-    "recall-path-table": speed.render_recall_path_table,
-    "embedding-table": speed.render_embedding_table,
 }
 """Region name -> the function that renders its body."""
 

@@ -35,6 +35,8 @@ TURNS_PER_SUMMARY = 5
 MAX_SEEDED_TURNS = 50_000
 """Turns are seeded under the newest summaries only, up to this many per user."""
 
+MAINTENANCE_WORK_MEM = "1GB"
+"""The session setting of the HNSW builds."""
 PERTURB_SIGMA = 0.032
 """Per-dimension Gaussian noise added to a pooled embedding (384-d): cosine ~0.85 to it."""
 
@@ -50,57 +52,37 @@ async def embed_batched(embeddings: Any, texts: list[str], batch: int = 512) -> 
 
 
 class VectorSource:
-    """Vectors for seeded memories.
+    """Vectors for seeded memories: a pooled text's MiniLM embedding plus Gaussian noise.
 
-    ``perturbed`` (default): a pool of generated texts is embedded with MiniLM in
-    batches; each seeded memory takes a pool text and its embedding plus Gaussian noise
-    (renormalised, cosine ~0.85 to the original), so the data keeps the cluster
-    structure of real embeddings at the cost of embedding only the pool.
-    ``real``: every seeded text is embedded (batched). ``random``: random unit vectors.
+    A pool of generated texts is embedded in batches; each seeded memory takes a pool text
+    and its vector plus noise (renormalised, cosine ~0.85 to it), so the data keeps the
+    cluster structure of real embeddings at the cost of embedding only the pool.
     """
 
-    def __init__(self, mode: str, embeddings: Any, rng: random.Random, pool: int = 2048):
-        if mode not in ("perturbed", "real", "random"):
-            raise ValueError(f"vector mode must be perturbed|real|random, got {mode!r}")
-        self.mode, self.embeddings, self.rng, self.pool_size = mode, embeddings, rng, pool
+    mode = "perturbed"
+
+    def __init__(self, embeddings: Any, rng: random.Random, pool: int = 2048):
+        self.embeddings, self.rng, self.pool_size = embeddings, rng, pool
         self.np_rng = np.random.default_rng(rng.getrandbits(32))
         self.pool_texts: dict[str, list[str]] = {}
         self.pool_vecs: dict[str, np.ndarray] = {}
-        self.embed_seconds, self.embedded_texts = 0.0, 0
-
-    async def _embed(self, texts: list[str]) -> np.ndarray:
-        start = time.perf_counter()
-        vecs = await embed_batched(self.embeddings, texts)
-        self.embed_seconds += time.perf_counter() - start
-        self.embedded_texts += len(texts)
-        return vecs
-
-    async def _pool(self, kind: str) -> None:
-        if kind not in self.pool_texts:
-            n = self.pool_size if kind == "summary" else max(16, self.pool_size // 8)
-            texts = [memory_text(self.rng, kind) for _ in range(n)]
-            self.pool_texts[kind], self.pool_vecs[kind] = texts, await self._embed(texts)
 
     async def make(self, kinds: list[str]) -> tuple[list[str], np.ndarray]:
         """Texts and unit vectors (float32, shape (n, DIM)) for memories of these kinds."""
-        n = len(kinds)
-        if self.mode == "real":
-            texts = [memory_text(self.rng, k) for k in kinds]
-            return texts, await self._embed(texts)
-        texts: list[str] = [""] * n
-        vecs = np.empty((n, DIM), dtype=np.float32)
+        texts: list[str] = [""] * len(kinds)
+        vecs = np.empty((len(kinds), DIM), dtype=np.float32)
         for kind in set(kinds):
-            await self._pool(kind)
+            if kind not in self.pool_texts:
+                n = self.pool_size if kind == "summary" else max(16, self.pool_size // 8)
+                pool = [memory_text(self.rng, kind) for _ in range(n)]
+                self.pool_texts[kind] = pool
+                self.pool_vecs[kind] = await embed_batched(self.embeddings, pool)
             idx = [i for i, k in enumerate(kinds) if k == kind]
             pick = self.np_rng.integers(0, len(self.pool_texts[kind]), size=len(idx))
             for i, j in zip(idx, pick, strict=True):
                 texts[i] = self.pool_texts[kind][j]
-            if self.mode == "perturbed":
-                vecs[idx] = self.pool_vecs[kind][pick] + self.np_rng.normal(
-                    0.0, PERTURB_SIGMA, size=(len(idx), DIM)
-                ).astype(np.float32)
-            else:
-                vecs[idx] = self.np_rng.normal(size=(len(idx), DIM)).astype(np.float32)
+            noise = self.np_rng.normal(0.0, PERTURB_SIGMA, size=(len(idx), DIM))
+            vecs[idx] = self.pool_vecs[kind][pick] + noise.astype(np.float32)
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
         return texts, vecs
 
@@ -233,14 +215,14 @@ async def drop_hnsw(database_url: str) -> None:
             await conn.execute(f'DROP INDEX IF EXISTS "{index}"')
 
 
-async def build_hnsw(database_url: str, maintenance_work_mem: str = "1GB") -> dict[str, Any]:
+async def build_hnsw(database_url: str) -> dict[str, Any]:
     """(Re)build the indexes exactly as `MemoryStore.open` defines them, then VACUUM ANALYZE."""
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
 
         async def one(sql: str, *params: Any) -> Any:
             return (await (await conn.execute(sql, params or None)).fetchone())[0]
 
-        await conn.execute(f"SET maintenance_work_mem = '{maintenance_work_mem}'")
+        await conn.execute(f"SET maintenance_work_mem = '{MAINTENANCE_WORK_MEM}'")
         t0 = time.perf_counter()
         for table in (TABLE, TURN_TABLE):
             await conn.execute(hnsw_index(table))
@@ -253,13 +235,12 @@ async def build_hnsw(database_url: str, maintenance_work_mem: str = "1GB") -> di
         size = await one("SELECT pg_relation_size(%s::regclass)", HNSW_INDEX)
     return {"build_s": round(t1 - t0, 3), "vacuum_analyze_s": round(t2 - t1, 3),
             "table_rows": int(rows), "turn_rows": int(turns), "index_mb": round(size / 2**20, 1),
-            "maintenance_work_mem": maintenance_work_mem}  # fmt: skip
+            "maintenance_work_mem": MAINTENANCE_WORK_MEM}  # fmt: skip
 
 
 async def seed_size(
     database_url: str, user_id: str, seeded: int, size: int, others: list[str], per_other: int,
-    vectors: VectorSource, anchor: datetime, maintenance_work_mem: str = "1GB",
-    say: Callable[[str], None] = lambda _message: None,
+    vectors: VectorSource, anchor: datetime, say: Callable[[str], None] = lambda _message: None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:  # fmt: skip
     """Top ``user_id`` up from ``seeded`` to ``size`` memories, ``others`` to ``per_other``.
 
@@ -283,9 +264,9 @@ async def seed_size(
             stats["vector_s"] += st["embed_s"]
             stats["copy_s"] += st["copy_s"]
     except BaseException:  # never leave the table without its index
-        await build_hnsw(database_url, maintenance_work_mem)
+        await build_hnsw(database_url)
         raise
     say("building the HNSW index")
-    index = await build_hnsw(database_url, maintenance_work_mem)
+    index = await build_hnsw(database_url)
     stats = {k: round(v, 3) if isinstance(v, float) else v for k, v in stats.items()}
     return {**stats, "vectors": vectors.mode}, index

@@ -2,12 +2,10 @@
 
     python -m bench soak [--users 20] [--turns 300] [--concurrency 10] [--out bench/out]
 
-Each user's thread runs through the compiled graph, ``--concurrency`` turns at a time,
-while the chat model fails at random (`bench.fake_model.FaultyChatModel`), the private
-Redis and PostgreSQL are killed and restarted, a worker process is SIGKILLed inside a
-memory run and maintenance runs every ``--maintain-every`` s (`bench.soak_faults`). Then
-every conversation gets one more turn, memory is drained and each is checked: messages
-lost / duplicated (must be 0 / 0), failed turns by cause, recovery per fault, growth.
+Each user's thread runs through the compiled graph while the model fails at random, the
+private Redis and PostgreSQL are killed and restarted, a worker is SIGKILLed inside a
+memory run and maintenance runs on a timer (`bench.soak_faults`). Then every conversation
+gets one more turn, memory is drained and each is checked (`bench.soak_report`).
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ from langchain_core.messages import HumanMessage
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_faulty_model
-from bench.harness import args, main, ms_stats, say, write_results
+from bench.harness import main, ms_stats, say, write_results
 from bench.soak_faults import Servers, WorkerKill, inject, private_home, schedule
 from bench.soak_report import (
     DEGRADED,
@@ -178,7 +176,7 @@ async def run_soak(a: argparse.Namespace, home: Path | None = None) -> dict[str,
 
 
 async def _run(a: argparse.Namespace, home: Path, env: Any) -> dict[str, Any]:
-    rng = random.Random(a.seed)
+    rng, a.rates = random.Random(a.seed), {name: getattr(a, name) for name in RATES}
     say(a.quiet, f"[soak] private home {home}, database {env.database_url.split('?')[0]}")
     info = await machine_info(env.database_url)
     info["uptime_at_start"] = uptime()
@@ -296,50 +294,23 @@ def uptime() -> str:
 
 
 def plot_soak(data: dict[str, Any], records: list[dict], plt: Any) -> Any:
-    """Turns per bucket (completed / failed) with the faults; Redis and Postgres growth."""
-    fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(10, 10), sharex=True)
+    """Turns completed and failed over time, with the faults."""
+    fig, ax = plt.subplots(figsize=(10, 4))
     t0 = min(r["start"] for r in records)
     span = max(r["end"] for r in records) - t0
     width = max(5.0, span / 60)
-    buckets = int(span // width) + 1
-    ok, failed = [0] * buckets, [0] * buckets
-    for r in records:
-        (ok if r["ok"] else failed)[int((r["end"] - t0) // width)] += 1
-    xs = [i * width for i in range(buckets)]
-    ax1.bar(xs, ok, width=width, align="edge", color="tab:blue", label="turns completed")
-    ax1.bar(xs, failed, width=width, align="edge", bottom=ok, color="tab:red", label="turns failed")
-    colors = {"redis_kill": "tab:red", "postgres_restart": "tab:purple", "worker_kill": "black"}
+    ends = [[r["end"] - t0 for r in records if r["ok"] is ok] for ok in (True, False)]
+    bins = [i * width for i in range(int(span // width) + 2)]
+    ax.hist(ends, bins=bins, stacked=True, color=["tab:blue", "tab:red"],
+            label=["turns completed", "turns failed"])  # fmt: skip
     for f in data["faults"]:
-        for ax in (ax1, ax2, ax3):
-            ax.axvline(f["at_s"], color=colors[f["kind"]], ls="--", lw=1)
-        ax1.text(f["at_s"], max(ok, default=1), f["kind"], rotation=90, fontsize=7, va="top")
-    ax1.set_ylabel(f"turns per {width:.0f} s")
-    ax1.legend(fontsize=8, loc="lower right")
-    g = [s for s in data["growth"]["samples"] if s.get("redis_keys") is not None]
-    t = [s["t"] for s in g]
-    ax2.plot(t, [s["redis_keys"] for s in g], "o-", label="Redis keys")
-    ax2.plot(t, [s["seen_total"] for s in g], "s-", label="seen-set members")
-    ax2b = ax2.twinx()
-    ax2b.plot(t, [s["redis_used_memory"] / 2**20 for s in g], "g:", label="MiB")
-    ax2b.set_ylabel("Redis used memory (MiB)", color="g")
-    ax2.legend(fontsize=8, loc="upper left")
-    p = [s for s in data["growth"]["samples"] if s.get("pg_rows")]
-    final = data["growth"]["final_rows"]
-    for name in sorted(final, key=lambda n: -final[n])[:6]:
-        ax3.plot([s["t"] for s in p], [s["pg_rows"].get(name, 0) for s in p], label=name)
-    for m in data.get("maintenance_passes", []):  # on the clock of the first turn, near enough
-        ax3.axvline(m["at_s"], color="tab:green" if m["ok"] else "tab:red", ls=":", lw=0.6)
-    ax3.set_ylabel("Postgres rows (live); dotted: maintenance passes")
-    ax3.set_xlabel("seconds since the first turn")
-    ax3.legend(fontsize=7, loc="upper left")
-    v, c, m = data["verification"], data["config"], data["machine"]
-    ax1.set_title(
-        f"soak: {c['users']} users x {c['turns']} turns, {data['totals']['failed']} turns failed, "
-        f"{v['messages_lost']} lost / {v['messages_duplicated']} duplicated\n"
-        f"{m['cpu_model']}, {m['cores']} cores (shared), load average at start "
-        f"{' '.join(f'{x:.2f}' for x in m['loadavg_at_start'])}",
-        fontsize=9,
-    )
+        ax.axvline(f["at_s"], color="black", ls="--", lw=1)
+        ax.text(f["at_s"], ax.get_ylim()[1], f["kind"], rotation=90, fontsize=7, va="top")
+    v, c = data["verification"], data["config"]
+    ax.set_title(f"soak: {c['users']} users x {c['turns']} turns, {v['messages_lost']} lost / "
+                 f"{v['messages_duplicated']} duplicated")  # fmt: skip
+    ax.set_xlabel("seconds since the first turn")
+    ax.legend(fontsize=8)
     return fig
 
 
@@ -374,16 +345,8 @@ def flags(p: argparse.ArgumentParser) -> None:
         p.add_argument(f"--{name.replace('_', '-')}-rate", type=float, default=rate, dest=name)
 
 
-def options(argv: list[str] | None = None, **overrides: Any) -> argparse.Namespace:
-    """Parsed flags (``overrides`` by name, for tests), with ``rates`` gathered."""
-    a = args("soak", argv, **overrides)
-    a.rates = {name: getattr(a, name) for name in RATES}
-    return a
-
-
 async def run(a: argparse.Namespace) -> bool:
     """Run the soak; true when no message was lost or duplicated."""
-    a.rates = {name: getattr(a, name) for name in RATES}
     return (await run_soak(a))["verification"]["ok"]
 
 

@@ -51,10 +51,7 @@ def schedule(rng: random.Random, redis_kills: int, postgres_restarts: int) -> li
 
 @contextlib.contextmanager
 def private_home(home: Path | None = None) -> Iterator[Path]:
-    """``MEMORY_AGENT_HOME`` = ``home`` (else a fresh folder, stopped and removed after).
-
-    The URL variables are unset, so the embedded servers started there are the soak's own.
-    """
+    """``MEMORY_AGENT_HOME`` = ``home`` (else a fresh folder, removed after), URLs unset."""
     saved = {k: os.environ.get(k) for k in ("MEMORY_AGENT_HOME", *URL_VARS, "MEMORY_KEY_PREFIX")}
 
     def restore() -> None:
@@ -132,12 +129,10 @@ async def inject(kind: str, servers: Servers, down_s: float) -> dict[str, Any]:
 
 
 class WorkerKill:
-    """Conversations handed to a worker process at ``at_turn``, killed during memory work.
+    """Conversations handed at ``at_turn`` to a worker process, SIGKILLed in a memory run.
 
-    Each conversation's loop calls `hand_off` at ``at_turn``; when all have arrived the
-    worker runs their next ``length`` turns, and is SIGKILLed once a memory run hangs in a
-    model call and ``min_ok`` turns are done (or when it is done). `hand_off` returns the
-    turn each conversation continues from in this process.
+    When every conversation has called `hand_off`, the worker runs their next ``length``
+    turns and is killed once a memory run hangs and ``min_ok`` turns are done.
     """
 
     def __init__(

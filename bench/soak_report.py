@@ -1,9 +1,9 @@
 """What the soak checks and keeps: exactly-once per conversation, recovery, growth, upkeep.
 
-`verify_soak` finds each message of a completed turn logged once and every logged message in
-exactly one place; `recovery` reads the turn log around each fault; `sample_growth` counts
-Redis and Postgres; `Maintainer` runs the maintenance pass of ``memory-agent maintain
---all-users`` on a timer (no benchmark-only path: it removes what the product's pass decides).
+`verify_conversation` (latency's and throughput's check too) and `verify_soak` find every
+message in exactly one place; `recovery` reads the turn log around each fault;
+`sample_growth` counts Redis and Postgres; `Maintainer` runs ``memory-agent maintain
+--all-users``'s pass on a timer (it removes what the product's pass decides).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import Any
 
 import psycopg
 
-from bench.verify import verify_conversation
 from graph.context import Context
 from graph.maintenance import build_maintenance_graph
 from memory_graph_agent.storage.checkpoints import SaverCheckpoints
@@ -50,11 +49,7 @@ def failure_cause(exc: BaseException) -> str:
 
 
 class Maintainer:
-    """The maintenance pass of ``memory-agent maintain --all-users``, on a timer, recorded.
-
-    No benchmark-only path: what it prunes, expires, evicts, compacts or archives is what
-    the product's pass decides. A pass that meets a killed server fails with its cause.
-    """
+    """The pass of ``memory-agent maintain --all-users`` on a timer, each pass recorded."""
 
     def __init__(self, services: Any, saver: Any, context: Context, settings: Any,
                  every_s: float, timeout_s: float, t0: float) -> None:  # fmt: skip
@@ -141,13 +136,42 @@ async def checkpoint_storage(database_url: str, conversations: set[str]) -> dict
     return out
 
 
+async def verify_conversation(services: Any, user_id: str, thread_id: str) -> dict[str, int]:
+    """Every message that left the window is in exactly one summary, or still pending.
+
+    ``lost``: in neither. ``duplicated``: in two summaries, or in one and pending too.
+    ``foreign``: a summary cites an id this thread never pushed or still in its window.
+    """
+    seen = set(await services.redis.smembers(services.keys.thread("seen", user_id, thread_id)))
+    window = {m.id for m in await services.window.window(user_id, thread_id)}
+    pending_list = [m.id for _, m in await services.window.pending(user_id, thread_id)]
+    pending = set(pending_list)
+    summaries = [s for s in await services.memories.list(user_id, kind="summary", limit=10**7)
+                 if s.thread_id == thread_id]  # fmt: skip
+    counts = Counter(sid for s in summaries for sid in s.source_ids)
+    left = seen - window
+    lost = left - pending - set(counts)
+    duplicated = {m for m, c in counts.items() if c > 1} | (pending & set(counts))
+    duplicated |= {m for m, c in Counter(pending_list).items() if c > 1}
+    foreign = set(counts) - left
+    return {
+        "pushed": len(seen),
+        "in_window": len(window),
+        "left_window": len(left),
+        "summarized": len(set(counts) & left),
+        "pending": len(pending),
+        "summaries": len(summaries),
+        "lost": len(lost),
+        "duplicated": len(duplicated),
+        "foreign": len(foreign),
+    }
+
+
 async def verify_soak(services: Any, convs: dict[str, str], records: list[dict]) -> dict[str, Any]:
     """Each completed turn's message logged once, every logged message in exactly one place.
 
     The places: a summary's ``source_ids``, the window, pending, a claimed batch or the dead
-    letters; a claimed batch already summarized but not acknowledged is counted apart
-    (``summarized_unacked``: its next claim upserts the same summary). The seen-set view
-    (`bench.verify.verify_conversation`) runs beside it.
+    letters (a claimed batch summarized but not acknowledged is ``summarized_unacked``).
     """
     total: Counter[str] = Counter()
     samples: list[str] = []
@@ -276,12 +300,10 @@ async def sample_growth(services: Any, database_url: str, t0: float, turns: int)
     except Exception:  # noqa: BLE001 - Redis is down right now
         sample.update(redis_keys=None, redis_used_memory=None, seen_total=None)
     try:
-        async with await psycopg.AsyncConnection.connect(
-            database_url, autocommit=True, connect_timeout=3
-        ) as c:
-            rows = await (
-                await c.execute("SELECT relname, n_live_tup FROM pg_stat_user_tables")
-            ).fetchall()
+        connect = psycopg.AsyncConnection.connect(database_url, autocommit=True, connect_timeout=3)
+        async with await connect as c:
+            query = "SELECT relname, n_live_tup FROM pg_stat_user_tables"
+            rows = await (await c.execute(query)).fetchall()
             size = await (await c.execute("SELECT pg_database_size(current_database())")).fetchone()
         sample.update(pg_rows={n: int(c) for n, c in rows}, pg_bytes=int(size[0]))
     except Exception:  # noqa: BLE001 - Postgres is down right now

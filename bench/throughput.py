@@ -1,25 +1,13 @@
 """Turns per second and reply latency through the HTTP API: `langgraph dev` beside Aegra.
 
-    python -m bench throughput [--engines dev,aegra:1,aegra:2,aegra:4] [--conversations 12]
-                               [--turns 12] [--reply-first-turns 60] [--server-python PY]
+    python -m bench throughput [--engines dev,aegra:1,aegra:2,aegra:4] [--server-python PY]
 
-Each engine serves the repository's graphs from processes the run starts, over one fresh
-database and key prefix: ``dev`` is `langgraph dev` (one process, in-memory runtime),
-``aegra:N`` N Aegra replicas (uvicorn processes) with the Redis broker, whose workers take
-any replica's runs. The model is `bench.fake_model.openai_app`, an OpenAI-compatible
-streaming server in a process of its own; summaries are raw; MiniLM embeds in each server.
-``--server-python`` runs the servers (Aegra needs 3.12+); this process is the client
-(``langgraph_sdk``, a JWT per user) and opens the embedded Postgres and Redis.
-
-Per engine, ``--reply-first-turns`` turns one at a time, each sent to ``memory_agent`` and
-to ``respond_only`` (`bench.timing.respond_only`: the same node, no memory), first in
-turn: what memory adds to the time to first token (TTFT) is each pair's difference. Then
-``--conversations`` conversations (own user and thread, spread over the replicas) run
-``--turns`` turns at once: turns/s (to the last reply), p50/p95 TTFT and reply end, the
-wait for the memory runs, 0 lost / duplicated (`bench.verify`), and the CPU seconds
-(psutil) from the turns to the memory drain of the servers (and their children), the run
-database's Postgres backends, Redis (shared with anything else using it), the fake model,
-this client, and the machine.
+Each engine (``dev``: `langgraph dev`; ``aegra:N``: N Aegra replicas with the Redis broker)
+serves the repository's graphs over one fresh database and key prefix, with the fake model
+of `bench.fake_model.openai_app` in a process of its own and raw summaries. Per engine:
+``--reply-first-turns`` turns one at a time to ``memory_agent`` and to ``respond_only``
+(what memory adds to TTFT), then ``--conversations`` × ``--turns`` at once: turns/s, TTFT,
+reply end, the memory drain, 0 lost / duplicated, and the CPU seconds of each process group.
 """
 
 from __future__ import annotations
@@ -49,7 +37,7 @@ from langgraph_sdk import get_client
 from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.harness import main, ms_stats, say, write_results
-from bench.verify import verify_conversation
+from bench.soak_report import verify_conversation
 from memory_graph_agent.core.memory_threads import memory_thread_id
 from memory_graph_agent.core.server_token import server_token
 from memory_graph_agent.services.stores import services_session
@@ -132,10 +120,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def _engine(spec: str, env: dict[str, str], python: str, folder: Path) -> list[tuple]:
-    """``(process, url)`` of each server of ``spec``, one after the other.
-
-    Aegra's first replica migrates its tables.
-    """
+    """``(process, url)`` of each server of ``spec``, one after the other."""
     servers, config = [], str(folder / "lg.json")
     for i in range(int(spec.partition(":")[2] or 1)):
         port = _free_port()
@@ -209,10 +194,7 @@ async def _conversation(
 
 
 async def _memory_drained(pairs: list[tuple[Any, str, str]], quiet_s: float) -> float:
-    """Seconds until no memory run of these (client, user, thread) is pending or running.
-
-    It must stay so for ``quiet_s``: a server waits ``MEMORY_DELAY_S`` before it creates one.
-    """
+    """Seconds until no memory run of these (client, user, thread) is due, for ``quiet_s``."""
     start, quiet_since = time.perf_counter(), None
     while time.perf_counter() - start < 600:
         busy = False
@@ -300,10 +282,7 @@ def _server_env(a: argparse.Namespace, env: Any, model_url: str, secret: str) ->
 
 
 async def run(a: argparse.Namespace) -> bool:
-    """Each engine of ``--engines`` in turn; write throughput.json.
-
-    True when no turn failed and nothing was lost, duplicated or foreign.
-    """
+    """Each engine in turn; true when no turn failed and nothing was lost or duplicated."""
     python = a.server_python or sys.executable
     version = subprocess.run([python, "-c", "import sys; print(sys.version.split()[0])"],
                              capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip

@@ -5,7 +5,7 @@ the next one. A turn whose memory forms in a background run (``memory_mode=
 "background"`` on a graph with a scheduler) is a few short steps around one model call:
 load_profile ∥ recall → respond → trim_window. ``"exit"`` writes its checkpoint once,
 when the run ends (with or without an error); that takes ~3.5 ms of a 2-core machine's
-CPU off the read path (`bench.graph_floor`, docs/benchmarks.md).
+CPU off the read path (measured by the retired `bench.graph_floor`, CHANGELOG.md).
 
 What ``"exit"`` gives up is the checkpoint of each step: a process that dies mid-turn
 leaves the thread's checkpoint as the previous turn left it (not even the new message).

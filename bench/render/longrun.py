@@ -37,33 +37,30 @@ def render_growth_table(root: Path) -> str:
     ]  # fmt: skip
     both = ("keep_latest", "off")
     rows = [[label, *(span(runs[r], f) for r in both)] for label, f in measures]
-    reads = {r["retention"]: r.get("read_path_ms") for r in d["runs"]}
-    if all(reads.values()):
-        rows.append([
-            "read path p50 (`retrieve`, embedding included), first → last sample",
-            *(f"{num(reads[r]['start']['p50'])} → {num(reads[r]['end']['p50'])} ms" for r in both),
-        ])  # fmt: skip
-    first, last = runs["off"][0], runs["off"][-1]
+    reads = {r["retention"]: r["read_path_ms"] for r in d["runs"]}
+    rows.append([
+        "read path p50 (`retrieve`, embedding included), first → last sample",
+        *(f"{num(reads[r]['start']['p50'])} → {num(reads[r]['end']['p50'])} ms" for r in both),
+    ])  # fmt: skip
+    first, last, days = runs["off"][0], runs["off"][-1], d["days_per_pass"]
     turns = f"{first['turns_per_user']} → {last['turns_per_user']} turns"
-    clock = ""
-    if "days_per_pass" in d:  # runs before simulated time have neither days nor memory counts
-        turns += f" (day {first['day']:g} → {last['day']:g})" if d["days_per_pass"] else ""
+    turns += f" (day {first['day']:g} → {last['day']:g})" if days else ""
 
-        def memories(sample: dict[str, Any]) -> str:
-            m = sample["memories_per_user"]
-            return f"{m['active']:g} of {m['rows']:g}"
+    def memories(sample: dict[str, Any]) -> str:
+        m = sample["memories_per_user"]
+        return f"{m['active']:g} of {m['rows']:g}"
 
-        rows.append([
-            "memories, active of all rows",
-            *(f"{memories(runs[r][0])} → {memories(runs[r][-1])}" for r in both),
-        ])  # fmt: skip
-        clock = (
-            f"{d['days_per_pass']:g} simulated days before each pass (every {d['every']} turns)"
-            if d["days_per_pass"]
-            else "no simulated time (decay removes nothing)"
-        ) + "; "
+    rows.append([
+        "memories, active of all rows",
+        *(f"{memories(runs[r][0])} → {memories(runs[r][-1])}" for r in both),
+    ])  # fmt: skip
+    clock = (
+        f"{days:g} simulated days before each pass (every {d['every']} turns)"
+        if days
+        else "no simulated time (decay removes nothing)"
+    )
     head = [f"per user, {turns}", "retention on (`keep_latest`)", "retention off"]
-    return table(head, rows) + f"\n\n{users} users; {clock}on {machine(d)}."
+    return table(head, rows) + f"\n\n{users} users; {clock}; on {machine(d)}."
 
 
 def render_soak_summary(root: Path) -> str:

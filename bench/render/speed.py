@@ -1,4 +1,4 @@
-"""The speed regions: peers, latency, overhead, graph floor, throughput, recall, embedding."""
+"""The speed regions: peers, latency, throughput."""
 
 from __future__ import annotations
 
@@ -87,9 +87,9 @@ def render_peers_headline(root: Path) -> str:
         f"Read path of a turn at {num(s['size'], 0)} memories of the user (profile, recall with "
         f"its embedding, the graph's steps, up to the model call): "
         f"**{num(rp['latency']['p50'])} ms p50** ({rp['x_floor_p50']:.2f}× a bare pgvector "
-        f"query with its embedding), as the server and the CLI run it; our search alone {num(search)} ms, the fastest "
-        f"peer ({best}) {num(sy[best]['with_embedding']['latency']['p50'])} ms; "
-        f"on {machine(d)}."
+        f"query with its embedding), as the server and the CLI run it; our search alone "
+        f"{num(search)} ms, the fastest peer ({best}) "
+        f"{num(sy[best]['with_embedding']['latency']['p50'])} ms; on {machine(d)}."
     )
 
 
@@ -97,9 +97,6 @@ LATENCY_MODES = {
     "respond_only": "respond only (no memory)",
     "inline": "memory inline",
     "background": "**memory in the background (default)**",
-    # measured while memory work gave way to turns' read paths (the default row then);
-    # give-way is removed since, and new results have no such mode
-    "background_no_give_way": "background, give-way off (then an option)",
     "agent_only": "`create_agent`, no middleware (no memory)",
     "middleware_background": "`create_agent` + `MemoryMiddleware` (background)",
 }
@@ -179,45 +176,6 @@ def render_latency_headline(root: Path) -> str:
     )
 
 
-OVERHEAD_ROWS = {
-    "search_only_pre_embedded": "pgvector search only, pre-embedded",
-    "embed_query": "query embedding",
-    "embed_wait": "of which recall waited for",
-    "hot_path_excl_embedding": "load_profile ∥ recall without the embedding",
-    "graph_overhead": "graph and checkpoint overhead",
-    "memory_excl_embedding": "all memory work without the embedding (turns that summarize too)",
-    "turn": "whole turn (memory inline)",
-}
-
-
-def render_overhead_table(root: Path) -> str:
-    """Per size, p50 / p95 ms of each part of a turn (memory inline, instant fake model)."""
-    d = load(root, "overhead")
-    sizes = d["sizes"]
-    rows = [
-        [label, *(pair(s[key] if key in s else s["full"].get(key)) for s in sizes)]
-        for key, label in OVERHEAD_ROWS.items()
-    ]
-    head = [
-        "p50 / p95 ms",
-        *(f"{num(s['size'], 0)} memories ({num(s['index']['table_rows'], 0)} rows)" for s in sizes),
-    ]
-    return table(head, rows) + f"\n\n{d['config']['turns']} turns per size; on {machine(d)}."
-
-
-def render_graph_floor_table(root: Path) -> str:
-    """LangGraph's own time to the model node, per checkpointer and durability."""
-    d = load(root, "graph_floor")
-    rows = [[v["label"], pair(v["to_respond"]), num(v["run"]["p50"])] for v in d["variants"]]
-    c = d["config"]
-    note = (
-        f"\n\nStand-in nodes that do no work; a window of {c['window']} messages and "
-        f"{c['items']} recalled items; {c['turns']} turns per variant; on {machine(d)}."
-    )
-    head = ["checkpointer, durability", "to the model node p50 / p95 ms", "whole run p50 ms"]
-    return table(head, rows) + note
-
-
 def render_throughput_table(root: Path) -> str:
     """Per engine: turns/s, reply latency, memory's TTFT cost, CPU by process, the bottleneck."""
     d = load(root, "throughput")
@@ -243,34 +201,3 @@ def render_throughput_table(root: Path) -> str:
         f"{machine(d)}, load average {load_end:.1f} at the end; servers on Python "
         f"{d['machine']['server_python']}."
     )
-
-
-def render_recall_path_table(root: Path) -> str:
-    """``retrieve`` after the embedding, this code beside the older code run at the same time."""
-    d = load(root, "recall_path")
-    older = {s["size"]: s for s in d.get("main_same_time", [])}
-    rows = [
-        [f"{num(s['size'], 0)} ({num(s['bench_user_turns'], 0)} turns)",
-         pair(s["retrieve_after_embedding"]),
-         pair(older.get(s["size"], {}).get("retrieve_after_embedding")), f"{s['mean_items']:.1f}"]
-        for s in d["sizes"]
-    ]  # fmt: skip
-    head = ["memories of the user", "p50 / p95 ms", "the code before, beside it", "items"]
-    return table(head, rows) + f"\n\nOn {machine(d)}."
-
-
-def render_embedding_table(root: Path) -> str:
-    """One query's time per runtime, and how far the vectors agree."""
-    d = load(root, "embedding")
-    rows = [[name, pair(q), num(q["p99"])] for name, q in d["query_ms"].items()]
-    nb = d["neighbours"]
-    int8 = nb["int8_queries"]
-    note = (
-        f"\n\nONNX fp32 against torch: top-20 neighbours identical for "
-        f"{num(nb['identical_top20_lists'], 0)} of {num(nb['questions'], 0)} LoCoMo questions "
-        f"(min cosine {nb['min_cosine_torch_vs_onnx_over_turns']}). int8 queries: "
-        f"{int8['mean_top20_overlap'] * 100:.1f} % of each top-20 the same, min cosine to torch "
-        f"{int8['min_cosine_vs_torch']}. Batches: {num(nb['batch_texts_per_s']['onnx'])} texts/s"
-        f" on ONNX, {num(nb['batch_texts_per_s']['torch'])} on torch; on {machine(d)}."
-    )
-    return table(["runtime", "one query p50 / p95 ms", "p99 ms"], rows) + note

@@ -202,8 +202,8 @@ class OnnxEmbeddings(_QueriesFirst, Embeddings):
     default, two threads were the slowest setting and burnt 3x the CPU per query.
 
     Queries run on an int8 copy of the model by default (``query_precision``,
-    ``EMBEDDING_QUERY_PRECISION``): ~1.8x faster alone (``python -m bench.embedding``),
-    stored vectors unchanged (docs/benchmarks.md).
+    ``EMBEDDING_QUERY_PRECISION``): ~1.8x faster alone (the retired
+    ``bench.embedding``, CHANGELOG.md), stored vectors unchanged.
     """
 
     def __init__(self, threads: int | None = None, query_precision: str = "int8") -> None:

@@ -8,17 +8,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from langchain_core.messages import HumanMessage
-from langgraph.checkpoint.memory import InMemorySaver
 
-from bench import graph_floor, growth, overhead, peers, throughput
-from bench.graph_floor import PROFILE, VARIANTS, stand_ins
+from bench import growth, peers, throughput
 from bench.harness import args
-from graph.builder import build_builder
 from graph.context import Context
 from memory_graph_agent.core.memory_threads import ALTERNATES
 
@@ -47,39 +42,6 @@ def _outputs(tmp_path, name: str) -> dict:
     png = tmp_path / f"{name}.png"
     assert png.exists() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     return json.loads((tmp_path / f"{name}.json").read_text())
-
-
-async def test_overhead_benchmark_tiny(memory_env, tmp_path):
-    servers = _session_servers(memory_env)
-    await overhead.run(
-        args("overhead", out=tmp_path, turns=20, search_queries=20, **TINY, **servers)
-    )
-    data = _outputs(tmp_path, "overhead")
-    machine = data["machine"]
-    assert machine["cores"] >= 1 and machine["cpu_model"] and machine["python"]
-    assert machine["pgvector"]
-    (size,) = data["sizes"]
-    assert size["size"] == 200
-    assert sum(size["bench_user_memories"].values()) >= 200
-    assert size["index"]["table_rows"] >= 400 and size["index"]["build_s"] > 0
-    assert "custom_plan" in size["explain"] and "uses_hnsw" in size["explain"]["custom_plan"]
-
-    full, base = size["full"], size["baseline"]
-    _sane(full["turn"], 20)
-    _sane(base["turn"], 20)
-    _sane(base["respond"], 20)
-    for node in ("load_profile", "recall", "respond", "trim_window"):
-        _sane(full["nodes"][node], 20)
-    assert full["nodes"]["summarize"]["ran_in_turns"] > 0  # 44 messages, window of 20
-    _sane(full["embed_query"], 20)
-    _sane(full["calls"]["search"], 20)
-    _sane(full["memory_excl_embedding"], 20)
-    _sane(size["search_only_pre_embedded"], 20)
-    assert full["recall_excl_embedding"]["min"] > 0  # the embedding is timed inside recall
-    # the query embedding starts with the run (`graph.prefetch`): on a busy machine it can
-    # be done before recall awaits it, so a turn may wait nothing for it
-    assert full["memory"]["min"] >= full["memory_excl_embedding"]["min"] > 0
-    assert full["turn"]["min"] >= full["memory"]["min"]
 
 
 @pytest.mark.server
@@ -126,7 +88,6 @@ async def test_peer_benchmark_tiny(tmp_path):
         "langchain-postgres PGVectorStore",
         "ours: MemoryStore.search",
         "ours: read path",
-        "ours: read path, CLI turn",
     } | ({"Mem0"} if has_mem0 else set())
     assert set(systems) == expected
     assert ("mem0" in data["unavailable"]) is not has_mem0
@@ -139,20 +100,20 @@ async def test_peer_benchmark_tiny(tmp_path):
     assert systems["floor"]["with_embedding"]["x_floor_p50"] == 1.0
     assert systems["floor"]["pre_embedded"]["returned"]["min"] == 5  # 200 memories, k = 5
     _sane(systems["query embedding"]["alone"]["latency"], 10)
-    for read_path in ("ours: read path", "ours: read path, CLI turn"):
-        parts = systems[read_path]["breakdown"]
-        for key in ("read_path", "embed_query", "load_profile", "recall", "search"):
-            _sane(parts[key], 10)
-        assert parts["read_path"]["min"] > parts["embed_query"]["min"]
+    parts = systems["ours: read path"]["breakdown"]
+    for key in ("read_path", "embed_query", "load_profile", "recall", "search"):
+        _sane(parts[key], 10)
+    assert parts["read_path"]["min"] > parts["embed_query"]["min"]
     assert data["layout_check"] and all(c["same"] for c in data["layout_check"].values())
 
 
 @pytest.mark.slow  # kills and restarts its servers, then waits out the leases
 async def test_soak_benchmark_tiny(private_home, tmp_path):
     # its own embedded servers (private_home): the soak kills Redis and stops Postgres
-    from bench.soak import options, run_soak
+    from bench.soak import run_soak
 
-    a = options(
+    a = args(
+        "soak",
         ["--users", "3", "--turns", "24", "--out", str(tmp_path), "--quiet"],
         window_size=4,
         summary_batch=2,
@@ -195,41 +156,6 @@ async def test_soak_benchmark_tiny(private_home, tmp_path):
     assert by_thread["memory"]["threads"] <= 3 * ALTERNATES, by_thread
     if not any(r.startswith("conversation") for r in passes[-1]["held_by_reason"]):
         assert by_thread["conversation"]["most"] == 1, by_thread  # each one its latest only
-
-
-async def test_graph_floor_benchmark_tiny(memory_env, tmp_path):
-    await graph_floor.run(
-        args(
-            "graph_floor",
-            turns=6,
-            out=tmp_path,
-            window=4,
-            items=3,
-            warmup=2,
-            **_session_servers(memory_env),
-        )
-    )
-    data = _outputs(tmp_path, "graph_floor")
-    assert data["machine"]["cores"] >= 1
-    assert [(v["checkpointer"], v["durability"]) for v in data["variants"]] == [
-        (kind, durability) for _, kind, durability in VARIANTS
-    ]
-    for variant in data["variants"]:
-        _sane(variant["to_respond"], 6)
-        _sane(variant["run"], 6)
-        assert variant["run"]["min"] > variant["to_respond"]["min"]  # trim_window came after
-
-
-async def test_graph_floor_runs_the_shipped_graph_with_stand_in_nodes(settings, services):
-    """The shipped edges and State carry the stand-ins' writes: a turn's path, no real node."""
-    graph = stand_ins(build_builder(services, settings), 3, 4).compile(checkpointer=InMemorySaver())
-    ctx, config = Context(user_id="floor-check"), {"configurable": {"thread_id": uuid.uuid4().hex}}
-    for i in range(5):
-        state = await graph.ainvoke({"messages": [HumanMessage(f"q{i}")]}, config, context=ctx)
-    assert state["profile"] == PROFILE
-    assert [item["id"] for item in state["recalled"]] == ["turn:0", "turn:1", "turn:2"]
-    assert [m.type for m in state["messages"]] == ["human", "ai", "human", "ai"]  # the window
-    assert not state.get("memory_events")  # no real node ran (load_profile notes one)
 
 
 async def test_growth_benchmark_tiny(memory_env, tmp_path):

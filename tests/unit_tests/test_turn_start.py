@@ -96,15 +96,3 @@ def test_a_session_end_with_a_message_to_answer_is_a_turn():
     assert ends_session([HumanMessage("hi"), AIMessage("hello")], True)
     assert not ends_session([AIMessage("hello"), HumanMessage("one more thing")], True)
     assert not ends_session([HumanMessage("hi"), AIMessage("hello")], False)
-
-
-def test_benchmarks_count_the_side_by_side_nodes_once():
-    """Graph overhead is what the turn took beyond its path, not beyond the nodes' sum."""
-    from bench.overhead import full_turn_metrics
-    from bench.timing import TurnRecord, on_path
-
-    rec = TurnRecord(nodes={"load_profile": 0.002, "recall": 0.010, "respond": 0.1})
-    assert on_path(rec.nodes) == pytest.approx(0.110)
-    metrics = full_turn_metrics(rec, 0.113)
-    assert metrics["graph_overhead"] == pytest.approx(0.003)
-    assert metrics["hot_path"] == pytest.approx(0.010)
