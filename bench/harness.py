@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-SCENARIOS = ("locomo", "longmemeval", "joint_cv", "window_share", "ingestion", "keyword_identity",
-             "latency", "overhead", "graph_floor", "recall_path", "throughput", "embedding",
+SCENARIOS = ("locomo", "longmemeval", "joint_cv", "ingestion", "latency",
+             "overhead", "graph_floor", "recall_path", "throughput", "embedding",
              "peers", "growth", "soak", "in_session")  # fmt: skip
 """Every benchmark, by module name in `bench`."""
 

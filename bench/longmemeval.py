@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,10 +19,10 @@ from bench import locomo_pipeline as pipe
 from bench.harness import main, write_results
 from bench.locomo import bars
 from bench.locomo_scoring import (
-    CHUNK_TURNS,
     RawIndex,
     Shown,
     evidence_recall,
+    means,
     message_tokens,
     raw_index,
     rrf,
@@ -39,14 +38,9 @@ METHODS = {
     "own at question_date (the last one ended), recall within the budget",
     "memory_in_thread": "memory pipeline, the question asked in the last session's thread "
     "before it ends: its window (at least the newest two turns) + recall, within the budget",
-    "window": "the last session's last window_size messages only",
-    "dense": "dense top-k over raw turns (MiniLM, cosine), budget-filled",
-    "bm25": "BM25 over raw turns, budget-filled",
     "hybrid": "RRF (k=60) of dense and BM25 over raw turns, budget-filled",
     "hybrid_in_thread": "a plain agent asked in the last session's thread: its newest two "
     "turns whole, then hybrid over the other raw turns in what they leave of the budget",
-    "dense_chunks5": f"dense top-k over {CHUNK_TURNS}-turn chunks (the mean of their turns' "
-    "vectors: five turns are far past MiniLM's 256 word pieces), budget-filled",
 }
 THREAD_TURNS = 2
 """The newest turns (user message and reply) a plain agent carries in its thread."""
@@ -112,31 +106,20 @@ async def evaluate(
     replay_s = time.perf_counter() - t0
     # asked in the last session's thread, before it ends: its window is in the prompt
     window = await pipe.memory_state(b.services, hay.user_id, last)
-    async with pipe.accesses_rolled_back(b.services, hay.user_id):
-        ids, tokens = await pipe.recalled(b.recall, fit, last, question)
+    ids, tokens = await b.recalled(fit, last, question)
     contexts = {"memory_in_thread": (window.window_ids + ids, tokens + window.window_tokens)}
     # then the session ends, and the question opens a session of its own, at question_date
     t0 = time.perf_counter()
     await b.replay.ainvoke({"messages": [], "end_session": True}, last, ctx)
     replay_s += time.perf_counter() - t0
     mem = await pipe.memory_state(b.services, hay.user_id, hay.thread_id)
-    found: dict[str, Shown] = {}
-    replayed = ctx.settings.recall.weights.turn_context_weight  # what the replay indexed with
-    by_weight = cv.points_by_weight(fit, replayed, grid)
-    threads = [s.thread_id for s in hay.sessions]
-    async for points in pipe.reindexed(b.services, hay.user_id, threads, by_weight, replayed):
-        found |= await pipe.probe(b.services, b.recall, points, hay.thread_id, question)
-    points = by_weight.get(replayed, {})
-    found |= await pipe.probe(b.services, b.recall, points, hay.thread_id, question)
-    contexts["memory_in_budget"] = await pipe.recalled(b.recall, fit, hay.thread_id, question)
-    shown = hay.sessions[-1].turns[-ctx.settings.window.size :]
-    tokens = message_tokens([t.message() for t in shown])
-    contexts["window"] = ([t.dia_id for t in reversed(shown)], tokens)
+    found = await b.probe(cv.points(fit, grid), hay.thread_id, question)
+    contexts["memory_in_budget"] = await b.recalled(fit, hay.thread_id, question, keep=True)
     turns = hay.turns
-    ids, lines = [t.dia_id for t in turns], [t.line() for t in turns]
-    index = await raw_index(b.services.embeddings, ids, lines, embed_chunks=False)
+    index = await raw_index(b.services.embeddings, [t.dia_id for t in turns],
+                            [t.line() for t in turns])  # fmt: skip
     qvec = (await embed_batched(b.services.embeddings, [hay.question]))[0]
-    contexts.update(index.baselines(hay.question, qvec, budget))
+    contexts["hybrid"] = index.hybrid(hay.question, qvec, budget)
     contexts["hybrid_in_thread"] = hybrid_in_thread(index, hay, hay.question, qvec, budget)
     record = {
         "question_id": hay.question_id,
@@ -161,18 +144,7 @@ async def evaluate(
 
 def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Per method: each measure per question type and overall."""
-    out: dict[str, Any] = {}
-    for method in METHODS:
-        by: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-        for r in records:
-            for measure, value in r["methods"][method].items():
-                for group in (r["question_type"], "overall"):
-                    by[measure][group].append(float(value))
-        out[method] = {
-            measure: {g: round(float(np.mean(v)), 4) for g, v in groups.items()}
-            for measure, groups in by.items()
-        }
-    return out
+    return {m: means((r["question_type"], r["methods"][m]) for r in records) for m in METHODS}
 
 
 async def run(a: argparse.Namespace) -> dict[str, Any]:
@@ -238,13 +210,8 @@ def plot(report: dict[str, Any], plt: Any) -> Any:
     groups.append("overall")
     fig, ax = plt.subplots(figsize=(12, 4.5))
     bars(ax, groups, {m: [r["turn_recall"].get(g) for g in groups] for m, r in results.items()})
-    ax.set_xticks(range(len(groups)), groups, rotation=15, fontsize=8)
-    ax.set_ylabel("turn-level evidence recall")
-    ax.set_title(
-        f"LongMemEval dev: {report['data']['questions']} questions, budget "
-        f"{report['config']['budget_tokens']} tokens (window included)"
-    )
-    ax.legend(fontsize=7, ncol=4)
+    ax.set(ylabel="turn-level evidence recall", title=f"LongMemEval @ "
+           f"{report['config']['budget_tokens']} tokens")  # fmt: skip
     return fig
 
 
