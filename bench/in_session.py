@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 
 from bench import locomo_pipeline as pipe
+from bench import longmemeval as lme
 from bench.harness import main, write_results
 from bench.joint_cv import parse_grid, points
+from bench.locomo_data import Turn
 from bench.locomo_scoring import means, message_tokens, raw_index
-from bench.longmemeval import DEFAULT_DATA, hybrid_in_thread, replay_haystack
-from bench.longmemeval_data import Haystack, Session, Turn, load_longmemeval
 from bench.seeding import embed_batched
 from memory_graph_agent.core.tokens import text_tokens
 from memory_graph_agent.settings import Settings
@@ -48,7 +48,7 @@ ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "
 LIST_ITEM = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+\S", re.M)
 
 
-def conversation(hay: Haystack, exchanges: int) -> tuple[Haystack, list[list[Turn]]] | None:
+def conversation(hay: lme.Haystack, exchanges: int) -> tuple[lme.Haystack, list[list[Turn]]] | None:
     """The haystack cut to its history and the conversation in progress, its last session.
 
     None if the sessions from the middle on hold fewer than ``exchanges`` that qualify.
@@ -72,7 +72,7 @@ def conversation(hay: Haystack, exchanges: int) -> tuple[Haystack, list[list[Tur
         replace(t, session_id=sid, timestamp=(at + timedelta(seconds=n)).isoformat())
         for n, t in enumerate(t for ex in taken for t in ex)
     )
-    now = Session(sid, at.isoformat(), turns)
+    now = lme.Session(sid, at.isoformat(), turns)
     cut = replace(hay, sessions=(*hay.sessions[:start], now), answer_session_ids=(sid,))
     return cut, [list(turns[i : i + 2]) for i in range(0, len(turns), 2)]
 
@@ -134,13 +134,13 @@ def full_window(exchanges: list[list[Turn]], budget: int) -> tuple[list[str], in
 
 
 async def evaluate(
-    b: pipe.Bench, hay: Haystack, exchanges: list[list[Turn]], budget: int, grid: dict
+    b: pipe.Bench, hay: lme.Haystack, exchanges: list[list[Turn]], budget: int, grid: dict
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Replay the history and the conversation, then ask every question in its thread."""
     await pipe.check_fresh(b.services, hay)
     ctx = pipe.replay_context(hay, b.spec)
     t0 = time.perf_counter()
-    fed = await replay_haystack(b.replay, hay, ctx)
+    fed = await lme.replay_haystack(b.replay, hay, ctx)
     replay_s = time.perf_counter() - t0
     fit = pipe.recall_context(hay, b.spec, budget)
     thread = hay.sessions[-1].thread_id
@@ -158,7 +158,7 @@ async def evaluate(
             "memory": (window.window_ids + ids, window.window_tokens + tokens),
             "full_window": full_window(exchanges, budget),
             "hybrid": index.hybrid(q["text"], qvec, budget),
-            "hybrid_in_thread": hybrid_in_thread(index, hay, q["text"], qvec, budget),
+            "hybrid_in_thread": lme.hybrid_in_thread(index, hay, q["text"], qvec, budget),
         }
         held = set(contexts["memory"][0])
         records.append({
@@ -210,7 +210,7 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
     """Run the benchmark; write ``<out>/in_session.json``."""
     started = time.perf_counter()
     picked = []
-    for hay in load_longmemeval(Path(a.data)):
+    for hay in lme.load_longmemeval(Path(a.data)):
         cut = conversation(hay, a.exchanges)
         if cut is not None and len(picked) < a.limit:
             picked.append(cut)
@@ -248,7 +248,7 @@ COMMON = ("out", "database", "redis", "quiet")
 
 def flags(p: argparse.ArgumentParser) -> None:
     """The flags of `bench.in_session` beside the common ones."""
-    p.add_argument("--data", default=DEFAULT_DATA, help="LongMemEval-format JSON file")
+    p.add_argument("--data", default=lme.DEFAULT_DATA, help="LongMemEval-format JSON file")
     p.add_argument("--limit", type=int, default=12, help="conversations (haystacks) at most")
     p.add_argument("--exchanges", type=int, default=10, help="exchanges of each conversation")
     p.add_argument("--budget", type=int, default=1800, help="context token budget")

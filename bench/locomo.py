@@ -110,7 +110,7 @@ async def evaluate(
 
 
 def run_config(budget: int, conversations: Sequence[Conversation]) -> dict:
-    """Everything that defines the numbers."""
+    """Everything that defines the numbers (how they are counted: docs/benchmarks.md)."""
     sample = conversations[0] if conversations else Conversation("sample", [], [], 0)
     # flat, with the members of the recall weights' group (the shape of earlier results)
     replay_ctx = pipe.replay_context(sample, "registered:locomo-guard").by_name()
@@ -120,25 +120,10 @@ def run_config(budget: int, conversations: Sequence[Conversation]) -> dict:
     return {
         "budget_tokens": budget,
         "embedding_model": EMBEDDING,
-        "token_counter": "langchain_core count_tokens_approximately",
-        "turn_text": "StoredMessage.render(): '[<session date ISO>[:16]] <speaker>: <text>'",
-        "turn_cost": "ceil((characters + newline) / 4) of the line the prompt shows, as recall "
-        "counts a memory line; recall's turns are grouped under one date line per day, "
-        "which each group pays once; a baseline's line carries its own date",
-        "window_cost": "count_tokens_approximately(window messages, speaker name included)",
-        "budget_fill": "greedy in rank order, items that do not fit are skipped",
         "replay_context": replay_ctx,
         "recall_context": recall_ctx,
-        "recall_context_in_budget": "recall_context with memory_token_budget = budget; the "
-        "recall node fills what the window leaves of it (budgets.recall_budget)",
-        "replay_graph": "trim_window -> summarize -> consolidate -> reflect "
-        "(graph.routing), no checkpointer, one ainvoke per turn",
-        "bm25": {
-            "k1": scoring.BM25_K1,
-            "b": scoring.BM25_B,
-            "idf": "ln(1 + (N - df + 0.5) / (df + 0.5))",
-            "tokens": "lower-cased \\w+, English stopwords removed, suffixes ing/ed/es/s stripped",
-        },
+        "grid": {k: list(v) for k, v in cv.GRID.items()},
+        "bm25": {"k1": scoring.BM25_K1, "b": scoring.BM25_B},
         "rrf_k": scoring.RRF_K,
         "methods": METHODS,
         "scored_categories": list(SCORED_CATEGORIES),

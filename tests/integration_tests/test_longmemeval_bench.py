@@ -6,8 +6,7 @@ import json
 import uuid
 
 from bench.harness import args
-from bench.longmemeval import run
-from bench.longmemeval_data import load_longmemeval
+from bench.longmemeval import load_longmemeval, run
 
 FILLER = [
     ("user", "Can you suggest a recipe for a quick weeknight dinner?"),
