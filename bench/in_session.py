@@ -27,7 +27,7 @@ from bench import longmemeval as lme
 from bench.harness import main, write_results
 from bench.joint_cv import parse_grid, points
 from bench.locomo_data import Turn
-from bench.locomo_scoring import means, message_tokens, raw_index
+from bench.locomo_scoring import evidence_recall, means, message_tokens, raw_index
 from bench.seeding import embed_batched
 from memory_graph_agent.core.tokens import text_tokens
 from memory_graph_agent.settings import Settings
@@ -164,9 +164,10 @@ async def evaluate(
         records.append({
             **q,
             "question_id": hay.question_id,
-            "recall": {m: found(q["evidence"], contexts[m][0]) for m in METHODS},
+            "recall": {m: evidence_recall(q["evidence"], contexts[m][0]) for m in METHODS},
             "tokens": {m: contexts[m][1] for m in METHODS},
-            "grid": {k: found(q["evidence"], window.window_ids + p[0]) for k, p in probes.items()},
+            "grid": {k: evidence_recall(q["evidence"], window.window_ids + p[0])
+                     for k, p in probes.items()},
             "unused": max(0, budget - contexts["memory"][1]),
             "left_out": sum(i not in held for i in said),
         })  # fmt: skip
@@ -178,16 +179,6 @@ async def evaluate(
     return records, info
 
 
-def found(evidence: list[str], ids: list[str]) -> float:
-    """The share of ``evidence`` in a context of ``ids``."""
-    return sum(e in set(ids) for e in evidence) / len(evidence)
-
-
-def idles(r: dict[str, Any], budget: int) -> bool:
-    """More than `IDLE_SHARE` of the budget unused while older messages were left out."""
-    return r["unused"] > IDLE_SHARE * budget and r["left_out"] > 0
-
-
 def aggregate(records: list[dict[str, Any]], budget: int) -> dict[str, Any]:
     """Per method and kind (and overall): mean evidence recall and tokens."""
     out: dict[str, Any] = {
@@ -197,7 +188,7 @@ def aggregate(records: list[dict[str, Any]], budget: int) -> dict[str, Any]:
     for key in records[0]["grid"] if records else ():
         grid = means((r["kind"], {"recall": r["grid"][key]}) for r in records)["recall"]
         out.setdefault("grid", {})[key] = grid
-    idle = [r for r in records if idles(r, budget)]
+    idle = [r for r in records if r["unused"] > IDLE_SHARE * budget and r["left_out"] > 0]
     out["memory"]["idle"] = {
         "questions": len(idle),
         "of": len(records),
