@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-SCENARIOS = ("locomo", "longmemeval", "joint_cv", "window_share", "ingestion", "keyword_identity",
-             "latency", "throughput", "peers", "growth", "soak", "in_session")  # fmt: skip
+SCENARIOS = ("locomo", "longmemeval", "joint_cv", "ingestion", "latency", "throughput",
+             "peers", "growth", "soak", "in_session")  # fmt: skip
 """Every benchmark, by module name in `bench`."""
 
 

@@ -20,8 +20,7 @@ from typing import Any
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.harness import main, write_results
 from bench.locomo_pipeline import GuardChatModel, Run, build_replay_graph, replay_context
-from bench.longmemeval import DEFAULT_DATA, replay_haystack
-from bench.longmemeval_data import Haystack, Session, load_longmemeval
+from bench.longmemeval import DEFAULT_DATA, Haystack, Session, load_longmemeval, replay_haystack
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.services.stores import services_session
 from memory_graph_agent.settings import Settings

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,6 @@ import numpy as np
 
 from bench.harness import main, write_results
 from bench.locomo_data import SCORED_CATEGORIES
-from bench.locomo_scoring import aggregate
 from memory_graph_agent.settings import Settings
 
 GRID: dict[str, tuple[Any, ...]] = {
@@ -26,13 +25,9 @@ GRID: dict[str, tuple[Any, ...]] = {
     "neighbour_weight": (0.0, 0.5),
     "newest_first": (False, True),
 }
-"""Recall-time knobs tuned on both datasets together (`bench.joint_cv`). The LoCoMo-only
-``speaker_weight``/``speaker_turns`` and the index-time ``turn_context_weight`` keep what
-LoCoMo's own cross-validation chose; a ``turn_context_weight`` here re-indexes the turns."""
-ROUND_TRIP_KNOBS = ("entity_weight",)
-"""Knobs that, above 0, add a statement after the searches (entity edges: ~4 ms p50 at 10k)."""
-MIN_GAIN_FOR_ROUND_TRIP = 0.005
-"""Overall recall (categories 1-4) a point with a round trip must add to be chosen."""
+"""Recall-time knobs, probed on one replay by both benchmarks and tuned on both together."""
+REPLAY_KNOBS = ("turn_context_weight",)
+"""Knobs a replay applies (the turns' stored vectors): set in the environment, not probed."""
 
 
 def grid_points(grid: dict[str, tuple[Any, ...]] = GRID) -> list[dict[str, Any]]:
@@ -41,19 +36,13 @@ def grid_points(grid: dict[str, tuple[Any, ...]] = GRID) -> list[dict[str, Any]]
 
 
 def point_key(point: dict[str, Any]) -> str:
-    """A stable name of a grid point, e.g. ``speaker_weight=1.5,entity_weight=0.1``."""
+    """A stable name of a grid point, e.g. ``topic_weight=0.0,newest_first=True``."""
     return ",".join(f"{k}={v}" for k, v in point.items())
 
 
-def points_by_weight(
-    fit: Any, replayed: float, grid: dict[str, tuple[Any, ...]] = GRID
-) -> dict[float, dict[str, Any]]:
-    """The grid's points as runs of ``fit`` (a `Run`), by the turns' index-time weight."""
-    by_weight: dict[float, dict[str, Any]] = {}
-    for point in grid_points(grid):
-        weight = point.get("turn_context_weight", replayed)
-        by_weight.setdefault(weight, {})[point_key(point)] = fit.override(**point)
-    return by_weight
+def points(fit: Any, grid: dict[str, tuple[Any, ...]] = GRID) -> dict[str, Any]:
+    """The grid's points as runs of ``fit`` (a `bench.locomo_pipeline.Run`), by key."""
+    return {point_key(p): fit.override(**p) for p in grid_points(grid)}
 
 
 def default_key() -> str:
@@ -62,10 +51,18 @@ def default_key() -> str:
     return point_key({k: defaults[k] for k in GRID})
 
 
-def costs_round_trip(key: str) -> bool:
-    """Whether grid point ``key`` (`point_key`) sets a `ROUND_TRIP_KNOBS` knob above 0."""
-    values = dict(part.split("=", 1) for part in key.split(",") if "=" in part)
-    return any(float(values.get(k, 0)) > 0 for k in ROUND_TRIP_KNOBS)
+def parse_grid(text: str) -> dict[str, tuple[Any, ...]]:
+    """``--grid 'a=0,0.5;b=5'`` as ``{"a": (0.0, 0.5), "b": (5,)}``, typed like the setting."""
+    defaults = Settings().by_name()
+    grid: dict[str, tuple[Any, ...]] = {}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        name, _, values = part.partition("=")
+        if name not in defaults or name in REPLAY_KNOBS:
+            raise ValueError(f"{name!r} is not a recall-time setting")
+        grid[name] = tuple(
+            Settings().override(**{name: v.strip()}).by_name()[name] for v in values.split(",")
+        )
+    return grid
 
 
 def grid_mean(rows: Sequence[dict[str, Any]], key: str) -> float:
@@ -73,77 +70,14 @@ def grid_mean(rows: Sequence[dict[str, Any]], key: str) -> float:
     return float(np.mean([r["grid"][key] for r in rows])) if rows else 0.0
 
 
-def best(keys: Sequence[str], score: Callable[[str], float], default: str) -> str:
-    """The best-scoring key, ties to ``default``; a round trip must win by the minimum gain."""
-    scores = {k: round(score(k), 9) for k in keys}
-
-    def top(among: Sequence[str]) -> str:
-        return max(among, key=lambda k: (scores[k], k == default))
-
-    chosen, lean = top(keys), [k for k in keys if not costs_round_trip(k)]
-    if not costs_round_trip(chosen) or not lean:
-        return chosen
-    return chosen if scores[chosen] - scores[top(lean)] > MIN_GAIN_FOR_ROUND_TRIP else top(lean)
-
-
-def cross_validate_locomo(
-    records: Sequence[dict[str, Any]], keys: Sequence[str], default: str
-) -> dict[str, Any]:
-    """Leave one conversation out: choose on the others, score on it."""
-
-    def overall(rows: Sequence[dict[str, Any]], key: str) -> float:
-        return grid_mean([r for r in rows if r["category"] in SCORED_CATEGORIES], key)
-
-    folds, held_out = [], []
-    for conv in sorted({r["sample_id"] for r in records}):
-        train = [r for r in records if r["sample_id"] != conv]
-        test = [r for r in records if r["sample_id"] == conv]
-        chosen = best(keys, lambda k, rows=train: overall(rows, k), default)
-        folds.append(
-            {
-                "held_out": conv,
-                "chosen": chosen,
-                "train_overall_1_4": round(overall(train, chosen), 4),
-                "held_out_overall_1_4": round(overall(test, chosen), 4),
-            }
-        )
-        held_out += [
-            {
-                "category": r["category"],
-                "recall": {"cross_validated": r["grid"][chosen]},
-                "tokens": {"cross_validated": r["grid_tokens"][chosen]},
-            }
-            for r in test
-        ]
-    return {
-        **aggregate(held_out, ["cross_validated"])["cross_validated"],
-        "grid": {k: list(v) for k, v in GRID.items()},
-        "default": default,
-        "min_gain_for_round_trip": MIN_GAIN_FOR_ROUND_TRIP,
-        "best_in_sample": best(keys, lambda k: overall(records, k), default),
-        "in_sample_overall_1_4": {k: round(overall(records, k), 4) for k in keys},
-        "folds": folds,
-    }
-
-
-def parse_grid(text: str) -> dict[str, tuple[Any, ...]]:
-    """``--grid 'a=0,0.5;b=5'`` as ``{"a": (0.0, 0.5), "b": (5,)}``, typed like the setting."""
-    defaults = Settings().by_name()
-    grid: dict[str, tuple[Any, ...]] = {}
-    for part in filter(None, (p.strip() for p in text.split(";"))):
-        name, _, values = part.partition("=")
-        if name not in defaults:
-            raise ValueError(f"unknown setting {name!r}")
-        grid[name] = tuple(
-            Settings().override(**{name: v.strip()}).by_name()[name] for v in values.split(",")
-        )
-    return grid
-
-
 def cross_validate(
     locomo: Sequence[dict[str, Any]], lme: Sequence[dict[str, Any]], default: str
 ) -> dict[str, Any]:
-    """Hold out each fold, choose on the rest of both datasets, score what was held out."""
+    """Hold out each fold, choose on the rest of both datasets, score what was held out.
+
+    A fold chooses the point with the best mean of the two datasets' recall, ties to
+    ``default``.
+    """
     keys = sorted(set.intersection(*(set(r["grid"]) for r in [*locomo, *lme])))
     if default not in keys:
         raise ValueError(f"the default point {default!r} was not probed")
@@ -151,15 +85,13 @@ def cross_validate(
     def choose(lo: Sequence[dict], lm: Sequence[dict]) -> str:
         def objective(key: str) -> float:
             parts = [grid_mean(rows, key) for rows in (lo, lm) if rows]
-            return float(np.mean(parts)) if parts else 0.0
+            return round(float(np.mean(parts)), 9) if parts else 0.0
 
-        return best(keys, objective, default)
+        return max(keys, key=lambda k: (objective(k), k == default))
 
     def both(key: str) -> dict[str, float]:
-        return {
-            "locomo": round(grid_mean(locomo, key), 4),
-            "longmemeval": round(grid_mean(lme, key), 4),
-        }
+        return {"locomo": round(grid_mean(locomo, key), 4),
+                "longmemeval": round(grid_mean(lme, key), 4)}  # fmt: skip
 
     held: dict[str, list[float]] = {"locomo": [], "longmemeval": []}
     chosen: dict[str, int] = {}
@@ -194,21 +126,12 @@ def run(a: argparse.Namespace) -> None:
     """Read both benchmarks' JSON, cross-validate, write and show the result."""
     locomo = json.loads(Path(a.locomo).read_text())["questions"]
     lme = json.loads(Path(a.longmemeval).read_text())["questions"]
-    rows = [
-        {"fold": f"locomo:{r['sample_id']}", "grid": r["grid"]}
-        for r in locomo
-        if r["category"] in SCORED_CATEGORIES and "grid" in r
-    ]
-    lme_rows = [
-        {
-            "fold": f"lme:{r['question_id']}",
-            "grid": {k: v["turn_recall"] for k, v in r["grid"].items()},
-        }
-        for r in lme
-    ]
-    write_results(
-        a.out, "joint_cv", cross_validate(rows, lme_rows, default_key()), show=("joint-cv",)
-    )
+    rows = [{"fold": f"locomo:{r['sample_id']}", "grid": r["grid"]}
+            for r in locomo if r["category"] in SCORED_CATEGORIES and "grid" in r]  # fmt: skip
+    lme_rows = [{"fold": f"lme:{r['question_id']}", "grid": {k: v["turn_recall"]
+                 for k, v in r["grid"].items()}} for r in lme]  # fmt: skip
+    result = cross_validate(rows, lme_rows, default_key())
+    write_results(a.out, "joint_cv", result, show=("joint-cv",))
 
 
 if __name__ == "__main__":

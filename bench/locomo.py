@@ -20,7 +20,6 @@ from bench import locomo_scoring as scoring
 from bench.env import EMBEDDING
 from bench.harness import main, say, write_results
 from bench.locomo_data import CATEGORIES, SCORED_CATEGORIES, Conversation, load_locomo
-from bench.render.common import num
 from bench.seeding import embed_batched
 
 DEFAULT_DATA = os.environ.get("LOCOMO_DATA", "/work/shared/data/locomo/locomo8.json")
@@ -28,16 +27,9 @@ METHODS = {
     "memory_in_budget": "memory pipeline, the headline: window + recall, all within the budget",
     "memory": "memory pipeline with the window on top of the budget: window + recall of "
     "the full budget",
-    "window": "last window_size turns only",
-    "dense": "dense top-k over raw turns (MiniLM, cosine), budget-filled",
-    "bm25": "BM25 over raw turns, budget-filled",
     "hybrid": f"RRF (k={scoring.RRF_K}) of dense and BM25 over raw turns, budget-filled",
-    "dense_chunks5": f"dense top-k over {scoring.CHUNK_TURNS}-turn chunks, budget-filled",
     "full": "the whole conversation",
 }
-REFERENCE = {"window": 0.02, "dense": 0.71, "bm25": 0.71, "hybrid": 0.79, "dense_chunks5": 0.64,
-             "full": 1.0}  # fmt: skip
-"""Evidence recall over categories 1-4 measured on locomo8.json (MiniLM, 1,800 tokens)."""
 
 
 async def evaluate(
@@ -59,9 +51,7 @@ async def evaluate(
     t0 = time.perf_counter()
     mem = await pipe.memory_state(b.services, conv.user_id, conv.thread_id)
     ids, lines = [t.dia_id for t in conv.turns], [t.line() for t in conv.turns]
-    index = await scoring.raw_index(b.services.embeddings, ids, lines, embed_chunks=True)
-    last = conv.turns[-ctx.settings.window.size :]
-    window = ([t.dia_id for t in last], scoring.message_tokens([t.message() for t in last]))
+    index = await scoring.raw_index(b.services.embeddings, ids, lines)
     scored = [q for q in conv.questions if q.scored]
     qvecs = await embed_batched(b.services.embeddings, [q.text for q in scored])
     index_s = time.perf_counter() - t0
@@ -69,31 +59,20 @@ async def evaluate(
     # the recall node fills what the window leaves of memory_token_budget: "memory" gets
     # the window on top of the budget, "memory_in_budget" both within it
     full_ctx = pipe.recall_context(conv, b.spec, budget + mem.window_tokens)
-    replayed = ctx.settings.recall.weights.turn_context_weight  # what the replay indexed with
-    by_weight = cv.points_by_weight(pipe.recall_context(conv, b.spec, budget), replayed)
-    default = cv.default_key()
+    points, default = cv.points(pipe.recall_context(conv, b.spec, budget)), cv.default_key()
     t0 = time.perf_counter()
-    probes: dict[int, dict[str, scoring.Shown]] = {q.index: {} for q in scored}
-    asked = {q.index: (q.text, f"q{q.index}") for q in scored}
-
-    async def ask(points: dict[str, pipe.Run], i: int) -> None:
-        found = await pipe.probe(b.services, b.recall, points, conv.thread_id, asked[i])
-        for key, (ids, tokens) in found.items():
-            probes[i][key] = (mem.window_ids + ids, tokens + mem.window_tokens)
-
-    threads = [conv.thread_id]
-    async for points in pipe.reindexed(b.services, conv.user_id, threads, by_weight, replayed):
-        for question in scored:
-            await ask(points, question.index)
     records = []
     for q, vector in zip(scored, qvecs, strict=True):
-        contexts = index.baselines(q.text, vector, budget)
-        contexts.update(window=window, full=(index.ids, sum(index.costs)))
-        await ask(by_weight.get(replayed, {}), q.index)
-        grid = probes[q.index]
-        contexts["memory_in_budget"] = grid[default]
-        ids, tokens = await pipe.recalled(b.recall, full_ctx, conv.thread_id, asked[q.index])
-        contexts["memory"] = (mem.window_ids + ids, tokens + mem.window_tokens)
+        asked = (q.text, f"q{q.index}")
+        shown = await b.probe(points, conv.thread_id, asked)
+        grid = {k: (mem.window_ids + i, t + mem.window_tokens) for k, (i, t) in shown.items()}
+        ids, tokens = await b.recalled(full_ctx, conv.thread_id, asked, keep=True)
+        contexts = {
+            "memory_in_budget": grid[default],
+            "memory": (mem.window_ids + ids, tokens + mem.window_tokens),
+            "hybrid": index.hybrid(q.text, vector, budget),
+            "full": (index.ids, sum(index.costs)),
+        }
         records.append(
             {
                 "sample_id": conv.sample_id,
@@ -103,12 +82,12 @@ async def evaluate(
                 "recall": {m: scoring.evidence_recall(q.evidence, contexts[m][0]) for m in METHODS},
                 "tokens": {m: contexts[m][1] for m in METHODS},
                 "grid": {k: scoring.evidence_recall(q.evidence, v[0]) for k, v in grid.items()},
-                "grid_tokens": {k: v[1] for k, v in grid.items()},
             }
         )
     questions_s = time.perf_counter() - t0
     say(quiet, f"[locomo] {conv.sample_id}: {len(scored)} questions in {questions_s:.0f} s")
     outside = set(index.ids) - set(mem.window_ids) - mem.summarized_ids
+    last = {t.dia_id for t in conv.turns[-ctx.settings.window.size :]}
     return records, {
         "sample_id": conv.sample_id,
         "user_id": conv.user_id,
@@ -118,7 +97,7 @@ async def evaluate(
         "questions": len(conv.questions),
         "scored_questions": len(scored),
         "window_size": ctx.settings.window.size,
-        "window_matches_last_turns": set(mem.window_ids) == set(window[0]),
+        "window_matches_last_turns": set(mem.window_ids) == last,
         "window_tokens": mem.window_tokens,
         "summaries": mem.summaries,
         "memories": mem.counts,
@@ -131,7 +110,7 @@ async def evaluate(
 
 
 def run_config(budget: int, conversations: Sequence[Conversation]) -> dict:
-    """Everything that defines the numbers."""
+    """Everything that defines the numbers (how they are counted: docs/benchmarks.md)."""
     sample = conversations[0] if conversations else Conversation("sample", [], [], 0)
     # flat, with the members of the recall weights' group (the shape of earlier results)
     replay_ctx = pipe.replay_context(sample, "registered:locomo-guard").by_name()
@@ -141,26 +120,10 @@ def run_config(budget: int, conversations: Sequence[Conversation]) -> dict:
     return {
         "budget_tokens": budget,
         "embedding_model": EMBEDDING,
-        "token_counter": "langchain_core count_tokens_approximately",
-        "turn_text": "StoredMessage.render(): '[<session date ISO>[:16]] <speaker>: <text>'",
-        "turn_cost": "ceil((characters + newline) / 4) of the line the prompt shows, as recall "
-        "counts a memory line; recall's turns are grouped under one date line per day, "
-        "which each group pays once; a baseline's line carries its own date",
-        "window_cost": "count_tokens_approximately(window messages, speaker name included)",
-        "budget_fill": "greedy in rank order, items that do not fit are skipped",
         "replay_context": replay_ctx,
         "recall_context": recall_ctx,
-        "recall_context_in_budget": "recall_context with memory_token_budget = budget; the "
-        "recall node fills what the window leaves of it (budgets.recall_budget)",
-        "replay_graph": "trim_window -> summarize -> consolidate -> reflect "
-        "(graph.routing), no checkpointer, one ainvoke per turn",
-        "chunk_turns": scoring.CHUNK_TURNS,
-        "bm25": {
-            "k1": scoring.BM25_K1,
-            "b": scoring.BM25_B,
-            "idf": "ln(1 + (N - df + 0.5) / (df + 0.5))",
-            "tokens": "lower-cased \\w+, English stopwords removed, suffixes ing/ed/es/s stripped",
-        },
+        "grid": {k: list(v) for k, v in cv.GRID.items()},
+        "bm25": {"k1": scoring.BM25_K1, "b": scoring.BM25_B},
         "rrf_k": scoring.RRF_K,
         "methods": METHODS,
         "scored_categories": list(SCORED_CATEGORIES),
@@ -180,7 +143,6 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
             records += recs
             per_conversation.append(info)
     questions = [q for c in conversations for q in c.questions]
-    keys = [cv.point_key(p) for p in cv.grid_points()]
     report = {
         **pipe.header("locomo-evidence-recall", started),
         "data": {
@@ -198,13 +160,9 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
         "machine": b.machine,
         "llm_calls": b.guard.calls,
         "results": scoring.aggregate(records, list(METHODS)),
-        "cross_validated": cv.cross_validate_locomo(records, keys, cv.default_key()),
-        "reference": {"overall_1_4": REFERENCE, "full_tokens_per_conversation": 24_000},
         "conversations": per_conversation,
         "questions": records,
     }
-    for r in records:  # the grid's tokens are summed up by cross_validated; its recall
-        r.pop("grid_tokens")  # stays per question, for bench.joint_cv
     write_results(a.out, "locomo", report, plot, show=() if a.quiet else ("locomo-table",))
     counts = {k: v for k, v in report["defects"]["counts"].items() if v}
     say(a.quiet, f"data defects: {counts}; chat model calls: {b.guard.calls}")
@@ -217,36 +175,18 @@ def bars(ax: Any, groups: Sequence[str], series: dict[str, list[float | None]]) 
     for j, (name, values) in enumerate(series.items()):
         xs = [i + (j - (len(series) - 1) / 2) * width for i in range(len(groups))]
         ax.bar(xs, [v or 0.0 for v in values], width, label=name)
+    ax.set_xticks(range(len(groups)), groups, fontsize=8)
+    ax.legend(fontsize=8)
 
 
 def plot(report: dict[str, Any], plt: Any) -> Any:
-    """Evidence recall per category and method, and the context tokens each spends."""
-    results = {**report["results"], "memory_in_budget (cv)": report["cross_validated"]}
-    groups = [str(c) for c in CATEGORIES]
-    budget = report["config"]["budget_tokens"]
-    fig, (ax, ax_tokens) = plt.subplots(
-        1, 2, figsize=(15, 6.2), gridspec_kw={"width_ratios": [3, 1.2]}
-    )
-    bars(ax, groups + ["overall"], {
+    """Evidence recall per category and method."""
+    results, groups = report["results"], [str(c) for c in CATEGORIES]
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    bars(ax, [*CATEGORIES.values(), "overall 1-4"], {
         m: [r["by_category"][g] for g in groups] + [r["overall_1_4"]] for m, r in results.items()
     })  # fmt: skip
-    ax.set_xticks(
-        range(len(groups) + 1), [f"{c} {n}" for c, n in CATEGORIES.items()] + ["overall 1-4"]
-    )
-    ax.set(
-        ylabel="evidence recall", ylim=(0, 1.05), title=f"LoCoMo evidence recall @ {budget} tokens"
-    )
-    ax.legend(fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.08))
-    ax.grid(axis="y", alpha=0.3)
-    tokens = [r["tokens_mean"] or 0 for r in results.values()]
-    ax_tokens.barh(list(results), tokens, color=[f"C{j}" for j in range(len(results))])
-    ax_tokens.set_xscale("log")
-    ax_tokens.invert_yaxis()
-    ax_tokens.axvline(budget, color="grey", linestyle="--", lw=1)
-    for y, (r, t) in enumerate(zip(results.values(), tokens, strict=True)):
-        ax_tokens.text(t, y, f" {t:,.0f} | {num(r['overall_1_4'], 2)}", va="center")
-    ax_tokens.set_title("context tokens per question | recall 1-4")
-    ax_tokens.set_xlim(right=max(tokens + [1]) * 8)
+    ax.set(ylabel="evidence recall", title=f"LoCoMo @ {report['config']['budget_tokens']} tokens")
     return fig
 
 

@@ -10,14 +10,13 @@ import contextlib
 import subprocess
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-import psycopg
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
@@ -35,7 +34,6 @@ from graph.state import State
 from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.services.stores import Services, services_session
 from memory_graph_agent.settings import Settings
-from memory_graph_agent.storage.corpus_stats import corpus_tables
 from nodes.consolidate import consolidate
 from nodes.recall import recall
 from nodes.reflect import reflect
@@ -45,8 +43,6 @@ from nodes.trim_window import trim_window
 RECALL_K = 5
 """The settings' default: the token budget, not ``recall_k``, limits hybrid recall."""
 NO_REFLECTION = 10**6
-INDEX_BUILD_MEMORY = "256MB"
-"""``maintenance_work_mem`` of a rebuild of the turns' HNSW index (64 MB builds it slowly)."""
 
 
 @dataclass(frozen=True)
@@ -212,51 +208,6 @@ async def memory_state(services: Services, user_id: str, thread_id: str) -> Memo
     )
 
 
-async def reindex_turns(
-    services: Services, user_id: str, thread_ids: Sequence[str], context_weight: float
-) -> int:
-    """Index the threads' indexed turns again with ``context_weight``; rebuild the index.
-
-    The vectors a replay with that ``turn_context_weight`` would have stored, keyword
-    statistics and entity edges unchanged: a grid over an index-time knob needs no second
-    replay. The HNSW index is then rebuilt and the tables vacuumed: updated in place, each
-    row leaves a dead entry that hides live ones from a scan
-    (`tests/integration_tests/test_bench_reindex.py`).
-    """
-    table, indexed = services.episodes.vector_table, 0
-    for thread_id in thread_ids:
-        sql = f'SELECT message_id FROM "{table}" WHERE user_id = :u AND thread_id = :t'
-        rows = await services.db.run((sql, {"u": user_id, "t": thread_id}))
-        ids = [r["message_id"] for r in rows]
-        messages = await services.episodes.messages(user_id, thread_id, ids)
-        indexed += await services.episodes.index(
-            user_id, thread_id, messages, services.embeddings, context_weight
-        )
-    async with await psycopg.AsyncConnection.connect(
-        services.database_url, autocommit=True
-    ) as conn:
-        await conn.execute(f"SET maintenance_work_mem = '{INDEX_BUILD_MEMORY}'")
-        await conn.execute(f'REINDEX INDEX "{table}_hnsw"')
-        for name in (table, services.episodes.entities.table, *corpus_tables(table)):
-            await conn.execute(f'VACUUM (ANALYZE) "{name}"')
-    return indexed
-
-
-async def reindexed(
-    services: Services, user_id: str, thread_ids: Sequence[str], by_weight: dict, replayed: float
-) -> AsyncIterator[dict[str, Run]]:
-    """The grid's points of each index-time weight but ``replayed``, the turns indexed for it.
-
-    The replay's own vectors are restored after the last.
-    """
-    others = [w for w in by_weight if w != replayed]
-    for weight in others:
-        await reindex_turns(services, user_id, thread_ids, weight)
-        yield by_weight[weight]
-    if others:
-        await reindex_turns(services, user_id, thread_ids, replayed)
-
-
 @contextlib.asynccontextmanager
 async def accesses_rolled_back(services: Services, user_id: str) -> AsyncIterator[None]:
     """Restore the user's memory access statistics (recency signal) on exit."""
@@ -276,35 +227,6 @@ async def accesses_rolled_back(services: Services, user_id: str) -> AsyncIterato
                 params | columns,
             ),
         )
-
-
-async def recalled(
-    graph: PerSettings, run: Run, thread_id: str, question: tuple[str, str]
-) -> Shown:
-    """The turn ids the recall node's items hold, best score first, and the items' tokens.
-
-    ``question``: its text and message id (a fresh message for each call).
-    """
-    message = HumanMessage(question[0], id=question[1])
-    state = await graph.ainvoke({"messages": [message]}, thread_id, run)
-    items = sorted(state.get("recalled") or [], key=lambda item: -(item.get("score") or 0.0))
-    ids = [sid for item in items for sid in item.get("source_ids") or []]
-    return list(dict.fromkeys(ids)), sum(int(item.get("tokens", 0)) for item in items)
-
-
-async def probe(
-    services: Services,
-    graph: PerSettings,
-    points: dict[str, Run],
-    thread_id: str,
-    question: tuple[str, str],
-) -> dict[str, Shown]:
-    """What recall shows at each grid point, the user's accesses rolled back after each."""
-    out = {}
-    for key, run in points.items():
-        async with accesses_rolled_back(services, run.ctx.user_id):
-            out[key] = await recalled(graph, run, thread_id, question)
-    return out
 
 
 def header(benchmark: str, started: float) -> dict[str, Any]:
@@ -337,6 +259,28 @@ class Bench:
     guard: GuardChatModel
     spec: str
     machine: dict[str, Any]
+
+    async def recalled(
+        self, run: Run, thread_id: str, question: tuple[str, str], keep: bool = False
+    ) -> Shown:
+        """The turn ids the recall node's items hold, best score first, and their tokens.
+
+        ``question``: its text and message id. The user's accesses (the recency signal)
+        are rolled back afterwards unless ``keep``.
+        """
+        user = run.ctx.user_id
+        async with contextlib.nullcontext() if keep else accesses_rolled_back(self.services, user):
+            message = HumanMessage(question[0], id=question[1])
+            state = await self.recall.ainvoke({"messages": [message]}, thread_id, run)
+        items = sorted(state.get("recalled") or [], key=lambda item: -(item.get("score") or 0.0))
+        ids = [sid for item in items for sid in item.get("source_ids") or []]
+        return list(dict.fromkeys(ids)), sum(int(item.get("tokens", 0)) for item in items)
+
+    async def probe(
+        self, points: dict[str, Run], thread_id: str, question: tuple[str, str]
+    ) -> dict[str, Shown]:
+        """What recall shows at each grid point, the accesses rolled back after each."""
+        return {key: await self.recalled(run, thread_id, question) for key, run in points.items()}
 
 
 @contextlib.asynccontextmanager

@@ -1,11 +1,11 @@
-"""Evidence recall, and the raw-turn baselines (dense, BM25, RRF, chunks) both benchmarks share."""
+"""Evidence recall, and the raw-turn baseline all three benchmarks share: dense + BM25, RRF."""
 
 from __future__ import annotations
 
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,6 @@ from bench.locomo_data import CATEGORIES, SCORED_CATEGORIES
 from bench.seeding import embed_batched
 from memory_graph_agent.prompting.rendering import text_tokens
 
-CHUNK_TURNS = 5
 RRF_K = 60
 BM25_K1, BM25_B = 1.5, 0.75
 Shown = tuple[list[str], int]
@@ -60,6 +59,16 @@ def aggregate(records: Sequence[dict[str, Any]], methods: Sequence[str]) -> dict
             "questions": {str(c): len(by_cat.get(c, [])) for c in CATEGORIES},
         }
     return out
+
+
+def means(rows: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, dict[str, float]]:
+    """Each measure's mean per group and ``overall``, of ``(group, {measure: value})`` rows."""
+    by: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for group, values in rows:
+        for measure, value in values.items():
+            for g in (group, "overall"):
+                by[measure][g].append(float(value))
+    return {m: {g: round(float(np.mean(v)), 4) for g, v in gs.items()} for m, gs in by.items()}
 
 
 def bm25_tokens(text: str) -> list[str]:
@@ -134,15 +143,12 @@ def message_tokens(messages: Sequence[BaseMessage]) -> int:
 
 @dataclass
 class RawIndex:
-    """One thread's raw turns and their chunks of ``CHUNK_TURNS``, for the baselines."""
+    """One user's raw turns, embedded and BM25-indexed, for the hybrid baseline."""
 
     ids: list[str]
     costs: list[int]
     vectors: np.ndarray
     bm25: BM25
-    chunks: list[list[int]]
-    chunk_costs: list[int]
-    chunk_vectors: np.ndarray
 
     def shown(self, order: Sequence[int], budget: int) -> Shown:
         """The turns of ``order`` that fit in ``budget``, and their tokens."""
@@ -153,33 +159,12 @@ class RawIndex:
         """The turns ranked by the dense and the BM25 score."""
         return ranking((self.vectors @ vector).tolist()), ranking(self.bm25.scores(question))
 
-    def baselines(self, question: str, vector: np.ndarray, budget: int) -> dict[str, Shown]:
-        """Each ranked baseline's context for one question."""
-        dense, sparse = self.orders(question, vector)
-        chunks = ranking((self.chunk_vectors @ vector).tolist())
-        taken = fill_budget(chunks, self.chunk_costs, budget)
-        return {
-            "dense": self.shown(dense, budget),
-            "bm25": self.shown(sparse, budget),
-            "hybrid": self.shown(rrf([dense, sparse]), budget),
-            "dense_chunks5": (
-                [self.ids[j] for i in taken for j in self.chunks[i]],
-                sum(self.chunk_costs[i] for i in taken),
-            ),
-        }
+    def hybrid(self, question: str, vector: np.ndarray, budget: int) -> Shown:
+        """The RRF of both rankings, budget-filled."""
+        return self.shown(rrf(self.orders(question, vector)), budget)
 
 
-async def raw_index(
-    embeddings: Any, ids: list[str], lines: list[str], embed_chunks: bool
-) -> RawIndex:
-    """Embed the turns; a chunk's vector embeds its text, or averages its turns' vectors."""
-    n = len(lines)
-    chunks = [list(range(i, min(i + CHUNK_TURNS, n))) for i in range(0, n, CHUNK_TURNS)]
-    texts = ["\n".join(lines[j] for j in c) for c in chunks]
+async def raw_index(embeddings: Any, ids: list[str], lines: list[str]) -> RawIndex:
+    """Embed the turns' lines and index their words."""
     vectors = await embed_batched(embeddings, lines)
-    if embed_chunks:
-        chunk_vectors = await embed_batched(embeddings, texts)
-    else:
-        chunk_vectors = np.stack([vectors[c].mean(axis=0) for c in chunks])
-    costs, chunk_costs = [text_tokens(x) for x in lines], [text_tokens(x) for x in texts]
-    return RawIndex(ids, costs, vectors, BM25(lines), chunks, chunk_costs, chunk_vectors)
+    return RawIndex(ids, [text_tokens(x) for x in lines], vectors, BM25(lines))

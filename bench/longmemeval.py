@@ -1,15 +1,21 @@
 """LongMemEval evidence recall of the memory pipeline, against raw-turn baselines.
 
 python -m bench longmemeval [--per-type N] [--offset K] [--budget 1800] [--grid SPEC]
+
+The data's fields: ``shared/data/longmemeval/README.md``. Sessions are sorted by date; a
+turn's id is ``<session>:<n>``; the evidence is the ``has_answer`` turns and
+``answer_session_ids``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
-from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +25,16 @@ from bench import joint_cv as cv
 from bench import locomo_pipeline as pipe
 from bench.harness import main, write_results
 from bench.locomo import bars
+from bench.locomo_data import Turn, safe_id
 from bench.locomo_scoring import (
-    CHUNK_TURNS,
     RawIndex,
     Shown,
     evidence_recall,
+    means,
     message_tokens,
     raw_index,
     rrf,
 )
-from bench.longmemeval_data import QUESTION_TYPES, Haystack, load_longmemeval
 from bench.seeding import embed_batched
 
 DEFAULT_DATA = os.environ.get(
@@ -39,17 +45,127 @@ METHODS = {
     "own at question_date (the last one ended), recall within the budget",
     "memory_in_thread": "memory pipeline, the question asked in the last session's thread "
     "before it ends: its window (at least the newest two turns) + recall, within the budget",
-    "window": "the last session's last window_size messages only",
-    "dense": "dense top-k over raw turns (MiniLM, cosine), budget-filled",
-    "bm25": "BM25 over raw turns, budget-filled",
     "hybrid": "RRF (k=60) of dense and BM25 over raw turns, budget-filled",
     "hybrid_in_thread": "a plain agent asked in the last session's thread: its newest two "
     "turns whole, then hybrid over the other raw turns in what they leave of the budget",
-    "dense_chunks5": f"dense top-k over {CHUNK_TURNS}-turn chunks (the mean of their turns' "
-    "vectors: five turns are far past MiniLM's 256 word pieces), budget-filled",
 }
 THREAD_TURNS = 2
 """The newest turns (user message and reply) a plain agent carries in its thread."""
+QUESTION_TYPES = (
+    "single-session-user",
+    "single-session-assistant",
+    "single-session-preference",
+    "multi-session",
+    "temporal-reasoning",
+    "knowledge-update",
+)
+
+
+def parse_date(text: str) -> datetime:
+    """LongMemEval's ``'2023/05/24 (Wed) 02:54'``."""
+    return datetime.strptime(text.strip(), "%Y/%m/%d (%a) %H:%M")
+
+
+@dataclass(frozen=True)
+class Session:
+    """One dated session: a thread of its own."""
+
+    session_id: str
+    date: str
+    turns: tuple[Turn, ...]
+
+    @property
+    def thread_id(self) -> str:
+        """The session's thread."""
+        return safe_id(f"s-{self.session_id}")
+
+    def exchanges(self) -> list[list[Turn]]:
+        """The session cut before each user message: what one live turn adds."""
+        out: list[list[Turn]] = []
+        for turn in self.turns:
+            if turn.role == "user" or not out:
+                out.append([])
+            out[-1].append(turn)
+        return out
+
+
+@dataclass(frozen=True)
+class Haystack:
+    """One question and its user's whole history (its own user in the memory)."""
+
+    question_id: str
+    question_type: str
+    question: str
+    answer: str
+    question_date: str
+    sessions: tuple[Session, ...]
+    answer_session_ids: tuple[str, ...]
+
+    @property
+    def user_id(self) -> str:
+        """One memory user per question."""
+        return safe_id(f"lme-{self.question_id}")
+
+    @property
+    def thread_id(self) -> str:
+        """The question's own thread: a session of its own, after every other one ended."""
+        return safe_id(f"q-{self.question_id}")
+
+    @property
+    def turns(self) -> list[Turn]:
+        """Every turn, in replay order."""
+        return [t for s in self.sessions for t in s.turns]
+
+    @property
+    def evidence(self) -> tuple[str, ...]:
+        """The ids of the ``has_answer`` turns."""
+        return tuple(t.dia_id for t in self.turns if t.has_answer)
+
+    def newest_and_stale(self) -> tuple[str, tuple[str, ...]] | None:
+        """For an update: the newest evidence turn and the older ones (None if one session)."""
+        dated = [t for t in self.turns if t.has_answer]
+        if len({t.session_id for t in dated}) < 2:
+            return None
+        newest = dated[-1]
+        return newest.dia_id, tuple(t.dia_id for t in dated if t.session_id != newest.session_id)
+
+
+def _session(session_id: str, date: str, raw: list[dict[str, Any]]) -> Session:
+    start = parse_date(date)
+    turns = tuple(
+        # one second apart: the log keeps the order said, the date stays the session's
+        Turn(safe_id(f"{session_id}:{n}"), None, str(t["content"]),
+             (start + timedelta(seconds=n)).isoformat(),
+             "user" if t["role"] == "user" else "assistant", session_id, bool(t.get("has_answer")))
+        for n, t in enumerate(raw)
+    )  # fmt: skip
+    return Session(session_id, start.isoformat(), turns)
+
+
+def haystack(item: dict[str, Any]) -> Haystack:
+    """One question of the file; its sessions sorted by date (ties keep the file's order)."""
+    raw = zip(item["haystack_session_ids"], item["haystack_dates"], item["haystack_sessions"],
+              strict=True)  # fmt: skip
+    return Haystack(
+        question_id=str(item["question_id"]),
+        question_type=str(item["question_type"]),
+        question=str(item["question"]),
+        answer=str(item["answer"]),
+        question_date=parse_date(item["question_date"]).isoformat(),
+        sessions=tuple(sorted((_session(*s) for s in raw), key=lambda s: s.date)),
+        answer_session_ids=tuple(item["answer_session_ids"]),
+    )
+
+
+def load_longmemeval(
+    path: str | Path, per_type: int | None = None, offset: int = 0
+) -> list[Haystack]:
+    """The questions of a LongMemEval file; ``per_type`` of each type from ``offset`` on."""
+    items = [haystack(x) for x in json.loads(Path(path).read_text())]
+    if per_type is None:
+        return items[offset:]
+    by_type = ([h for h in items if h.question_type == kind] for kind in QUESTION_TYPES)
+    return [h for same in by_type for h in same[offset : offset + per_type]]
 
 
 async def replay_haystack(graph: pipe.PerSettings, hay: Haystack, ctx: pipe.Run) -> int:
@@ -112,31 +228,20 @@ async def evaluate(
     replay_s = time.perf_counter() - t0
     # asked in the last session's thread, before it ends: its window is in the prompt
     window = await pipe.memory_state(b.services, hay.user_id, last)
-    async with pipe.accesses_rolled_back(b.services, hay.user_id):
-        ids, tokens = await pipe.recalled(b.recall, fit, last, question)
+    ids, tokens = await b.recalled(fit, last, question)
     contexts = {"memory_in_thread": (window.window_ids + ids, tokens + window.window_tokens)}
     # then the session ends, and the question opens a session of its own, at question_date
     t0 = time.perf_counter()
     await b.replay.ainvoke({"messages": [], "end_session": True}, last, ctx)
     replay_s += time.perf_counter() - t0
     mem = await pipe.memory_state(b.services, hay.user_id, hay.thread_id)
-    found: dict[str, Shown] = {}
-    replayed = ctx.settings.recall.weights.turn_context_weight  # what the replay indexed with
-    by_weight = cv.points_by_weight(fit, replayed, grid)
-    threads = [s.thread_id for s in hay.sessions]
-    async for points in pipe.reindexed(b.services, hay.user_id, threads, by_weight, replayed):
-        found |= await pipe.probe(b.services, b.recall, points, hay.thread_id, question)
-    points = by_weight.get(replayed, {})
-    found |= await pipe.probe(b.services, b.recall, points, hay.thread_id, question)
-    contexts["memory_in_budget"] = await pipe.recalled(b.recall, fit, hay.thread_id, question)
-    shown = hay.sessions[-1].turns[-ctx.settings.window.size :]
-    tokens = message_tokens([t.message() for t in shown])
-    contexts["window"] = ([t.dia_id for t in reversed(shown)], tokens)
+    found = await b.probe(cv.points(fit, grid), hay.thread_id, question)
+    contexts["memory_in_budget"] = await b.recalled(fit, hay.thread_id, question, keep=True)
     turns = hay.turns
-    ids, lines = [t.dia_id for t in turns], [t.line() for t in turns]
-    index = await raw_index(b.services.embeddings, ids, lines, embed_chunks=False)
+    index = await raw_index(b.services.embeddings, [t.dia_id for t in turns],
+                            [t.line() for t in turns])  # fmt: skip
     qvec = (await embed_batched(b.services.embeddings, [hay.question]))[0]
-    contexts.update(index.baselines(hay.question, qvec, budget))
+    contexts["hybrid"] = index.hybrid(hay.question, qvec, budget)
     contexts["hybrid_in_thread"] = hybrid_in_thread(index, hay, hay.question, qvec, budget)
     record = {
         "question_id": hay.question_id,
@@ -161,18 +266,7 @@ async def evaluate(
 
 def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Per method: each measure per question type and overall."""
-    out: dict[str, Any] = {}
-    for method in METHODS:
-        by: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-        for r in records:
-            for measure, value in r["methods"][method].items():
-                for group in (r["question_type"], "overall"):
-                    by[measure][group].append(float(value))
-        out[method] = {
-            measure: {g: round(float(np.mean(v)), 4) for g, v in groups.items()}
-            for measure, groups in by.items()
-        }
-    return out
+    return {m: means((r["question_type"], r["methods"][m]) for r in records) for m in METHODS}
 
 
 async def run(a: argparse.Namespace) -> dict[str, Any]:
@@ -238,13 +332,8 @@ def plot(report: dict[str, Any], plt: Any) -> Any:
     groups.append("overall")
     fig, ax = plt.subplots(figsize=(12, 4.5))
     bars(ax, groups, {m: [r["turn_recall"].get(g) for g in groups] for m, r in results.items()})
-    ax.set_xticks(range(len(groups)), groups, rotation=15, fontsize=8)
-    ax.set_ylabel("turn-level evidence recall")
-    ax.set_title(
-        f"LongMemEval dev: {report['data']['questions']} questions, budget "
-        f"{report['config']['budget_tokens']} tokens (window included)"
-    )
-    ax.legend(fontsize=7, ncol=4)
+    ax.set(ylabel="turn-level evidence recall", title=f"LongMemEval @ "
+           f"{report['config']['budget_tokens']} tokens")  # fmt: skip
     return fig
 
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 from typing import Any
 
 from bench.render.common import cell, load, machine, num, table
 
-LME_ORDER = ["memory_in_budget", "memory_in_thread", "hybrid", "hybrid_in_thread", "bm25"]
-LME_ORDER += ["dense", "dense_chunks5", "window"]
-"""The methods of the LongMemEval table, those a run has (older runs lack some)."""
+LOCOMO_METHODS = ("memory_in_budget", "hybrid", "memory", "full")
+LME_METHODS = ("memory_in_budget", "memory_in_thread", "hybrid", "hybrid_in_thread")
+"""The methods the tables show, in order (older runs have others, and may lack some)."""
 
 
 def _locomo_row(label: str, result: dict[str, Any], cats: list[str]) -> list[str]:
@@ -19,23 +18,13 @@ def _locomo_row(label: str, result: dict[str, Any], cats: list[str]) -> list[str
     return [label, *(f"{by[c]:.2f}" for c in cats), overall, tokens]
 
 
-def _categories(root: Path) -> tuple[list[str], dict[str, str]]:
-    config = load(root, "locomo")["config"]
-    return [str(c) for c in config["scored_categories"]], config["categories"]
-
-
 def render_locomo_table(root: Path) -> str:
     """Evidence recall per category and method, the headline first."""
     d = load(root, "locomo")
     names, methods, results = d["config"]["categories"], d["config"]["methods"], d["results"]
     cats = sorted(names)
-    rows = [
-        _locomo_row(f"**{methods['memory_in_budget']}**", results["memory_in_budget"], cats),
-        _locomo_row("the same, knobs cross-validated (leave one conversation out)",
-                    d["cross_validated"], cats),
-    ]  # fmt: skip
-    order = ["hybrid", "bm25", "dense", "dense_chunks5", "memory", "window", "full"]
-    rows += [_locomo_row(methods[m], results[m], cats) for m in order]
+    rows = [_locomo_row(methods[m], results[m], cats) for m in LOCOMO_METHODS if m in results]
+    rows[0][0] = f"**{rows[0][0]}**"
     head = ["method", *(names[c] for c in cats), "overall 1–4", "tokens"]
     data, counts = d["data"], results["memory_in_budget"]["questions"]
     scored = sum(counts[str(c)] for c in d["config"]["scored_categories"])
@@ -44,84 +33,6 @@ def render_locomo_table(root: Path) -> str:
         f"{num(scored, 0)} scored questions (categories 1–4; adversarial, 5, is shown but "
         f"not scored), budget {num(d['config']['budget_tokens'], 0)} tokens. Run on "
         f"{machine(d)}, {d['runtime_s'] / 60:.0f} min."
-    )
-    return table(head, rows) + note
-
-
-def render_locomo_grid(root: Path) -> str:
-    """In-sample overall recall of each grid point; rows by all knobs but the last."""
-    cv = load(root, "locomo")["cross_validated"]
-    grid, scores = cv["grid"], cv["in_sample_overall_1_4"]
-    *row_keys, col_key = list(grid)
-    rows = []
-    for values in itertools.product(*(grid[k] for k in row_keys)):
-        cells = [str(v) for v in values]
-        for col in grid[col_key]:
-            key = ",".join(f"{k}={v}" for k, v in zip(grid, (*values, col), strict=True))
-            cell = f"{scores[key]:.3f}" if key in scores else "-"
-            cells.append(f"**{cell}**" if key == cv["default"] else cell)
-        rows.append(cells)
-    head = [f"`{k}`" for k in row_keys] + [f"`{col_key}` = {c}" for c in grid[col_key]]
-    folds = cv["folds"]
-    chose = sum(f["chosen"] == cv["default"] for f in folds)
-    held = [f["held_out_overall_1_4"] for f in folds]
-    note = (
-        f"\n\nBold: the default. {chose} of {len(folds)} folds choose it; the held-out "
-        f"conversations score {min(held):.3f}–{max(held):.3f}; cross-validated overall "
-        f"{cv['overall_1_4']:.3f}. A grid point that adds a round trip must win by more "
-        f"than {cv['min_gain_for_round_trip'] * 100:.1f} point."
-    )
-    return table(head, rows) + note
-
-
-def render_locomo_levers(root: Path) -> str:
-    """The levers tried on one LoCoMo replay (``locomo_levers.json``): recall per category."""
-    d = load(root, "locomo_levers")
-    cats, names = _categories(root)
-    hybrid = d["hybrid"]["by_category"]
-    rows = [["hybrid (the last full run)", *(f"{hybrid[c]:.2f}" for c in cats), "", ""]]
-    for variant, result in d["variants"].items():
-        label = "the defaults" if not variant else f"`{variant.replace(',', ', ')}`"
-        rows.append(_locomo_row(label, result, cats))
-    cv = d["cross_validated"]
-    chosen = ", ".join(f"`{k or 'the defaults'}` in {n}" for k, n in cv["chosen_in_folds"].items())
-    note = (
-        f"\n\nLeave one conversation out over these rows, the folds choose {chosen}; "
-        f"cross-validated overall {cv['overall_1_4']:.3f}. Budget "
-        f"{num(d['budget'], 0)} tokens, window included. Run on {machine(d)}."
-    )
-    head = ["variant", *(names[c] for c in cats), "overall 1–4", "tokens"]
-    return table(head, rows) + note
-
-
-def render_window_share(root: Path) -> str:
-    """Per window share: LoCoMo per category, LongMemEval in the thread and on its own."""
-    d = load(root, "window_share")
-    cats, names = _categories(root)
-    cv = d["cross_validated"]
-    rows = []
-    for key, s in d["shares"].items():
-        label = f"**{key}**" if key == cv["default"] else key
-        in_thread = s["longmemeval_in_thread"]
-        rows.append(
-            _locomo_row(label, s["locomo"], cats) + [
-                f"{in_thread['turn_recall']['overall']:.3f}",
-                num(in_thread["tokens"]["overall"], 0),
-                f"{s['longmemeval_in_budget']['turn_recall']['overall']:.3f}",
-            ]
-        )  # fmt: skip
-    first = next(iter(d["shares"].values()))
-    hybrid, lme_hybrid = first["locomo_hybrid"], first["longmemeval_hybrid"]
-    lme = f"{lme_hybrid['turn_recall']['overall']:.3f}"
-    rows.append(["hybrid", *(f"{hybrid[c]:.2f}" for c in cats), "", "", lme, "", ""])
-    head = ["share", *(f"LoCoMo {names[c]}" for c in cats), "LoCoMo overall", "tokens",
-            "LongMemEval in the thread", "tokens", "LongMemEval, a session of its own"]  # fmt: skip
-    chosen = ", ".join(f"{k} in {n}" for k, n in cv["chosen_in_folds"].items())
-    held = cv["cross_validated"]
-    note = (
-        f"\n\nBold: the default. Holding out one LoCoMo conversation or one LongMemEval "
-        f"question at a time, the folds choose the share {chosen}; cross-validated, LoCoMo "
-        f"{held['locomo']:.3f} and LongMemEval in the thread {held['longmemeval']:.3f}."
     )
     return table(head, rows) + note
 
@@ -174,7 +85,7 @@ def render_longmemeval_table(root: Path) -> str:
     at = lme_at_point(d, key) if all(key in q["grid"] for q in d["questions"]) else {}
     if at:  # a run with a grid of its own may leave the shipped point out
         rows.append(row("**the headline at the shipped defaults (its grid point)**", at))
-    for method in (m for m in LME_ORDER if m in results):
+    for method in (m for m in LME_METHODS if m in results):
         label = d["config"]["methods"][method]
         if method.startswith("memory") and differs:
             label += f" (the run's defaults: {', '.join(differs)})"

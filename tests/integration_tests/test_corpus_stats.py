@@ -7,13 +7,46 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from bench.keyword_identity import SAMPLED_KEYWORD_SQL
 from memory_graph_agent.storage.corpus_stats import corpus_tables
 from memory_graph_agent.storage.episodes import _SCHEMA, EpisodeLog
 from memory_graph_agent.storage.forget import forget_user
 from memory_graph_agent.storage.postgres import Database
 from memory_graph_agent.storage.window import StoredMessage
 from tests.builders import V1_VECTOR_SCHEMA, log_turns
+
+SAMPLED_KEYWORD_SQL = (
+    "WITH terms AS ("
+    "  SELECT DISTINCT lex, quote_literal(lex)::tsquery AS tq "
+    "  FROM unnest(tsvector_to_array(to_tsvector('english', :words))) AS lex), "
+    "sample AS MATERIALIZED ("
+    "  SELECT tsv || ''::tsvector AS tsv FROM \"{table}\" WHERE user_id = :user_id "
+    "  ORDER BY thread_id, message_id LIMIT 1000), "
+    "corpus AS MATERIALIZED ("
+    "  SELECT s.n, s.avglen, CASE WHEN s.n < 1000 THEN s.n ELSE ("
+    '    SELECT count(*) FROM "{table}" WHERE user_id = :user_id) END AS total '
+    "  FROM (SELECT count(*) AS n, COALESCE(avg(length(tsv)), 1) AS avglen "
+    "        FROM sample) s), "
+    "counts AS MATERIALIZED ("
+    "  SELECT t.lex, t.tq, (SELECT count(*) FROM sample s WHERE s.tsv @@ t.tq) AS df "
+    "  FROM terms t), "
+    "weights AS MATERIALIZED ("
+    "  SELECT w.lex, w.tq, w.df, ln(1 + (c.n - w.df + 0.5) / (w.df + 0.5)) AS idf, "
+    "  sum(w.df) OVER (ORDER BY w.df, w.lex) * c.total / GREATEST(c.n, 1) AS reach "
+    "  FROM counts w CROSS JOIN corpus c), "
+    "selective AS ("
+    "  SELECT string_agg(quote_literal(lex), ' | ')::tsquery AS q FROM weights "
+    "  WHERE reach <= :cap OR df = (SELECT min(df) FROM weights)), "
+    "hits AS MATERIALIZED ("
+    "  SELECT e.thread_id, e.message_id, e.content, e.ts, e.tsv || ''::tsvector AS tsv "
+    '  FROM "{table}" e WHERE e.user_id = :user_id AND e.tsv @@ (SELECT q FROM selective)) '
+    "SELECT h.thread_id, h.message_id, h.content, h.ts, "
+    "  (SELECT sum(w.idf) FROM weights w WHERE h.tsv @@ w.tq) * (:k1 + 1) "
+    "  / (1 + :k1 * (1 - :b + :b * length(h.tsv) / c.avglen)) AS score "
+    "FROM hits h CROSS JOIN corpus c "
+    "ORDER BY score DESC, h.ts DESC, h.message_id, h.thread_id LIMIT :k"
+)
+"""The keyword query before the statistics were kept on write (``{table}``: the turns);
+once `bench.keyword_identity`, retired with it."""
 
 TURNS = [
     "I keep bees on my balcony in Lisbon.",

@@ -6,8 +6,7 @@ import json
 import uuid
 
 from bench.harness import args
-from bench.longmemeval import run
-from bench.longmemeval_data import load_longmemeval
+from bench.longmemeval import load_longmemeval, run
 
 FILLER = [
     ("user", "Can you suggest a recipe for a quick weeknight dinner?"),
@@ -84,7 +83,6 @@ async def test_end_to_end_memory_finds_evidence_of_old_sessions(memory_env, tmp_
     # both evidence turns left their sessions' windows long ago, and are recalled
     assert memory["turn_recall"]["overall"] == 1.0
     assert memory["session_recall"]["overall"] == 1.0
-    assert results["window"]["turn_recall"]["overall"] == 0.0
     # asked in the last session's thread: its window and the recalled memories together
     # stay within the budget, and the evidence of the old sessions is still recalled
     thread = results["memory_in_thread"]

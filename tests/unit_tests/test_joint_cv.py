@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.joint_cv import cross_validate
+from bench.joint_cv import cross_validate, parse_grid
 
 
 def _rows(prefix: str, n: int, a: float, b: float) -> list[dict]:
@@ -33,3 +33,12 @@ def test_ties_go_to_the_default_and_each_fold_scores_only_what_it_held_out():
 def test_the_default_must_have_been_probed():
     with pytest.raises(ValueError, match="not probed"):
         cross_validate(_rows("locomo", 1, 0.5, 0.5), [], default="c")
+
+
+def test_the_grid_takes_recall_time_settings_only():
+    grid = parse_grid("neighbour_weight=0,0.5; newest_first=true")
+    assert grid == {"neighbour_weight": (0.0, 0.5), "newest_first": (True,)}
+    with pytest.raises(ValueError, match="recall-time"):
+        parse_grid("turn_context_weight=0,0.25")  # the replay's: re-indexing is gone
+    with pytest.raises(ValueError, match="recall-time"):
+        parse_grid("no_such_setting=1")

@@ -6,8 +6,6 @@ import json
 
 import pytest
 
-from bench.joint_cv import MIN_GAIN_FOR_ROUND_TRIP
-from bench.joint_cv import cross_validate_locomo as cross_validate
 from bench.locomo_data import (
     Defects,
     canonical_id,
@@ -207,58 +205,6 @@ def test_bm25_tokens_and_ranking():
     bm = BM25(["Bob went hiking", "Caroline paints sunsets", "the weather was nice"])
     scores = bm.scores("What did Caroline paint?")
     assert ranking(scores)[0] == 1 and scores[0] == 0.0 == scores[2]
-
-
-def test_cross_validation_chooses_on_the_other_conversations():
-    def rec(conv: str, a: float, b: float, category: int = 1) -> dict:
-        return {
-            "sample_id": conv,
-            "category": category,
-            "grid": {"a": a, "b": b},
-            "grid_tokens": {"a": 10, "b": 20},
-        }
-
-    # "a" wins in c1 and c2, "b" only in c3: held out, c3 is scored with "a"
-    records = [rec("c1", 1.0, 0.0), rec("c2", 1.0, 0.0), rec("c3", 0.0, 0.5)]
-    records.append(rec("c3", 0.0, 1.0, category=5))  # adversarial: not chosen on
-    cv = cross_validate(records, ["a", "b"], default="b")
-    assert [f["chosen"] for f in cv["folds"]] == ["a", "a", "a"]
-    assert cv["by_category"]["1"] == 2 / 3  # c1: 1, c2: 1, c3: 0
-    assert cv["overall_1_4"] == 2 / 3 and cv["tokens_mean"] == 10
-    assert cv["best_in_sample"] == "a"
-    assert cv["in_sample_overall_1_4"] == {"a": round(2 / 3, 4), "b": round(0.5 / 3, 4)}
-
-
-def test_cross_validation_ties_go_to_the_default():
-    records = [
-        {
-            "sample_id": c,
-            "category": 2,
-            "grid": {"a": 1.0, "b": 1.0},
-            "grid_tokens": {"a": 1, "b": 1},
-        }
-        for c in ("c1", "c2")
-    ]
-    assert {f["chosen"] for f in cross_validate(records, ["a", "b"], "b")["folds"]} == {"b"}
-
-
-def test_a_point_with_a_round_trip_must_beat_the_lean_one_by_the_minimum_gain():
-    lean, edges = "speaker_weight=1.5,entity_weight=0.0", "speaker_weight=1.5,entity_weight=0.1"
-
-    def chosen(gain: float) -> set[str]:
-        records = [
-            {
-                "sample_id": c,
-                "category": 1,
-                "grid": {lean: 0.5, edges: 0.5 + gain},
-                "grid_tokens": {lean: 1, edges: 1},
-            }
-            for c in ("c1", "c2", "c3")
-        ]
-        return {f["chosen"] for f in cross_validate(records, [lean, edges], edges)["folds"]}
-
-    assert chosen(MIN_GAIN_FOR_ROUND_TRIP / 2) == {lean}  # better, but not by enough
-    assert chosen(MIN_GAIN_FOR_ROUND_TRIP * 2) == {edges}
 
 
 def test_a_partial_run_writes_its_results_and_says_which_tables_it_cannot_show(tmp_path, capsys):
