@@ -41,9 +41,14 @@ async def reach_entities(
     ctx: RunContext,
     fused: list[dict[str, Any]],
     query: str,
+    weight: float | None = None,
 ) -> dict[str, tuple[dict[str, Any], float]]:
-    """Each turn the best turns' keys reach, as an item, and the score it is lent."""
-    weight, store = settings.recall.weights.entity_weight, services.episodes.entities
+    """Each turn the best turns' keys reach, as an item, and the score it is lent.
+
+    ``weight``: the share of a seed's RRF lent (``None``: ``entity_weight``).
+    """
+    store = services.episodes.entities
+    weight = settings.recall.weights.entity_weight if weight is None else weight
     seeds = seed_turns(fused)
     if weight <= 0 or store is None or not seeds:
         return {}

@@ -39,6 +39,7 @@ from memory_graph_agent.recall.linking import NEIGHBOUR_PREFETCH, linked_turns
 from memory_graph_agent.recall.ranking import RRF_K, fill_budget, memory_score, recency, rrf
 from memory_graph_agent.recall.topics import link_topics
 from memory_graph_agent.recall.updates import newest_first
+from memory_graph_agent.recall.widening import idle, widen
 from memory_graph_agent.services.stores import Services
 from memory_graph_agent.settings import RecallWeights, Settings
 from memory_graph_agent.storage.episodes import EpisodeHit
@@ -315,6 +316,9 @@ async def retrieve(
     if recent:  # what recall leaves goes to the conversation's older turns, newest first
         more = with_tokens(conversation_items(recent, kept))
         kept, used = fill_budget([*kept, *more], on.budget, exclude=on.shown)
+    if isinstance(shown, Screen) and idle(used, on.budget):  # still idle: widen the net
+        more = await widen(services, settings, ctx, thread_id, query, kept, on.budget - used)
+        kept, used = fill_budget([*kept, *with_tokens(more)], on.budget, exclude=on.shown)
     items = prompt_order(kept)
     metrics.record_similarities(items)
     if touch:

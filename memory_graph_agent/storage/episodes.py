@@ -241,19 +241,27 @@ class EpisodeLog(EpisodeLinks):
         )
 
     async def recent(
-        self, user_id: str, thread_id: str, chars: int, limit: int = RECENT_TURNS
+        self,
+        user_id: str,
+        thread_id: str,
+        chars: int,
+        limit: int = RECENT_TURNS,
+        *,
+        elsewhere: bool = False,
     ) -> list[EpisodeHit]:
         """The thread's newest turns with text, newest first, as `EpisodeHit` (``Speaker: text``).
 
         At most ``limit``; a turn is returned while the turns newer than it hold fewer than
-        ``chars`` characters together (so the first one past ``chars`` is the last).
+        ``chars`` characters together (so the first one past ``chars`` is the last). With
+        ``elsewhere``: the user's newest turns of every other thread than ``thread_id``.
         """
+        which = "<>" if elsewhere else "="
         rows = await self.db.query(
-            "SELECT message_id, role, name, content, ts FROM (SELECT message_id, role, name, "
-            "content, ts, seq, sum(length(content)) OVER (ORDER BY seq DESC) - length(content) "
-            "AS newer FROM episodes WHERE user_id = :user_id AND thread_id = :thread_id "
-            "AND role = ANY(CAST(:roles AS text[])) AND content <> '' "
-            "ORDER BY seq DESC LIMIT :limit) AS turns WHERE newer < :chars ORDER BY seq DESC",
+            "SELECT thread_id, message_id, role, name, content, ts FROM (SELECT thread_id, "
+            "message_id, role, name, content, ts, seq, sum(length(content)) OVER (ORDER BY seq "
+            "DESC) - length(content) AS newer FROM episodes WHERE user_id = :user_id AND "
+            f"thread_id {which} :thread_id AND role = ANY(CAST(:roles AS text[])) AND content "
+            "<> '' ORDER BY seq DESC LIMIT :limit) AS turns WHERE newer < :chars ORDER BY seq DESC",
             {
                 "user_id": validate_id(user_id, "user_id"),
                 "thread_id": validate_id(thread_id, "thread_id"),
@@ -263,7 +271,7 @@ class EpisodeLog(EpisodeLinks):
             },
         )
         return [
-            EpisodeHit(thread_id, r["message_id"], episode_content(_to_message(r)), r["ts"])
+            EpisodeHit(r["thread_id"], r["message_id"], episode_content(_to_message(r)), r["ts"])
             for r in rows
         ]
 

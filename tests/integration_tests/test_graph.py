@@ -199,8 +199,10 @@ async def test_memory_budget_caps_the_recalled_block(graph_for, make_context, fa
     await say(agent, ctx, thread, "My sister Anna lives in Oslo and works as a marine biologist.")
     await say(agent, ctx, thread, "anything else")
     state = await say(agent, ctx, _thread(), "What does my sister do?")
-    assert state["recalled"] == []
-    assert "<memories>\n(none)\n</memories>" in fake_model.system_prompts()[-1]
+    # the summary of the sister does not fit; a short turn the idle budget widens to does
+    assert "Anna" not in str(state["recalled"])
+    assert sum(m["tokens"] for m in state["recalled"]) <= 10
+    assert "Anna" not in block(fake_model.system_prompts()[-1], "memories")
 
 
 async def test_turn_without_human_message_is_rejected(agent, make_context):

@@ -193,7 +193,8 @@ async def test_tool_mode_does_not_search_and_falls_back_without_tool_calling(
 
     no_tools = make_context(recall_mode="tool", model_obj=NoToolsModel())
     state = await say(agent, no_tools, _thread(), "What does my sister do?")
-    assert [m["text"] for m in state["recalled"]] == [SISTER]
+    found = [m["text"] for m in state["recalled"] if m.get("via") != "latest conversation"]
+    assert found == [SISTER]  # the rest of the budget: the question asked in tool mode
     kinds = [e["kind"] for e in state["memory_events"] if e["node"] == "recall"]
     assert kinds == ["tool_fallback", "auto"]
 

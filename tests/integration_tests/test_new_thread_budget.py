@@ -1,0 +1,93 @@
+"""In a new thread, what recall leaves of the budget goes where a user would expect.
+
+A user told the agent where they live and what they are allergic to, later that they
+moved, then talked at length of other things in another thread. In a new thread they ask
+both at once: the turns of both parts are recalled, the move with them (it names the city
+it replaced). A question that finds nothing gets the user's latest conversation, newest
+first, each turn whole; the budget holds and nothing is shown twice.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from langchain_core.messages import BaseMessage
+
+from memory_graph_agent.prompting.budgets import count_tokens
+from memory_graph_agent.settings import Settings
+from memory_graph_agent.testing import REPLY, ScriptedChatModel, default_handler
+from tests.conftest import say
+from tests.integration_tests.test_hybrid_recall import cost
+
+FIRST = "I live in Lyon and I'm allergic to peanuts, so I have to read every label."
+MOVED = "Actually, I moved from Lyon to Porto last month, the flat is near the river."
+OTHER = [
+    "What's a good warm-up before bouldering?",
+    "How do I descale an espresso machine?",
+    "Which lens is best for street photography?",
+    "How long should sourdough proof overnight?",
+    "What should a wedding toast for my sister say?",
+    "How do I stop my cat scratching the sofa?",
+    "Is a heat pump worth it in a cold climate?",
+    "Should I repot my fiddle-leaf fig in spring?",
+]
+BOTH = "Remind me: where do I live now, and what food must I avoid?"
+BUDGET = 1800
+
+
+def long_reply(messages: list[BaseMessage]) -> str:
+    """A reply of about 110 tokens that repeats the question."""
+    if not messages or messages[-1].type != "human":
+        return default_handler(messages)
+    topic = str(messages[-1].content).rstrip("?")
+    return f"On '{topic}': " + " ".join(["here is one careful consideration."] * 12)
+
+
+def texts(state: dict) -> list[str]:
+    return [str(item.get("text") or "") for item in state["recalled"]]
+
+
+async def history(agent, ctx) -> str:
+    """Where and what first, the move later; then a long talk in a newer thread."""
+    first = f"t-{uuid.uuid4().hex[:8]}"
+    for text in [FIRST, *OTHER[:4], MOVED, *OTHER[4:]]:
+        await say(agent, ctx, first, text)
+    latest = f"t-{uuid.uuid4().hex[:8]}"
+    for text in OTHER + [q.replace("?", " again?") for q in OTHER]:
+        await say(agent, ctx, latest, text)
+    return latest
+
+
+async def test_both_parts_of_a_question_in_a_new_thread_find_their_turns(graph_for, make_context):
+    settings = Settings().override(summary_mode="raw", memory_token_budget=BUDGET)
+    agent, ctx, thread = graph_for(settings), make_context(), f"t-{uuid.uuid4().hex[:8]}"
+    for text in [FIRST, *OTHER, MOVED, *OTHER[:6]]:  # short replies: "ok"
+        await say(agent, ctx, thread, text)
+    state = await say(agent, ctx, f"t-{uuid.uuid4().hex[:8]}", BOTH)
+    said = texts(state)
+    assert any("allergic to peanuts" in t for t in said), said
+    # "where do I live now" finds nothing of the move; the Lyon turn it finds leads there
+    moved = [i for i in state["recalled"] if "moved from Lyon to Porto" in str(i["text"])]
+    assert moved and moved[0]["via"] == "entity", said
+    assert cost(state["recalled"]) <= BUDGET
+
+
+async def test_a_question_that_finds_nothing_gets_the_latest_conversation(graph_for, make_context):
+    settings = Settings().override(summary_mode="raw", memory_token_budget=BUDGET)
+    fake = ScriptedChatModel(handlers={REPLY: long_reply})
+    ctx = make_context(model_obj=fake)
+    agent = graph_for(settings)
+    latest = await history(agent, ctx)
+    state = await say(agent, ctx, f"t-{uuid.uuid4().hex[:8]}", "Shall we go on?")
+    items = state["recalled"]
+    prompt = fake.prompts_for(REPLY)[-1]
+    used = cost(items) + count_tokens(prompt[1:-1])
+    assert BUDGET - used < 0.1 * BUDGET, "the budget does not idle"
+    assert used <= BUDGET
+    ids = [i["id"] for i in items]
+    assert len(ids) == len(set(ids)), "nothing is shown twice"
+    from_latest = [i for i in items if i.get("via") == "latest conversation"]
+    assert from_latest and all(i["thread_id"] == latest for i in from_latest)
+    # the newest turns of that conversation, not its oldest
+    assert any("fiddle-leaf fig in spring again" in i["text"] for i in from_latest)
+    assert not any("bouldering?" in i["text"] and "again" not in i["text"] for i in from_latest)
