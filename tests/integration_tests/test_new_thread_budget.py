@@ -11,36 +11,18 @@ from __future__ import annotations
 
 import uuid
 
-from langchain_core.messages import BaseMessage
-
 from memory_graph_agent.prompting.budgets import count_tokens
 from memory_graph_agent.settings import Settings
-from memory_graph_agent.testing import REPLY, ScriptedChatModel, default_handler
+from memory_graph_agent.testing import REPLY, ScriptedChatModel
 from tests.conftest import say
+from tests.integration_tests.test_conversation_fill import TOPICS as OTHER
+from tests.integration_tests.test_conversation_fill import long_reply
 from tests.integration_tests.test_hybrid_recall import cost
 
 FIRST = "I live in Lyon and I'm allergic to peanuts, so I have to read every label."
 MOVED = "Actually, I moved from Lyon to Porto last month, the flat is near the river."
-OTHER = [
-    "What's a good warm-up before bouldering?",
-    "How do I descale an espresso machine?",
-    "Which lens is best for street photography?",
-    "How long should sourdough proof overnight?",
-    "What should a wedding toast for my sister say?",
-    "How do I stop my cat scratching the sofa?",
-    "Is a heat pump worth it in a cold climate?",
-    "Should I repot my fiddle-leaf fig in spring?",
-]
 BOTH = "Remind me: where do I live now, and what food must I avoid?"
 BUDGET = 1800
-
-
-def long_reply(messages: list[BaseMessage]) -> str:
-    """A reply of about 110 tokens that repeats the question."""
-    if not messages or messages[-1].type != "human":
-        return default_handler(messages)
-    topic = str(messages[-1].content).rstrip("?")
-    return f"On '{topic}': " + " ".join(["here is one careful consideration."] * 12)
 
 
 def texts(state: dict) -> list[str]:
@@ -89,5 +71,6 @@ async def test_a_question_that_finds_nothing_gets_the_latest_conversation(graph_
     from_latest = [i for i in items if i.get("via") == "latest conversation"]
     assert from_latest and all(i["thread_id"] == latest for i in from_latest)
     # the newest turns of that conversation, not its oldest
-    assert any("fiddle-leaf fig in spring again" in i["text"] for i in from_latest)
-    assert not any("bouldering?" in i["text"] and "again" not in i["text"] for i in from_latest)
+    newest, oldest = OTHER[-1].replace("?", " again?"), OTHER[0]
+    assert any(newest in i["text"] for i in from_latest)
+    assert not any(oldest in i["text"] for i in from_latest)
