@@ -90,6 +90,14 @@ class RecallWeights(Group):
         ge=0,
         le=1,
     )
+    neighbour_reach: int = setting(
+        2,
+        "How many turns before and after a recalled turn its neighbours reach (within "
+        "12 hours); a turn n turns away gets neighbour_weight^n of its score. Chosen by "
+        "cross-validation on LoCoMo.",
+        ge=1,
+        le=3,
+    )
     summary_turn_weight: float = setting(
         0.0,
         "Weight of a recalled summary's rank in the ranking of the turns it was made from; "

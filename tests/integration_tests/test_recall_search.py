@@ -185,8 +185,10 @@ async def test_the_searches_bring_the_links_of_what_they_find(users, services, q
         }
         best = [(h.thread_id, h.message_id) for h in dense(found)[:2] + keyword(found)[:2]]
         assert set(found.neighbours) == set(best)
+        reach = Settings().recall.weights.neighbour_reach
         for key, near in found.neighbours.items():
-            assert [(key, h) for h in near] == await services.episodes.neighbours(user, [key])
+            alone = await services.episodes.neighbours(user, [key], reach)
+            assert [(key, h) for h in near] == alone
         assert all(h.thread_id.startswith("t") for near in found.neighbours.values() for h in near)
 
 
@@ -199,9 +201,9 @@ async def test_recall_fetches_only_the_links_the_searches_did_not_bring(
     calls: list[tuple[list, list]] = []
     linked = services.episodes.linked
 
-    async def counted(user_id, members, around):
+    async def counted(user_id, members, around, reach=1):
         calls.append((members, around))
-        return await linked(user_id, members, around)
+        return await linked(user_id, members, around, reach)
 
     monkeypatch.setattr(retrieval, "NEIGHBOUR_PREFETCH", prefetch)
     monkeypatch.setattr(services.episodes, "linked", counted)
