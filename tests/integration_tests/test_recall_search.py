@@ -38,9 +38,13 @@ QUESTIONS = [
 ]
 
 
+REACH = 2
+"""How far the searches' neighbours reach here: two turns each way, hops counted."""
+
+
 async def search_all(services, user, vector, text, k, depth, around=0) -> Found:
     """Every channel's search: ``k`` memories, ``depth`` turns per turn channel."""
-    settings = Settings().override(recall_k=k, speaker_turns=0)
+    settings = Settings().override(recall_k=k, speaker_turns=0, neighbour_reach=REACH)
     ctx = Context(user_id=user)
     return await search_channels(
         services, Search(settings, ctx.user_id, text, depth, around), vector, CHANNELS
@@ -185,9 +189,8 @@ async def test_the_searches_bring_the_links_of_what_they_find(users, services, q
         }
         best = [(h.thread_id, h.message_id) for h in dense(found)[:2] + keyword(found)[:2]]
         assert set(found.neighbours) == set(best)
-        reach = Settings().recall.weights.neighbour_reach
         for key, near in found.neighbours.items():
-            alone = await services.episodes.neighbours(user, [key], reach)
+            alone = await services.episodes.neighbours(user, [key], REACH)
             assert [(key, h) for h in near] == alone
         assert all(h.thread_id.startswith("t") for near in found.neighbours.values() for h in near)
 
