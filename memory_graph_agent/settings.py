@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from functools import reduce
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -89,6 +90,12 @@ class RecallWeights(Group):
         "after) get; 0 turns neighbours off. Chosen by cross-validation on LoCoMo.",
         ge=0,
         le=1,
+    )
+    neighbour_reach: int = setting(
+        1,
+        "Turns each way a recalled turn's neighbours reach; the nth gets neighbour_weight^n.",
+        ge=1,
+        le=3,
     )
     summary_turn_weight: float = setting(
         0.0,
@@ -329,13 +336,7 @@ class Settings(Group):
 
     def by_name(self) -> dict[str, Any]:
         """Every setting by its variable's name in lower case (the names `override` takes)."""
-        out: dict[str, Any] = {}
-        for env, path in ENV_PATHS.items():
-            value: Any = self
-            for part in path:
-                value = getattr(value, part)
-            out[env.lower()] = value
-        return out
+        return {env.lower(): reduce(getattr, path, self) for env, path in ENV_PATHS.items()}
 
     def override(self, **values: Any) -> Settings:
         """A copy with settings changed by their variable's name in lower case.
@@ -351,10 +352,7 @@ class Settings(Group):
                     f"no setting {name!r}: name one by its environment variable in lower "
                     "case (window_size, neighbour_weight...)"
                 )
-            target = data
-            for part in path[:-1]:
-                target = target[part]
-            target[path[-1]] = value
+            reduce(dict.__getitem__, path[:-1], data)[path[-1]] = value
         return type(self).model_validate(data)
 
 

@@ -78,8 +78,9 @@ def link_turns(
     A turn a recalled summary was made from gains ``summary_turn_weight / (k + rank)``
     of that summary; a summary that only quotes its turns word for word (raw mode, or a
     failed model call) gives way to them, so the prompt pays for the turns that rank,
-    not for the whole transcript. A neighbour of one of the best turns is worth
-    ``neighbour_weight`` of that turn. Returns every item, best RRF first.
+    not for the whole transcript. A neighbour of one of the best turns, ``hops`` turns
+    away, is worth ``neighbour_weight ** hops`` of that turn. Returns every item, best
+    RRF first.
     """
     by_key = {item["id"]: dict(item) for item in items}
     rank = {}
@@ -100,7 +101,8 @@ def link_turns(
     for (thread, message), hit in neighbours:
         parent = by_key.get(f"{thread}:{message}")
         if parent is not None and weights.neighbour_weight > 0:
-            _borrow(by_key, hit, weights.neighbour_weight * parent["rrf"], "neighbour")
+            lent = weights.neighbour_weight ** (hit.hops or 1) * parent["rrf"]
+            _borrow(by_key, hit, lent, "neighbour")
     return sorted(by_key.values(), key=lambda m: -m["rrf"])
 
 
@@ -128,7 +130,10 @@ async def linked_turns(
     turns = [found.members[k] for k in members if k in found.members] if found else []
     fetched: dict[tuple[str, str], list[EpisodeHit]] = {}
     if fetch_members or fetch_around:
-        more, pairs = await services.episodes.linked(ctx.user_id, fetch_members, fetch_around)
+        reach = settings.recall.weights.neighbour_reach
+        more, pairs = await services.episodes.linked(
+            ctx.user_id, fetch_members, fetch_around, reach
+        )
         turns += more  # empty unless the members were fetched here
         for key, hit in pairs:
             fetched.setdefault(key, []).append(hit)

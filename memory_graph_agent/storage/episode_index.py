@@ -106,6 +106,8 @@ class EpisodeHit:
     ts: datetime
     similarity: float | None = None
     keyword_score: float | None = None
+    hops: int | None = None
+    """A neighbour's distance in turns from the turn that linked it (`episode_links`)."""
 
 
 _KEYWORD_SQL = (
@@ -161,6 +163,7 @@ def episode_hit(row: dict[str, Any]) -> EpisodeHit:
         ts=row["ts"],
         similarity=None if distance is None else 1.0 - float(distance),
         keyword_score=None if row.get("score") is None else float(row["score"]),
+        hops=row.get("hops"),
     )
 
 

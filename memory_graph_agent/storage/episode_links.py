@@ -25,22 +25,29 @@ NEIGHBOUR_HOURS = 12
 Neighbours = dict[tuple[str, str], list[EpisodeHit]]
 """The neighbours of turns, by the turn's ``(thread_id, message_id)``, in message id order."""
 
-NEIGHBOURS_SCHEMA_VERSION = 2
-"""Raise it with a change to `neighbours_function`. 2: ``PARALLEL SAFE``, ``ROWS 2``."""
+NEIGHBOURS_SCHEMA_VERSION = 3
+"""Raise it with a change to `neighbours_function`. 2: ``PARALLEL SAFE``, ``ROWS 2``;
+3: ``p_reach`` turns each way (default 1, so a caller of version 2 still gets its two
+rows), and ``hops``."""
 
 
-def neighbours_function(table: str) -> str:
+def neighbours_function(table: str) -> list[str]:
     """The server-side lookup of one turn's neighbours: ``"{table}_neighbours"``.
 
-    The turns said just before and after ``(p_user, p_thread, p_message)`` in its thread,
-    if indexed and within ``p_seconds`` (at most 2 rows, said to the planner). A PL/pgSQL
+    The ``p_reach`` turns said just before and after ``(p_user, p_thread, p_message)`` in
+    its thread, if indexed and within ``p_seconds``, with how many turns away each is
+    (``hops``). The version before had no ``p_reach`` and no ``hops``: it is dropped
+    first, since a new argument makes another function. A PL/pgSQL
     function, so each backend plans its lookups once and keeps the plans: written inline
     in a search, the two ordered lookups and the join were planned again with every search
     (0.6 ms of a 0.7 ms plan).
     """
-    return f"""CREATE OR REPLACE FUNCTION "{table}_neighbours"(
-        p_user text, p_thread text, p_message text, p_seconds numeric)
-    RETURNS TABLE (thread_id text, message_id text, content text, ts timestamptz)
+    old = f'DROP FUNCTION IF EXISTS "{table}_neighbours"(text, text, text, numeric)'
+    return [
+        old,
+        f"""CREATE OR REPLACE FUNCTION "{table}_neighbours"(
+        p_user text, p_thread text, p_message text, p_seconds numeric, p_reach int DEFAULT 1)
+    RETURNS TABLE (thread_id text, message_id text, content text, ts timestamptz, hops int)
     LANGUAGE plpgsql STABLE PARALLEL SAFE ROWS 2 AS $fn$
     #variable_conflict use_column
     DECLARE h_seq bigint; h_ts timestamptz;
@@ -49,12 +56,14 @@ def neighbours_function(table: str) -> str:
       WHERE h.user_id = p_user AND h.thread_id = p_thread AND h.message_id = p_message;
       IF NOT FOUND THEN RETURN; END IF;
       RETURN QUERY
-      SELECT v.thread_id, v.message_id, v.content, v.ts FROM (
-        (SELECT n.message_id FROM episodes n WHERE n.user_id = p_user
-         AND n.thread_id = p_thread AND n.seq < h_seq ORDER BY n.seq DESC LIMIT 1)
+      SELECT v.thread_id, v.message_id, v.content, v.ts, n.hops FROM (
+        (SELECT n.message_id, row_number() OVER (ORDER BY n.seq DESC)::int AS hops
+         FROM episodes n WHERE n.user_id = p_user
+         AND n.thread_id = p_thread AND n.seq < h_seq ORDER BY n.seq DESC LIMIT p_reach)
         UNION ALL
-        (SELECT n.message_id FROM episodes n WHERE n.user_id = p_user
-         AND n.thread_id = p_thread AND n.seq > h_seq ORDER BY n.seq LIMIT 1)
+        (SELECT n.message_id, row_number() OVER (ORDER BY n.seq)::int AS hops
+         FROM episodes n WHERE n.user_id = p_user
+         AND n.thread_id = p_thread AND n.seq > h_seq ORDER BY n.seq LIMIT p_reach)
       ) AS n
       -- LIMIT 1 keeps this a lookup by primary key (a join would read the whole thread)
       CROSS JOIN LATERAL (
@@ -62,18 +71,19 @@ def neighbours_function(table: str) -> str:
         WHERE v.user_id = p_user AND v.thread_id = p_thread
         AND v.message_id = n.message_id LIMIT 1) AS v
       WHERE abs(extract(epoch FROM v.ts - h_ts)) <= p_seconds;
-    END $fn$"""
+    END $fn$""",
+    ]
 
 
 _NEIGHBOURS_SQL = (
     "SELECT k.thread_id AS of_thread, k.message_id AS of_message, "
-    "v.thread_id, v.message_id, v.content, v.ts "
+    "v.thread_id, v.message_id, v.content, v.ts, v.hops "
     "FROM {keys} "
     'CROSS JOIN LATERAL "{table}_neighbours"(CAST(:user_id AS text), k.thread_id, '
-    "k.message_id, CAST(:seconds AS numeric)) AS v "
+    "k.message_id, CAST(:seconds AS numeric), CAST(:reach AS int)) AS v "
 )
-"""The turns said just before and after each key of ``{keys}`` (``k``), within :seconds
-(`neighbours_function`)."""
+"""The :reach turns said just before and after each key of ``{keys}`` (``k``), within
+:seconds (`neighbours_function`)."""
 
 
 @guarded("postgres")
@@ -87,41 +97,47 @@ class EpisodeLinks(EpisodeIndex):
         return [episode_hit(r) for r in await self.db.run(self._turns_statement(user_id, keys))]
 
     async def neighbours(
-        self, user_id: str, keys: list[tuple[str, str]]
+        self, user_id: str, keys: list[tuple[str, str]], reach: int = 1
     ) -> list[tuple[tuple[str, str], EpisodeHit]]:
-        """The indexed turns said just before and after each key's turn, in its thread.
+        """The ``reach`` indexed turns said just before and after each key's turn, in its thread.
 
         A neighbour more than `NEIGHBOUR_HOURS` away belongs to another sitting and is
         left out. Returns ``(key, neighbour)`` pairs.
         """
         if not keys:
             return []
-        return _pairs(await self.db.run(self._neighbours_statement(user_id, keys)))
+        return _pairs(await self.db.run(self._neighbours_statement(user_id, keys, reach)))
 
     async def linked(
-        self, user_id: str, members: list[tuple[str, str]], around: list[tuple[str, str]]
+        self,
+        user_id: str,
+        members: list[tuple[str, str]],
+        around: list[tuple[str, str]],
+        reach: int = 1,
     ) -> tuple[list[EpisodeHit], list[tuple[tuple[str, str], EpisodeHit]]]:
         """`turns` of ``members`` and `neighbours` of ``around``, in one round trip."""
         turns, pairs = await self.db.pipeline(
-            self._turns_statement(user_id, members), self._neighbours_statement(user_id, around)
+            self._turns_statement(user_id, members),
+            self._neighbours_statement(user_id, around, reach),
         )
         return [episode_hit(r) for r in turns], _pairs(pairs)
 
     def linked_dense_statements(
-        self, user_id: str, vector: list[float] | VectorLiteral, k: int, around: int
+        self, user_id: str, vector: list[float] | VectorLiteral, k: int, around: int, reach: int = 1
     ) -> list[Statement]:
         """`dense_statements`, also returning the neighbours of its ``around`` nearest turns.
 
-        Rows for `linked_hits`; just `dense_statements` without ``around``.
+        ``reach`` turns each way. Rows for `linked_hits`; just `dense_statements` without
+        ``around``.
         """
         *options, (knn, params) = self.dense_statements(user_id, vector, k)
         if around <= 0:
             return [*options, (knn, params)]
         ranked = "SELECT d.*, row_number() OVER (ORDER BY distance, message_id, thread_id) AS ord"
-        return [*options, self._with_neighbours(knn, ranked, "distance", params, around)]
+        return [*options, self._with_neighbours(knn, ranked, "distance", params, around, reach)]
 
     def linked_keyword_statement(
-        self, user_id: str, text: str, k: int, around: int
+        self, user_id: str, text: str, k: int, around: int, reach: int = 1
     ) -> Statement | None:
         """`keyword_statement`, also returning the neighbours of its ``around`` best turns."""
         statement = self.keyword_statement(user_id, text, k)
@@ -132,7 +148,7 @@ class EpisodeLinks(EpisodeIndex):
             "SELECT d.*, row_number() OVER "
             "(ORDER BY score DESC, ts DESC, message_id, thread_id) AS ord"
         )
-        return self._with_neighbours(sql, ranked, "score", params, around)
+        return self._with_neighbours(sql, ranked, "score", params, around, reach)
 
     def with_members(self, user_id: str, statement: Statement) -> Statement:
         """A memory search (`MemoryStore.search_statements`) that also brings its turns.
@@ -156,7 +172,7 @@ class EpisodeLinks(EpisodeIndex):
         )
 
     def _with_neighbours(
-        self, search: str, ranked: str, score: str, params: dict[str, Any], around: int
+        self, search: str, ranked: str, score: str, params: dict[str, Any], around: int, reach: int
     ) -> Statement:
         """``search`` (CTE ``d``), ranked by ``ranked`` (``ord``), with neighbours.
 
@@ -167,10 +183,10 @@ class EpisodeLinks(EpisodeIndex):
         return (
             f"WITH d AS MATERIALIZED ({search}), r AS ({ranked} FROM d) "
             "SELECT NULL::text AS of_thread, NULL::text AS of_message, thread_id, message_id, "
-            f"content, ts, {score}, ord FROM r "
+            f"content, ts, NULL::int AS hops, {score}, ord FROM r "
             "UNION ALL SELECT n.*, NULL, NULL FROM ("
             f"{_NEIGHBOURS_SQL.format(keys=keys, table=self._table())}) AS n",
-            {**params, "around": around, "seconds": NEIGHBOUR_HOURS * 3600},
+            {**params, "around": around, "reach": reach, "seconds": NEIGHBOUR_HOURS * 3600},
         )
 
     def _turns_statement(self, user_id: str, keys: list[tuple[str, str]]) -> Statement:
@@ -183,7 +199,9 @@ class EpisodeLinks(EpisodeIndex):
             _keys(user_id, keys),
         )
 
-    def _neighbours_statement(self, user_id: str, keys: list[tuple[str, str]]) -> Statement:
+    def _neighbours_statement(
+        self, user_id: str, keys: list[tuple[str, str]], reach: int
+    ) -> Statement:
         keyed = (
             "unnest(CAST(:threads AS text[]), CAST(:ids AS text[])) "
             "WITH ORDINALITY AS k(thread_id, message_id, ord)"
@@ -191,7 +209,7 @@ class EpisodeLinks(EpisodeIndex):
         return (
             _NEIGHBOURS_SQL.format(keys=keyed, table=self._table())
             + "ORDER BY k.ord, v.message_id",
-            {**_keys(user_id, keys), "seconds": NEIGHBOUR_HOURS * 3600},
+            {**_keys(user_id, keys), "reach": reach, "seconds": NEIGHBOUR_HOURS * 3600},
         )
 
 

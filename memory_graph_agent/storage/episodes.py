@@ -147,7 +147,7 @@ class EpisodeLog(EpisodeLinks):
             await db.migrate(table, VECTOR_SCHEMA_VERSION, *_vector_schema(table, dim))
             await db.migrate(f"{table}_speaker", SPEAKER_SCHEMA_VERSION, *_speaker_schema(table))
             await db.migrate(
-                f"{table}_neighbours", NEIGHBOURS_SCHEMA_VERSION, neighbours_function(table)
+                f"{table}_neighbours", NEIGHBOURS_SCHEMA_VERSION, *neighbours_function(table)
             )
             await EntityLinks(db, table).migrate()
         iterative = dim and await db.iterative_scans()

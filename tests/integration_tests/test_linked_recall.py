@@ -53,6 +53,29 @@ async def test_the_turn_next_to_a_hit_is_recalled(services, make_context):
     assert name not in sources(off)
 
 
+async def test_a_turn_two_away_from_a_hit_is_recalled_at_reach_two(services, make_context):
+    """The name comes after the assistant's reply to the dog turn: reach 2 brings it."""
+    settings = Settings().override(**NO_SUMMARY_LINKS.model_dump(), min_similarity=0.9)
+    ctx = make_context()
+    ids = await log(services, ctx.user_id, "t1", FILLER[0], DOG, FILLER[1], NAME, *FILLER[2:])
+    dog, reply, name = ids[1], ids[2], ids[3]
+
+    two = await retrieve(
+        services, settings.override(neighbour_reach=2), ctx, QUESTION, "x", touch=False
+    )
+    by_source = {m["source_ids"][0]: m for m in two.items}
+    assert {dog, reply, name} <= set(by_source)
+    assert by_source[name]["via"] == "neighbour" and by_source[name]["keyword_rank"] is None
+    weight = settings.recall.weights.neighbour_weight
+    assert by_source[name]["rrf"] == round(weight**2 * by_source[dog]["rrf"], 6)
+    assert by_source[reply]["rrf"] == round(weight * by_source[dog]["rrf"], 6)
+
+    one = await retrieve(
+        services, settings.override(neighbour_reach=1), ctx, QUESTION, "x", touch=False
+    )
+    assert reply in sources(one) and name not in sources(one)
+
+
 async def test_neighbours_stay_in_their_thread_sitting_and_user(services, make_context):
     settings = Settings().override(**NO_SUMMARY_LINKS.model_dump(), min_similarity=0.9)
     ctx = make_context()
@@ -147,7 +170,7 @@ async def test_a_database_made_before_gets_the_neighbours_function(services, mak
     exists = "SELECT count(*) AS n FROM pg_proc WHERE proname = :f"
     params = {"f": f"{table}_neighbours"}
     before = await turns_table_record(services)
-    drop = f'DROP FUNCTION "{table}_neighbours"(text, text, text, numeric)'
+    drop = f'DROP FUNCTION "{table}_neighbours"(text, text, text, numeric, int)'
     async with without_component(services, f"{table}_neighbours", drop):
         assert (await services.db.query(exists, params))[0]["n"] == 0
     assert (await services.db.query(exists, params))[0]["n"] == 1

@@ -70,7 +70,10 @@ async def test_a_client_cannot_retune_recall(bob, server_credentials: Credential
     name is refused (403), naming what it set and the variables that set it."""
     thread = (await bob.threads.create())["thread_id"]
     for context, says in (
-        ({"recall_weights": {"neighbour_weight": 0.0}}, "NEIGHBOUR_WEIGHT, SUMMARY_TURN_WEIGHT"),
+        (
+            {"recall_weights": {"neighbour_weight": 0.0}},
+            "NEIGHBOUR_WEIGHT, NEIGHBOUR_REACH, SUMMARY_TURN_WEIGHT",
+        ),
         ({"recall": {}}, "RECALL_K"),
         ({"weight_recency": 1.0}, "WEIGHT_RECENCY"),
     ):

@@ -38,9 +38,13 @@ QUESTIONS = [
 ]
 
 
+REACH = 2
+"""How far the searches' neighbours reach here: two turns each way, hops counted."""
+
+
 async def search_all(services, user, vector, text, k, depth, around=0) -> Found:
     """Every channel's search: ``k`` memories, ``depth`` turns per turn channel."""
-    settings = Settings().override(recall_k=k, speaker_turns=0)
+    settings = Settings().override(recall_k=k, speaker_turns=0, neighbour_reach=REACH)
     ctx = Context(user_id=user)
     return await search_channels(
         services, Search(settings, ctx.user_id, text, depth, around), vector, CHANNELS
@@ -186,7 +190,8 @@ async def test_the_searches_bring_the_links_of_what_they_find(users, services, q
         best = [(h.thread_id, h.message_id) for h in dense(found)[:2] + keyword(found)[:2]]
         assert set(found.neighbours) == set(best)
         for key, near in found.neighbours.items():
-            assert [(key, h) for h in near] == await services.episodes.neighbours(user, [key])
+            alone = await services.episodes.neighbours(user, [key], REACH)
+            assert [(key, h) for h in near] == alone
         assert all(h.thread_id.startswith("t") for near in found.neighbours.values() for h in near)
 
 
@@ -199,9 +204,9 @@ async def test_recall_fetches_only_the_links_the_searches_did_not_bring(
     calls: list[tuple[list, list]] = []
     linked = services.episodes.linked
 
-    async def counted(user_id, members, around):
+    async def counted(user_id, members, around, reach=1):
         calls.append((members, around))
-        return await linked(user_id, members, around)
+        return await linked(user_id, members, around, reach)
 
     monkeypatch.setattr(retrieval, "NEIGHBOUR_PREFETCH", prefetch)
     monkeypatch.setattr(services.episodes, "linked", counted)

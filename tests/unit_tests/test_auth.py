@@ -212,7 +212,7 @@ def test_the_groups_and_the_weights_are_refused_as_groups_and_one_by_one() -> No
             run_context("alice", context)
         named = next(iter(k for k in context if k != "model"))
         assert f"sets {named}:" in str(refused.value)
-    with pytest.raises(Forbidden, match=r"\(NEIGHBOUR_WEIGHT, SUMMARY_TURN_WEIGHT, .*\)"):
+    with pytest.raises(Forbidden, match=r"\(NEIGHBOUR_WEIGHT, NEIGHBOUR_REACH, .*\)"):
         run_context("alice", {"recall_weights": {}})  # says which variables set it
     # keys that are no field set nothing (the server adds its own, e.g. a fired cron's)
     assert run_context("alice", {"cron_id": "c1"}) == {"cron_id": "c1", "user_id": "alice"}

@@ -25,7 +25,11 @@ class DenseTurns:
     def statements(self, services: Services, search: Search) -> Sequence[Statement]:
         """`EpisodeLinks.linked_dense_statements`: the neighbours of its best turns too."""
         return services.episodes.linked_dense_statements(
-            search.user_id, search.vector, search.depth, search.around
+            search.user_id,
+            search.vector,
+            search.depth,
+            search.around,
+            search.settings.recall.weights.neighbour_reach,
         )
 
     def read(self, rows: Rows, search: Search) -> Hits:

@@ -28,7 +28,11 @@ class KeywordTurns:
     def statements(self, services: Services, search: Search) -> Sequence[Statement] | None:
         """`EpisodeLinks.linked_keyword_statement`; none for a query without words."""
         statement = services.episodes.linked_keyword_statement(
-            search.user_id, search.text, search.depth, search.around
+            search.user_id,
+            search.text,
+            search.depth,
+            search.around,
+            search.settings.recall.weights.neighbour_reach,
         )
         return None if statement is None else [statement]
 
