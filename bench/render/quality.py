@@ -1,4 +1,4 @@
-"""The memory-quality regions: LoCoMo, LongMemEval, their joint cross-validation, ingestion."""
+"""The memory-quality regions: LoCoMo, LongMemEval, their joint cross-validation."""
 
 from __future__ import annotations
 
@@ -140,22 +140,6 @@ def render_joint_cv(root: Path) -> str:
         f"Cross-validated: LoCoMo {held['locomo']:.3f}, LongMemEval {held['longmemeval']:.3f}."
     )
     return table(["grid point", "LoCoMo 1–4", "LongMemEval", "mean"], rows) + note
-
-
-def render_ingestion_table(root: Path) -> str:
-    """Turns per second into memory, raw and with a chat model, on the same turns."""
-    d = load(root, "ingestion")
-    rows = [
-        ["raw summaries, no model" if r["mode"] == "raw" else f"summaries etc. by `{r['model']}`",
-         num(r["turns"], 0), num(r["seconds"], 0), num(r["turns_per_s"], 2),
-         ", ".join(f"{n} {kind}" for kind, n in sorted(r["stored"].items()))]
-        for r in d["runs"]
-    ]  # fmt: skip
-    head = ["ingestion", "turns", "seconds", "turns/s", "stored"]
-    return table(head, rows) + (
-        f"\n\nThe first {d['data']['turns']} turns of LongMemEval question "
-        f"`{d['data']['question_id']}`, memory inline; on {machine(d)}."
-    )
 
 
 def render_in_session_table(root: Path) -> str:
