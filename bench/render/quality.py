@@ -82,14 +82,15 @@ def render_longmemeval_table(root: Path) -> str:
                 f"{sessions:.3f}", num(r["tokens"]["overall"], 0)]  # fmt: skip
 
     rows = []
-    at = lme_at_point(d, key) if all(key in q["grid"] for q in d["questions"]) else {}
-    if at:  # a run with a grid of its own may leave the shipped point out
-        rows.append(row("**the headline at the shipped defaults (its grid point)**", at))
     for method in (m for m in LME_METHODS if m in results):
         label = d["config"]["methods"][method]
         if method.startswith("memory") and differs:
             label += f" (the run's defaults: {', '.join(differs)})"
         rows.append(row(label, results[method]))
+    at = lme_at_point(d, key) if all(key in q["grid"] for q in d["questions"]) else {}
+    if at and differs:  # the run's defaults are not the shipped ones: the shipped point first
+        rows.insert(0, row("the headline at the shipped defaults (its grid point)", at))
+    rows[0][0] = f"**{rows[0][0]}**"
     head = ["method", *types, "turn recall", "session recall", "tokens"]
     ku = at.get("newest_first", {}).get("knowledge-update")
     ku_hybrid = results["hybrid"].get("newest_first", {}).get("knowledge-update")
