@@ -155,7 +155,7 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
             "scored_questions": sum(q.scored for q in questions),
             "questions_by_category": dict(Counter(str(q.category) for q in questions)),
         },
-        "defects": defects.as_dict(),
+        "defects": {"count": defects.count, "examples": defects.examples},
         "config": run_config(a.budget, conversations),
         "machine": b.machine,
         "llm_calls": b.guard.calls,
@@ -164,8 +164,7 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
         "questions": records,
     }
     write_results(a.out, "locomo", report, plot, show=() if a.quiet else ("locomo-table",))
-    counts = {k: v for k, v in report["defects"]["counts"].items() if v}
-    say(a.quiet, f"data defects: {counts}; chat model calls: {b.guard.calls}")
+    say(a.quiet, f"data defects: {defects.count}; chat model calls: {b.guard.calls}")
     return report
 
 
