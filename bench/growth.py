@@ -25,10 +25,10 @@ from langchain_core.messages import HumanMessage
 from psycopg import sql
 from redis.asyncio import Redis
 
-from bench.content import memory_text, user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
 from bench.harness import main, ms_stats, say, write_results
+from bench.seeding import memory_text, user_question
 from graph.background import LocalScheduler
 from graph.builder import build_graph
 from graph.context import Context

@@ -34,9 +34,9 @@ import psutil
 import psycopg
 from langgraph_sdk import get_client
 
-from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.harness import main, ms_stats, say, write_results
+from bench.seeding import user_question
 from bench.soak_report import verify_conversation
 from memory_graph_agent.core.memory_threads import memory_thread_id
 from memory_graph_agent.core.server_token import server_token
