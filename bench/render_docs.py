@@ -15,8 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
-from bench.render import longrun, quality, speed
-from bench.render.common import cell, table
+from bench.render import cell, longrun, quality, speed, table
 
 ROOT = Path(__file__).resolve().parents[1]
 START = re.compile(r"<!-- bench:([a-z0-9-]+) -->")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.render.common import cell, load, machine, num, table
+from bench.render import cell, load, machine, num, table
 
 LOCOMO_METHODS = ("memory_in_budget", "hybrid", "memory", "full")
 LME_METHODS = ("memory_in_budget", "memory_in_thread", "hybrid", "hybrid_in_thread")
