@@ -313,7 +313,7 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
         raise ValueError("users, turns, every, session_turns and queries must be >= 1")
     if not 0 <= a.days_per_pass < float("inf"):  # NaN too
         raise ValueError(f"days_per_pass must be a number of days >= 0, got {a.days_per_pass!r}")
-    runs = [await run_one(retention, a) for retention in a.retention or RETENTIONS]
+    runs = [await run_one(retention, a) for retention in RETENTIONS]
     data = {
         "users": a.users,
         "turns": a.turns,
@@ -340,7 +340,6 @@ def flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--days-per-pass", type=float, default=DAYS_PER_PASS,
                    help="simulated days before each maintenance pass (0: none)")  # fmt: skip
     p.add_argument("--queries", type=int, default=50, help="read-path questions per probe")
-    p.add_argument("--retention", choices=RETENTIONS, action="append", help="only these modes")
     p.add_argument("--keep", action="store_true", help="keep the databases (for EXPLAIN)")
 
 
