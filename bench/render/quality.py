@@ -7,7 +7,7 @@ from typing import Any
 
 from bench.render import cell, load, machine, num, table
 
-LOCOMO_METHODS = ("memory_in_budget", "hybrid", "memory", "full")
+LOCOMO_METHODS = ("memory_in_budget", "hybrid", "full")
 LME_METHODS = ("memory_in_budget", "memory_in_thread", "hybrid", "hybrid_in_thread")
 """The methods the tables show, in order (older runs have others, and may lack some)."""
 
