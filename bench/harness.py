@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-SCENARIOS = ("locomo", "longmemeval", "joint_cv", "ingestion", "latency", "throughput",
+SCENARIOS = ("locomo", "longmemeval", "joint_cv", "latency", "throughput",
              "peers", "growth", "soak", "in_session")  # fmt: skip
 """Every benchmark, by module name in `bench`."""
 

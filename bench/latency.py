@@ -45,6 +45,8 @@ MODES = (
     "agent_only",
     "middleware_background",
 )
+SPEED = {"first_token_s": 0.3, "tokens_per_s": 40.0}
+"""The fake model's speed: seconds to the first token, then tokens per second."""
 AGENTS = ("agent_only", "middleware_background")
 """The ``create_agent`` agents: their model node is ``model``, not ``respond``."""
 REPLY_NODES = ("respond", "model")
@@ -153,7 +155,6 @@ async def run(a: argparse.Namespace) -> bool:
     """
     (texts,) = _texts(a.locomo, 1)
     texts = (texts * (a.turns // len(texts) + 1))[: a.turns]
-    speed = {"first_token_s": a.first_token, "tokens_per_s": a.tokens_per_s}
     results: dict[str, Any] = {}
     async with isolated_services(tag="latency") as env:
         info = await machine_info(env.database_url)
@@ -170,7 +171,7 @@ async def run(a: argparse.Namespace) -> bool:
             with instrument(services):
                 raw: dict[str, list[dict[str, Any]]] = {}
                 for mode in a.modes:
-                    spec, model = register_paced_model(**speed)
+                    spec, model = register_paced_model(**SPEED)
                     user = f"lat-{mode.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
                     # the inline graph has no scheduler: its memory forms in the turn
                     ctx = Context(user_id=user, model=spec)
@@ -201,7 +202,7 @@ async def run(a: argparse.Namespace) -> bool:
     data = {
         "benchmark": "latency",
         "machine": info,
-        "config": {"turns": a.turns, **speed, "reply_tokens": 40, "embedding_model": EMBEDDING},
+        "config": {"turns": a.turns, **SPEED, "reply_tokens": 40, "embedding_model": EMBEDDING},
         "modes": {m: results[m] for m in a.modes},
         "memory_cost_per_turn": results["memory_cost_per_turn"],
     }
@@ -248,8 +249,6 @@ async def _cost_replay(services: Any, saver: Any, locomo: Path, conversations: i
 def flags(p: argparse.ArgumentParser) -> None:
     """The flags of `bench.latency` beside ``--out``."""
     p.add_argument("--turns", type=int, default=120, help="turns per agent (>= 100)")
-    p.add_argument("--first-token", type=float, default=0.3, help="seconds to the first token")
-    p.add_argument("--tokens-per-s", type=float, default=40.0, help="streaming speed")
     p.add_argument("--cost-conversations", type=int, default=2, help="LoCoMo replays for cost")
     p.add_argument("--locomo", type=Path, default=LOCOMO)
     p.add_argument("--modes", type=parse_modes, default=MODES, help=f"of {','.join(MODES)}")

@@ -25,8 +25,6 @@ from bench.seeding import embed_batched
 DEFAULT_DATA = os.environ.get("LOCOMO_DATA", "/work/shared/data/locomo/locomo8.json")
 METHODS = {
     "memory_in_budget": "memory pipeline, the headline: window + recall, all within the budget",
-    "memory": "memory pipeline with the window on top of the budget: window + recall of "
-    "the full budget",
     "hybrid": f"RRF (k={scoring.RRF_K}) of dense and BM25 over raw turns, budget-filled",
     "full": "the whole conversation",
 }
@@ -37,8 +35,7 @@ async def evaluate(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Replay one conversation, then score every question for every method and grid point.
 
-    ``memory_in_budget`` and the grid's points are probes (accesses rolled back) asked
-    before ``memory``, so they see the access history ``memory`` left over the questions.
+    ``memory_in_budget`` and the grid's points are probes: their accesses are rolled back.
     """
     await pipe.check_fresh(b.services, conv)
     ctx = pipe.replay_context(conv, b.spec)
@@ -56,9 +53,7 @@ async def evaluate(
     qvecs = await embed_batched(b.services.embeddings, [q.text for q in scored])
     index_s = time.perf_counter() - t0
 
-    # the recall node fills what the window leaves of memory_token_budget: "memory" gets
-    # the window on top of the budget, "memory_in_budget" both within it
-    full_ctx = pipe.recall_context(conv, b.spec, budget + mem.window_tokens)
+    # the recall node fills what the window leaves of memory_token_budget
     points, default = cv.points(pipe.recall_context(conv, b.spec, budget)), cv.default_key()
     t0 = time.perf_counter()
     records = []
@@ -66,10 +61,8 @@ async def evaluate(
         asked = (q.text, f"q{q.index}")
         shown = await b.probe(points, conv.thread_id, asked)
         grid = {k: (mem.window_ids + i, t + mem.window_tokens) for k, (i, t) in shown.items()}
-        ids, tokens = await b.recalled(full_ctx, conv.thread_id, asked, keep=True)
         contexts = {
             "memory_in_budget": grid[default],
-            "memory": (mem.window_ids + ids, tokens + mem.window_tokens),
             "hybrid": index.hybrid(q.text, vector, budget),
             "full": (index.ids, sum(index.costs)),
         }
@@ -155,7 +148,7 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
             "scored_questions": sum(q.scored for q in questions),
             "questions_by_category": dict(Counter(str(q.category) for q in questions)),
         },
-        "defects": defects.as_dict(),
+        "defects": {"count": defects.count, "examples": defects.examples},
         "config": run_config(a.budget, conversations),
         "machine": b.machine,
         "llm_calls": b.guard.calls,
@@ -164,8 +157,7 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
         "questions": records,
     }
     write_results(a.out, "locomo", report, plot, show=() if a.quiet else ("locomo-table",))
-    counts = {k: v for k, v in report["defects"]["counts"].items() if v}
-    say(a.quiet, f"data defects: {counts}; chat model calls: {b.guard.calls}")
+    say(a.quiet, f"data defects: {defects.count}; chat model calls: {b.guard.calls}")
     return report
 
 

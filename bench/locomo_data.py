@@ -1,6 +1,6 @@
 """LoCoMo data for `bench.locomo`: conversations and questions, evidence ids repaired.
 
-Every defect met on the way is counted in `Defects` (kinds and meanings: `DEFECT_KINDS`).
+Every defect met on the way (repaired, dropped or left unscored) is counted in `Defects`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ import contextlib
 import hashlib
 import json
 import re
-from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,21 +21,6 @@ from memory_graph_agent.storage.window import StoredMessage
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 SCORED_CATEGORIES = (1, 2, 3, 4)
-DEFECT_KINDS = {
-    "joined": "one evidence entry holding several ids ('D8:6; D9:17'); split",
-    "zero_padded": "leading zeros ('D30:05'); normalised to 'D30:5'",
-    "malformed_repaired": "extra separator ('D:11:26'); repaired to 'D11:26'",
-    "malformed_dropped": "not an id at all ('D'); dropped",
-    "past_end": "turn number beyond the end of its session; dropped",
-    "unknown_session": "session that has no turns; dropped",
-    "missing_turn": "turn number inside a session but absent; dropped",
-    "duplicate": "same id twice in one question; counted once",
-    "empty_evidence": "question without evidence; not scored",
-    "no_valid_evidence": "question whose evidence ids all were dropped; not scored",
-    "bad_category": "category not in 1-5; not scored",
-    "bad_turn_id": "turn whose dia_id is not D<session>:<turn>; kept as is",
-    "unparsed_date": "session date that could not be parsed; its turns get no timestamp",
-}
 _DATE_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%I:%M %p on %B %d, %Y")
 _ID = re.compile(r"D(\d+):(\d+)")
 _REPAIRABLE_ID = re.compile(r"D\W*(\d+)\W+(\d+)")
@@ -102,24 +86,17 @@ class Conversation:
 
 @dataclass
 class Defects:
-    """Counts of data defects, with a few examples of each kind."""
+    """How many data defects were met, and the first few of them."""
 
-    counts: Counter[str] = field(default_factory=Counter)
+    count: int = 0
     examples: list[dict[str, Any]] = field(default_factory=list)
-    max_examples: int = 5
+    max_examples: int = 20
 
     def add(self, kind: str, where: str, value: Any) -> None:
         """Count one defect of ``kind`` found at ``where``."""
-        if kind not in DEFECT_KINDS:
-            raise ValueError(f"unknown defect kind {kind!r}")
-        self.counts[kind] += 1
-        if sum(e["kind"] == kind for e in self.examples) < self.max_examples:
+        self.count += 1
+        if len(self.examples) < self.max_examples:
             self.examples.append({"kind": kind, "where": where, "value": value})
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON view: every kind (zeros included), its meaning, examples."""
-        counts = {k: self.counts.get(k, 0) for k in DEFECT_KINDS}
-        return {"counts": counts, "meaning": DEFECT_KINDS, "examples": self.examples}
 
 
 def safe_id(text: str) -> str:
@@ -149,15 +126,6 @@ def canonical_id(piece: str) -> tuple[str | None, str | None]:
     return None, "malformed_dropped"
 
 
-def _unknown_kind(dia_id: str, known_ids: Collection[str]) -> str:
-    """Why a well-formed id matches no turn: past the session's end, or no such session."""
-    session, turn = (int(x) for x in _ID.fullmatch(dia_id).groups())
-    in_session = [int(m[2]) for k in known_ids if (m := _ID.fullmatch(k)) and int(m[1]) == session]
-    if not in_session:
-        return "unknown_session"
-    return "past_end" if turn > max(in_session) else "missing_turn"
-
-
 class EvidenceParse(NamedTuple):
     """The valid evidence ids of a question and the defects met on the way."""
 
@@ -180,7 +148,7 @@ def parse_evidence(raw: Sequence[Any] | None, known_ids: Collection[str]) -> Evi
             if dia_id is None:
                 continue
             if dia_id not in known_ids:
-                defects.append((_unknown_kind(dia_id, known_ids), piece))
+                defects.append(("no_such_turn", piece))
             elif dia_id in ids:
                 defects.append(("duplicate", piece))
             else:

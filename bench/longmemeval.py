@@ -1,6 +1,6 @@
 """LongMemEval evidence recall of the memory pipeline, against raw-turn baselines.
 
-python -m bench longmemeval [--per-type N] [--offset K] [--budget 1800] [--grid SPEC]
+python -m bench longmemeval [--per-type N] [--budget 1800] [--grid SPEC]
 
 The data's fields: ``shared/data/longmemeval/README.md``. Sessions are sorted by date; a
 turn's id is ``<session>:<n>``; the evidence is the ``has_answer`` turns and
@@ -157,15 +157,13 @@ def haystack(item: dict[str, Any]) -> Haystack:
     )
 
 
-def load_longmemeval(
-    path: str | Path, per_type: int | None = None, offset: int = 0
-) -> list[Haystack]:
-    """The questions of a LongMemEval file; ``per_type`` of each type from ``offset`` on."""
+def load_longmemeval(path: str | Path, per_type: int | None = None) -> list[Haystack]:
+    """The questions of a LongMemEval file; the first ``per_type`` of each type."""
     items = [haystack(x) for x in json.loads(Path(path).read_text())]
     if per_type is None:
-        return items[offset:]
+        return items
     by_type = ([h for h in items if h.question_type == kind] for kind in QUESTION_TYPES)
-    return [h for same in by_type for h in same[offset : offset + per_type]]
+    return [h for same in by_type for h in same[:per_type]]
 
 
 async def replay_haystack(graph: pipe.PerSettings, hay: Haystack, ctx: pipe.Run) -> int:
@@ -272,7 +270,7 @@ def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 async def run(a: argparse.Namespace) -> dict[str, Any]:
     """Run the benchmark; write ``longmemeval.json`` / ``longmemeval.png`` under ``--out``."""
     started, data = time.perf_counter(), Path(a.data)
-    haystacks = load_longmemeval(data, a.per_type, a.offset)
+    haystacks = load_longmemeval(data, a.per_type)
     records, infos = [], []
     async with pipe.pipeline(a, "lme") as b:
         for n, hay in enumerate(haystacks, start=1):
@@ -297,7 +295,6 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
             "path": data.name,
             "questions": len(haystacks),
             "per_type": a.per_type,
-            "offset": a.offset,
             "turns": turns,
         },
         "config": {
@@ -344,7 +341,6 @@ def flags(p: argparse.ArgumentParser) -> None:
     """The data, which questions of it, the token budget and the grid."""
     p.add_argument("--data", default=DEFAULT_DATA, help="LongMemEval-format JSON file")
     p.add_argument("--per-type", type=int, default=None, help="N questions of each type")
-    p.add_argument("--offset", type=int, default=0, help="skip the first K of each type")
     p.add_argument("--budget", type=int, default=1800, help="context token budget")
     p.add_argument(
         "--grid",

@@ -25,7 +25,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
 from bench.harness import main, ms_stats, say, write_results
@@ -41,7 +40,7 @@ from bench.peer_stores import (
     package_versions,
 )  # fmt: skip
 from bench.render.speed import READ_PATH, peer_order
-from bench.seeding import VectorSource, embed_batched, seed_size
+from bench.seeding import VectorSource, embed_batched, seed_size, user_question
 from bench.timing import instrument, timed, timed_turn
 from graph.builder import build_builder
 from graph.context import Context

@@ -23,10 +23,10 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
-from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_faulty_model
 from bench.harness import main, ms_stats, say, write_results
+from bench.seeding import user_question
 from bench.soak_faults import Servers, WorkerKill, inject, private_home, schedule
 from bench.soak_report import (
     DEGRADED,

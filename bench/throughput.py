@@ -34,9 +34,9 @@ import psutil
 import psycopg
 from langgraph_sdk import get_client
 
-from bench.content import user_question
 from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.harness import main, ms_stats, say, write_results
+from bench.seeding import user_question
 from bench.soak_report import verify_conversation
 from memory_graph_agent.core.memory_threads import memory_thread_id
 from memory_graph_agent.core.server_token import server_token
@@ -45,6 +45,9 @@ from memory_graph_agent.services.stores import services_session
 ROOT = Path(__file__).resolve().parents[1]
 GROUPS = ("servers", "postgres", "redis", "model", "client")
 """The processes whose CPU is counted; ``machine`` is every core's busy time."""
+PACE = {"first_token_s": 0.05, "tokens_per_s": 200.0, "reply_tokens": 20}
+"""The fake model's speed: seconds to the first token, tokens per second, words per reply."""
+MEMORY_DELAY_S = 1.0
 CHECKS = ("pushed", "left_window", "summarized", "pending", "lost", "duplicated", "foreign")
 
 
@@ -253,7 +256,7 @@ async def _engine_run(
         for i, (c, t) in enumerate(zip(clients, threads))
     ))  # fmt: skip
     replies_s = time.perf_counter() - start
-    drain = await _memory_drained(list(zip(clients, users, threads)), a.memory_delay + 1.0)
+    drain = await _memory_drained(list(zip(clients, users, threads)), MEMORY_DELAY_S + 1.0)
     elapsed = time.perf_counter() - start
     cpu = cpu_used(before, await snap())
     checks = [await verify_conversation(services, u, t) for u, t in zip(users, threads)]
@@ -273,7 +276,7 @@ def _server_env(a: argparse.Namespace, env: Any, model_url: str, secret: str) ->
             "REDIS_URL": env.redis_url, "MEMORY_KEY_PREFIX": env.key_prefix,
             "OPENAI_API_KEY": "fake", "OPENAI_BASE_URL": model_url,
             "MODEL": "openai:gpt-4o-mini", "EMBEDDING_MODEL": EMBEDDING, "SUMMARY_MODE": "raw",
-            "WINDOW_SIZE": str(a.window), "MEMORY_DELAY_S": str(a.memory_delay),
+            "WINDOW_SIZE": str(a.window), "MEMORY_DELAY_S": str(MEMORY_DELAY_S),
             "MEMORY_AGENT_JWT_SECRET": secret,
             "LANGSMITH_TRACING": "false", "LANGGRAPH_CLI_NO_ANALYTICS": "1",
             "LANGGRAPH_NO_VERSION_CHECK": "true", "CRON_ENABLED": "false",
@@ -287,13 +290,11 @@ async def run(a: argparse.Namespace) -> bool:
     version = subprocess.run([python, "-c", "import sys; print(sys.version.split()[0])"],
                              capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
     secret = uuid.uuid4().hex * 2
-    pace = {"first_token_s": a.first_token, "tokens_per_s": a.tokens_per_s,
-            "reply_tokens": a.reply_tokens}  # fmt: skip
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-throughput-") as tmp:
         folder, port = Path(tmp), _free_port()
         _config(folder)
-        cmd = [python, "-m", "bench.fake_model", str(port), *map(str, pace.values())]
+        cmd = [python, "-m", "bench.fake_model", str(port), *map(str, PACE.values())]
         model_url = f"http://127.0.0.1:{port}/v1"
         model = _start(cmd, dict(os.environ), f"{model_url}/chat/completions", folder / "m.log")
         try:
@@ -322,8 +323,8 @@ async def run(a: argparse.Namespace) -> bool:
     data = {"benchmark": "throughput", "machine": info, "loadavg_at_end": list(os.getloadavg()),
             "config": {"conversations": a.conversations, "turns": a.turns,
                        "reply_first_turns": a.reply_first_turns, "window_size": a.window,
-                       "memory_delay_s": a.memory_delay, "summary_mode": "raw",
-                       "model": {"api": "OpenAI-compatible (bench.fake_model)", **pace},
+                       "memory_delay_s": MEMORY_DELAY_S, "summary_mode": "raw",
+                       "model": {"api": "OpenAI-compatible (bench.fake_model)", **PACE},
                        "embedding_model": EMBEDDING, "seed": a.seed},
             "engines": results}  # fmt: skip
     write_results(a.out, "throughput", data, show=("throughput-table",))
@@ -342,10 +343,6 @@ def flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--turns", type=int, default=12, help="turns per conversation")
     p.add_argument("--reply-first-turns", type=int, default=60, help="pairs, one at a time")
     p.add_argument("--window", type=int, default=8, help="WINDOW_SIZE: messages leave it soon")
-    p.add_argument("--memory-delay", type=float, default=1.0, help="MEMORY_DELAY_S")
-    p.add_argument("--first-token", type=float, default=0.05, help="the fake model's seconds")
-    p.add_argument("--tokens-per-s", type=float, default=200.0, help="its streaming speed")
-    p.add_argument("--reply-tokens", type=int, default=20, help="its words per reply")
     p.add_argument("--server-python", default=None, help="the servers' Python (default: this)")
 
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.render.common import load, machine, num, pair, table
+from bench.render import load, machine, num, pair, table
 
 
 def _size(n: float) -> str:

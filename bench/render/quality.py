@@ -1,13 +1,13 @@
-"""The memory-quality regions: LoCoMo, LongMemEval, their joint cross-validation, ingestion."""
+"""The memory-quality regions: LoCoMo, LongMemEval, their joint cross-validation."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from bench.render.common import cell, load, machine, num, table
+from bench.render import cell, load, machine, num, table
 
-LOCOMO_METHODS = ("memory_in_budget", "hybrid", "memory", "full")
+LOCOMO_METHODS = ("memory_in_budget", "hybrid", "full")
 LME_METHODS = ("memory_in_budget", "memory_in_thread", "hybrid", "hybrid_in_thread")
 """The methods the tables show, in order (older runs have others, and may lack some)."""
 
@@ -82,14 +82,15 @@ def render_longmemeval_table(root: Path) -> str:
                 f"{sessions:.3f}", num(r["tokens"]["overall"], 0)]  # fmt: skip
 
     rows = []
-    at = lme_at_point(d, key) if all(key in q["grid"] for q in d["questions"]) else {}
-    if at:  # a run with a grid of its own may leave the shipped point out
-        rows.append(row("**the headline at the shipped defaults (its grid point)**", at))
     for method in (m for m in LME_METHODS if m in results):
         label = d["config"]["methods"][method]
         if method.startswith("memory") and differs:
             label += f" (the run's defaults: {', '.join(differs)})"
         rows.append(row(label, results[method]))
+    at = lme_at_point(d, key) if all(key in q["grid"] for q in d["questions"]) else {}
+    if at and differs:  # the run's defaults are not the shipped ones: the shipped point first
+        rows.insert(0, row("the headline at the shipped defaults (its grid point)", at))
+    rows[0][0] = f"**{rows[0][0]}**"
     head = ["method", *types, "turn recall", "session recall", "tokens"]
     ku = at.get("newest_first", {}).get("knowledge-update")
     ku_hybrid = results["hybrid"].get("newest_first", {}).get("knowledge-update")
@@ -140,22 +141,6 @@ def render_joint_cv(root: Path) -> str:
         f"Cross-validated: LoCoMo {held['locomo']:.3f}, LongMemEval {held['longmemeval']:.3f}."
     )
     return table(["grid point", "LoCoMo 1–4", "LongMemEval", "mean"], rows) + note
-
-
-def render_ingestion_table(root: Path) -> str:
-    """Turns per second into memory, raw and with a chat model, on the same turns."""
-    d = load(root, "ingestion")
-    rows = [
-        ["raw summaries, no model" if r["mode"] == "raw" else f"summaries etc. by `{r['model']}`",
-         num(r["turns"], 0), num(r["seconds"], 0), num(r["turns_per_s"], 2),
-         ", ".join(f"{n} {kind}" for kind, n in sorted(r["stored"].items()))]
-        for r in d["runs"]
-    ]  # fmt: skip
-    head = ["ingestion", "turns", "seconds", "turns/s", "stored"]
-    return table(head, rows) + (
-        f"\n\nThe first {d['data']['turns']} turns of LongMemEval question "
-        f"`{d['data']['question_id']}`, memory inline; on {machine(d)}."
-    )
 
 
 def render_in_session_table(root: Path) -> str:

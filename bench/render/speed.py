@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.render.common import load, machine, num, pair, table
+from bench.render import load, machine, num, pair, table
 
 READ_PATH = "ours: read path"
 PEER_FIRST, PEER_LAST = ["floor"], ["ours: MemoryStore.search", READ_PATH]

@@ -180,9 +180,9 @@ async def test_growth_benchmark_tiny(memory_env, tmp_path):
 
 
 async def test_growth_clock_ages_what_maintenance_and_the_profile_read(memory_env):
-    """`bench.clock`: days go by for expiry, eviction, decision retention, facts and key TTLs."""
-    from bench.clock import age_stores
+    """`bench.growth.age_stores`: days go by for expiry, eviction, retention, facts and TTLs."""
     from bench.env import EMBEDDING, isolated_services
+    from bench.growth import age_stores
     from graph.maintenance import build_maintenance_graph
     from memory_graph_agent.core.kinds import MemoryKind
     from memory_graph_agent.services.stores import services_session

@@ -94,32 +94,3 @@ async def test_end_to_end_memory_finds_evidence_of_old_sessions(memory_env, tmp_
     assert set(memory["newest_in"]) == {"knowledge-update", "overall"}
     ingestion = report["ingestion"]
     assert ingestion["turns"] == 2 * 26 and ingestion["turns_per_s"] > 0
-
-
-async def test_ingestion_replays_the_same_turns_raw_and_with_a_model(memory_env, tmp_path):
-    """`bench.ingestion`: raw mode calls no model; the model mode's summaries are its own."""
-    from bench.ingestion import first_turns
-    from bench.ingestion import run as run_ingestion
-    from memory_graph_agent.services.models import register_chat_model
-    from memory_graph_agent.testing import ScriptedChatModel
-
-    path = tmp_path / "lme.json"
-    path.write_text(json.dumps([_item("single-session-user")]))
-    hay = load_longmemeval(path)[0]
-    cut = first_turns(hay, 12)
-    assert 12 <= len(cut.turns) < 12 + 2  # whole exchanges, in order
-    assert [t.dia_id for t in cut.turns] == [t.dia_id for t in hay.turns][: len(cut.turns)]
-
-    model = ScriptedChatModel()
-    spec = register_chat_model(f"ingest-{uuid.uuid4().hex[:6]}", model)
-    report = await run_ingestion(
-        args("ingestion", ["--turns", "26"], data=path, out=tmp_path / "out", model=spec)
-    )
-    raw, with_model = report["runs"]
-    assert (raw["mode"], with_model["mode"]) == ("raw", "model")
-    assert raw["turns"] == with_model["turns"] == 26
-    assert raw["turns_per_s"] > 0 and with_model["turns_per_s"] > 0
-    assert raw["stored"].get("summary", 0) > 0 and with_model["stored"].get("summary", 0) > 0
-    assert any(purpose == "summarize" for purpose in model.purposes), model.purposes
-    saved = json.loads((tmp_path / "out" / "ingestion.json").read_text())
-    assert saved["runs"] == report["runs"]

@@ -26,7 +26,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from bench.content import memory_text
+from bench.seeding import memory_text
 from memory_graph_agent.local import minilm_graph, onnx_cache, onnx_minilm
 from memory_graph_agent.services import models
 

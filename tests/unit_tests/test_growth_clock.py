@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench import growth
-from bench.clock import shift_fields, shift_iso
+from bench.growth import shift_fields, shift_iso
 from bench.harness import args
 from bench.render import longrun
 
