@@ -176,6 +176,16 @@ class RecallSettings(Group):
     min_similarity: float = setting(
         0.2, "Cosine similarity below which a memory is ignored.", ge=0, le=1
     )
+    conversation_similarity: float = setting(
+        0.4,
+        "Decides per turn who fills the budget first in a thread with older turns off "
+        "screen: when nothing recall found outside the thread is this alike to the "
+        "message (cosine similarity), the conversation in progress fills first (its "
+        "newest turns first, whole) and recall fills what is left; otherwise recall "
+        "first and the conversation gets what it leaves. 0: recall always first.",
+        ge=0,
+        le=1,
+    )
     newest_first: bool = setting(
         True,
         "A user's turn that speaks of the same subject as an older turn of another session "

@@ -1,10 +1,12 @@
-"""The conversation in progress: what recall leaves of a turn's budget goes to its thread.
+"""The conversation in progress and recall: who fills a turn's budget first, per turn.
 
 A turn's recall takes what scores best; a question about the conversation itself ("what
 did I ask first?", "recap what we said") finds little that way, and older turns of the
-same thread reach the prompt only if they rank. So the budget recall leaves goes to the
-thread's own older turns (`EpisodeLog.recent`), newest first, each whole: one that does
-not fit is skipped for an older one that does. Nothing is shown twice: a turn on screen,
+same thread reach the prompt only if they rank. So the thread's own older turns
+(`EpisodeLog.recent`) are offered too, newest first, each whole: one that does not fit is
+skipped for an older one that does. Each turn decides which comes first (`leads`): the
+conversation when nothing remembered matches the message well, else recall; the other
+fills what the first leaves. Nothing is shown twice: a turn on screen,
 recalled already, or quoted word for word by a recalled raw summary is passed over
 (`ranking.fill_budget`). The turns are shown like recalled turns, in the order said, and
 carry ``via: "conversation"``.
@@ -31,6 +33,20 @@ def conversation_chars(budget: int) -> int:
     return 2 * CHARS_PER_TOKEN * max(0, budget)
 
 
+def leads(items: Sequence[Mapping[str, Any]], thread_id: str, floor: float) -> bool:
+    """Whether the conversation in progress fills the budget before recall's ``items``.
+
+    Decided per turn from what the searches found: when nothing of another thread (a
+    summary, a reflection, a turn) is at least ``floor`` alike to the message, memory has
+    no good answer, and the message is most likely about the conversation being held.
+    The thread's own turns are not counted: a match among them says nothing about
+    memory. ``floor`` 0: never.
+    """
+    return floor > 0 and all(
+        float(m.get("similarity") or 0.0) < floor for m in items if m.get("thread_id") != thread_id
+    )
+
+
 SCORE_PARTS = ("similarity", "keyword_score", "dense_rank", "keyword_rank", "rrf", "relevance")
 
 
@@ -40,12 +56,12 @@ def unscored(hit: EpisodeHit) -> dict[str, Any]:
 
 
 def conversation_items(
-    turns: Sequence[EpisodeHit], kept: Sequence[Mapping[str, Any]]
+    turns: Sequence[EpisodeHit], kept: Sequence[Mapping[str, Any]] = ()
 ) -> list[dict[str, Any]]:
     """The thread's ``turns`` (newest first) as recalled turns, those ``kept`` left out.
 
-    Each carries ``via: "conversation"`` and no score: recall's fill takes them after
-    what it kept, in this order, while they fit (`ranking.fill_budget`).
+    Each carries ``via: "conversation"`` and no score: the fill takes them in this order,
+    before or after recall's hits (`leads`), while they fit (`ranking.fill_budget`).
     """
     taken = {str(item.get("id")) for item in kept}
     items = []

@@ -32,6 +32,7 @@ from memory_graph_agent.recall.channels.base import Found, Hit, Search, search_c
 from memory_graph_agent.recall.conversation import (
     conversation_chars,
     conversation_items,
+    leads,
     rank_conversation,
 )
 from memory_graph_agent.recall.entity_linking import link_entities, link_speakers, reach_entities
@@ -311,12 +312,17 @@ async def retrieve(
     if settings.recall.newest_first:  # an update never ranks below what it replaced
         scored = newest_first(scored, query)
     candidates = with_tokens(scored)
+    competed = len(candidates)
+    said = with_tokens(conversation_items(recent))
+    if said and leads(candidates, thread_id, settings.recall.conversation_similarity):
+        candidates, said = said, candidates  # the conversation first, recall in what it leaves
     kept, used = fill_budget(candidates, on.budget, exclude=on.shown)
-    if recent:  # what recall leaves goes to the conversation's older turns, newest first
-        more = with_tokens(conversation_items(recent, kept))
+    if said:  # what the first leaves goes to the other, in its order
+        taken = {m["id"] for m in kept}
+        more = [m for m in said if m["id"] not in taken]
         kept, used = fill_budget([*kept, *more], on.budget, exclude=on.shown)
     items = prompt_order(kept)
     metrics.record_similarities(items)
     if touch:
         await record_access(services, ctx.user_id, items)
-    return Retrieval(items=items, candidates=len(candidates), tokens=used, budget=on.budget)
+    return Retrieval(items=items, candidates=competed, tokens=used, budget=on.budget)

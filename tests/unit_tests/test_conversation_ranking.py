@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from memory_graph_agent.recall.conversation import (
     conversation_chars,
     conversation_items,
+    leads,
     rank_conversation,
 )
 from memory_graph_agent.storage.episodes import EpisodeHit
@@ -47,3 +48,13 @@ def test_the_fill_offers_what_recall_did_not_keep_newest_first() -> None:
 def test_the_thread_is_read_as_far_as_twice_the_budget_could_show() -> None:
     assert conversation_chars(1800) == 14_400
     assert conversation_chars(-5) == 0
+
+
+def test_the_conversation_leads_when_nothing_of_another_thread_matches_well() -> None:
+    ours = {"thread_id": "t", "similarity": 0.9}  # the thread's own match says nothing
+    weak = {"thread_id": "old", "similarity": 0.3}
+    keyword_only = {"thread_id": "old", "similarity": None}
+    assert leads([ours, weak, keyword_only], "t", 0.4)
+    assert not leads([ours, weak, {"thread_id": "old", "similarity": 0.4}], "t", 0.4)
+    assert not leads([weak], "t", 0.0)  # 0: recall always first
+    assert leads([], "t", 0.4)
