@@ -125,12 +125,6 @@ class RecallWeights(Group):
         "off. Chosen by cross-validation on LoCoMo.",
         ge=0,
     )
-    conversation_weight: float = setting(
-        0.0,
-        "The thread's older turns, newest first, as a ranking of recall's fusion (this / "
-        "(recall_rrf_k + rank)); 0: they get only what recall leaves of the budget.",
-        ge=0,
-    )
     turn_context_weight: float = setting(
         0.25,
         "Share of each adjacent turn's embedding (the turns said just before and after) "
@@ -178,11 +172,7 @@ class RecallSettings(Group):
     )
     conversation_similarity: float = setting(
         0.4,
-        "Decides per turn who fills the budget first in a thread with older turns off "
-        "screen: when nothing recall found outside the thread is this alike to the "
-        "message (cosine similarity), the conversation in progress fills first (its "
-        "newest turns first, whole) and recall fills what is left; otherwise recall "
-        "first and the conversation gets what it leaves. 0: recall always first.",
+        "Below this best match (cosine) outside its thread, a thread's turns fill before recall.",
         ge=0,
         le=1,
     )

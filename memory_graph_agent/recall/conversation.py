@@ -69,34 +69,3 @@ def conversation_items(
         if f"{hit.thread_id}:{hit.message_id}" not in taken:
             items.append({**unscored(hit), "recency": None, "score": None})
     return items
-
-
-def rank_conversation(
-    items: list[dict[str, Any]],
-    turns: Sequence[EpisodeHit],
-    shown: set[str],
-    weight: float,
-    k: int,
-) -> list[dict[str, Any]]:
-    """Fuse the conversation in progress as one more ranking: newest first, ``weight``.
-
-    The thread's older turns not on screen (``shown``) count ``weight / (k + rank)``,
-    added to the RRF of a turn a search found, or as the RRF of one nobody found (it
-    carries ``conversation_rank``). A question about the conversation finds little by
-    similarity, so its newest turns rank above weak hits; one that matches memory well
-    keeps its hits first. Best RRF first.
-    """
-    if weight <= 0 or not turns:
-        return items
-    by_id = {str(m.get("id")): m for m in items}
-    rank = 0
-    for hit in turns:
-        if hit.message_id in shown:
-            continue
-        rank += 1
-        item = by_id.get(f"{hit.thread_id}:{hit.message_id}")
-        if item is None:
-            item = by_id[f"{hit.thread_id}:{hit.message_id}"] = {**unscored(hit), "rrf": 0.0}
-        item["rrf"] = round(item["rrf"] + weight / (k + rank), 6)
-        item["conversation_rank"] = rank
-    return sorted(by_id.values(), key=lambda m: -m["rrf"])

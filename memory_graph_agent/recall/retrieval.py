@@ -33,7 +33,6 @@ from memory_graph_agent.recall.conversation import (
     conversation_chars,
     conversation_items,
     leads,
-    rank_conversation,
 )
 from memory_graph_agent.recall.entity_linking import link_entities, link_speakers, reach_entities
 from memory_graph_agent.recall.linking import NEIGHBOUR_PREFETCH, linked_turns
@@ -305,9 +304,6 @@ async def retrieve(
     )
     fused = link_topics(link_entities(linked, reached), query, weights.topic_weight)
     fused = link_speakers(fused, query, weights.speaker_weight)
-    fused = rank_conversation(
-        fused, recent, on.shown, weights.conversation_weight, weights.recall_rrf_k
-    )
     scored = score(fused, weights, datetime.now(UTC))
     if settings.recall.newest_first:  # an update never ranks below what it replaced
         scored = newest_first(scored, query)

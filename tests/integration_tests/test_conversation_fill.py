@@ -88,30 +88,6 @@ async def test_a_small_budget_takes_the_newest_older_turns_whole(graph_for, make
     assert budget - used < 0.1 * budget
 
 
-async def test_a_conversation_weight_ranks_the_thread_s_newest_turns_above_weak_hits(
-    graph_for, make_context
-):
-    fake = model()
-    ctx = make_context(model_obj=fake)
-    settings = Settings().override(summary_mode="raw", memory_token_budget=700)
-    weighted = graph_for(settings.override(conversation_weight=2.0, conversation_similarity=0))
-    older = f"t-{uuid.uuid4().hex[:8]}"
-    for text in TOPICS:  # an older conversation of the same user: what recall may find
-        await say(weighted, ctx, older, text)
-    thread, replies = f"t-{uuid.uuid4().hex[:8]}", []
-    for text in TOPICS[:5]:
-        replies.append((await say(weighted, ctx, thread, text))["messages"][-1].id)
-    state = await say(weighted, ctx, thread, "What did you tell me 3 questions ago?")
-    recalled = {m["source_ids"][0]: m for m in state["recalled"] if m["kind"] == "episode"}
-    # the newest turn the window no longer shows ranks first in the conversation, and the
-    # reply three questions back (not in the window: the newest two turns) is shown
-    assert replies[-3] in recalled and recalled[replies[-3]]["conversation_rank"] >= 1
-    firsts = [m for m in recalled.values() if m.get("conversation_rank") == 1]
-    assert len(firsts) == 1 and firsts[0]["thread_id"] == thread
-    used = cost(state["recalled"]) + count_tokens(fake.prompts_for(REPLY)[-1][1:-1])
-    assert used <= 700
-
-
 WEAK = [  # an older conversation that resembles a question about this one, a little
     "I have so many questions about my garden.",
     "Can you tell me a joke?",
