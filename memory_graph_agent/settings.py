@@ -172,7 +172,7 @@ class RecallSettings(Group):
     )
     conversation_similarity: float = setting(
         0.4,
-        "Below this best match (cosine) outside its thread, a thread's turns fill before recall.",
+        "When recall's best match (cosine) is below this, the thread's older turns fill first.",
         ge=0,
         le=1,
     )

@@ -33,18 +33,15 @@ def conversation_chars(budget: int) -> int:
     return 2 * CHARS_PER_TOKEN * max(0, budget)
 
 
-def leads(items: Sequence[Mapping[str, Any]], thread_id: str, floor: float) -> bool:
+def leads(items: Sequence[Mapping[str, Any]], floor: float) -> bool:
     """Whether the conversation in progress fills the budget before recall's ``items``.
 
-    Decided per turn from what the searches found: when nothing of another thread (a
-    summary, a reflection, a turn) is at least ``floor`` alike to the message, memory has
-    no good answer, and the message is most likely about the conversation being held.
-    The thread's own turns are not counted: a match among them says nothing about
-    memory. ``floor`` 0: never.
+    Decided per turn from what the searches found: when nothing they found (a summary, a
+    reflection, a turn of any thread off screen) is at least ``floor`` alike to the
+    message, memory has no good answer, and the message is most likely about the
+    conversation being held. ``floor`` 0: never.
     """
-    return floor > 0 and all(
-        float(m.get("similarity") or 0.0) < floor for m in items if m.get("thread_id") != thread_id
-    )
+    return floor > 0 and all(float(m.get("similarity") or 0.0) < floor for m in items)
 
 
 SCORE_PARTS = ("similarity", "keyword_score", "dense_rank", "keyword_rank", "rrf", "relevance")

@@ -310,7 +310,7 @@ async def retrieve(
     candidates = with_tokens(scored)
     competed = len(candidates)
     said = with_tokens(conversation_items(recent))
-    if said and leads(candidates, thread_id, settings.recall.conversation_similarity):
+    if said and leads(candidates, settings.recall.conversation_similarity):
         candidates, said = said, candidates  # the conversation first, recall in what it leaves
     kept, used = fill_budget(candidates, on.budget, exclude=on.shown)
     if said:  # what the first leaves goes to the other, in its order

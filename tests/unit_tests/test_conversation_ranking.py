@@ -32,11 +32,10 @@ def test_the_thread_is_read_as_far_as_twice_the_budget_could_show() -> None:
     assert conversation_chars(-5) == 0
 
 
-def test_the_conversation_leads_when_nothing_of_another_thread_matches_well() -> None:
-    ours = {"thread_id": "t", "similarity": 0.9}  # the thread's own match says nothing
+def test_the_conversation_leads_when_nothing_recall_found_matches_well() -> None:
     weak = {"thread_id": "old", "similarity": 0.3}
-    keyword_only = {"thread_id": "old", "similarity": None}
-    assert leads([ours, weak, keyword_only], "t", 0.4)
-    assert not leads([ours, weak, {"thread_id": "old", "similarity": 0.4}], "t", 0.4)
-    assert not leads([weak], "t", 0.0)  # 0: recall always first
-    assert leads([], "t", 0.4)
+    keyword_only = {"thread_id": "t", "similarity": None}
+    assert leads([weak, keyword_only], 0.4)
+    assert not leads([weak, {"thread_id": "t", "similarity": 0.4}], 0.4)  # any thread's turn
+    assert not leads([weak], 0.0)  # 0: recall always first
+    assert leads([], 0.4)
