@@ -223,7 +223,7 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
         "config": {"budget_tokens": a.budget, "methods": METHODS, "kinds": list(KINDS),
                    "reply_tokens": list(REPLY_TOKENS), "idle_share": IDLE_SHARE,
                    "grid": {k: list(v) for k, v in a.grid.items()},
-                   "conversation_weight": Settings.from_env().recall.weights.conversation_weight},
+                   "conversation_similarity": Settings.from_env().recall.conversation_similarity},
         "machine": b.machine,
         "llm_calls": b.guard.calls,
         "results": aggregate(records, a.budget),
@@ -244,7 +244,7 @@ def flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--exchanges", type=int, default=10, help="exchanges of each conversation")
     p.add_argument("--budget", type=int, default=1800, help="context token budget")
     p.add_argument("--grid", type=parse_grid, default={},
-                   help="recall knobs to probe, e.g. 'conversation_weight=0,1'")  # fmt: skip
+                   help="recall knobs to probe, e.g. 'conversation_similarity=0,0.4'")  # fmt: skip
 
 
 if __name__ == "__main__":

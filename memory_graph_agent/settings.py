@@ -132,12 +132,6 @@ class RecallWeights(Group):
         "off. Chosen by cross-validation on LoCoMo.",
         ge=0,
     )
-    conversation_weight: float = setting(
-        0.0,
-        "The thread's older turns, newest first, as a ranking of recall's fusion (this / "
-        "(recall_rrf_k + rank)); 0: they get only what recall leaves of the budget.",
-        ge=0,
-    )
     turn_context_weight: float = setting(
         0.25,
         "Share of each adjacent turn's embedding (the turns said just before and after) "
@@ -182,6 +176,12 @@ class RecallSettings(Group):
     )
     min_similarity: float = setting(
         0.2, "Cosine similarity below which a memory is ignored.", ge=0, le=1
+    )
+    conversation_similarity: float = setting(
+        0.4,
+        "When recall's best match (cosine) is below this, the thread's older turns fill first.",
+        ge=0,
+        le=1,
     )
     newest_first: bool = setting(
         True,

@@ -1,10 +1,12 @@
-"""The conversation in progress: what recall leaves of a turn's budget goes to its thread.
+"""The conversation in progress and recall: who fills a turn's budget first, per turn.
 
 A turn's recall takes what scores best; a question about the conversation itself ("what
 did I ask first?", "recap what we said") finds little that way, and older turns of the
-same thread reach the prompt only if they rank. So the budget recall leaves goes to the
-thread's own older turns (`EpisodeLog.recent`), newest first, each whole: one that does
-not fit is skipped for an older one that does. Nothing is shown twice: a turn on screen,
+same thread reach the prompt only if they rank. So the thread's own older turns
+(`EpisodeLog.recent`) are offered too, newest first, each whole: one that does not fit is
+skipped for an older one that does. Each turn decides which comes first (`leads`): the
+conversation when nothing remembered matches the message well, else recall; the other
+fills what the first leaves. Nothing is shown twice: a turn on screen,
 recalled already, or quoted word for word by a recalled raw summary is passed over
 (`ranking.fill_budget`). The turns are shown like recalled turns, in the order said, and
 carry ``via: "conversation"``.
@@ -31,6 +33,17 @@ def conversation_chars(budget: int) -> int:
     return 2 * CHARS_PER_TOKEN * max(0, budget)
 
 
+def leads(items: Sequence[Mapping[str, Any]], floor: float) -> bool:
+    """Whether the conversation in progress fills the budget before recall's ``items``.
+
+    Decided per turn from what the searches found: when nothing they found (a summary, a
+    reflection, a turn of any thread off screen) is at least ``floor`` alike to the
+    message, memory has no good answer, and the message is most likely about the
+    conversation being held. ``floor`` 0: never.
+    """
+    return floor > 0 and all(float(m.get("similarity") or 0.0) < floor for m in items)
+
+
 SCORE_PARTS = ("similarity", "keyword_score", "dense_rank", "keyword_rank", "rrf", "relevance")
 
 
@@ -40,12 +53,12 @@ def unscored(hit: EpisodeHit) -> dict[str, Any]:
 
 
 def conversation_items(
-    turns: Sequence[EpisodeHit], kept: Sequence[Mapping[str, Any]]
+    turns: Sequence[EpisodeHit], kept: Sequence[Mapping[str, Any]] = ()
 ) -> list[dict[str, Any]]:
     """The thread's ``turns`` (newest first) as recalled turns, those ``kept`` left out.
 
-    Each carries ``via: "conversation"`` and no score: recall's fill takes them after
-    what it kept, in this order, while they fit (`ranking.fill_budget`).
+    Each carries ``via: "conversation"`` and no score: the fill takes them in this order,
+    before or after recall's hits (`leads`), while they fit (`ranking.fill_budget`).
     """
     taken = {str(item.get("id")) for item in kept}
     items = []
@@ -53,34 +66,3 @@ def conversation_items(
         if f"{hit.thread_id}:{hit.message_id}" not in taken:
             items.append({**unscored(hit), "recency": None, "score": None})
     return items
-
-
-def rank_conversation(
-    items: list[dict[str, Any]],
-    turns: Sequence[EpisodeHit],
-    shown: set[str],
-    weight: float,
-    k: int,
-) -> list[dict[str, Any]]:
-    """Fuse the conversation in progress as one more ranking: newest first, ``weight``.
-
-    The thread's older turns not on screen (``shown``) count ``weight / (k + rank)``,
-    added to the RRF of a turn a search found, or as the RRF of one nobody found (it
-    carries ``conversation_rank``). A question about the conversation finds little by
-    similarity, so its newest turns rank above weak hits; one that matches memory well
-    keeps its hits first. Best RRF first.
-    """
-    if weight <= 0 or not turns:
-        return items
-    by_id = {str(m.get("id")): m for m in items}
-    rank = 0
-    for hit in turns:
-        if hit.message_id in shown:
-            continue
-        rank += 1
-        item = by_id.get(f"{hit.thread_id}:{hit.message_id}")
-        if item is None:
-            item = by_id[f"{hit.thread_id}:{hit.message_id}"] = {**unscored(hit), "rrf": 0.0}
-        item["rrf"] = round(item["rrf"] + weight / (k + rank), 6)
-        item["conversation_rank"] = rank
-    return sorted(by_id.values(), key=lambda m: -m["rrf"])

@@ -32,7 +32,7 @@ from memory_graph_agent.recall.channels.base import Found, Hit, Search, search_c
 from memory_graph_agent.recall.conversation import (
     conversation_chars,
     conversation_items,
-    rank_conversation,
+    leads,
 )
 from memory_graph_agent.recall.entity_linking import link_entities, link_speakers, reach_entities
 from memory_graph_agent.recall.linking import NEIGHBOUR_PREFETCH, linked_turns
@@ -305,16 +305,18 @@ async def retrieve(
     )
     fused = link_topics(link_entities(linked, reached), query, weights.topic_weight)
     fused = link_speakers(fused, query, weights.speaker_weight)
-    fused = rank_conversation(
-        fused, recent, on.shown, weights.conversation_weight, weights.recall_rrf_k
-    )
     scored = score(fused, weights, datetime.now(UTC))
     if settings.recall.newest_first:  # an update never ranks below what it replaced
         scored = newest_first(scored, query)
     candidates = with_tokens(scored)
+    competed = len(candidates)
+    said = with_tokens(conversation_items(recent))
+    if said and leads(candidates, settings.recall.conversation_similarity):
+        candidates, said = said, candidates  # the conversation first, recall in what it leaves
     kept, used = fill_budget(candidates, on.budget, exclude=on.shown)
-    if recent:  # what recall leaves goes to the conversation's older turns, newest first
-        more = with_tokens(conversation_items(recent, kept))
+    if said:  # what the first leaves goes to the other, in its order
+        taken = {m["id"] for m in kept}
+        more = [m for m in said if m["id"] not in taken]
         kept, used = fill_budget([*kept, *more], on.budget, exclude=on.shown)
     if isinstance(shown, Screen) and idle(used, on.budget):  # still idle: widen the net
         more = await widen(services, settings, ctx, thread_id, query, kept, on.budget - used)
@@ -323,4 +325,4 @@ async def retrieve(
     metrics.record_similarities(items)
     if touch:
         await record_access(services, ctx.user_id, items)
-    return Retrieval(items=items, candidates=len(candidates), tokens=used, budget=on.budget)
+    return Retrieval(items=items, candidates=competed, tokens=used, budget=on.budget)

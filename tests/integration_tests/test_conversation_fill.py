@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import uuid
 
-from langchain_core.messages import BaseMessage
+from langchain.agents import create_agent
+from langchain_core.messages import BaseMessage, HumanMessage
 
+from memory_graph_agent import MemoryMiddleware
 from memory_graph_agent.prompting.budgets import count_tokens
+from memory_graph_agent.services.models import register_chat_model
 from memory_graph_agent.settings import Settings
 from memory_graph_agent.testing import REPLY, ScriptedChatModel, block, default_handler
 from tests.conftest import say
@@ -85,25 +88,79 @@ async def test_a_small_budget_takes_the_newest_older_turns_whole(graph_for, make
     assert budget - used < 0.1 * budget
 
 
-async def test_a_conversation_weight_ranks_the_thread_s_newest_turns_above_weak_hits(
+WEAK = [  # an older conversation that resembles a question about this one, a little
+    "I have so many questions about my garden.",
+    "Can you tell me a joke?",
+    "What did the doctor tell me about my back?",
+    "Tell me again what you said about the weather.",
+]
+ASKED_BACK = "What did you tell me three questions ago?"
+
+
+async def _asked_back(agent, ctx, user_thread) -> tuple[list[str], dict]:
+    """The weak older conversation, five topics in a new thread, then ``ASKED_BACK``."""
+    older = f"t-{uuid.uuid4().hex[:8]}"
+    for text in [*WEAK, *TOPICS[6:]]:  # the newest two stay in its window
+        await say(agent, ctx, older, text)
+    replies = []
+    for text in TOPICS[:5]:
+        replies.append((await say(agent, ctx, user_thread, text))["messages"][-1].id)
+    return replies, await say(agent, ctx, user_thread, ASKED_BACK)
+
+
+async def test_a_question_about_the_conversation_gets_its_turns_before_weak_hits(
     graph_for, make_context
 ):
     fake = model()
     ctx = make_context(model_obj=fake)
     settings = Settings().override(summary_mode="raw", memory_token_budget=700)
-    weighted = graph_for(settings.override(conversation_weight=2.0))
-    older = f"t-{uuid.uuid4().hex[:8]}"
-    for text in TOPICS:  # an older conversation of the same user: what recall may find
-        await say(weighted, ctx, older, text)
-    thread, replies = f"t-{uuid.uuid4().hex[:8]}", []
-    for text in TOPICS[:5]:
-        replies.append((await say(weighted, ctx, thread, text))["messages"][-1].id)
-    state = await say(weighted, ctx, thread, "What did you tell me 3 questions ago?")
-    recalled = {m["source_ids"][0]: m for m in state["recalled"] if m["kind"] == "episode"}
-    # the newest turn the window no longer shows ranks first in the conversation, and the
-    # reply three questions back (not in the window: the newest two turns) is shown
-    assert replies[-3] in recalled and recalled[replies[-3]]["conversation_rank"] >= 1
-    firsts = [m for m in recalled.values() if m.get("conversation_rank") == 1]
-    assert len(firsts) == 1 and firsts[0]["thread_id"] == thread
-    used = cost(state["recalled"]) + count_tokens(fake.prompts_for(REPLY)[-1][1:-1])
+    thread = f"t-{uuid.uuid4().hex[:8]}"
+    replies, state = await _asked_back(graph_for(settings), ctx, thread)
+    recalled = state["recalled"]
+    # nothing remembered matches the question well: the thread's older turns come first,
+    # so the reply three questions back (the window holds the newest two turns) is shown
+    assert replies[-3] in {m["source_ids"][0] for m in recalled if m["kind"] == "episode"}
+    used = cost(recalled) + count_tokens(fake.prompts_for(REPLY)[-1][1:-1])
     assert used <= 700
+
+
+async def test_a_question_memory_answers_well_keeps_recall_first(graph_for, make_context):
+    fake = model()
+    ctx = make_context(model_obj=fake)
+    settings = Settings().override(summary_mode="raw", memory_token_budget=700, summary_batch=2)
+    agent = graph_for(settings)
+    older = f"t-{uuid.uuid4().hex[:8]}"
+    for text in ["My sister's wedding is in Porto on June 14.", *TOPICS[6:]]:
+        await say(agent, ctx, older, text)
+    thread = f"t-{uuid.uuid4().hex[:8]}"
+    for text in [t for t in TOPICS if "wedding" not in t]:  # more than the budget holds
+        await say(agent, ctx, thread, text)
+    state = await say(agent, ctx, thread, "Where is my sister's wedding?")
+    prompt = fake.prompts_for(REPLY)[-1]
+    assert "Porto" in block(str(prompt[0].content), "memories")
+    assert any(m.get("via") == "conversation" for m in state["recalled"])  # it fills the rest
+
+
+async def test_memory_middleware_decides_the_split_per_turn_too(services, checkpointer, user_id):
+    fake = model()
+    settings = Settings().override(summary_mode="raw", memory_token_budget=700)
+    spec = register_chat_model(f"fake-{uuid.uuid4().hex[:8]}", fake)
+    memory = MemoryMiddleware(services, model=spec, settings=settings)
+    agent = create_agent(fake, [], middleware=[memory], checkpointer=checkpointer)
+
+    async def ask(thread: str, text: str) -> None:
+        config = {"configurable": {"thread_id": thread}}
+        await agent.ainvoke(
+            {"messages": [HumanMessage(text)]}, config, context={"user_id": user_id}
+        )
+        await memory.drain()
+
+    older, thread = f"t-{uuid.uuid4().hex[:8]}", f"t-{uuid.uuid4().hex[:8]}"
+    for text in [*WEAK, *TOPICS[6:]]:
+        await ask(older, text)
+    for text in TOPICS[:5]:
+        await ask(thread, text)
+    await ask(thread, ASKED_BACK)
+    memories = block(fake.system_prompts()[-1], "memories")
+    assert f"On '{TOPICS[2].rstrip('?')}'" in memories  # the reply three questions back
+    assert all(memories.count(t) <= 2 for t in TOPICS[:5])  # its question and its reply, once

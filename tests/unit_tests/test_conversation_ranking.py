@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from memory_graph_agent.recall.conversation import (
     conversation_chars,
     conversation_items,
-    rank_conversation,
+    leads,
 )
 from memory_graph_agent.storage.episodes import EpisodeHit
 
@@ -17,23 +17,6 @@ AT = datetime(2026, 1, 2, tzinfo=UTC)
 def turns(*ids: str) -> list[EpisodeHit]:
     """The thread's turns, newest first."""
     return [EpisodeHit("t", i, f"user: said {i}", AT) for i in ids]
-
-
-def test_a_weight_of_zero_leaves_the_ranking_alone() -> None:
-    items = [{"id": "t:a", "rrf": 0.2}]
-    assert rank_conversation(items, turns("b", "a"), set(), 0.0, 5) is items
-
-
-def test_the_newest_turn_off_screen_ranks_first_and_a_found_turn_adds_up() -> None:
-    found = {"id": "t:c", "kind": "episode", "rrf": 0.05, "similarity": 0.4}
-    ranked = rank_conversation([found], turns("w", "b", "c"), {"w"}, 1.0, 5)
-    by_id = {m["id"]: m for m in ranked}
-    assert "t:w" not in by_id  # on screen: no rank, no item
-    assert by_id["t:b"]["conversation_rank"] == 1 and by_id["t:b"]["rrf"] == round(1 / 6, 6)
-    assert by_id["t:b"]["via"] == "conversation" and by_id["t:b"]["similarity"] is None
-    assert by_id["t:c"]["conversation_rank"] == 2
-    assert by_id["t:c"]["rrf"] == round(0.05 + 1 / 7, 6) and by_id["t:c"]["similarity"] == 0.4
-    assert [m["id"] for m in ranked] == ["t:c", "t:b"]
 
 
 def test_the_fill_offers_what_recall_did_not_keep_newest_first() -> None:
@@ -47,3 +30,12 @@ def test_the_fill_offers_what_recall_did_not_keep_newest_first() -> None:
 def test_the_thread_is_read_as_far_as_twice_the_budget_could_show() -> None:
     assert conversation_chars(1800) == 14_400
     assert conversation_chars(-5) == 0
+
+
+def test_the_conversation_leads_when_nothing_recall_found_matches_well() -> None:
+    weak = {"thread_id": "old", "similarity": 0.3}
+    keyword_only = {"thread_id": "t", "similarity": None}
+    assert leads([weak, keyword_only], 0.4)
+    assert not leads([weak, {"thread_id": "t", "similarity": 0.4}], 0.4)  # any thread's turn
+    assert not leads([weak], 0.0)  # 0: recall always first
+    assert leads([], 0.4)

@@ -47,7 +47,7 @@ def test_every_setting_has_one_variable() -> None:
     assert len(ENV_PATHS) == 49
     assert ENV_PATHS["WINDOW_SIZE"] == ("window", "size")
     assert ENV_PATHS["NEIGHBOUR_WEIGHT"] == ("recall", "weights", "neighbour_weight")
-    assert ENV_PATHS["CONVERSATION_WEIGHT"] == ("recall", "weights", "conversation_weight")
+    assert ENV_PATHS["CONVERSATION_SIMILARITY"] == ("recall", "conversation_similarity")
 
 
 @pytest.mark.parametrize(
