@@ -24,6 +24,7 @@ GRID: dict[str, tuple[Any, ...]] = {
     "summary_turn_weight": (0.0, 0.3),
     "neighbour_weight": (0.0, 0.5),
     "newest_first": (False, True),
+    "neighbour_reach": (1, 2),
 }
 """Recall-time knobs, probed on one replay by both benchmarks and tuned on both together."""
 REPLAY_KNOBS = ("turn_context_weight",)
@@ -31,8 +32,17 @@ REPLAY_KNOBS = ("turn_context_weight",)
 
 
 def grid_points(grid: dict[str, tuple[Any, ...]] = GRID) -> list[dict[str, Any]]:
-    """Every combination of the grid's values."""
-    return [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
+    """Every combination of the grid's values that recalls differently from the others.
+
+    A reach without neighbours (``neighbour_weight`` 0) recalls what the first reach
+    does, so only the first is probed there.
+    """
+    points = [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
+    first_reach = grid.get("neighbour_reach", (None,))[0]
+    return [
+        p for p in points
+        if p.get("neighbour_weight") != 0 or p.get("neighbour_reach", first_reach) == first_reach
+    ]  # fmt: skip
 
 
 def point_key(point: dict[str, Any]) -> str:

@@ -92,7 +92,7 @@ class RecallWeights(Group):
         le=1,
     )
     neighbour_reach: int = setting(
-        1,
+        2,
         "Turns each way a recalled turn's neighbours reach; the nth gets neighbour_weight^n.",
         ge=1,
         le=3,

@@ -35,6 +35,8 @@ SPEAKER_SQL = "lower(split_part(content, ': ', 1))"
 """A stored turn's speaker, lower-cased (the ``Speaker`` of ``Speaker: text``); indexed per user."""
 MAX_SPEAKER_WORDS = 64
 """The query words tried as speakers' names at most (`dense_statements`)."""
+SERIAL = "SET LOCAL max_parallel_workers_per_gather = 0"
+"""A user's search is one backend's work: a parallel plan's workers cost more than they save."""
 KEYWORD_CANDIDATES = 1000  # about how many turns the keyword channel scores at most
 BM25_K1, BM25_B = 1.2, 0.75
 
@@ -367,7 +369,8 @@ class EpisodeIndex:
 
     def _dense_options(self, k: int) -> list[Statement]:
         ef_search = f"SET LOCAL hnsw.ef_search = {min(1000, max(100, int(k)))}"
-        return [ef_search, *(f"SET LOCAL {p}" for p in self.query_options)]
+        # No parallel sort: its workers would start before the one-time filter that skips it
+        return [ef_search, SERIAL, *(f"SET LOCAL {p}" for p in self.query_options)]
 
     async def keyword_search(self, user_id: str, text: str, k: int) -> list[EpisodeHit]:
         """The user's ``k`` best indexed turns for any word of ``text``, best first.

@@ -256,19 +256,21 @@ class EpisodeLog(EpisodeLinks):
         ``elsewhere``: the user's newest turns of every other thread than ``thread_id``.
         """
         which = "<>" if elsewhere else "="
-        rows = await self.db.query(
-            "SELECT thread_id, message_id, role, name, content, ts FROM (SELECT thread_id, "
-            "message_id, role, name, content, ts, seq, sum(length(content)) OVER (ORDER BY seq "
-            "DESC) - length(content) AS newer FROM episodes WHERE user_id = :user_id AND "
-            f"thread_id {which} :thread_id AND role = ANY(CAST(:roles AS text[])) AND content "
-            "<> '' ORDER BY seq DESC LIMIT :limit) AS turns WHERE newer < :chars ORDER BY seq DESC",
-            {
-                "user_id": validate_id(user_id, "user_id"),
-                "thread_id": validate_id(thread_id, "thread_id"),
-                "roles": list(INDEXED_ROLES),
-                "limit": max(0, int(limit)),
-                "chars": max(0, int(chars)),
-            },
+        (rows,) = await self.db.pipeline(  # on a turn's read path: one round trip, no BEGIN
+            (
+                "SELECT thread_id, message_id, role, name, content, ts FROM (SELECT thread_id, "
+                "message_id, role, name, content, ts, seq, sum(length(content)) OVER (ORDER BY seq "
+                "DESC) - length(content) AS newer FROM episodes WHERE user_id = :user_id AND "
+                f"thread_id {which} :thread_id AND role = ANY(CAST(:roles AS text[])) AND content "
+                "<> '' ORDER BY seq DESC LIMIT :limit) AS turns WHERE newer < :chars ORDER BY seq DESC",
+                {
+                    "user_id": validate_id(user_id, "user_id"),
+                    "thread_id": validate_id(thread_id, "thread_id"),
+                    "roles": list(INDEXED_ROLES),
+                    "limit": max(0, int(limit)),
+                    "chars": max(0, int(chars)),
+                },
+            )
         )
         return [
             EpisodeHit(r["thread_id"], r["message_id"], episode_content(_to_message(r)), r["ts"])

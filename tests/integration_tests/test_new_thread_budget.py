@@ -55,7 +55,11 @@ async def test_both_parts_of_a_question_in_a_new_thread_find_their_turns(graph_f
 
 
 async def test_a_question_that_finds_nothing_gets_the_latest_conversation(graph_for, make_context):
-    settings = Settings().override(summary_mode="raw", memory_token_budget=BUDGET)
+    # "Shall we go on?" is near nothing: at the default floor its weak hits (cosine 0.2 to
+    # 0.35) and their neighbours fill nine tenths of the budget or more, which is no test
+    settings = Settings().override(
+        summary_mode="raw", memory_token_budget=BUDGET, min_similarity=0.4
+    )
     fake = ScriptedChatModel(handlers={REPLY: long_reply})
     ctx = make_context(model_obj=fake)
     agent = graph_for(settings)
@@ -70,7 +74,7 @@ async def test_a_question_that_finds_nothing_gets_the_latest_conversation(graph_
     assert len(ids) == len(set(ids)), "nothing is shown twice"
     from_latest = [i for i in items if i.get("via") == "latest conversation"]
     assert from_latest and all(i["thread_id"] == latest for i in from_latest)
-    # the newest turns of that conversation, not its oldest
-    newest, oldest = OTHER[-1].replace("?", " again?"), OTHER[0]
+    # the newest turns of that conversation, not its oldest (short questions may fill gaps)
+    newest, oldest_reply = OTHER[-1].replace("?", " again?"), f"On '{OTHER[0].rstrip('?')}'"
     assert any(newest in i["text"] for i in from_latest)
-    assert not any(oldest in i["text"] for i in from_latest)
+    assert not any(oldest_reply in i["text"] for i in from_latest)

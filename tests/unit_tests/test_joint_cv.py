@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.joint_cv import cross_validate, parse_grid
+from bench.joint_cv import GRID, cross_validate, default_key, grid_points, parse_grid, point_key
 
 
 def _rows(prefix: str, n: int, a: float, b: float) -> list[dict]:
@@ -42,3 +42,13 @@ def test_the_grid_takes_recall_time_settings_only():
         parse_grid("turn_context_weight=0,0.25")  # the replay's: re-indexing is gone
     with pytest.raises(ValueError, match="recall-time"):
         parse_grid("no_such_setting=1")
+
+
+def test_a_reach_is_probed_only_where_there_are_neighbours():
+    points = grid_points({"neighbour_weight": (0.0, 0.5), "neighbour_reach": (1, 2)})
+    assert points == [
+        {"neighbour_weight": 0.0, "neighbour_reach": 1},
+        {"neighbour_weight": 0.5, "neighbour_reach": 1},
+        {"neighbour_weight": 0.5, "neighbour_reach": 2},
+    ]
+    assert default_key() in {point_key(p) for p in grid_points(GRID)}
