@@ -36,8 +36,12 @@ def pair(stats: dict[str, Any] | None, digits: int = 1) -> str:
     return f"{num(stats['p50'], digits)} / {num(stats['p95'], digits)}"
 
 
-def machine(data: dict[str, Any]) -> str:
-    """The machine and date a results file records, in one phrase."""
+def machine(data: dict[str, Any], *, dated: bool = True) -> str:
+    """The machine a results file records, in one phrase, and when it ran if ``dated``.
+
+    Headlines are undated: the README says what is true now, and the run's date is in the
+    docs' tables and the CHANGELOG.
+    """
     m = data.get("machine", {})
     text = f"a {m.get('cores', '?')}-core {m.get('cpu_model', 'unknown CPU')}"
     cpu = m.get("cpu_id")
@@ -45,7 +49,7 @@ def machine(data: dict[str, Any]) -> str:
         text += f" (family {cpu['family']} model {cpu['model']}"
         text += ", AVX-512)" if cpu.get("avx512f") else ")"
     when = m.get("timestamp") or data.get("created_at")
-    if when:
+    if when and dated:
         text += f", {when[:10]} {when[11:16]} UTC"
     load_avg = m.get("loadavg_at_start")
     if load_avg:

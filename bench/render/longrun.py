@@ -146,5 +146,5 @@ def render_soak_headline(root: Path) -> str:
         f"Soak: {num(t['turns'], 0)} turns of {c['users']} users with Redis `kill -9`, "
         f"PostgreSQL restarts, a worker killed during a memory run and injected model "
         f"faults{upkeep}: **{v['messages_lost']} lost / {v['messages_duplicated']} duplicated** of "
-        f"{num(v['logged'], 0)} messages; on {machine(d)}."
+        f"{num(v['logged'], 0)} messages; on {machine(d, dated=False)}."
     )

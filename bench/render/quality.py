@@ -48,7 +48,7 @@ def render_locomo_headline(root: Path) -> str:
         f"**{r['memory_in_budget']['overall_1_4']:.3f}**"
         f" (cross-validated with LongMemEval {cv:.3f}) against "
         f"{r['hybrid']['overall_1_4']:.3f} for hybrid dense + BM25 search over raw turns; "
-        f"on {machine(d)}."
+        f"on {machine(d, dated=False)}."
     )
 
 
@@ -116,7 +116,7 @@ def render_longmemeval_headline(root: Path) -> str:
         f"{d['data']['questions']} dev questions), recall inside "
         f"{num(d['config']['budget_tokens'], 0)} tokens: **{ours:.3f}** (cross-validated "
         f"with LoCoMo {cv:.3f}) against {d['results']['hybrid']['turn_recall']['overall']:.3f} "
-        f"for hybrid search over raw turns; on {machine(d)}."
+        f"for hybrid search over raw turns; on {machine(d, dated=False)}."
     )
 
 

@@ -89,7 +89,7 @@ def render_peers_headline(root: Path) -> str:
         f"**{num(rp['latency']['p50'])} ms p50** ({rp['x_floor_p50']:.2f}× a bare pgvector "
         f"query with its embedding), as the server and the CLI run it; our search alone "
         f"{num(search)} ms, the fastest peer ({best}) "
-        f"{num(sy[best]['with_embedding']['latency']['p50'])} ms; on {machine(d)}."
+        f"{num(sy[best]['with_embedding']['latency']['p50'])} ms; on {machine(d, dated=False)}."
     )
 
 
@@ -172,7 +172,7 @@ def render_latency_headline(root: Path) -> str:
         f"**{pair(bg['memory_turns']['next_turn_waits'], 0)} ms** (p50 / p95) after a reply "
         f"that formed memory, against {pair(inline['memory_turns']['next_turn_waits'], 0)} ms "
         f"inline; memory adds {pair(bg['memory_adds_to_ttft_excluding_embedding'])} ms to the "
-        f"time to first token without the query embedding; on {machine(d)}."
+        f"time to first token without the query embedding; on {machine(d, dated=False)}."
     )
 
 

@@ -25,6 +25,14 @@ def test_the_readme_is_at_most_250_lines() -> None:
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines (limit {README_MAX_LINES})"
 
 
+def test_the_readme_does_not_say_when_a_figure_was_measured() -> None:
+    """The README says what is true now; when a run happened is in docs/ and the CHANGELOG."""
+    headlines = render_docs.render_readme_headlines(ROOT / "bench" / "results")
+    assert "UTC" not in headlines
+    assert re.search(r"\b20\d\d-\d\d-\d\d\b", headlines) is None
+    assert re.search(r"\b20\d\d-\d\d-\d\d\b", (ROOT / "README.md").read_text()) is None
+
+
 def docs_links(text: str) -> list[str]:
     return [match.group(1) for match in DOCS_LINK.finditer(text)]
 
