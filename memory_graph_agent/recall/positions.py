@@ -29,6 +29,9 @@ COUNTS = {
 }  # fmt: skip
 MAX_POSITION = 50
 """The farthest place a question may name: "my 400th question" points at nothing."""
+READ_CHARS = 300
+"""How much of a long message is read, from its start and from its end: a question that
+points somewhere is short, and a long paste is not read whole on the turn's path."""
 
 _ORD = r"(?P<ord>" + "|".join(ORDINALS) + r"|\d{1,3}(?:st|nd|rd|th))"
 _COUNT = r"(?P<count>" + "|".join(COUNTS) + r"|\d{1,3})"
@@ -46,13 +49,22 @@ _FROM_START = [  # the nth question of the conversation, the oldest first
     re.compile(rf"\b(?:i|you)\s+{_SAY}\s+(?:you\s+|me\s+)?(?:about\s+)?(?P<first>first)\b"),
     re.compile(rf"\b(?P<start>start|beginning|outset)\s+of\s+{_THREAD}\b"),
 ]
-_RECAP = [
-    re.compile(
-        r"\b(?:recap|summari[sz]e|sum up|go over|list|remind me of)\b[^?.!]*\b(?:everything|all|"
-        rf"what)\b[^?.!]*\b(?:we|i)\s+(?:\w+\s+)?(?:talked|discussed|covered|{_SAY})\b"
-    ),
-    re.compile(rf"\b(?:recap|summary)\s+of\s+{_THREAD}\b"),
-]
+_RECAP_ASK = re.compile(r"\b(?:recap|summari[sz]e|sum up|go over|list|remind me of)\b")
+_RECAP_WHAT = re.compile(r"\b(?:everything|all|what)\b")
+_RECAP_SAID = re.compile(rf"\b(?:we|i)\s+(?:\w+\s+)?(?:talked|discussed|covered|{_SAY})\b")
+_RECAP_OF = re.compile(rf"\b(?:recap|summary)\s+of\s+{_THREAD}\b")
+
+
+def _recap(text: str) -> bool:
+    """A recap of the conversation: "recap / summarize ... everything ... we talked about"."""
+    if _RECAP_OF.search(text):
+        return True
+    for sentence in re.split(r"[?.!]", text):
+        ask = _RECAP_ASK.search(sentence)
+        what = ask and _RECAP_WHAT.search(sentence, ask.end())
+        if what and _RECAP_SAID.search(sentence, what.end()):
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -80,6 +92,8 @@ def _ordinal(word: str) -> int:
 def pointed(question: str) -> Pointer:
     """The places of the conversation ``question`` names; an empty `Pointer` if none."""
     text = " ".join(question.lower().split())
+    if len(text) > 2 * READ_CHARS:
+        text = f"{text[:READ_CHARS]} . {text[-READ_CHARS:]}"
     back: set[int] = set()
     start: set[int] = set()
     for pattern in _BACK:
@@ -91,7 +105,7 @@ def pointed(question: str) -> Pointer:
         for m in pattern.finditer(text):
             groups = m.groupdict()
             start.add(_ordinal(groups["ord"]) if groups.get("ord") else 1)
-    every = any(pattern.search(text) for pattern in _RECAP)
+    every = _recap(text)
     keep = lambda found: tuple(sorted(n for n in found if 1 <= n <= MAX_POSITION))  # noqa: E731
     return Pointer(from_start=keep(start), back=keep(back), every=every)
 

@@ -56,3 +56,9 @@ def test_a_place_beyond_any_conversation_is_dropped() -> None:
     assert not pointed(f"What was my {MAX_POSITION + 1}st question?")
     assert not pointed("What did you say 0 questions ago?")
     assert pointed(f"What did you say {MAX_POSITION} questions ago?") == Pointer(back=(MAX_POSITION,))
+
+
+def test_a_long_message_is_read_at_its_ends_only() -> None:
+    filler = "Recap all of it as we go. " * 4000  # 104,000 characters, no place named
+    assert pointed(filler + "What did I ask first?") == Pointer(from_start=(1,))
+    assert not pointed("What did I ask " + filler + " first")
