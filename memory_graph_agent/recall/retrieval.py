@@ -36,6 +36,7 @@ from memory_graph_agent.recall.conversation import (
 )
 from memory_graph_agent.recall.entity_linking import link_entities, link_speakers, reach_entities
 from memory_graph_agent.recall.linking import NEIGHBOUR_PREFETCH, linked_turns
+from memory_graph_agent.recall.positions import Pointer, pointed
 from memory_graph_agent.recall.ranking import RRF_K, fill_budget, memory_score, recency, rrf
 from memory_graph_agent.recall.topics import link_topics
 from memory_graph_agent.recall.updates import newest_first
@@ -230,6 +231,22 @@ async def _conversation(
     return await services.episodes.recent(user_id, thread_id, conversation_chars(budget))
 
 
+async def _pointed(
+    services: Services, user_id: str, thread_id: str, pointer: Pointer
+) -> list[EpisodeHit]:
+    """The thread's turns at the places the question names (`recall.positions`), if any."""
+    if not pointer:
+        return []
+    return await services.episodes.asked(
+        user_id, thread_id, pointer.from_start, pointer.back, pointer.every
+    )
+
+
+def pointed_items(turns: list[EpisodeHit]) -> list[dict[str, Any]]:
+    """The pointed ``turns`` as recalled turns, ``via: "position"``, in the order said."""
+    return [{**item, "via": "position"} for item in conversation_items(turns)]
+
+
 async def record_access(services: Services, user_id: str, items: list[dict[str, Any]]) -> None:
     """Mark recalled summaries/reflections accessed (best effort: statistics only).
 
@@ -287,7 +304,9 @@ async def retrieve(
         weights = settings.recall.weights
         around = NEIGHBOUR_PREFETCH if weights.neighbour_weight > 0 else 0
         search = Search(settings, ctx.user_id, query, episode_depth(settings, budget), around)
-        found, on, recent = await asyncio.gather(
+        # only a turn's recall (a `Screen`) knows the conversation a question points into
+        pointer = pointed(query) if isinstance(shown, Screen) else Pointer()
+        found, on, recent, asked = await asyncio.gather(
             search_channels(  # the keyword search and the window overlap the embedding
                 services,
                 search,
@@ -296,6 +315,7 @@ async def retrieve(
             ),
             _on_screen(services, ctx.user_id, thread_id, budget, shown),
             _conversation(services, ctx.user_id, thread_id, at_most, shown),
+            _pointed(services, ctx.user_id, thread_id, pointer),
         )
     memories = found.memories
     hits = fuse(found, settings.recall.min_similarity, weights.recall_rrf_k)
@@ -313,6 +333,11 @@ async def retrieve(
     said = with_tokens(conversation_items(recent))
     if said and leads(candidates, settings.recall.conversation_similarity):
         candidates, said = said, candidates  # the conversation first, recall in what it leaves
+    if asked:  # the turns the question points at, before anything else, each once
+        first = with_tokens(pointed_items(asked))
+        ids = {m["id"] for m in first}
+        candidates = first + [m for m in candidates if m["id"] not in ids]
+        said = [m for m in said if m["id"] not in ids]
     kept, used = fill_budget(candidates, on.budget, exclude=on.shown)
     if said:  # what the first leaves goes to the other, in its order
         taken = {m["id"] for m in kept}

@@ -8,6 +8,7 @@ unsummarized messages can be re-queued. ``episode_vectors_<dim>`` makes the log 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -269,6 +270,47 @@ class EpisodeLog(EpisodeLinks):
                     "roles": list(INDEXED_ROLES),
                     "limit": max(0, int(limit)),
                     "chars": max(0, int(chars)),
+                },
+            )
+        )
+        return [
+            EpisodeHit(r["thread_id"], r["message_id"], episode_content(_to_message(r)), r["ts"])
+            for r in rows
+        ]
+
+    async def asked(
+        self,
+        user_id: str,
+        thread_id: str,
+        from_start: Sequence[int] = (),
+        back: Sequence[int] = (),
+        every: bool = False,
+        limit: int = RECENT_TURNS,
+    ) -> list[EpisodeHit]:
+        """The thread's turns at the places a question names, oldest first (`recall.positions`).
+
+        A place is one of the user's questions of the thread: the nth counted ``from_start``
+        (1: the first), or ``back`` from the newest logged one (1: the newest). Each comes
+        with what followed it up to the next question (the reply). With ``every``: each of
+        the user's questions. At most ``limit`` turns.
+        """
+        (rows,) = await self.db.pipeline(  # on a turn's read path: one round trip, no BEGIN
+            (
+                "SELECT thread_id, message_id, role, name, content, ts FROM (SELECT thread_id, "
+                "message_id, role, name, content, ts, seq, count(*) FILTER (WHERE role = 'human') "
+                "OVER (ORDER BY seq) AS q, count(*) FILTER (WHERE role = 'human') OVER () AS n "
+                "FROM episodes WHERE user_id = :user_id AND thread_id = :thread_id AND role = "
+                "ANY(CAST(:roles AS text[])) AND content <> '') AS turns WHERE q > 0 AND (q = "
+                "ANY(CAST(:from_start AS int[])) OR n - q + 1 = ANY(CAST(:back AS int[])) OR "
+                "(:every AND role = 'human')) ORDER BY seq LIMIT :limit",
+                {
+                    "user_id": validate_id(user_id, "user_id"),
+                    "thread_id": validate_id(thread_id, "thread_id"),
+                    "roles": list(INDEXED_ROLES),
+                    "from_start": [int(n) for n in from_start],
+                    "back": [int(n) for n in back],
+                    "every": bool(every),
+                    "limit": max(0, int(limit)),
                 },
             )
         )

@@ -28,6 +28,8 @@ TOPICS = [
     "Is a heat pump worth it in a cold climate?",
 ]
 RECAP = "Can you recap everything we talked about in this conversation?"
+FOLLOW_UP = "Anything else I should keep in mind about all of that?"
+"""About the conversation, without naming a place in it (`recall.positions`)."""
 
 
 def long_reply(messages: list[BaseMessage]) -> str:
@@ -42,10 +44,10 @@ def model() -> ScriptedChatModel:
     return ScriptedChatModel(handlers={REPLY: long_reply})
 
 
-async def converse(agent, ctx, thread: str) -> dict:
+async def converse(agent, ctx, thread: str, last: str = RECAP) -> dict:
     for text in TOPICS:
         await say(agent, ctx, thread, text)
-    return await say(agent, ctx, thread, RECAP)
+    return await say(agent, ctx, thread, last)
 
 
 def shown_in(prompt: list[BaseMessage], text: str) -> int:
@@ -73,7 +75,7 @@ async def test_a_small_budget_takes_the_newest_older_turns_whole(graph_for, make
     ctx = make_context(model_obj=fake)
     budget = 700
     settings = Settings().override(summary_mode="raw", memory_token_budget=budget)
-    state = await converse(graph_for(settings), ctx, f"t-{uuid.uuid4().hex[:8]}")
+    state = await converse(graph_for(settings), ctx, f"t-{uuid.uuid4().hex[:8]}", FOLLOW_UP)
     prompt = fake.prompts_for(REPLY)[-1]
     recalled = state["recalled"]
     used = cost(recalled) + count_tokens(prompt[1:-1])
