@@ -47,22 +47,23 @@ def leads(items: Sequence[Mapping[str, Any]], floor: float) -> bool:
 SCORE_PARTS = ("similarity", "keyword_score", "dense_rank", "keyword_rank", "rrf", "relevance")
 
 
-def unscored(hit: EpisodeHit) -> dict[str, Any]:
-    """A turn of the thread no search found, as a recalled turn with empty score parts."""
-    return {**episode_item(hit), **dict.fromkeys(SCORE_PARTS), "via": "conversation"}
+def unscored(hit: EpisodeHit, via: str = "conversation") -> dict[str, Any]:
+    """A turn no search found, as a recalled turn with empty score parts, taken ``via``."""
+    return {**episode_item(hit), **dict.fromkeys(SCORE_PARTS), "via": via}
 
 
 def conversation_items(
-    turns: Sequence[EpisodeHit], kept: Sequence[Mapping[str, Any]] = ()
+    turns: Sequence[EpisodeHit], kept: Sequence[Mapping[str, Any]] = (), via: str = "conversation"
 ) -> list[dict[str, Any]]:
     """The thread's ``turns`` (newest first) as recalled turns, those ``kept`` left out.
 
-    Each carries ``via: "conversation"`` and no score: the fill takes them in this order,
+    Each carries ``via`` (``"conversation"``; ``"position"`` for the turns a question
+    points at, `recall.positions`) and no score: the fill takes them in this order,
     before or after recall's hits (`leads`), while they fit (`ranking.fill_budget`).
     """
     taken = {str(item.get("id")) for item in kept}
     items = []
     for hit in turns:
         if f"{hit.thread_id}:{hit.message_id}" not in taken:
-            items.append({**unscored(hit), "recency": None, "score": None})
+            items.append({**unscored(hit, via), "recency": None, "score": None})
     return items

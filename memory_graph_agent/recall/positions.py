@@ -39,10 +39,8 @@ _UNIT = r"(?:questions?|messages?|turns?|exchanges?|things?)"
 _SAY = r"(?:ask(?:ed)?|say|said|tell|told|mention(?:ed)?|wr[io]te|write|bring up|brought up)"
 _THREAD = r"(?:this|our|the|today's)\s+(?:conversation|chat|session|discussion|talk)"
 
-_BACK = [  # n questions ago, the newest first
-    re.compile(rf"\b{_COUNT}\s+{_UNIT}\s+(?:ago|back|before)\b"),
-    re.compile(r"\b(?:my|your|the)\s+(?P<last>last|previous)\s+(?:question|message|answer|reply)\b"),
-]
+_AGO = re.compile(rf"\b{_COUNT}\s+{_UNIT}\s+(?:ago|back|before)\b")  # n back, 1: the newest
+_LAST = re.compile(r"\b(?:my|your|the)\s+(?:last|previous)\s+(?:question|message|answer|reply)\b")
 _FROM_START = [  # the nth question of the conversation, the oldest first
     re.compile(rf"\b(?:my|your)\s+{_ORD}\s+(?:question|message|answer|reply)\b"),
     re.compile(rf"\b(?:the\s+)?{_ORD}\s+{_UNIT}\s+(?:that\s+)?(?:i|you)\s+(?:\w+\s+)?{_SAY}\b"),
@@ -94,13 +92,9 @@ def pointed(question: str) -> Pointer:
     text = " ".join(question.lower().split())
     if len(text) > 2 * READ_CHARS:
         text = f"{text[:READ_CHARS]} . {text[-READ_CHARS:]}"
-    back: set[int] = set()
+    back = {COUNTS.get(m["count"]) or int(m["count"]) for m in _AGO.finditer(text)}
+    back |= {1} if _LAST.search(text) else set()
     start: set[int] = set()
-    for pattern in _BACK:
-        for m in pattern.finditer(text):
-            groups = m.groupdict()
-            count = groups.get("count")
-            back.add(1 if groups.get("last") else COUNTS.get(count or "") or int(count or 0))
     for pattern in _FROM_START:
         for m in pattern.finditer(text):
             groups = m.groupdict()

@@ -242,11 +242,6 @@ async def _pointed(
     )
 
 
-def pointed_items(turns: list[EpisodeHit]) -> list[dict[str, Any]]:
-    """The pointed ``turns`` as recalled turns, ``via: "position"``, in the order said."""
-    return [{**item, "via": "position"} for item in conversation_items(turns)]
-
-
 async def record_access(services: Services, user_id: str, items: list[dict[str, Any]]) -> None:
     """Mark recalled summaries/reflections accessed (best effort: statistics only).
 
@@ -334,7 +329,7 @@ async def retrieve(
     if said and leads(candidates, settings.recall.conversation_similarity):
         candidates, said = said, candidates  # the conversation first, recall in what it leaves
     if asked:  # the turns the question points at, before anything else, each once
-        first = with_tokens(pointed_items(asked))
+        first = with_tokens(conversation_items(asked, via="position"))
         ids = {m["id"] for m in first}
         candidates = first + [m for m in candidates if m["id"] not in ids]
         said = [m for m in said if m["id"] not in ids]

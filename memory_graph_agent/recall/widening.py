@@ -71,7 +71,7 @@ async def widen(
     elif not isinstance(reached, StoreUnavailable):
         raise reached
     if isinstance(latest, list):
-        offered += [{**unscored(hit), "via": "latest conversation"} for hit in latest]
+        offered += [unscored(hit, "latest conversation") for hit in latest]
     elif not isinstance(latest, StoreUnavailable):
         raise latest
     out = []

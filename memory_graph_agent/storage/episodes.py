@@ -126,6 +126,14 @@ def _inline_tsv(table: str) -> str:
     )
 
 
+def _turn_hits(rows: list[dict[str, Any]]) -> list[EpisodeHit]:
+    """Logged messages as `EpisodeHit` turns (``Speaker: text``), in the rows' order."""
+    return [
+        EpisodeHit(r["thread_id"], r["message_id"], episode_content(_to_message(r)), r["ts"])
+        for r in rows
+    ]
+
+
 @guarded("postgres")
 class EpisodeLog(EpisodeLinks):
     """Append-only raw conversation log, per user and thread."""
@@ -263,7 +271,8 @@ class EpisodeLog(EpisodeLinks):
                 "message_id, role, name, content, ts, seq, sum(length(content)) OVER (ORDER BY seq "
                 "DESC) - length(content) AS newer FROM episodes WHERE user_id = :user_id AND "
                 f"thread_id {which} :thread_id AND role = ANY(CAST(:roles AS text[])) AND content "
-                "<> '' ORDER BY seq DESC LIMIT :limit) AS turns WHERE newer < :chars ORDER BY seq DESC",
+                "<> '' ORDER BY seq DESC LIMIT :limit) AS turns WHERE newer < :chars "
+                "ORDER BY seq DESC",
                 {
                     "user_id": validate_id(user_id, "user_id"),
                     "thread_id": validate_id(thread_id, "thread_id"),
@@ -273,10 +282,7 @@ class EpisodeLog(EpisodeLinks):
                 },
             )
         )
-        return [
-            EpisodeHit(r["thread_id"], r["message_id"], episode_content(_to_message(r)), r["ts"])
-            for r in rows
-        ]
+        return _turn_hits(rows)
 
     async def asked(
         self,
@@ -314,10 +320,7 @@ class EpisodeLog(EpisodeLinks):
                 },
             )
         )
-        return [
-            EpisodeHit(r["thread_id"], r["message_id"], episode_content(_to_message(r)), r["ts"])
-            for r in rows
-        ]
+        return _turn_hits(rows)
 
     async def latest(self, user_id: str, limit: int) -> list[tuple[str, StoredMessage]]:
         """The user's ``limit`` newest logged messages of any thread, oldest first.

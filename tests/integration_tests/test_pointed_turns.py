@@ -110,7 +110,8 @@ async def test_memory_middleware_reads_the_pointed_turns_too(services, checkpoin
     agent = create_agent(fake, [], middleware=[memory], checkpointer=checkpointer)
     config = {"configurable": {"thread_id": f"t-{uuid.uuid4().hex[:8]}"}}
     for text in [*TOPICS, "What did I ask first in this conversation?"]:
-        await agent.ainvoke({"messages": [HumanMessage(text)]}, config, context={"user_id": user_id})
+        message = {"messages": [HumanMessage(text)]}
+        await agent.ainvoke(message, config, context={"user_id": user_id})
         await memory.drain()
     memories = block(fake.system_prompts()[-1], "memories")
     assert TOPICS[0] in memories and reply_to(TOPICS[0]) in memories

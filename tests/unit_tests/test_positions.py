@@ -55,7 +55,8 @@ def test_a_question_about_something_else_points_at_nothing(question: str) -> Non
 def test_a_place_beyond_any_conversation_is_dropped() -> None:
     assert not pointed(f"What was my {MAX_POSITION + 1}st question?")
     assert not pointed("What did you say 0 questions ago?")
-    assert pointed(f"What did you say {MAX_POSITION} questions ago?") == Pointer(back=(MAX_POSITION,))
+    farthest = pointed(f"What did you say {MAX_POSITION} questions ago?")
+    assert farthest == Pointer(back=(MAX_POSITION,))
 
 
 def test_a_long_message_is_read_at_its_ends_only() -> None:
