@@ -6,8 +6,11 @@ Users talk round-robin through the compiled graph (instant fake model), a new th
 ``--session-turns`` turns. Every ``--every`` turns per user, memory is drained,
 ``--days-per-pass`` simulated days go by (`age_stores`), maintenance runs for all users and
 storage is measured: Redis bytes by key kind, Postgres bytes per table group (live rows, and
-on disk after VACUUM), memories per user; the read path (`retrieve`) is timed at the first
-and last measurement. Once with ``checkpoint_retention="keep_latest"``, once ``"off"``.
+on disk after VACUUM), memories per user. The read path (`retrieve`) is timed at every
+measurement, with its parts (embedding, searches, the rest) and the candidates it ranked;
+each recall channel's query is run under ``EXPLAIN (ANALYZE, BUFFERS)`` on a few of the
+same questions (`channel_plans`): what it costs the server, and the pages it reads. Once
+with ``checkpoint_retention="keep_latest"``, once ``"off"``.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import statistics
 import time
 from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
@@ -29,16 +33,20 @@ from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
 from bench.harness import main, ms_stats, say, write_results
 from bench.seeding import memory_text, user_question
+from bench.timing import CURRENT_TURN, TurnRecord, instrument
 from graph.background import LocalScheduler
 from graph.builder import build_graph
 from graph.context import Context
 from graph.maintenance import build_maintenance_graph
-from memory_graph_agent.recall.retrieval import retrieve
+from memory_graph_agent.recall.channels import CHANNELS
+from memory_graph_agent.recall.channels.base import Search
+from memory_graph_agent.recall.linking import NEIGHBOUR_PREFETCH
+from memory_graph_agent.recall.retrieval import episode_depth, retrieve
 from memory_graph_agent.services.stores import open_checkpointer, services_session
 from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.checkpoints import SaverCheckpoints
 from memory_graph_agent.storage.keys import RedisKeys
-from memory_graph_agent.storage.memory_rows import ACTIVE
+from memory_graph_agent.storage.memory_rows import ACTIVE, vector_literal
 
 POSTGRES_COLUMNS: dict[str, tuple[str, ...]] = {
     "memories_": ("created_at", "last_accessed_at", "expires_at"),
@@ -49,6 +57,8 @@ POSTGRES_COLUMNS: dict[str, tuple[str, ...]] = {
 FACT_FIELDS = ("expires_at", "updated_at", "valid_from")
 HISTORY_FIELDS = ("valid_from", "valid_to")
 DAY_MS = 86_400_000
+PLANNED = 10
+"""Questions of each measurement whose channel queries are explained (`channel_plans`)."""
 
 
 def shift_iso(value: str, days: float) -> str:
@@ -213,17 +223,67 @@ async def memories_per_user(database_url: str, users: int) -> dict[str, float]:
 
 
 async def read_path(
-    services: Any, settings: Settings, contexts: list[Context], n: int, rng: random.Random
-) -> dict:
-    """p50/p95 (ms) of `retrieve` on ``n`` questions spread over the users."""
-    seconds = []
-    for i in range(n):
-        ctx = contexts[i % len(contexts)]
-        question = user_question(rng)
-        started = time.perf_counter()
-        await retrieve(services, settings, ctx, question, "growth-probe", touch=False)
-        seconds.append(time.perf_counter() - started)
-    return ms_stats(seconds)
+    services: Any, settings: Settings, contexts: list[Context], questions: list[str]
+) -> dict[str, Any]:
+    """`retrieve` on ``questions``, spread over the users: p50/p95 (ms) and its parts.
+
+    ``parts_p50`` (ms): the query embedding; the searches (`search_channels`) without their
+    wait for it; the rest (fusion, links, scoring, the budget). ``candidates_p50``: the
+    candidates that competed for the budget.
+    """
+    seconds, candidates, parts = [], [], defaultdict(list)
+    with instrument(services):
+        for i, question in enumerate(questions):
+            ctx, rec = contexts[i % len(contexts)], TurnRecord()
+            token = CURRENT_TURN.set(rec)
+            try:
+                started = time.perf_counter()
+                got = await retrieve(services, settings, ctx, question, "growth-probe", touch=False)
+                seconds.append(time.perf_counter() - started)
+            finally:
+                CURRENT_TURN.reset(token)
+            parts["embedding"].append(rec.total("embed_query"))
+            parts["searches"].append(rec.total("search") - rec.total("embed_wait"))
+            parts["rest"].append(seconds[-1] - rec.total("search"))
+            candidates.append(got.candidates)
+    return {
+        **ms_stats(seconds),
+        "parts_p50": {k: round(statistics.median(v) * 1000, 3) for k, v in parts.items()},
+        "candidates_p50": statistics.median(candidates),
+    }
+
+
+async def channel_plans(
+    services: Any, settings: Settings, contexts: list[Context], questions: list[str]
+) -> dict[str, dict[str, float]]:
+    """Per recall channel, p50 over ``questions`` of its query under EXPLAIN (ANALYZE, BUFFERS).
+
+    ``server_ms``: the execution time; ``pages``: shared buffers hit or read (8 KiB each);
+    ``rows``: the rows it returned. The query is the one `retrieve` sends for the question.
+    """
+    around = NEIGHBOUR_PREFETCH if settings.recall.weights.neighbour_weight > 0 else 0
+    seen: dict[str, dict[str, list[float]]] = {}
+    for i, question in enumerate(questions):
+        vector = vector_literal(await services.embeddings.aembed_query(question))
+        user = contexts[i % len(contexts)].user_id
+        search = Search(settings, user, question, episode_depth(settings), around, vector)
+        for channel in CHANNELS:
+            statements = channel.statements(services, search)
+            if not statements:  # a channel with nothing to search (no one named)
+                continue
+            *options, (query, params) = statements
+            explained = ("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + query, params)
+            rows = await services.memories.db.pipeline(*options, explained)
+            (plan,) = rows[-1][0]["QUERY PLAN"]
+            top = plan["Plan"]
+            got = seen.setdefault(channel.name, defaultdict(list))
+            got["server_ms"].append(plan["Execution Time"])
+            got["pages"].append(top["Shared Hit Blocks"] + top["Shared Read Blocks"])
+            got["rows"].append(top["Actual Rows"])
+    return {
+        name: {k: round(statistics.median(v), 3) for k, v in got.items()}
+        for name, got in seen.items()
+    }
 
 
 def _text(rng: random.Random) -> str:
@@ -233,6 +293,7 @@ def _text(rng: random.Random) -> str:
 async def run_one(retention: str, a: argparse.Namespace) -> dict[str, Any]:
     """One whole simulation in a fresh database, with ``checkpoint_retention=retention``."""
     rng = random.Random(a.seed)
+    probe = random.Random(a.seed + 1)  # the timed questions leave the conversations as they are
     async with (
         isolated_services(tag="growth", keep=a.keep) as env,
         services_session(EMBEDDING) as services,
@@ -244,7 +305,7 @@ async def run_one(retention: str, a: argparse.Namespace) -> dict[str, Any]:
         agent = memory.bind(build_graph(services, saver, scheduler=memory, settings=settings))
         maintenance = build_maintenance_graph(services, SaverCheckpoints(saver), settings=settings)
         contexts = [Context(user_id=f"growth-u{u:03d}", model=spec) for u in range(a.users)]
-        samples, reads, started = [], {}, time.perf_counter()
+        samples, started = [], time.perf_counter()
         day, last_pass = 0.0, 0
         for done in range(1, a.turns + 1):
             for ctx in contexts:
@@ -269,14 +330,18 @@ async def run_one(retention: str, a: argparse.Namespace) -> dict[str, Any]:
                     **sizes,
                 }
             )
-            reads.setdefault("start", await read_path(services, settings, contexts, a.queries, rng))
+            questions = [user_question(probe) for _ in range(a.queries)]
+            samples[-1]["read_path_ms"] = await read_path(services, settings, contexts, questions)
+            samples[-1]["channels"] = await channel_plans(
+                services, settings, contexts, questions[:PLANNED]
+            )
             total = total_per_user(samples[-1], a.users) / 1024
             say(a.quiet, f"[{retention}] {done}/{a.turns} turns per user, day {day:.0f}: "
                 f"{total:.0f} KiB per user ({time.perf_counter() - started:.0f} s)")  # fmt: skip
-        reads["end"] = await read_path(services, settings, contexts, a.queries, rng)
         if memory.failures:
             raise RuntimeError(f"{memory.failures} memory runs failed")
         machine = await machine_info(env.database_url)
+    reads = {"start": samples[0]["read_path_ms"], "end": samples[-1]["read_path_ms"]}
     return {"retention": retention, "samples": samples, "read_path_ms": reads, "machine": machine}
 
 
@@ -296,14 +361,23 @@ def total_per_user(sample: dict[str, Any], users: int) -> float:
 
 
 def plot(data: dict[str, Any], plt: Any) -> Any:
-    """Redis + Postgres bytes per user against turns, per retention setting."""
-    fig, ax = plt.subplots(figsize=(7, 4.4))
+    """Bytes per user, and the read path with its parts, against turns, per retention."""
+    fig, (size, read) = plt.subplots(1, 2, figsize=(12, 4.4))
     for run in data["runs"]:
         x = [s["turns_per_user"] for s in run["samples"]]
         y = [total_per_user(s, data["users"]) / 2**20 for s in run["samples"]]
-        ax.plot(x, y, "o-", label=f"retention {run['retention']}")
-    ax.set(title="Redis + Postgres rows per user", xlabel="turns per user", ylabel="MiB")
-    ax.legend()
+        size.plot(x, y, "o-", label=f"retention {run['retention']}")
+    size.set(title="Redis + Postgres rows per user", xlabel="turns per user", ylabel="MiB")
+    size.legend()
+    run = data["runs"][0]
+    x = [s["turns_per_user"] for s in run["samples"]]
+    reads = [s["read_path_ms"] for s in run["samples"]]
+    read.plot(x, [r["p50"] for r in reads], "o-", label="read path (retrieve)")
+    for part in reads[0]["parts_p50"]:
+        read.plot(x, [r["parts_p50"][part] for r in reads], ".--", label=part)
+    read.set(title=f"read path p50, retention {run['retention']}", xlabel="turns per user",
+             ylabel="ms", ylim=(0, None))  # fmt: skip
+    read.legend()
     return fig
 
 

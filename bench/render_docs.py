@@ -137,6 +137,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "latency-cost": speed.render_latency_cost,
     "throughput-table": speed.render_throughput_table,
     "growth-table": longrun.render_growth_table,
+    "growth-channels": longrun.render_growth_channels,
     "soak-headline": longrun.render_soak_headline,
     "soak-summary": longrun.render_soak_summary,
     "soak-recovery": longrun.render_soak_recovery,

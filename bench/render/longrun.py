@@ -42,6 +42,12 @@ def render_growth_table(root: Path) -> str:
         "read path p50 (`retrieve`, embedding included), first → last sample",
         *(f"{num(reads[r]['start']['p50'])} → {num(reads[r]['end']['p50'])} ms" for r in both),
     ])  # fmt: skip
+
+    def parts(r: str) -> str:
+        first, last = reads[r]["start"]["parts_p50"], reads[r]["end"]["parts_p50"]
+        return "; ".join(f"{k} {num(first[k])} → {num(last[k])}" for k in first) + " ms"
+
+    rows.append(["its parts p50 (the embedding, the searches, the rest)", *map(parts, both)])
     first, last, days = runs["off"][0], runs["off"][-1], d["days_per_pass"]
     turns = f"{first['turns_per_user']} → {last['turns_per_user']} turns"
     turns += f" (day {first['day']:g} → {last['day']:g})" if days else ""
@@ -61,6 +67,35 @@ def render_growth_table(root: Path) -> str:
     )
     head = [f"per user, {turns}", "retention on (`keep_latest`)", "retention off"]
     return table(head, rows) + f"\n\n{users} users; {clock}; on {machine(d)}."
+
+
+def render_growth_channels(root: Path) -> str:
+    """Each recall channel's query under EXPLAIN ANALYZE, first and last sample (retention on)."""
+    d = load(root, "growth")
+    samples = next(r["samples"] for r in d["runs"] if r["retention"] == "keep_latest")
+    first, last = samples[0], samples[-1]
+    head = [
+        f"p50 of {d['users']} users' questions, {first['turns_per_user']} → "
+        f"{last['turns_per_user']} turns per user",
+        "server ms",
+        "pages read (8 KiB, cached or not)",
+        "rows returned",
+    ]
+
+    def span(name: str, key: str, digits: int) -> str:
+        a, b = (s["channels"][name][key] for s in (first, last))
+        return f"{num(a, digits)} → {num(b, digits)}"
+
+    rows = [
+        [f"`{name}`", span(name, "server_ms", 2), span(name, "pages", 0), span(name, "rows", 0)]
+        for name in first["channels"]
+        if name in last["channels"]
+    ]
+    read = [s["read_path_ms"] for s in samples]
+    curve = ", ".join(f"{s['turns_per_user']}: {num(r['p50'])}" for s, r in zip(samples, read))
+    return (
+        table(head, rows) + f"\n\nRead path p50 (ms) by turns per user: {curve}; on {machine(d)}."
+    )
 
 
 def render_soak_summary(root: Path) -> str:

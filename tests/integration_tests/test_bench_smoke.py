@@ -169,6 +169,15 @@ async def test_growth_benchmark_tiny(memory_env, tmp_path):
     for run in (on, off):
         _sane(run["read_path_ms"]["start"], 3)
         _sane(run["read_path_ms"]["end"], 3)
+        for sample in run["samples"]:  # the read path at every sample, with its parts
+            read = sample["read_path_ms"]
+            _sane(read, 3)
+            assert set(read["parts_p50"]) == {"embedding", "searches", "rest"}, read
+            assert read["parts_p50"]["searches"] > 0 and read["candidates_p50"] >= 0, read
+            # each channel's query, explained: what the server spent and the pages it read
+            plans = sample["channels"]
+            assert {"summaries", "dense_turns", "keyword_turns"} <= set(plans), plans
+            assert all(p["server_ms"] > 0 and p["pages"] >= 0 for p in plans.values()), plans
         assert run["samples"][-1]["redis"]["window"] > 0
         assert run["samples"][-1]["postgres"]["episodes"] > 0
     # pruned to one checkpoint per thread: fewer checkpoint bytes than with retention off
