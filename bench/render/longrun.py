@@ -70,32 +70,27 @@ def render_growth_table(root: Path) -> str:
 
 
 def render_growth_channels(root: Path) -> str:
-    """Each recall channel's query under EXPLAIN ANALYZE, first and last sample (retention on)."""
+    """The read path's parts and the turn searches' plans at every sample (retention on)."""
     d = load(root, "growth")
     samples = next(r["samples"] for r in d["runs"] if r["retention"] == "keep_latest")
-    first, last = samples[0], samples[-1]
-    head = [
-        f"p50 of {d['users']} users' questions, {first['turns_per_user']} → "
-        f"{last['turns_per_user']} turns per user",
-        "server ms",
-        "pages read (8 KiB, cached or not)",
-        "rows returned",
-    ]
-
-    def span(name: str, key: str, digits: int) -> str:
-        a, b = (s["channels"][name][key] for s in (first, last))
-        return f"{num(a, digits)} → {num(b, digits)}"
-
-    rows = [
-        [f"`{name}`", span(name, "server_ms", 2), span(name, "pages", 0), span(name, "rows", 0)]
-        for name in first["channels"]
-        if name in last["channels"]
-    ]
-    read = [s["read_path_ms"] for s in samples]
-    curve = ", ".join(f"{s['turns_per_user']}: {num(r['p50'])}" for s, r in zip(samples, read))
-    return (
-        table(head, rows) + f"\n\nRead path p50 (ms) by turns per user: {curve}; on {machine(d)}."
+    searched = ("dense_turns", "keyword_turns")
+    head = ["turns per user", "read path p50 ms", "embedding / searches / rest ms",
+            "candidates", *(f"`{c}`: server ms, pages" for c in searched)]  # fmt: skip
+    rows = []
+    for s in samples:
+        read, plans = s["read_path_ms"], s["channels"]
+        rows.append([
+            str(s["turns_per_user"]), num(read["p50"]),
+            " / ".join(num(v) for v in read["parts_p50"].values()),
+            num(read["candidates_p50"], 0),
+            *(f"{num(plans[c]['server_ms'], 2)}, {num(plans[c]['pages'], 0)}" for c in searched),
+        ])  # fmt: skip
+    note = (
+        f"\n\n{d['users']} users, retention on; p50 of each sample's questions, their channel"
+        " queries under `EXPLAIN (ANALYZE, BUFFERS)` (pages: 8 KiB, cached or not); on"
+        f" {machine(d)}."
     )
+    return table(head, rows) + note
 
 
 def render_soak_summary(root: Path) -> str:
