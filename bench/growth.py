@@ -21,6 +21,7 @@ import random
 import statistics
 import time
 from collections import Counter, defaultdict
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -33,15 +34,13 @@ from bench.env import EMBEDDING, isolated_services, machine_info
 from bench.fake_model import register_instant_model
 from bench.harness import main, ms_stats, say, write_results
 from bench.seeding import memory_text, user_question
-from bench.timing import CURRENT_TURN, TurnRecord, instrument
+from bench.timing import instrument, recording
 from graph.background import LocalScheduler
 from graph.builder import build_graph
 from graph.context import Context
 from graph.maintenance import build_maintenance_graph
 from memory_graph_agent.recall.channels import CHANNELS
-from memory_graph_agent.recall.channels.base import Search
-from memory_graph_agent.recall.linking import NEIGHBOUR_PREFETCH
-from memory_graph_agent.recall.retrieval import episode_depth, retrieve
+from memory_graph_agent.recall.retrieval import recall_search, retrieve
 from memory_graph_agent.services.stores import open_checkpointer, services_session
 from memory_graph_agent.settings import Settings
 from memory_graph_agent.storage.checkpoints import SaverCheckpoints
@@ -234,14 +233,11 @@ async def read_path(
     seconds, candidates, parts = [], [], defaultdict(list)
     with instrument(services):
         for i, question in enumerate(questions):
-            ctx, rec = contexts[i % len(contexts)], TurnRecord()
-            token = CURRENT_TURN.set(rec)
-            try:
+            ctx = contexts[i % len(contexts)]
+            with recording() as rec:
                 started = time.perf_counter()
                 got = await retrieve(services, settings, ctx, question, "growth-probe", touch=False)
                 seconds.append(time.perf_counter() - started)
-            finally:
-                CURRENT_TURN.reset(token)
             parts["embedding"].append(rec.total("embed_query"))
             parts["searches"].append(rec.total("search") - rec.total("embed_wait"))
             parts["rest"].append(seconds[-1] - rec.total("search"))
@@ -261,19 +257,19 @@ async def channel_plans(
     ``server_ms``: the execution time; ``pages``: shared buffers hit or read (8 KiB each);
     ``rows``: the rows it returned. The query is the one `retrieve` sends for the question.
     """
-    around = NEIGHBOUR_PREFETCH if settings.recall.weights.neighbour_weight > 0 else 0
+    budget = settings.window.memory_token_budget  # retrieve's, unless told another
     seen: dict[str, dict[str, list[float]]] = {}
     for i, question in enumerate(questions):
         vector = vector_literal(await services.embeddings.aembed_query(question))
         user = contexts[i % len(contexts)].user_id
-        search = Search(settings, user, question, episode_depth(settings), around, vector)
+        search = replace(recall_search(settings, user, question, budget), vector=vector)
         for channel in CHANNELS:
             statements = channel.statements(services, search)
             if not statements:  # a channel with nothing to search (no one named)
                 continue
             *options, (query, params) = statements
             explained = ("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + query, params)
-            rows = await services.memories.db.pipeline(*options, explained)
+            rows = await services.db.pipeline(*options, explained)
             (plan,) = rows[-1][0]["QUERY PLAN"]
             top = plan["Plan"]
             got = seen.setdefault(channel.name, defaultdict(list))

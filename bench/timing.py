@@ -64,21 +64,28 @@ def timer(func: Callable, part: str) -> Callable:
     return wrapper
 
 
+@contextlib.contextmanager
+def recording() -> Iterator[TurnRecord]:
+    """A fresh `TurnRecord` that the timed calls inside report into (`CURRENT_TURN`)."""
+    rec = TurnRecord()
+    token = CURRENT_TURN.set(rec)
+    try:
+        yield rec
+    finally:
+        CURRENT_TURN.reset(token)
+
+
 async def timed_turn(
     graph: Any, ctx: Any, thread: str, text: str, **options: Any
 ) -> tuple[TurnRecord, float, Any]:
     """One turn of ``text`` under a fresh `TurnRecord`: it, the turn's seconds, the state."""
-    rec = TurnRecord()
-    token = CURRENT_TURN.set(rec)
-    try:
+    with recording() as rec:
         rec.sent = time.perf_counter()
         config = {"configurable": {"thread_id": thread}}
         state = await graph.ainvoke(
             {"messages": [HumanMessage(text)]}, config, context=ctx, **options
         )
         return rec, time.perf_counter() - rec.sent, state
-    finally:
-        CURRENT_TURN.reset(token)
 
 
 class NodeTimer(BaseCallbackHandler):

@@ -82,6 +82,12 @@ def episode_depth(settings: Settings, budget: int | None = None) -> int:
     )
 
 
+def recall_search(settings: Settings, user_id: str, query: str, budget: int) -> Search:
+    """The query every channel of a recall of ``query`` filling ``budget`` tokens searches."""
+    around = NEIGHBOUR_PREFETCH if settings.recall.weights.neighbour_weight > 0 else 0
+    return Search(settings, user_id, query, episode_depth(settings, budget), around)
+
+
 def rankings(found: Found, channels: Sequence[RecallChannel] = CHANNELS) -> dict[str, list[Hit]]:
     """Each ranking's hits, best first, in the channels' order.
 
@@ -297,8 +303,7 @@ async def retrieve(
         return Retrieval()
     with metrics.observe_retrieval():
         weights = settings.recall.weights
-        around = NEIGHBOUR_PREFETCH if weights.neighbour_weight > 0 else 0
-        search = Search(settings, ctx.user_id, query, episode_depth(settings, budget), around)
+        search = recall_search(settings, ctx.user_id, query, budget)
         # only a turn's recall (a `Screen`) knows the conversation a question points into
         pointer = pointed(query) if isinstance(shown, Screen) else Pointer()
         found, on, recent, asked = await asyncio.gather(
